@@ -1,0 +1,165 @@
+"""The `toolkit` command: a thin Typer shell. Each command parses options and calls one library
+function; errors are ToolkitError, printed without a traceback, exit code 2 (tool failures 1)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import click
+import typer
+
+from toolkit import __version__
+from toolkit.console import emit_json, err, out, warn
+from toolkit.errors import ToolkitError
+
+app = typer.Typer(
+    name="toolkit",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    help="Declarative, reproducible environments and honest benchmarks for serving LLMs with SGLang.\n\n"
+         "Pipeline: spec -> render -> build | provision -> serve -> load -> archive -> diff.\n\n"
+         "Start with `toolkit bench matrix envs/matrices/quickstart.yaml` (runs on the CPU), or "
+         "`toolkit validate envs/*.yaml` to check specs.",
+)
+render_app = typer.Typer(no_args_is_help=True, help="Render specs into files (Dockerfile, lock manifest, inventory).")
+app.add_typer(render_app, name="render")
+
+
+def _register_stages() -> None:
+    from toolkit.bench.commands import app as bench_app
+    from toolkit.build.commands import app as build_app
+    from toolkit.gpu.commands import app as env_app
+    from toolkit.provision.commands import app as provision_app
+    from toolkit.results.commands import app as results_app
+
+    app.add_typer(build_app, name="build", help="Build environment images with the Docker engine.")
+    app.add_typer(provision_app, name="provision", help="Provision GPU hosts with Ansible.")
+    app.add_typer(bench_app, name="bench", help="Benchmark server presets on domain workloads.")
+    app.add_typer(results_app, name="results", help="List, verify, diff and report archived runs.")
+    app.add_typer(env_app, name="env", help="Validate a GPU environment (host or image).")
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
+
+
+@app.command()
+def validate(
+    paths: Annotated[list[Path], typer.Argument(help="spec files (Environment, Hosts, Matrix)")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Validate spec files: schema, referenced files, patch sha256. Exit 2 on the first bad file."""
+    from toolkit.spec import check_patch_hashes, load_spec, referenced_files
+
+    results, failed = [], None
+    for p in paths:
+        try:
+            spec = load_spec(p)
+            referenced_files(spec)
+            check_patch_hashes(spec)
+            results.append({"path": str(p), "kind": spec.kind, "name": spec.name, "ok": True,
+                            "warnings": spec.warnings})
+            if not json_out:
+                out.print(f"ok  {p}  ({spec.kind} {spec.name})")
+                for w in spec.warnings:
+                    warn(f"{p}: {w}")
+        except ToolkitError as exc:
+            results.append({"path": str(p), "ok": False, **exc.to_dict()})
+            failed = failed or exc
+            if not json_out:
+                err.print(f"FAIL {exc}", markup=False)
+    if json_out:
+        emit_json(results)
+    if failed:
+        raise typer.Exit(2)
+
+
+@app.command()
+def schema(
+    kind: Annotated[Optional[str], typer.Argument(help="Environment, Hosts or Matrix (default: all)")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("-o", "--out", help="write <Kind>.schema.json files here")] = None,
+) -> None:
+    """Print the JSON Schema of each spec kind (for editor completion, e.g. yaml-language-server)."""
+    from toolkit.fsutil import write_json
+    from toolkit.spec import json_schemas
+
+    schemas = json_schemas()
+    if kind is not None:
+        if kind not in schemas:
+            raise ToolkitError(f"unknown kind {kind!r}", hint=f"one of {', '.join(schemas)}")
+        schemas = {kind: schemas[kind]}
+    if out_dir:
+        for k, s in schemas.items():
+            write_json(out_dir / f"{k}.schema.json", s)
+            out.print(f"wrote {out_dir / f'{k}.schema.json'}")
+    else:
+        emit_json(schemas if kind is None else schemas[kind])
+
+
+@render_app.command("env")
+def render_env_cmd(
+    spec: Annotated[Path, typer.Argument(help="an Environment spec")],
+    out_dir: Annotated[Optional[Path], typer.Option("-o", "--out", help="output folder (default: build/<name>)")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Render an Environment into a Dockerfile, its build context and toolkit.lock.json."""
+    from toolkit.render import render_env
+    from toolkit.spec import load_spec
+
+    loaded = load_spec(spec, expect="Environment")
+    rendered = render_env(loaded)
+    target = out_dir or Path("build") / loaded.name
+    written = rendered.write(target)
+    if json_out:
+        emit_json({"spec_hash": rendered.hash, "out": str(target), "files": [str(w) for w in written],
+                   "warnings": loaded.warnings})
+        return
+    for w in loaded.warnings:
+        warn(w)
+    for w in written:
+        out.print(f"wrote {w}")
+    out.print(f"spec hash {rendered.hash}")
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        out.print(f"toolkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True,
+                                          help="print the version")] = False,
+) -> None:
+    pass
+
+
+_register_stages()
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="toolkit", standalone_mode=False)
+        return 0
+    except ToolkitError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        err.print("aborted", markup=False)
+        return 130
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Terminal output: rich when it is a terminal, plain text otherwise (and with NO_COLOR); JSON on request."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+
+
+def _console(stderr: bool) -> Console:
+    plain = not (sys.stderr if stderr else sys.stdout).isatty() or "NO_COLOR" in os.environ
+    return Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=plain,
+                   force_terminal=None if not plain else False, width=120 if plain else None)
+
+
+out = _console(stderr=False)
+err = _console(stderr=True)
+
+
+def emit_json(obj: Any) -> None:
+    """Data on stdout, one JSON document, nothing else."""
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {message}" if not err.no_color else f"warning: {message}")

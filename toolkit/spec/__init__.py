@@ -1,0 +1,270 @@
+"""Specs are data: YAML files validated into pydantic models, with precise file:line errors.
+
+    spec = load_spec("envs/sglang-cu13-blackwell.yaml")
+    spec.model          # Environment | Hosts | Matrix
+    spec.path_of(("sglang", "patches", 0, "path"))   # resolved relative to the file that set it
+    spec_hash(spec)     # sha256 over canonical spec + referenced files + template version
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from toolkit.errors import SpecError
+from toolkit.spec.environment import Environment
+from toolkit.spec.hosts import Hosts
+from toolkit.spec.matrix import Matrix
+from toolkit.spec.yamlsrc import Mark, Marks, load_marked
+
+KINDS: dict[str, type[BaseModel]] = {"Environment": Environment, "Hosts": Hosts, "Matrix": Matrix}
+SpecModel = Union[Environment, Hosts, Matrix]
+
+
+@dataclass
+class LoadedSpec:
+    path: Path
+    model: Any
+    marks: Marks
+    files: list[Path] = field(default_factory=list)  # the spec and every file it extends
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return self.model.kind
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    def mark(self, keypath: tuple) -> Mark | None:
+        return self.marks.find(keypath)
+
+    def error(self, keypath: tuple, message: str, hint: str | None = None) -> SpecError:
+        m = self.mark(keypath)
+        return SpecError(f"{_dotted(keypath)}: {message}" if keypath else message, hint=hint,
+                         file=m.file if m else self.path, line=m.line if m else None, column=m.column if m else None)
+
+    def path_of(self, keypath: tuple, value: str | None = None, must_exist: bool = True) -> Path:
+        """Resolve a path-valued field relative to the spec file that set it (extends-aware)."""
+        if value is None:
+            value = _get(self.model.model_dump(), keypath)
+        m = self.mark(keypath)
+        base = m.file.parent if m else self.path.parent
+        p = Path(value).expanduser()
+        p = p if p.is_absolute() else (base / p)
+        if must_exist and not p.exists():
+            raise self.error(keypath, f"file {value!r} does not exist (looked in {base}/)",
+                             hint="paths in a spec are relative to the spec file that names them")
+        return p
+
+
+def _get(data: Any, keypath: tuple) -> Any:
+    for k in keypath:
+        data = data[k]
+    return data
+
+
+def _dotted(keypath: tuple) -> str:
+    out = ""
+    for k in keypath:
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+    return out
+
+
+def _unwrap(tp: Any) -> list[Any]:
+    """All concrete types inside Optional/Union/Annotated wrappers at one level."""
+    origin = get_origin(tp)
+    if origin is Union or origin is types.UnionType:
+        return [t for a in get_args(tp) for t in _unwrap(a)]
+    if origin is Annotated:
+        return _unwrap(get_args(tp)[0])
+    return [tp]
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names valid at the mapping that contains loc[-1]."""
+    candidates: list[Any] = [model]
+    for part in loc[:-1]:
+        nxt: list[Any] = []
+        for c in candidates:
+            for t in _unwrap(c):
+                if isinstance(t, type) and issubclass(t, BaseModel):
+                    if isinstance(part, str) and part in t.model_fields:
+                        nxt.extend(_unwrap(t.model_fields[part].annotation))
+                elif get_origin(t) is dict:
+                    nxt.extend(_unwrap(get_args(t)[1]))
+                elif get_origin(t) is list:
+                    nxt.extend(_unwrap(get_args(t)[0]))
+        candidates = nxt
+    keys: list[str] = []
+    for c in candidates:
+        for t in _unwrap(c):
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                keys.extend(t.model_fields)
+    return keys
+
+
+def _describe(err: dict) -> str:
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if err["type"] == "missing":
+        return "required key is missing"
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "literal_error":
+        return msg.replace("Input should be", "expected")
+    inp = err.get("input")
+    if err["type"].endswith("_type") or err["type"].endswith("_parsing"):
+        return f"{msg.replace('Input should be', 'expected')}, got {inp!r}"
+    return msg
+
+
+def _clean_loc(loc: tuple, data: Any) -> tuple:
+    """Drop pydantic's union-member and validator tags from a location, keeping real keys."""
+    out: list = []
+    cur = data
+    for part in loc:
+        if isinstance(cur, dict) and part in cur:
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(cur, dict) and not isinstance(part, int) and str(part).isidentifier() and "[" not in str(part) \
+                and part not in ("str", "int", "float", "bool", "function-after", "function-before"):
+            out.append(part)  # a missing or unknown key
+            cur = None
+    return tuple(out)
+
+
+def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, marks: Marks, path: Path) -> SpecError:
+    errors = exc.errors()
+    first = errors[0]
+    loc = _clean_loc(first["loc"], data)
+    msg = _describe(first)
+    hint = None
+    if first["type"] == "extra_forbidden":
+        allowed = _allowed_keys(model, loc)
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"valid keys here: {', '.join(sorted(allowed))}"
+    elif first["type"] == "missing":
+        hint = f"add `{loc[-1]}:` to {_dotted(loc[:-1]) or 'the top level'}"
+        mark = marks.find(loc[:-1])
+    elif "expected" in msg or "Input should" in first["msg"]:
+        hint = "fix the value's type (quote it to make it a string)"
+    mark = marks.find(loc) if first["type"] != "missing" else marks.find(loc[:-1])
+    more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    where = _dotted(loc)
+    text = f"{where}: {msg}{more}" if where else f"{msg}{more}"
+    return SpecError(text, hint=hint, file=mark.file if mark else path,
+                     line=mark.line if mark else None, column=mark.column if mark else None)
+
+
+def load_spec(path: str | Path, expect: str | None = None) -> LoadedSpec:
+    """Load, resolve `extends`, validate. Raises SpecError with file:line on any problem."""
+    path = Path(path)
+    data, marks, files = load_marked(path)
+    kind = data.get("kind")
+    if kind not in KINDS:
+        m = marks.find(("kind",))
+        close = difflib.get_close_matches(str(kind), list(KINDS), n=1)
+        raise SpecError(f"kind: expected one of {', '.join(KINDS)}, got {kind!r}" if kind is not None
+                        else "required key `kind` is missing",
+                        hint=f"did you mean {close[0]!r}?" if close else "start the file with `kind: Environment` "
+                        "(or Hosts, Matrix)", file=m.file if m else path, line=m.line if m else 1,
+                        column=m.column if m else None)
+    if expect and kind != expect:
+        m = marks.find(("kind",))
+        raise SpecError(f"expected a {expect} spec, this is a {kind}", file=path, line=m.line if m else None)
+    model_cls = KINDS[kind]
+    try:
+        model = model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, model_cls, data, marks, path) from None
+    spec = LoadedSpec(path=path, model=model, marks=marks, files=files)
+    if hasattr(model, "spec_warnings"):
+        spec.warnings.extend(model.spec_warnings())
+    return spec
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def referenced_files(spec: LoadedSpec) -> dict[str, Path]:
+    """Files whose bytes are part of the spec: patches, CA bundle, model path, workload data, linked specs."""
+    m = spec.model
+    out: dict[str, Path] = {}
+    if isinstance(m, Environment):
+        if m.sglang:
+            for i, p in enumerate(m.sglang.patches):
+                out[f"sglang.patches[{i}]"] = spec.path_of(("sglang", "patches", i, "path"), p.path)
+        if m.ca_bundle:
+            out["ca_bundle"] = spec.path_of(("ca_bundle", "path"), m.ca_bundle.path)
+    elif isinstance(m, Matrix):
+        out["environment"] = spec.path_of(("environment",), m.environment)
+        if m.target.hosts:
+            out["target.hosts"] = spec.path_of(("target", "hosts"), m.target.hosts)
+        if m.training_data:
+            out["training_data"] = spec.path_of(("training_data",), m.training_data)
+        for i, w in enumerate(m.workloads):
+            if not isinstance(w, str):
+                if w.path:
+                    out[f"workloads[{i}].path"] = spec.path_of(("workloads", i, "path"), w.path)
+                if w.holdout:
+                    out[f"workloads[{i}].holdout"] = spec.path_of(("workloads", i, "holdout"), w.holdout)
+    return out
+
+
+def check_patch_hashes(spec: LoadedSpec) -> dict[str, str]:
+    """Verify each patch's sha256 against the spec; returns {patch path: sha256}."""
+    m = spec.model
+    out: dict[str, str] = {}
+    if not isinstance(m, Environment) or not m.sglang:
+        return out
+    for i, p in enumerate(m.sglang.patches):
+        f = spec.path_of(("sglang", "patches", i, "path"), p.path)
+        actual = sha256_file(f)
+        if actual != p.sha256:
+            raise spec.error(("sglang", "patches", i, "sha256"),
+                             f"sha256 of {p.path} is {actual}, the spec says {p.sha256}",
+                             hint="the patch changed since the spec was written: review it, then put the new "
+                                  "sha256 in the spec (`sha256sum FILE`)")
+        out[p.path] = actual
+    return out
+
+
+def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
+    """sha256 over the canonical resolved spec, the bytes of every referenced file and the template version.
+
+    Key order, comments and formatting do not change it; one byte of a referenced file does.
+    """
+    h = hashlib.sha256()
+    h.update(b"toolkit-spec-v1\0")
+    h.update(canonical_json(spec.model.model_dump(mode="json")).encode())
+    for key, f in sorted(referenced_files(spec).items()):
+        h.update(f"\0{key}\0".encode())
+        h.update(sha256_file(f).encode() if f.is_file() else b"<dir>")
+    h.update(b"\0template\0" + template_version.encode())
+    return h.hexdigest()
+
+
+def json_schemas() -> dict[str, dict]:
+    return {kind: cls.model_json_schema() for kind, cls in KINDS.items()}

@@ -1,0 +1,50 @@
+"""Shared pieces of the spec models: strict base model and common field types."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+
+NAME_RE = r"^[a-z0-9][a-z0-9._-]*$"
+Name = Annotated[str, Field(pattern=NAME_RE, description="lower-case name: letters, digits, . _ -")]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lower-case hex digits")]
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors; values are not silently coerced across types."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=False)
+
+
+Scalar = str | int | float | bool
+
+
+def _check_arg_value(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        return value
+    if value is None:
+        raise ValueError("an argument needs a value: write `true` for an on/off flag, or the value it takes")
+    raise ValueError(f"an argument value must be a string, number, boolean or a list of them, not {type(value).__name__}")
+
+
+ArgValue = Annotated[Any, BeforeValidator(_check_arg_value)]
+
+FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def _check_flag_names(args: dict[str, Any]) -> dict[str, Any]:
+    for key in args:
+        if key.startswith("-"):
+            raise ValueError(f"write argument {key!r} without leading dashes: {key.lstrip('-')!r}")
+        if "_" in key:
+            raise ValueError(f"argument {key!r} must be written as on the command line: {key.replace('_', '-')!r}")
+        if not FLAG_RE.match(key):
+            raise ValueError(f"argument name {key!r} is not a command-line flag name (lower-case, digits, '-')")
+    return args
+
+
+ServerArgs = Annotated[dict[str, ArgValue], AfterValidator(_check_flag_names)]

@@ -1,0 +1,151 @@
+"""`kind: Environment`: what goes into a serving image, and the named server presets it runs."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from toolkit.spec.base import ArgValue, Name, ServerArgs, Sha256, StrictModel
+
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+IMAGE_RE = re.compile(r"^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?$")
+Version = Annotated[str, Field(pattern=r"^[0-9][0-9A-Za-z.+!-]*$", description="an exact version, e.g. 0.5.23")]
+
+
+class Package(StrictModel):
+    """One pinned Python package installed in the image with pip."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,.-]+\])?$")]
+    version: Version
+    index_url: str | None = Field(None, description="pip --index-url for this package, e.g. the torch cu130 index")
+    extra_index_url: str | None = None
+    no_deps: bool = Field(False, description="install with --no-deps")
+
+
+class Patch(StrictModel):
+    """A unified diff applied to the installed SGLang package, checked before any build."""
+
+    path: str = Field(description="path of the .patch file, relative to the spec file")
+    sha256: Sha256
+
+
+class SGLang(StrictModel):
+    version: Version
+    source: Literal["wheel", "git"] = "wheel"
+    git_url: str = "https://github.com/sgl-project/sglang.git"
+    git_ref: str | None = Field(None, description="tag or commit for source: git (default v<version>)")
+    extras: list[str] = Field(default_factory=list, description="pip extras, e.g. [all]")
+    deps: bool = Field(True, description="install SGLang's own dependencies (false: --no-deps, e.g. CPU test images)")
+    patches: list[Patch] = Field(default_factory=list)
+
+
+class CABundle(StrictModel):
+    """A CA certificate bundle that TLS inside the build trusts (corporate proxies, mirrors)."""
+
+    path: str = Field(description="PEM file, relative to the spec file or absolute")
+    keep: bool = Field(False, description="leave the bundle and its settings in the final image")
+
+
+class DummyModel(StrictModel):
+    """A tiny model with random weights made locally (like SGLang's --load-format dummy)."""
+
+    architecture: Literal["llama"] = "llama"
+    hidden_size: int = Field(64, ge=8)
+    intermediate_size: int = Field(128, ge=8)
+    layers: int = Field(2, ge=1)
+    heads: int = Field(4, ge=1)
+    vocab_size: int = Field(2048, ge=256)
+    max_position_embeddings: int = Field(4096, ge=128)
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    seed: int = 0
+
+
+class Model(StrictModel):
+    path: str | None = Field(None, description="a model directory already on disk")
+    dummy: DummyModel | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "Model":
+        if (self.path is None) == (self.dummy is None):
+            raise ValueError("give exactly one of `path` or `dummy`")
+        return self
+
+
+Preset = ServerArgs
+
+
+class Environment(StrictModel):
+    kind: Literal["Environment"]
+    name: Name
+    description: str = ""
+    engine: Literal["sglang", "transformers"] = Field(
+        "sglang", description="sglang: a built image; transformers: the embedded CPU engine (`transformers serve`)")
+    base_image: str | None = Field(None, description="base image, e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04[@sha256:...]")
+    cuda: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$")] | None = Field(None, description="CUDA version, e.g. 13.0")
+    python: Annotated[str, Field(pattern=r"^3\.[0-9]+$")] = "3.12"
+    apt_packages: list[str] = Field(default_factory=list, description="extra Debian/Ubuntu packages")
+    packages: list[Package] = Field(default_factory=list, description="pinned Python packages, installed in order")
+    sglang: SGLang | None = None
+    flashinfer: Version | None = Field(None, description="flashinfer-python version")
+    build_args: dict[str, str] = Field(default_factory=dict, description="Docker build args, e.g. TORCH_CUDA_ARCH_LIST")
+    env: dict[str, str] = Field(default_factory=dict, description="runtime environment variables of the image")
+    ca_bundle: CABundle | None = None
+    model: Model | None = Field(None, description="transformers engine: the model it serves")
+    servers: dict[Name, Preset] = Field(default_factory=dict, description="named server presets (flag: value)")
+    request_params: dict[Name, dict[str, ArgValue | dict[str, Any]]] = Field(
+        default_factory=dict, description="per-preset request parameters, e.g. generation_config for transformers")
+
+    @field_validator("base_image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        ref, _, digest = v.partition("@")
+        if digest and not DIGEST_RE.match(digest):
+            raise ValueError(f"malformed digest {digest!r}: expected sha256: followed by 64 lower-case hex digits")
+        if not IMAGE_RE.match(ref):
+            raise ValueError(f"{ref!r} is not an image reference (e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04)")
+        return v
+
+    @field_validator("build_args", "env", mode="before")
+    @classmethod
+    def _stringify(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            out = {}
+            for k, val in v.items():
+                if isinstance(val, bool):
+                    out[k] = "1" if val else "0"
+                elif isinstance(val, (int, float)):
+                    out[k] = str(val)
+                else:
+                    out[k] = val
+            return out
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Environment":
+        if self.engine == "sglang":
+            if self.base_image is None:
+                raise ValueError("an sglang environment needs `base_image`")
+            if self.sglang is None:
+                raise ValueError("an sglang environment needs an `sglang:` section (version, source, patches)")
+        else:
+            if self.model is None:
+                raise ValueError("a transformers environment needs `model:` (a path or a dummy model)")
+        for name in self.request_params:
+            if name not in self.servers:
+                raise ValueError(f"request_params names preset {name!r}, which is not under `servers:`")
+        return self
+
+    @property
+    def pinned(self) -> bool:
+        return self.base_image is not None and "@sha256:" in self.base_image
+
+    def spec_warnings(self) -> list[str]:
+        out = []
+        if self.engine == "sglang" and not self.pinned:
+            out.append(f"base image {self.base_image} is not pinned by digest: builds may change underneath you "
+                       "(append @sha256:... to pin it)")
+        return out

@@ -1,0 +1,72 @@
+"""`kind: Matrix`: which arms (server presets) run which workloads at which concurrency levels, where."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from toolkit.spec.base import Name, StrictModel
+
+
+class Target(StrictModel):
+    """Where the arms run: the embedded local engine, hosts of a Hosts spec, or URLs already serving."""
+
+    kind: Literal["local", "hosts", "external"] = "local"
+    hosts: str | None = Field(None, description="kind hosts: path of a Hosts spec, relative to this file")
+    group: str = Field("all", description="kind hosts: the inventory group whose hosts run the arms")
+    url: str | None = Field(None, description="kind external: base URL of an OpenAI-compatible server")
+    urls: dict[Name, str] = Field(default_factory=dict, description="kind external: one base URL per arm")
+    parallel: int = Field(1, ge=1, description="kind local: arms run side by side on this many engines")
+
+    @model_validator(mode="after")
+    def _fields(self) -> "Target":
+        if self.kind == "hosts" and not self.hosts:
+            raise ValueError("a target of kind hosts needs `hosts:` (a Hosts spec path)")
+        if self.kind == "external" and not (self.url or self.urls):
+            raise ValueError("a target of kind external needs `url:` or `urls:`")
+        return self
+
+
+class Workload(StrictModel):
+    """A bundled workload by name, or the user's own JSON lines file."""
+
+    name: Name
+    path: str | None = Field(None, description="JSON lines file (ShareGPT, OpenAI messages or prompt/completion)")
+    sample: int | None = Field(None, ge=1, description="seeded sample of N prompts")
+    holdout: str | None = Field(None, description="exclude prompts present in this training file")
+
+
+class Matrix(StrictModel):
+    kind: Literal["Matrix"]
+    name: Name
+    description: str = ""
+    environment: str = Field(description="path of the Environment spec whose presets are the arms")
+    arms: list[Name] = Field(min_length=1, description="server presets of the environment to compare")
+    baseline: Name | None = Field(None, description="the reference arm (default: the first arm)")
+    target: Target = Field(default_factory=Target)
+    workloads: list[Name | Workload] = Field(min_length=1, description="bundled workload names or Workload entries")
+    training_data: str | None = Field(None, description="a sample of the drafter's training data (JSON lines)")
+    api: Literal["chat", "completions", "generate"] = "chat"
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    output_len: int = Field(128, ge=1, description="max output tokens per request")
+    requests: int | None = Field(None, ge=1, description="measured requests per cell")
+    duration_s: float | None = Field(None, gt=0, description="or: measure each cell for this long")
+    warmup: int = Field(2, ge=0, description="requests per cell sent first and excluded from the figures")
+    repeats: int = Field(1, ge=1)
+    seed: int = 0
+    temperature: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Matrix":
+        if (self.requests is None) == (self.duration_s is None):
+            raise ValueError("give exactly one of `requests` (per cell) or `duration_s`")
+        if len(set(self.arms)) != len(self.arms):
+            raise ValueError("each arm may appear once in `arms`")
+        if self.baseline is not None and self.baseline not in self.arms:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}")
+        return self
+
+    @property
+    def baseline_arm(self) -> str:
+        return self.baseline or self.arms[0]
