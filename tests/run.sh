@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The test command (README command 2, and all that .ci/run runs). On a fresh Debian/Ubuntu machine
+# as root it installs what the tests need (Docker engine, debootstrap, Chromium, a venv with the
+# toolkit and its extras), starts dockerd when none is running, then runs pytest.
+# Under CI=true a real part that cannot start fails the run; nothing is skipped for it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export PYTHONUNBUFFERED=1
+
+need_apt=()
+command -v dockerd >/dev/null || need_apt+=(docker.io)
+command -v debootstrap >/dev/null || need_apt+=(debootstrap)
+command -v patch >/dev/null || need_apt+=(patch)
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v ssh >/dev/null || need_apt+=(openssh-client)
+command -v git >/dev/null || need_apt+=(git)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "tests/run.sh: installing ${need_apt[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  else
+    echo "tests/run.sh: missing ${need_apt[*]} and not root: install them first" >&2
+    [ "${CI:-}" = true ] && exit 1
+  fi
+fi
+
+# Python environment: the toolkit with every extra, plus test-only tools.
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e ".[all,test]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q -e ".[all,test]" >/dev/null 2>&1  # fail loudly if the first did not finish
+export PATH="$ROOT/.venv/bin:$PATH"
+
+# Docker engine: start one when none answers.
+if ! docker info >/dev/null 2>&1; then
+  if command -v dockerd >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "tests/run.sh: starting dockerd"
+    mkdir -p /var/log
+    (setsid dockerd --iptables=false --ip6tables=false --bridge=none >/var/log/toolkit-dockerd.log 2>&1 &)
+    for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  fi
+fi
+if ! docker info >/dev/null 2>&1; then
+  echo "tests/run.sh: no Docker engine answers" >&2
+  [ "${CI:-}" = true ] && { tail -20 /var/log/toolkit-dockerd.log 2>/dev/null || true; exit 1; }
+fi
+
+exec python -m pytest "$@"
