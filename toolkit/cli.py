@@ -34,6 +34,9 @@ def _register_stages() -> None:
     from toolkit.gpu.commands import app as env_app
     from toolkit.provision.commands import app as provision_app
     from toolkit.results.commands import app as results_app
+    from toolkit.workloads.commands import representativeness
+
+    bench_app.command("representativeness")(representativeness)
 
     app.add_typer(build_app, name="build", help="Build environment images with the Docker engine.")
     app.add_typer(provision_app, name="provision", help="Provision GPU hosts with Ansible.")
