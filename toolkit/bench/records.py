@@ -1,0 +1,81 @@
+"""The data that crosses stage boundaries in a benchmark: one record per request, one summary per cell.
+
+These models are the contract between the load generator (bench), the matrix runner and the
+archive/diff stage (results). Times are milliseconds unless a name says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tok_s", "request_s", "accept_length")
+
+
+class RequestRecord(BaseModel):
+    """Everything measured about one request. Raw chunk timings are kept so every ITL convention
+    can be derived later: per-chunk gap, gap / tokens in the chunk, (e2e - ttft) / (tokens - 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arm: str
+    domain: str
+    concurrency: int
+    repeat: int = 0
+    prompt_id: str
+    warmup: bool = False
+    send_s: float = Field(description="send time, seconds since the cell started (monotonic clock)")
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int = 0
+    chunk_ms: list[float] = Field(default_factory=list, description="arrival of each content chunk, ms after send")
+    chunk_tokens: list[int] = Field(default_factory=list, description="tokens carried by each chunk")
+    tokens_source: Literal["usage", "tokenizer", "chunks", "meta_info"] = "chunks"
+    finish_reason: str | None = None
+    error: str | None = None
+    status: int | None = Field(None, description="HTTP status")
+    spec_verify_ct: int | None = Field(None, description="SGLang meta_info: verification steps (speculative)")
+    accept_length: float | None = Field(None, description="output tokens per verification step")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Stat(BaseModel):
+    """One metric over a cell's successful requests."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    ci_low: float | None = Field(None, description="bootstrap 95% CI of the median (p50)")
+    ci_high: float | None = None
+    n: int = 0
+    unreliable: list[str] = Field(default_factory=list, description="percentiles with too few samples, e.g. ['p99']")
+
+
+class CellSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    arm: str
+    domain: str
+    concurrency: int
+    repeat: int = 0
+    output_len: int
+    workload_hash: str
+    sampling: dict = Field(default_factory=dict, description="api, temperature, output_len, seed, warmup")
+    status: Literal["ok", "failed"] = "ok"
+    reason: str | None = None
+    log_tail: str | None = None
+    n_requests: int = 0
+    n_errors: int = 0
+    error_rate: float = 0.0
+    duration_s: float = 0.0
+    effective_concurrency: float | None = None
+    itl_convention: str = "per-chunk gap divided by tokens in the chunk"
+    metrics: dict[str, Stat] = Field(default_factory=dict)
