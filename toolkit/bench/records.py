@@ -13,6 +13,35 @@ from pydantic import BaseModel, ConfigDict, Field
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tok_s", "request_s", "accept_length")
 
 
+class Prompt(BaseModel):
+    """One workload item: OpenAI chat `messages` (with optional `tools`) or a plain `prompt`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    domain: str
+    messages: list[dict] | None = None
+    tools: list[dict] | None = None
+    prompt: str | None = None
+    target_output_len: int = Field(256, ge=1)
+
+    def as_text(self) -> str:
+        """The prompt as one string (for /v1/completions and /generate, and for token counts)."""
+        if self.prompt is not None:
+            return self.prompt
+        parts = []
+        for m in self.messages or []:
+            content = m.get("content")
+            if isinstance(content, list):
+                content = " ".join(c.get("text", "") for c in content if isinstance(c, dict))
+            if m.get("tool_calls"):
+                import json
+
+                content = (content or "") + json.dumps(m["tool_calls"], sort_keys=True)
+            parts.append(f"{m.get('role', 'user')}: {content or ''}")
+        return "\n".join(parts)
+
+
 class RequestRecord(BaseModel):
     """Everything measured about one request. Raw chunk timings are kept so every ITL convention
     can be derived later: per-chunk gap, gap / tokens in the chunk, (e2e - ttft) / (tokens - 1)."""
