@@ -146,8 +146,8 @@ _register_stages()
 def main(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="toolkit", standalone_mode=False)
-        return 0
+        rv = command.main(args=argv, prog_name="toolkit", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
     except ToolkitError as exc:
         err.print(f"error: {exc}", markup=False)
         return exc.exit_code

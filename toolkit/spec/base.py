@@ -36,15 +36,15 @@ ArgValue = Annotated[Any, BeforeValidator(_check_arg_value)]
 FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
-def _check_flag_names(args: dict[str, Any]) -> dict[str, Any]:
-    for key in args:
-        if key.startswith("-"):
-            raise ValueError(f"write argument {key!r} without leading dashes: {key.lstrip('-')!r}")
-        if "_" in key:
-            raise ValueError(f"argument {key!r} must be written as on the command line: {key.replace('_', '-')!r}")
-        if not FLAG_RE.match(key):
-            raise ValueError(f"argument name {key!r} is not a command-line flag name (lower-case, digits, '-')")
-    return args
+def _check_flag_name(key: str) -> str:
+    if key.startswith("-"):
+        raise ValueError(f"write argument {key!r} without leading dashes: {key.lstrip('-')!r}")
+    if "_" in key:
+        raise ValueError(f"argument {key!r} must be written as on the command line: {key.replace('_', '-')!r}")
+    if not FLAG_RE.match(key):
+        raise ValueError(f"argument name {key!r} is not a command-line flag name (lower-case, digits, '-')")
+    return key
 
 
-ServerArgs = Annotated[dict[str, ArgValue], AfterValidator(_check_flag_names)]
+FlagName = Annotated[str, AfterValidator(_check_flag_name)]
+ServerArgs = dict[FlagName, ArgValue]
