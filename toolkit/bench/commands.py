@@ -1,16 +1,67 @@
-"""CLI commands of this stage (a thin shell over the library)."""
+"""`toolkit bench ...`: run a benchmark matrix (the main job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
-from toolkit.errors import ToolkitError
+from toolkit.console import emit_json, err, out, warn
 
-app = typer.Typer(no_args_is_help=True)
-
-
-@app.callback()
-def _group() -> None:
-    """Not built yet (issue 6)."""
+app = typer.Typer(no_args_is_help=True, help="Benchmark server presets on domain workloads.")
 
 
-def _not_built() -> None:
-    raise ToolkitError("`toolkit bench matrix` is not built yet", hint="see issue 6")
+@app.command("matrix")
+def matrix_cmd(
+    spec: Annotated[Path, typer.Argument(help="a Matrix spec, e.g. envs/matrices/quickstart.yaml")],
+    results: Annotated[Path, typer.Option("--results", help="archive root: runs go to RESULTS/<matrix>/<run-id>/")]
+    = Path("results"),
+    resume: Annotated[Optional[Path], typer.Option("--resume", help="continue a partial run: only missing cells run")]
+    = None,
+    strict: Annotated[bool, typer.Option("--strict", help="exit 1 when a methodology check reports an error")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the run's summary as JSON on stdout")] = False,
+) -> None:
+    """Launch each arm's server once, run every (workload x concurrency x repeat) cell against it with
+    the same prompts for every arm, and archive the run: per-request records, summary, report.md.
+
+    The run directory is printed at the end; `toolkit results show RUN` and `toolkit results report
+    RUN --html` read it. Ctrl-C leaves a valid partial run that `--resume RUN` completes.
+    """
+    from toolkit.bench.matrix import MatrixRunner
+    from toolkit.bench.progress import MatrixProgress
+    from toolkit.bench.report import CELL_COLUMNS, SPEEDUP_COLUMNS, cell_rows, rich_table, speedup_rows
+    from toolkit.spec import load_spec
+
+    loaded = load_spec(spec, expect="Matrix")
+    for w in loaded.warnings:
+        warn(w)
+    progress = None if json_out else MatrixProgress(err)
+    runner = MatrixRunner(loaded, results_root=results, resume=resume, progress=progress,
+                          log=lambda m: err.print(m, markup=False))
+    run_dir = runner.run()
+    d = runner.derived
+    errors = [c for c in d["methodology"] if c["severity"] == "error"]
+    if json_out:
+        emit_json({"run": str(run_dir), "status": runner.status, "report": str(run_dir / "report.md"),
+                   "cells": [c.model_dump() for c in runner.cells], "derived": d})
+    else:
+        out.print(rich_table("cells", CELL_COLUMNS, cell_rows(runner.cells)))
+        if d["speedups"]:
+            out.print(rich_table(f"speedup over {d['baseline']}", SPEEDUP_COLUMNS, speedup_rows(d)))
+        for arm, t in d["recommended_disable_batch_threshold"].items():
+            out.print(f"{arm}: recommended speculative-disable-batch-threshold: "
+                      f"{t if t is not None else 'none needed in the tested range'}")
+        for c in d["methodology"]:
+            (warn if c["severity"] == "warning" else lambda m: err.print(f"methodology error: {m}", markup=False))(
+                f"[{c['check']}] {c['message']}")
+        t = d.get("timing", {})
+        if t.get("overhead_ratio"):
+            out.print(f"wall {t['wall_s']:.1f} s = {t['overhead_ratio']:.3f} x (cells {t['cells_s']:.1f} s + "
+                      f"server starts {sum(t['launch_s'].values()):.1f} s)")
+        out.print(f"run {runner.status}: {run_dir}")
+        out.print(f"report: {run_dir / 'report.md'}")
+    if runner.status == "partial":
+        raise typer.Exit(130)
+    if strict and errors:
+        raise typer.Exit(1)

@@ -1,0 +1,172 @@
+"""Derived results of a matrix run: paired speedups, crossovers, and methodology checks.
+
+Speedup of a spec arm over the baseline arm, per domain x concurrency (repeats pooled):
+- `throughput_ratio`: output tok/s of the arm / output tok/s of the baseline (the headline figure).
+- `paired_ratio` with a 95% CI: both arms saw the same prompts in the same order, so prompts are
+  resampled *together* (paired bootstrap) and the ratio of per-prompt decode rates
+  (sum of output tokens / sum of end-to-end seconds) is recomputed each time.
+The crossover is the lowest concurrency whose throughput ratio falls below 1; SGLang's
+`speculative-disable-batch-threshold` (the patch shipped in envs/patches/) is recommended at it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+import numpy as np
+
+from toolkit.bench.records import CellSummary, RequestRecord
+
+BOOTSTRAP = 2000
+
+
+def _rate(tokens: np.ndarray, e2e_ms: np.ndarray) -> float:
+    total = e2e_ms.sum()
+    return float(tokens.sum() / (total / 1000.0)) if total > 0 else float("nan")
+
+
+def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0) -> dict:
+    """Ratio of decode rates over prompts both arms completed, with a paired-bootstrap 95% CI."""
+    # pair by (repeat, prompt id, occurrence): the same prompt can be sent more than once in a cell
+    a_keys = _occurrence_keys(_ok(arm))
+    b_keys = _occurrence_keys(_ok(base))
+    common = sorted(set(a_keys) & set(b_keys))
+    n = len(common)
+    if n < 2:
+        return {"ratio": None, "ci_low": None, "ci_high": None, "n_pairs": n}
+    ta = np.array([a_keys[k].output_tokens for k in common], float)
+    ea = np.array([a_keys[k].e2e_ms for k in common], float)
+    tb = np.array([b_keys[k].output_tokens for k in common], float)
+    eb = np.array([b_keys[k].e2e_ms for k in common], float)
+    point = _rate(ta, ea) / _rate(tb, eb)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(BOOTSTRAP, n))
+    ra = ta[idx].sum(1) / (ea[idx].sum(1) / 1000.0)
+    rb = tb[idx].sum(1) / (eb[idx].sum(1) / 1000.0)
+    boots = ra / rb
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {"ratio": point, "ci_low": float(lo), "ci_high": float(hi), "n_pairs": n}
+
+
+def _ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    return [r for r in records if r.ok and not r.warmup and r.e2e_ms and r.output_tokens > 0]
+
+
+def _occurrence_keys(records: list[RequestRecord]) -> dict:
+    seen: dict = defaultdict(int)
+    out = {}
+    for r in records:
+        k = (r.repeat, r.prompt_id)
+        out[(r.repeat, r.prompt_id, seen[k])] = r
+        seen[k] += 1
+    return out
+
+
+def _tput(cells: list[CellSummary]) -> float | None:
+    vals = [c.metrics["output_tok_s"].mean for c in cells
+            if c.status == "ok" and "output_tok_s" in c.metrics and c.metrics["output_tok_s"].mean]
+    return float(np.mean(vals)) if vals else None
+
+
+def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]], baseline: str,
+             seed: int = 0) -> list[dict]:
+    """One row per (arm != baseline, domain, concurrency). `records` is keyed by (arm, domain, conc)."""
+    by = defaultdict(list)
+    for c in cells:
+        by[(c.arm, c.domain, c.concurrency)].append(c)
+    rows = []
+    for (arm, domain, conc), arm_cells in sorted(by.items()):
+        if arm == baseline or (baseline, domain, conc) not in by:
+            continue
+        ta, tb = _tput(arm_cells), _tput(by[(baseline, domain, conc)])
+        pr = paired_ratio(records.get((arm, domain, conc), []), records.get((baseline, domain, conc), []), seed)
+        rows.append({
+            "arm": arm, "baseline": baseline, "domain": domain, "concurrency": conc,
+            "arm_tok_s": ta, "baseline_tok_s": tb,
+            "throughput_ratio": (ta / tb) if ta and tb else None,
+            "paired_ratio": pr["ratio"], "ci_low": pr["ci_low"], "ci_high": pr["ci_high"], "n_pairs": pr["n_pairs"],
+        })
+    return rows
+
+
+def crossovers(rows: list[dict]) -> list[dict]:
+    """Per (arm, domain): the lowest concurrency where the throughput ratio falls below 1."""
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["arm"], r["domain"])].append(r)
+    out = []
+    for (arm, domain), rs in sorted(by.items()):
+        rs = sorted(rs, key=lambda r: r["concurrency"])
+        below = [r for r in rs if r["throughput_ratio"] is not None and r["throughput_ratio"] < 1]
+        cross = below[0]["concurrency"] if below else None
+        significant = bool(below and below[0]["ci_high"] is not None and below[0]["ci_high"] < 1)
+        out.append({
+            "arm": arm, "domain": domain, "crossover_concurrency": cross,
+            "significant": significant,
+            "recommended_disable_batch_threshold": cross,
+            "note": (f"speculation slower from concurrency {cross}: set speculative-disable-batch-threshold: {cross}"
+                     if cross is not None else
+                     f"speculation never slower up to concurrency {rs[-1]['concurrency']}: no threshold needed "
+                     "in the tested range"),
+        })
+    return out
+
+
+def recommended_threshold(cross: list[dict], arm: str) -> int | None:
+    """One threshold per arm: the lowest crossover over its domains (the conservative choice)."""
+    vals = [c["crossover_concurrency"] for c in cross if c["arm"] == arm and c["crossover_concurrency"] is not None]
+    return min(vals) if vals else None
+
+
+def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple, list[RequestRecord]],
+                       arm_info: dict[str, dict], flushed: dict[str, bool] | None = None,
+                       representativeness: list[dict] | None = None) -> list[dict]:
+    """Problems with how a run measured, each {check, severity, message}. --strict fails on any error."""
+    out: list[dict] = []
+
+    def add(check: str, message: str, severity: str = "warning") -> None:
+        out.append({"check": check, "severity": severity, "message": message})
+
+    for arm, info in arm_info.items():
+        limit = info.get("max_running_requests")
+        if limit:
+            over = [c for c in matrix.concurrency if c > limit]
+            if over:
+                add("concurrency-above-max-running-requests",
+                    f"arm {arm}: concurrency {over} exceeds the server's max running requests ({limit}"
+                    f"{', set by SGLang because speculation is on and the flag is unset' if info.get('max_running_requests_implicit') else ''}"
+                    "): extra requests queue, and the cell measures the queue", "error")
+    if matrix.warmup == 0:
+        add("no-warmup", "warmup is 0: the first requests of each cell pay compilation, cache and connection set-up")
+    thin = sorted({(c.arm, c.domain, c.concurrency, p) for c in cells for m in c.metrics.values() for p in m.unreliable})
+    if thin:
+        pcts = sorted({t[3] for t in thin})
+        add("percentile-from-few-samples",
+            f"{len(thin)} cell percentiles ({', '.join(pcts)}) come from too few requests (p99 needs >= 100, "
+            "p90 >= 10): they are marked unreliable")
+    by_cell = defaultdict(dict)
+    for (arm, domain, conc), recs in records.items():
+        by_cell[(domain, conc)][arm] = [(r.repeat, r.prompt_id) for r in recs if not r.warmup]
+    for (domain, conc), arms in sorted(by_cell.items()):
+        seqs = {arm: sorted(ids) for arm, ids in arms.items() if ids}
+        if len({tuple(s) for s in seqs.values()}) > 1:
+            add("arms-saw-different-prompts",
+                f"{domain} at concurrency {conc}: arms were sent different prompt sets; pairing is broken", "error")
+    for arm, ok in (flushed or {}).items():
+        if not ok:
+            add("acceptance-counters-not-reset",
+                f"arm {arm}: the server's cumulative acceptance counters could not be reset between cells "
+                "(/flush_cache failed): server-wide acceptance figures mix cells")
+    for c in cells:
+        if c.status == "failed":
+            add("cell-failed", f"{c.arm} {c.domain} c={c.concurrency}: {c.reason}", "error")
+        elif c.error_rate > 0:
+            add("request-errors", f"{c.arm} {c.domain} c={c.concurrency}: {c.n_errors} of {c.n_requests} requests "
+                                  f"failed ({c.error_rate:.0%})", "error" if c.error_rate > 0.05 else "warning")
+    for rep in representativeness or []:
+        if rep.get("verdict") == "far":
+            add("workload-far-from-training-data",
+                f"workload {rep['workload']} is far from the drafter's training data "
+                f"(divergence {rep.get('divergence', float('nan')):.2f}): {rep.get('reason', '')}", "error")
+    return out

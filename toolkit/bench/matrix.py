@@ -1,0 +1,400 @@
+"""The matrix runner: one server launch per arm, every (workload x concurrency x repeat) cell against
+it, the same prompts in the same order for every arm, each cell archived as soon as it is done.
+
+    run = MatrixRunner(load_spec("envs/matrices/quickstart.yaml"), results_root=Path("results"))
+    run_dir = run.run()
+
+Arms are placed on *slots*: local engines (target.parallel), hosts of a Hosts group, or external URLs.
+Arms on different slots run side by side (threads); arms on one slot run one after another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from toolkit.bench import derive
+from toolkit.bench.records import CellSummary, Prompt, RequestRecord
+from toolkit.errors import SpecError, ToolFailure, ToolkitError
+from toolkit.spec import LoadedSpec, load_spec, spec_hash
+from toolkit.spec.matrix import Matrix
+
+
+@dataclass(frozen=True)
+class Cell:
+    arm: str
+    domain: str
+    concurrency: int
+    repeat: int
+
+    @property
+    def key(self) -> str:
+        from toolkit.results.archive import cell_key
+
+        return cell_key(self.arm, self.domain, self.concurrency, self.repeat)
+
+
+@dataclass
+class Slot:
+    """Where arms run: {'kind': 'local'} | {'kind': 'hosts', 'host': name, ...} | {'kind': 'external', 'url': u}."""
+
+    name: str
+    target: dict
+    arms: list[str] = field(default_factory=list)
+
+
+def cell_seed(seed: int, domain: str, concurrency: int, repeat: int) -> int:
+    h = hashlib.sha256(f"{seed}/{domain}/{concurrency}/{repeat}".encode()).digest()
+    return int.from_bytes(h[:8], "big")
+
+
+def cell_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
+    """n prompts in a seeded order, identical for every arm (cycling when the workload is smaller)."""
+    import random
+
+    order = list(range(len(prompts)))
+    random.Random(seed).shuffle(order)
+    return [prompts[order[i % len(order)]] for i in range(n)]
+
+
+def plan_slots(spec: LoadedSpec) -> list[Slot]:
+    m: Matrix = spec.model
+    t = m.target
+    if t.kind == "local":
+        slots = [Slot(f"local-{i}", {"kind": "local"}) for i in range(min(t.parallel, len(m.arms)))]
+    elif t.kind == "external":
+        if t.urls:
+            missing = [a for a in m.arms if a not in t.urls]
+            if missing:
+                raise spec.error(("target", "urls"), f"no URL for arm(s) {missing}", hint="give every arm a URL")
+            return [Slot(f"external-{a}", {"kind": "external", "url": t.urls[a]}, [a]) for a in m.arms]
+        slots = [Slot("external", {"kind": "external", "url": t.url})]
+    else:
+        hosts_spec = load_spec(spec.path_of(("target", "hosts"), t.hosts), expect="Hosts")
+        group = hosts_spec.model.group(t.group)
+        if not group:
+            raise spec.error(("target", "group"), f"group {t.group!r} has no hosts in {t.hosts}",
+                             hint=f"hosts there: {', '.join(hosts_spec.model.hosts)}")
+        slots = [Slot(name, {"kind": "hosts", "host": name, "spec": h.model_dump(), "hosts_path": str(hosts_spec.path)})
+                 for name, h in group.items()]
+    for i, arm in enumerate(m.arms):
+        slots[i % len(slots)].arms.append(arm)
+    return [s for s in slots if s.arms]
+
+
+def plan_cells(m: Matrix, domains: list[str], arm: str) -> list[Cell]:
+    return [Cell(arm, d, c, r) for r in range(m.repeats) for d in domains for c in m.concurrency]
+
+
+class MatrixRunner:
+    def __init__(self, spec: LoadedSpec, *, results_root: Path, resume: Path | None = None,
+                 progress: Any = None, log: Callable[[str], None] = print):
+        if not isinstance(spec.model, Matrix):
+            raise SpecError(f"{spec.path} is a {spec.kind} spec; bench matrix needs a Matrix", file=spec.path)
+        self.spec = spec
+        self.m: Matrix = spec.model
+        self.results_root = results_root
+        self.resume_dir = resume
+        self.progress = progress  # toolkit.bench.progress.MatrixProgress or None
+        self.log = log
+        self.env_spec = load_spec(spec.path_of(("environment",), self.m.environment), expect="Environment")
+        missing = [a for a in self.m.arms if a not in self.env_spec.model.servers]
+        if missing:
+            raise spec.error(("arms",), f"arm(s) {missing} are not server presets of {self.m.environment}",
+                             hint=f"presets there: {', '.join(self.env_spec.model.servers)}")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.cells: list[CellSummary] = []
+        self.records: dict[tuple, list[RequestRecord]] = {}
+        self.arm_info: dict[str, dict] = {}
+        self.flushed: dict[str, bool] = {}
+        self.timing: dict[str, Any] = {"launch_s": {}, "cells_s": 0.0}
+
+    # -- inputs
+    def load_workloads(self) -> dict:
+        from toolkit.workloads import load_workload
+
+        out = {}
+        training = (self.spec.path_of(("training_data",), self.m.training_data) if self.m.training_data else None)
+        for i, ref in enumerate(self.m.workloads):
+            try:
+                w = load_workload(ref, base_dir=self.spec.path.parent, seed=self.m.seed, training=training)
+            except ToolkitError as exc:
+                if exc.file is None:
+                    raise self.spec.error(("workloads", i), exc.message, exc.hint) from None
+                raise
+            out[w.name] = w
+        return out
+
+    def manifest(self, workloads: dict, slots: list[Slot]) -> dict:
+        from toolkit import __version__
+        from toolkit.bench.hostinfo import host_fingerprint, git_revision
+        from toolkit.render import template_version
+
+        env = self.env_spec.model
+        tv = template_version()
+        env_hash = spec_hash(self.env_spec, tv)
+        build = None
+        try:
+            from toolkit.build.record import find_build_record
+
+            build = find_build_record(env_hash) if env.engine == "sglang" else None
+        except ImportError:
+            pass
+        return {
+            "toolkit_version": __version__,
+            "git_revision": git_revision(),
+            "matrix": {"name": self.m.name, "path": str(self.spec.path), "hash": spec_hash(self.spec, tv),
+                       "resolved": self.m.model_dump(mode="json")},
+            "environment": {"name": env.name, "path": str(self.env_spec.path), "hash": env_hash,
+                            "resolved": env.model_dump(mode="json")},
+            "build": build,
+            "arms": {a: {"preset": env.servers[a], "request_params": env.request_params.get(a, {})}
+                     for a in self.m.arms},
+            "baseline": self.m.baseline_arm,
+            "slots": [{"name": s.name, "arms": s.arms, "target": {k: v for k, v in s.target.items() if k != "spec"}}
+                      for s in slots],
+            "workloads": {n: {"hash": w.hash, "n_prompts": len(w.prompts), "source": str(w.source)}
+                          for n, w in workloads.items()},
+            "host": host_fingerprint(slots),
+        }
+
+    # -- the run
+    def run(self) -> Path:
+        from toolkit.results.archive import ArchiveWriter
+
+        workloads = self.load_workloads()
+        slots = plan_slots(self.spec)
+        self.representativeness = self._representativeness(workloads)
+        if self.resume_dir:
+            writer = ArchiveWriter.resume(self.resume_dir)
+            old = writer.manifest.get("matrix", {}).get("hash")
+            manifest = None
+            if old and old != spec_hash(self.spec, __import__("toolkit.render", fromlist=["x"]).template_version()):
+                raise ToolkitError(f"the matrix spec changed since run {self.resume_dir.name} started",
+                                   hint="resume with the same spec, or start a new run", file=self.spec.path)
+            done = writer.done_cells()
+            self._reload_done(writer)
+        else:
+            manifest = self.manifest(workloads, slots)
+            writer = ArchiveWriter.create(self.results_root, self.m.name, manifest)
+            done = set()
+        self.writer = writer
+        domains = list(workloads)
+        todo = {arm: [c for c in plan_cells(self.m, domains, arm) if c.key not in done] for arm in self.m.arms}
+        if self.progress:
+            self.progress.start(todo, self.m)
+        t0 = time.monotonic()
+        status = "complete"
+        threads = [threading.Thread(target=self._run_slot, args=(s, todo, workloads), name=s.name, daemon=True)
+                   for s in slots]
+        try:
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(0.2)
+        except (KeyboardInterrupt, SystemExit):
+            status = "partial"
+            self._stop.set()
+            self.log("interrupted: stopping servers and writing a partial run (resume with --resume)")
+            from toolkit.serve.base import _stop_all
+
+            _stop_all()
+            for t in threads:
+                t.join(30)
+        finally:
+            if self.progress:
+                self.progress.stop()
+        self.timing["wall_s"] = time.monotonic() - t0
+        if status == "complete" and any(c.status == "failed" for c in self.cells):
+            status = "complete"  # failed cells are results too; the summary names them
+        derived = self.derive()
+        from toolkit.bench.report import markdown_report
+
+        writer.finalize(status, derived, markdown_report(self.m, self.cells, derived))
+        self.status = status
+        self.derived = derived
+        return writer.path
+
+    def _reload_done(self, writer) -> None:
+        from toolkit.results.archive import open_archive
+
+        arch = open_archive(writer.path)
+        for c in arch.cells:
+            self.cells.append(c)
+            recs = list(arch.iter_records(derive_key(c)))
+            self.records[(c.arm, c.domain, c.concurrency)] = self.records.get((c.arm, c.domain, c.concurrency), []) + recs
+
+    def _representativeness(self, workloads: dict) -> list[dict]:
+        if not self.m.training_data:
+            return []
+        from toolkit.workloads import representativeness_of
+
+        train = self.spec.path_of(("training_data",), self.m.training_data)
+        return [representativeness_of(train, w) for w in workloads.values()]
+
+    def _run_slot(self, slot: Slot, todo: dict, workloads: dict) -> None:
+        for arm in slot.arms:
+            if self._stop.is_set():
+                return
+            cells = todo[arm]
+            if not cells:
+                continue
+            self._run_arm(arm, slot, cells, workloads)
+
+    def _run_arm(self, arm: str, slot: Slot, cells: list[Cell], workloads: dict) -> None:
+        from toolkit.serve import launcher_for
+
+        log_dir = self.writer.path / "logs"
+        t0 = time.monotonic()
+        launcher = None
+        try:
+            launcher = launcher_for(self.env_spec, arm, target=slot.target, log_dir=log_dir)
+            if self.progress:
+                self.progress.arm_starting(arm)
+            launcher.start()
+            launcher.wait_healthy(timeout_s=600)
+            with self._lock:
+                self.arm_info[arm] = launcher.info()
+                self.timing["launch_s"][arm] = time.monotonic() - t0
+        except ToolkitError as exc:
+            self._fail_cells(arm, cells, str(exc.message), exc.hint or (launcher.log_tail(20) if launcher else ""))
+            if launcher:
+                launcher.stop()
+            return
+        try:
+            for i, cell in enumerate(cells):
+                if self._stop.is_set():
+                    return
+                try:
+                    self._run_cell(cell, launcher, workloads[cell.domain])
+                    launcher.check_alive(during=f"cell {cell.key}")
+                except ToolFailure as exc:
+                    self._fail_cells(arm, cells[i + 1:], f"server died: {exc.message}", launcher.log_tail(20))
+                    return
+        finally:
+            launcher.stop()
+            self._archive_log(arm, launcher)
+
+    def _archive_log(self, arm: str, launcher) -> None:
+        tail = launcher.log_tail(400)
+        if tail:
+            from toolkit.bench.hostinfo import scrub_text
+
+            self.writer.write_file(f"logs/{arm}.log", scrub_text(tail) + "\n")
+
+    def _fail_cells(self, arm: str, cells: list[Cell], reason: str, log_tail: str) -> None:
+        from toolkit.bench.hostinfo import scrub_text
+
+        for cell in cells:
+            s = CellSummary(arm=arm, domain=cell.domain, concurrency=cell.concurrency, repeat=cell.repeat,
+                            output_len=self.m.output_len, workload_hash="", status="failed", reason=reason,
+                            log_tail=scrub_text(log_tail)[-4000:] if log_tail else None, sampling=self.sampling())
+            self._record(cell, s, [])
+
+    def sampling(self) -> dict:
+        return {"api": self.m.api, "temperature": self.m.temperature, "output_len": self.m.output_len,
+                "seed": self.m.seed, "warmup": self.m.warmup, "requests": self.m.requests,
+                "duration_s": self.m.duration_s}
+
+    def _run_cell(self, cell: Cell, launcher, workload) -> None:
+        from toolkit.bench.loadgen import run_cell
+        from toolkit.bench.metrics import summarize
+
+        n = self.m.warmup + (self.m.requests or max(len(workload.prompts), 1))
+        prompts = cell_prompts(workload.prompts, n, cell_seed(self.m.seed, cell.domain, cell.concurrency, cell.repeat))
+        flushed = self._flush(launcher)
+        with self._lock:
+            self.flushed[cell.arm] = self.flushed.get(cell.arm, True) and flushed
+        on_record = self.progress.on_record(cell) if self.progress else None
+        telemetry = self._telemetry_start()
+        t0 = time.monotonic()
+        records = asyncio.run(run_cell(
+            launcher.base_url, self.m.api, prompts, concurrency=cell.concurrency, requests=self.m.requests,
+            duration_s=self.m.duration_s, warmup=self.m.warmup, output_len=self.m.output_len,
+            temperature=self.m.temperature, request_params=self.env_spec.model.request_params.get(cell.arm, {}),
+            arm=cell.arm, domain=cell.domain, repeat=cell.repeat, seed=self.m.seed, model=launcher.model,
+            on_record=on_record))
+        elapsed = time.monotonic() - t0
+        samples = telemetry.stop() if telemetry else None
+        summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
+                            repeat=cell.repeat, output_len=self.m.output_len, workload_hash=workload.hash,
+                            sampling=self.sampling())
+        with self._lock:
+            self.timing["cells_s"] += elapsed
+        if samples:
+            self.writer.write_file(f"telemetry/{cell.key}.json", _json(samples))
+        self._record(cell, summary, records)
+
+    def _flush(self, launcher) -> bool:
+        flush = getattr(launcher, "flush_cache", None)
+        if flush is None:
+            return True
+        try:
+            return bool(flush())
+        except Exception:  # noqa: BLE001 - reported as a methodology warning
+            return False
+
+    def _telemetry_start(self):
+        try:
+            from toolkit.gpu.telemetry import Telemetry, gpu_present
+        except ImportError:
+            return None
+        if not gpu_present():
+            return None
+        t = Telemetry(interval_s=0.5)
+        t.start()
+        return t
+
+    def _record(self, cell: Cell, summary: CellSummary, records: list[RequestRecord]) -> None:
+        with self._lock:
+            self.writer.write_cell(summary, records)
+            self.cells.append(summary)
+            key = (cell.arm, cell.domain, cell.concurrency)
+            self.records[key] = self.records.get(key, []) + records
+        if self.progress:
+            self.progress.cell_done(cell, summary)
+
+    # -- derived results
+    def derive(self) -> dict:
+        rows = derive.speedups(self.cells, self.records, self.m.baseline_arm, seed=self.m.seed)
+        cross = derive.crossovers(rows)
+        checks = derive.methodology_checks(matrix=self.m, cells=self.cells, records=self.records,
+                                           arm_info=self.arm_info, flushed=self.flushed,
+                                           representativeness=self.representativeness)
+        planned = len(self.m.arms) * len(self.m.workloads) * len(self.m.concurrency) * self.m.repeats
+        timing = dict(self.timing)
+        launches = sum(timing["launch_s"].values())
+        if timing.get("wall_s"):
+            timing["overhead_ratio"] = timing["wall_s"] / max(timing["cells_s"] + launches, 1e-9)
+        return {
+            "baseline": self.m.baseline_arm,
+            "speedups": rows,
+            "crossovers": cross,
+            "recommended_disable_batch_threshold": {a: derive.recommended_threshold(cross, a)
+                                                    for a in self.m.arms if a != self.m.baseline_arm},
+            "methodology": checks,
+            "representativeness": self.representativeness,
+            "arm_info": self.arm_info,
+            "timing": timing,
+            "cells_planned": planned,
+            "cells_done": len(self.cells),
+        }
+
+
+def derive_key(c: CellSummary) -> str:
+    from toolkit.results.archive import cell_key
+
+    return cell_key(c.arm, c.domain, c.concurrency, c.repeat)
+
+
+def _json(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, indent=1, sort_keys=True, default=str)

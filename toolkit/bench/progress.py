@@ -1,0 +1,65 @@
+"""Live progress of a matrix run: bars for arms, cells and requests, with live tok/s (rich)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from toolkit.bench.records import CellSummary, RequestRecord
+
+
+class MatrixProgress:
+    def __init__(self, console) -> None:
+        self.console = console
+        self.progress = Progress(TextColumn("{task.description}", justify="left"), BarColumn(bar_width=24),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                                 console=console, transient=False, disable=console.no_color and not console.is_terminal)
+        self._lock = threading.Lock()
+        self._cell_tasks: dict[str, int] = {}
+        self.plain = not console.is_terminal
+
+    def start(self, todo: dict, matrix) -> None:
+        total = sum(len(v) for v in todo.values())
+        self.per_cell = matrix.warmup + (matrix.requests or 0)
+        self.progress.start()
+        self.cells_task = self.progress.add_task("cells", total=total, rate="")
+        self.arm_tasks = {arm: self.progress.add_task(f"arm {arm}", total=len(cells), rate="waiting")
+                          for arm, cells in todo.items()}
+
+    def arm_starting(self, arm: str) -> None:
+        self.progress.update(self.arm_tasks[arm], rate="starting server")
+        if self.plain:
+            self.console.print(f"arm {arm}: starting server")
+
+    def on_record(self, cell):
+        key = f"{cell.arm} {cell.domain} c={cell.concurrency} r={cell.repeat}"
+        with self._lock:
+            task = self.progress.add_task(f"  {key}", total=self.per_cell or None, rate="")
+        t0 = time.monotonic()
+        tokens = [0]
+
+        def cb(rec: RequestRecord) -> None:
+            if not rec.warmup:
+                tokens[0] += rec.output_tokens
+            el = time.monotonic() - t0
+            self.progress.update(task, advance=1, rate=f"{tokens[0] / el:.0f} tok/s" if el > 0 else "")
+
+        self._cell_tasks[key] = task
+        return cb
+
+    def cell_done(self, cell, summary: CellSummary) -> None:
+        key = f"{cell.arm} {cell.domain} c={cell.concurrency} r={cell.repeat}"
+        task = self._cell_tasks.pop(key, None)
+        if task is not None:
+            self.progress.remove_task(task)
+        tput = summary.metrics.get("output_tok_s")
+        rate = f"{tput.mean:.0f} tok/s" if tput and tput.mean else summary.status
+        self.progress.update(self.arm_tasks[cell.arm], advance=1, rate=rate)
+        self.progress.update(self.cells_task, advance=1)
+        if self.plain:
+            self.console.print(f"cell {key}: {summary.status} {rate}")
+
+    def stop(self) -> None:
+        self.progress.stop()
