@@ -185,6 +185,10 @@ class MatrixRunner:
             writer = ArchiveWriter.create(self.results_root, self.m.name, manifest)
             done = set()
         self.writer = writer
+        self.build_record = (manifest or writer.manifest).get("build")
+        import tempfile
+
+        self._tmp_logs = tempfile.mkdtemp(prefix="toolkit-logs-")
         domains = list(workloads)
         todo = {arm: [c for c in plan_cells(self.m, domains, arm) if c.key not in done] for arm in self.m.arms}
         if self.progress:
@@ -251,11 +255,11 @@ class MatrixRunner:
     def _run_arm(self, arm: str, slot: Slot, cells: list[Cell], workloads: dict) -> None:
         from toolkit.serve import launcher_for
 
-        log_dir = self.writer.path / "logs"
+        log_dir = Path(self._tmp_logs)
         t0 = time.monotonic()
         launcher = None
         try:
-            launcher = launcher_for(self.env_spec, arm, target=slot.target, log_dir=log_dir)
+            launcher = launcher_for(self.env_spec, arm, **self._launcher_kwargs(slot, arm, log_dir))
             if self.progress:
                 self.progress.arm_starting(arm)
             launcher.start()
@@ -281,6 +285,21 @@ class MatrixRunner:
         finally:
             launcher.stop()
             self._archive_log(arm, launcher)
+
+    def _launcher_kwargs(self, slot: Slot, arm: str, log_dir: Path) -> dict:
+        """How the slot's target becomes a launcher: local engine, external URL, or a host's Docker engine."""
+        t = slot.target
+        kw: dict = {"log_path": Path(self._tmp_logs) / f"{arm}.log"}
+        if t["kind"] == "external":
+            return {**kw, "kind": "external", "url": t["url"]}
+        if t["kind"] == "hosts" and self.env_spec.model.engine == "sglang":
+            h = t["spec"]
+            user = f"{h['user']}@" if h.get("user") else ""
+            build = self.build_record or {}
+            image = (build.get("tags") or [None])[0] or build.get("image_id")
+            return {**kw, "kind": "docker", "image": image, "address": h["address"],
+                    "docker_url": f"ssh://{user}{h['address']}:{h.get('port', 22)}"}
+        return kw
 
     def _archive_log(self, arm: str, launcher) -> None:
         tail = launcher.log_tail(400)
