@@ -1,16 +1,82 @@
-"""CLI commands of this stage (a thin shell over the library)."""
+"""`toolkit env ...`: check that a host (or a built image) can run an Environment on its GPUs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
-from toolkit.errors import ToolkitError
+from toolkit.console import emit_json, err, out
 
 app = typer.Typer(no_args_is_help=True)
+
+_MARK = {"pass": "[green]pass[/green]", "fail": "[red]FAIL[/red]", "skip": "[yellow]skip[/yellow]"}
 
 
 @app.callback()
 def _group() -> None:
-    """Not built yet (issue 9)."""
+    """Validate a GPU environment: CUDA, compute capability and flags, NCCL, collectives, memory."""
 
 
-def _not_built() -> None:
-    raise ToolkitError("`toolkit env validate` is not built yet", hint="see issue 9")
+@app.command("validate")
+def validate_cmd(
+    spec: Annotated[Optional[Path], typer.Option("--spec", help="an Environment spec: check its CUDA major, "
+                                                  "its SM-gated server flags and mem-fraction-static")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="also spawn one process per GPU: NCCL "
+                                                "all-reduce sum, bus bandwidth, symmetric-memory probe")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="collective backend for --gpus: auto (nccl with "
+                                         "CUDA, else gloo on CPU processes), nccl or gloo")] = "auto",
+    require_gpu: Annotated[bool, typer.Option("--require-gpu", help="a missing GPU fails the checks "
+                                              "instead of skipping them")] = False,
+    out_file: Annotated[Optional[Path], typer.Option("-o", "--out", help="also write the JSON report here")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
+) -> None:
+    """Check this machine: each check passes, fails or is skipped with the reason. Exit 1 on a failure.
+
+    Examples:
+      toolkit env validate                                   # what this machine has
+      toolkit env validate --spec envs/sglang-cu13-blackwell.yaml --require-gpu
+      toolkit env validate --gpus 8 --json -o results/gpu-validation/host.json
+
+    NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0,
+    TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1)."""
+    from toolkit.fsutil import write_json
+    from toolkit.gpu.validate import validate
+
+    if json_out:
+        report = validate(spec, gpus, require_gpu, backend)
+    else:
+        with err.status("validating") as status:
+            report = validate(spec, gpus, require_gpu, backend, progress=lambda m: status.update(f"checking {m}"))
+    if out_file is not None:
+        write_json(out_file, report)
+    if json_out:
+        emit_json(report)
+    else:
+        _print(report)
+        if out_file is not None:
+            out.print(f"wrote {out_file}")
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+def _print(report: dict) -> None:
+    from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for c in report["checks"]:
+        table.add_row(c["name"], _MARK[c["status"]], c["detail"])
+    out.print(table)
+    for c in report["checks"]:
+        if c["name"] == "allreduce_busbw" and c["status"] == "pass":
+            bw = Table("bytes", "time us", "algbw GB/s", "busbw GB/s", box=None, title="all-reduce (slowest rank)")
+            for r in c["data"]["table"]:
+                bw.add_row(str(r["bytes"]), f"{r['time_us']:.1f}", f"{r['algbw_gbps']:.2f}", f"{r['busbw_gbps']:.2f}")
+            out.print(bw)
+    s = report["summary"]
+    out.print(f"{s['pass']} passed, {s['fail']} failed, {s['skip']} skipped"
+              + ("" if report["ok"] else "  (exit 1)"))
