@@ -1,16 +1,145 @@
-"""CLI commands of this stage (a thin shell over the library)."""
+"""`toolkit results`: list, show, verify, diff, report and import archived runs (a thin shell)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
+from toolkit.console import emit_json, err, out
 from toolkit.errors import ToolkitError
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, help=(
+    "List, verify, diff and report archived runs.\n\n"
+    "A run is a folder results/<matrix>/<run-id>/ (docs/results.md). RUN arguments take a run folder, "
+    "a run id (or a unique prefix or suffix of one) under --root, `<matrix>/<run-id>`, or `latest`."))
+
+Root = Annotated[Path, typer.Option("--root", help="folder holding <matrix>/<run-id>/ archives")]
+Json = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
+RunArg = Annotated[str, typer.Argument(help="run folder, run id (prefix), <matrix>/<run-id>, or latest")]
 
 
-@app.callback()
-def _group() -> None:
-    """Not built yet (issue 8)."""
+def resolve_run(ref: str, root: Path = Path("results"), matrix: str | None = None) -> Path:
+    """A run reference to its folder: a path, a run id or unique prefix under root, or `latest`."""
+    p = Path(ref)
+    if (p / "manifest.json").exists():
+        return p
+    runs = sorted(root.glob("*/*/manifest.json"))
+    if matrix:
+        runs = [r for r in runs if r.parent.parent.name == matrix]
+    if ref == "latest":
+        if not runs:
+            raise ToolkitError(f"no runs under {root}", hint="run `toolkit bench matrix ...` or pass --root")
+        return max(runs, key=lambda r: r.parent.name).parent
+    hits = [r.parent for r in runs if r.parent.name.startswith(ref) or r.parent.name.endswith(ref)
+            or f"{r.parent.parent.name}/{r.parent.name}".startswith(ref)]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise ToolkitError(f"no run {ref!r} (neither a run folder nor a run id under {root})",
+                           hint="`toolkit results list` shows the runs; pass --root for another folder")
+    raise ToolkitError(f"run id prefix {ref!r} is ambiguous: {', '.join(h.name for h in hits[:5])}",
+                       hint="give more characters of the run id")
 
 
-def _not_built() -> None:
-    raise ToolkitError("`toolkit results` is not built yet", hint="see issue 8")
+@app.command("list")
+def list_cmd(root: Root = Path("results"),
+             matrix: Annotated[Optional[str], typer.Option("--matrix", help="only runs of this matrix")] = None,
+             json_out: Json = False) -> None:
+    """The archived runs, newest first: when, matrix, env hash, host, GPU, arms, status. Corrupt runs are
+    listed with their error; the others still list."""
+    from toolkit.results.archive import list_runs
+    from toolkit.results.text import list_text
+
+    rows = list_runs(root, matrix)
+    if json_out:
+        emit_json(rows)
+    else:
+        out.print(list_text(rows), markup=False, highlight=False)
+
+
+@app.command("show")
+def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False) -> None:
+    """One run: its facts, the per-cell summary table, speedups and methodology warnings."""
+    from toolkit.results.archive import open_archive
+    from toolkit.results.facts import run_facts
+    from toolkit.results.text import show_text
+
+    a = open_archive(resolve_run(run, root))
+    if json_out:
+        emit_json({"facts": run_facts(a), "manifest": a.manifest,
+                   "cells": {k: c.model_dump(mode="json") for k, c in a.cells.items()}, "derived": a.derived})
+    else:
+        out.print(show_text(a), markup=False, highlight=False)
+
+
+@app.command("verify")
+def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(help="runs to check (default: all under --root)")] = None,
+               root: Root = Path("results"), json_out: Json = False) -> None:
+    """Check checksums (SHA256SUMS) and schema of runs; every truncated or edited file is named.
+    Exit 1 when any run has a problem."""
+    from toolkit.results.archive import verify
+
+    paths = [resolve_run(r, root) for r in runs] if runs else sorted(m.parent for m in root.glob("*/*/manifest.json"))
+    report, bad = [], 0
+    for p in paths:
+        problems = verify(p)
+        bad += bool(problems)
+        report.append({"run": str(p), "ok": not problems, "problems": [x.to_dict() for x in problems]})
+        if not json_out:
+            if problems:
+                out.print(f"FAIL {p}", markup=False)
+                for x in problems:
+                    out.print(f"  {x}", markup=False)
+            else:
+                out.print(f"ok   {p}", markup=False)
+    if json_out:
+        emit_json(report)
+    if not paths and not json_out:
+        out.print(f"no runs under {root}", markup=False)
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command("diff")
+def diff_cmd(
+    a: Annotated[str, typer.Argument(help="run A (the reference)")],
+    b: Annotated[str, typer.Argument(help="run B (compared with A)")],
+    metric: Annotated[Optional[list[str]], typer.Option("--metric", "-m", help="metric(s) to compare "
+                      "(ttft_ms tpot_ms itl_ms e2e_ms output_tok_s request_s accept_length); default all")] = None,
+    fail_on_regression: Annotated[Optional[float], typer.Option(
+        "--fail-on-regression", metavar="PCT",
+        help="exit 1 when a significant change makes any metric worse by more than PCT percent "
+             "(higher is better for tok/s and acceptance, lower for latencies)")] = None,
+    correction: Annotated[str, typer.Option(
+        "--correction", help="holm: adjust p-values for the many tests of one diff (no false alarms from "
+                             "testing dozens of cells); none: per-test alpha, as benchstat")] = "holm",
+    root: Root = Path("results"),
+    json_out: Json = False,
+) -> None:
+    """Compare run B against run A, benchstat style: per cell and metric the two medians with 95% CIs,
+    the change, and a Mann-Whitney U p-value on the per-request samples (`~`: not significant at 0.05).
+    Cells match on arm, domain, concurrency and output length; the environment diff follows."""
+    from toolkit.results.archive import open_archive
+    from toolkit.results.diff import diff_runs
+    from toolkit.results.facts import run_facts
+    from toolkit.results.text import diff_text
+
+    ra, rb = open_archive(resolve_run(a, root)), open_archive(resolve_run(b, root))
+    result = diff_runs(ra, rb, metric, correction)
+    regressions = result.regressions(fail_on_regression) if fail_on_regression is not None else []
+    if json_out:
+        d = result.to_dict()
+        d["regressions"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj}
+                            for c, m in regressions]
+        emit_json(d)
+    else:
+        out.print(diff_text(result, run_facts(ra), run_facts(rb)), markup=False, highlight=False)
+    if fail_on_regression is not None:
+        if regressions:
+            err.print(f"{len(regressions)} significant regression(s) beyond {fail_on_regression:g}%:", markup=False)
+            for c, m in regressions:
+                err.print(f"  {c.label} {m.metric} {m.delta_pct:+.2f}% (p={m.p_adj:.3g})", markup=False)
+            raise typer.Exit(1)
+        err.print(f"no significant regression beyond {fail_on_regression:g}%", markup=False)

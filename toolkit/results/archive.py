@@ -1,0 +1,296 @@
+"""The run archive: one folder per run, written once, read by list/show/verify/diff/report.
+
+    results/<matrix>/<run-id>/
+      manifest.json              written at create (schema version, specs, image, commands, host, ...)
+      cells/<key>.jsonl.gz       every RequestRecord of a cell (warmup included, flagged)
+      cells/<key>.npz            per-request numeric columns of the measured, successful requests
+      cells/<key>.json           the CellSummary; written last, so its presence means "cell done"
+      logs/...                   server logs
+      summary.json               at finalize: status, finished_at, cells, derived results
+      report.md                  at finalize
+      SHA256SUMS                 at finalize: `sha256sum -c` format over every other file
+
+Every file is written atomically (temp + rename) and only once; a complete run is never rewritten.
+docs/results.md describes the format.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import subprocess
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+from pydantic import ValidationError
+
+from toolkit import __version__
+from toolkit.bench.records import CellSummary, RequestRecord
+from toolkit.errors import ToolkitError
+from toolkit.fsutil import write_atomic, write_json
+from toolkit.results.columns import COLUMNS, columns_from_records, load_columns, save_columns
+from toolkit.results.scrub import scrub
+
+SCHEMA_VERSION = 1
+FORMAT = "toolkit-run-archive"
+STATUSES = ("complete", "partial", "failed")
+RESERVED = ("manifest.json", "summary.json", "report.md", "SHA256SUMS")
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def cell_key(arm: str, domain: str, concurrency: int, repeat: int = 0) -> str:
+    """File-name-safe key of one cell: `<arm>__<domain>__c<concurrency>__r<repeat>`."""
+    return f"{_SAFE.sub('_', arm)}__{_SAFE.sub('_', domain)}__c{int(concurrency)}__r{int(repeat)}"
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def git_sha(start: Path | None = None) -> str | None:
+    """The toolkit checkout's commit (None outside a git checkout)."""
+    here = start or Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def archive_files(path: Path) -> list[str]:
+    """Every regular file under the run folder except SHA256SUMS, as sorted relative POSIX paths."""
+    out = []
+    for p in path.rglob("*"):
+        if p.is_file() and p.name != "SHA256SUMS":
+            out.append(p.relative_to(path).as_posix())
+    return sorted(out)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ToolkitError(f"{path.name} is missing", file=path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ToolkitError(f"{path.name} is not valid JSON ({exc})", file=path,
+                           hint="the file was truncated or edited; `toolkit results verify` names what changed") from None
+
+
+def check_schema(manifest: Any, path: Path) -> dict:
+    """Accept the schema versions this toolkit reads; refuse others with what to do."""
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ToolkitError("not a toolkit run archive (manifest.json lacks format: toolkit-run-archive)", file=path)
+    version = manifest.get("schema_version")
+    if not isinstance(version, int):
+        raise ToolkitError(f"schema_version {version!r} is not an integer", file=path)
+    if version > SCHEMA_VERSION:
+        raise ToolkitError(
+            f"archive schema {version} is newer than this toolkit reads (schema {SCHEMA_VERSION})", file=path,
+            hint=f"upgrade the toolkit (this is {__version__}); the archive itself is fine")
+    if version < 1:
+        raise ToolkitError(f"archive schema {version} is older than any this toolkit reads (1..{SCHEMA_VERSION})",
+                           file=path, hint="re-import the raw numbers with `toolkit results import`")
+    return manifest
+
+
+class ArchiveWriter:
+    """Writes one run. The matrix runner creates it, writes cells as they finish, then finalizes."""
+
+    def __init__(self, path: Path, manifest: dict):
+        self.path = Path(path)
+        self.manifest = manifest
+        self.run_id = manifest["run_id"]
+
+    @classmethod
+    def create(cls, root: str | Path, matrix_name: str, manifest: dict | None = None) -> "ArchiveWriter":
+        parent = Path(root) / _SAFE.sub("_", matrix_name)
+        parent.mkdir(parents=True, exist_ok=True)
+        while True:  # os.mkdir is atomic: two concurrent runs never get the same folder
+            run_id = new_run_id()
+            try:
+                os.mkdir(parent / run_id)
+                break
+            except FileExistsError:
+                continue
+        path = parent / run_id
+        (path / "cells").mkdir()
+        (path / "logs").mkdir()
+        full = scrub(dict(manifest or {}))
+        full.setdefault("started_at", now_utc())
+        full.setdefault("toolkit", {"version": __version__, "git_sha": git_sha()})
+        full.update(format=FORMAT, schema_version=SCHEMA_VERSION, run_id=run_id, matrix_name=matrix_name)
+        write_json(path / "manifest.json", full)
+        return cls(path, full)
+
+    @classmethod
+    def resume(cls, run_dir: str | Path) -> "ArchiveWriter":
+        """Continue a partial run: write the missing cells, then finalize again. Complete runs are refused."""
+        path = Path(run_dir)
+        manifest = check_schema(_read_json(path / "manifest.json"), path / "manifest.json")
+        if (path / "summary.json").exists():
+            status = _read_json(path / "summary.json").get("status")
+            if status == "complete":
+                raise ToolkitError(f"run {path.name} is complete; a complete run is never rewritten", file=path,
+                                   hint="start a new run instead")
+        return cls(path, manifest)
+
+    def _check_open(self) -> None:
+        summary = self.path / "summary.json"
+        if summary.exists() and _read_json(summary).get("status") == "complete":
+            raise ToolkitError(f"run {self.run_id} is complete and cannot be changed", file=self.path)
+
+    def write_cell(self, summary: CellSummary, records: list[RequestRecord]) -> str:
+        """Write one cell's records, columns and summary (in that order), each once and atomically."""
+        self._check_open()
+        key = cell_key(summary.arm, summary.domain, summary.concurrency, summary.repeat)
+        base = self.path / "cells" / key
+        if base.with_suffix(".json").exists():
+            raise ToolkitError(f"cell {key} is already in run {self.run_id}", file=base.with_suffix(".json"),
+                               hint="cells are written once; resume writes only the missing ones (done_cells())")
+        buf = io.BytesIO()
+        with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=6, mtime=0) as gz:
+            for r in records:
+                gz.write(r.model_dump_json(exclude_defaults=True).encode() + b"\n")
+        write_atomic(base.parent / f"{key}.jsonl.gz", buf.getvalue())
+        write_atomic(base.parent / f"{key}.npz", save_columns(columns_from_records(records)))
+        write_atomic(base.with_suffix(".json"), summary.model_dump_json(indent=2) + "\n")
+        return key
+
+    def write_file(self, relpath: str, data: bytes | str) -> Path:
+        """Any extra file (server logs, ...) under the run folder."""
+        self._check_open()
+        rel = Path(relpath)
+        if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+            raise ToolkitError(f"archive file path {relpath!r} must be relative and stay inside the run folder")
+        if rel.as_posix() in RESERVED or rel.parts[0] == "cells":
+            raise ToolkitError(f"{relpath!r} is written by the archive itself; choose another name (e.g. logs/...)")
+        if isinstance(data, str):
+            data = data.encode()
+        return write_atomic(self.path / rel, data)
+
+    def done_cells(self) -> set[str]:
+        """Keys of the cells fully written (their summary, written last, exists)."""
+        return {p.name[: -len(".json")] for p in (self.path / "cells").glob("*.json")}
+
+    def finalize(self, status: str, derived: dict | None = None, report_md: str = "") -> Path:
+        """Write summary.json, report.md and SHA256SUMS. A partial/failed run may be finalized again."""
+        if status not in STATUSES:
+            raise ToolkitError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+        self._check_open()
+        cells = [CellSummary.model_validate_json((self.path / "cells" / f"{k}.json").read_text())
+                 for k in sorted(self.done_cells())]
+        summary = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "status": status,
+                   "started_at": self.manifest.get("started_at"), "finished_at": now_utc(),
+                   "cells": [c.model_dump(mode="json") for c in cells], "derived": scrub(derived or {})}
+        write_json(self.path / "summary.json", summary)
+        write_atomic(self.path / "report.md", report_md or f"# {self.manifest.get('matrix_name')} {self.run_id}\n")
+        lines = [f"{sha256_file(self.path / rel)}  {rel}\n" for rel in archive_files(self.path)]
+        write_atomic(self.path / "SHA256SUMS", "".join(lines))
+        return self.path
+
+
+@dataclass
+class Archive:
+    """A run read back. `cells` come from cells/*.json (the source of truth while a run is partial)."""
+
+    path: Path
+    manifest: dict
+    summary: dict | None
+    cells: dict[str, CellSummary] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.get("run_id", self.path.name)
+
+    @property
+    def matrix_name(self) -> str:
+        return self.manifest.get("matrix_name", self.path.parent.name)
+
+    @property
+    def status(self) -> str:
+        return (self.summary or {}).get("status") or "incomplete"
+
+    @property
+    def derived(self) -> dict:
+        return (self.summary or {}).get("derived") or {}
+
+    def iter_records(self, key: str) -> Iterator[RequestRecord]:
+        path = self.path / "cells" / f"{key}.jsonl.gz"
+        if not path.exists():
+            raise ToolkitError(f"no records for cell {key}", file=path)
+        with gzip.open(path, "rt") as f:
+            for i, line in enumerate(f, 1):
+                try:
+                    yield RequestRecord.model_validate_json(line)
+                except ValidationError as exc:
+                    raise ToolkitError(f"record {i} is malformed: {exc.errors()[0]['msg']}", file=path, line=i) from None
+
+    def columns(self, key: str) -> dict[str, np.ndarray]:
+        """Per-request numeric columns of a cell (from the .npz; derived from the records if it is absent)."""
+        path = self.path / "cells" / f"{key}.npz"
+        if path.exists():
+            return load_columns(path)
+        if (self.path / "cells" / f"{key}.jsonl.gz").exists():
+            return columns_from_records(list(self.iter_records(key)))
+        return {c: np.empty(0, np.float32) for c in COLUMNS}
+
+
+def open_archive(path: str | Path) -> Archive:
+    path = Path(path)
+    if not path.is_dir():
+        raise ToolkitError(f"no run folder at {path}", hint="`toolkit results list` shows the archived runs")
+    manifest = check_schema(_read_json(path / "manifest.json"), path / "manifest.json")
+    summary = _read_json(path / "summary.json") if (path / "summary.json").exists() else None
+    cells: dict[str, CellSummary] = {}
+    for p in sorted((path / "cells").glob("*.json")):
+        try:
+            cells[p.name[: -len(".json")]] = CellSummary.model_validate_json(p.read_text())
+        except ValidationError as exc:
+            raise ToolkitError(f"cell summary does not match the schema: {exc.errors()[0]['msg']}", file=p,
+                               hint="`toolkit results verify` checks every file") from None
+    return Archive(path=path, manifest=manifest, summary=summary, cells=cells)
+
+
+def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[dict]:
+    """Key facts of every run under root (newest first). A corrupt run is listed with its error."""
+    from toolkit.results.facts import run_facts
+
+    root = Path(root)
+    rows = []
+    for manifest in sorted(root.glob("*/*/manifest.json")):
+        run = manifest.parent
+        if matrix and run.parent.name != matrix:
+            continue
+        try:
+            rows.append(run_facts(open_archive(run)))
+        except ToolkitError as exc:
+            rows.append({"path": str(run), "run_id": run.name, "matrix": run.parent.name, "status": "corrupt",
+                         "error": exc.message})
+    rows.sort(key=lambda r: (r.get("started_at") or "", r["run_id"]), reverse=True)
+    return rows
+
+
+def verify(path: str | Path) -> list:
+    from toolkit.results.verify import verify_run
+
+    return verify_run(Path(path))
