@@ -67,6 +67,7 @@ class RequestRecord(BaseModel):
     status: int | None = Field(None, description="HTTP status")
     spec_verify_ct: int | None = Field(None, description="SGLang meta_info: verification steps (speculative)")
     accept_length: float | None = Field(None, description="output tokens per verification step")
+    lag_ms: float | None = Field(None, description="open loop: how late the request left vs its scheduled time")
 
     @property
     def ok(self) -> bool:

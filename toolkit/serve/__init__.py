@@ -1,1 +1,61 @@
+"""Server launchers: start, wait healthy (watching for a crash), info, stop, logs. One per engine.
 
+    from toolkit.serve import launcher_for
+    with launcher_for(env_spec, "ngram") as srv:       # the embedded CPU engine, a dummy model
+        print(srv.base_url, srv.info()["command_line"])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import ToolkitError
+from toolkit.serve.base import BaseLauncher, ExternalLauncher, Launcher, ProcessLauncher, free_port
+from toolkit.serve.sglang import SGLangDockerLauncher, SGLangProcessLauncher, flush_cache, metrics_snapshot, server_info
+from toolkit.serve.transformers import TransformersLauncher
+
+__all__ = ["Launcher", "BaseLauncher", "ProcessLauncher", "ExternalLauncher", "TransformersLauncher",
+           "SGLangDockerLauncher", "SGLangProcessLauncher", "launcher_for", "model_dir_for", "free_port",
+           "server_info", "metrics_snapshot", "flush_cache"]
+
+
+def model_dir_for(env_spec) -> Path:
+    """The model directory of a transformers Environment: its `model.path`, or the dummy model (made once)."""
+    env = env_spec.model
+    if env.model is None:
+        raise env_spec.error(("model",), "this environment has no model", hint="add `model: {dummy: {}}`")
+    if env.model.path:
+        return env_spec.path_of(("model", "path"), env.model.path)
+    from toolkit.serve.dummy import ensure_dummy_model
+
+    return ensure_dummy_model(env.model.dummy)
+
+
+def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | None = None,
+                 image: str | None = None, docker_url: str | None = None, port: int | None = None,
+                 log_path: Path | None = None, **kw: Any) -> Launcher:
+    """The launcher for one arm. `env_spec` is a LoadedSpec of an Environment; `preset` one of its servers.
+
+    kind: "external" (url), for sglang "docker" (default; image, docker_url "ssh://host", gpus, mounts,
+    shm_size, network) or "process" (python); transformers engines always run locally.
+    """
+    env = env_spec.model
+    if preset not in env.servers:
+        raise env_spec.error(("servers",), f"no server preset {preset!r}",
+                             hint=f"presets here: {', '.join(env.servers) or '(none)'}")
+    args = dict(env.servers[preset])
+    if kind == "external" or url:
+        if not url:
+            raise ToolkitError("an external target needs a URL", hint="give `url: http://host:port`")
+        return ExternalLauncher(url, model=kw.get("model"))
+    if env.engine == "transformers":
+        return TransformersLauncher(model_dir_for(env_spec), args=args, port=port, log_path=log_path)
+    if kind == "process":
+        return SGLangProcessLauncher(args, python=kw.get("python"), port=port, log_path=log_path,
+                                     env={**env.env, **kw.get("env", {})})
+    if not image:
+        raise ToolkitError(f"no image for environment {env.name!r}",
+                           hint="build it with `toolkit build env SPEC` and pass the image from its build record")
+    return SGLangDockerLauncher(image, args, docker_url=docker_url, port=port, log_path=log_path,
+                                env={**env.env, **kw.pop("env", {})}, **kw)

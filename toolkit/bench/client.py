@@ -1,0 +1,204 @@
+"""One streamed request -> one RequestRecord. aiohttp (measured faster than httpx: docs/loadgen.md),
+one shared session per cell (connection reuse), SSE parsed incrementally from raw reads.
+
+Per chunk only what is needed is parsed: a content chunk is recognised by a byte search; JSON is
+decoded only for chunks that carry usage, a finish reason or an error (and the last /generate chunk
+for meta_info). All events that arrive in one read get that read's timestamp.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Literal
+
+import aiohttp
+
+from toolkit.bench.records import Prompt, RequestRecord
+
+Api = Literal["completions", "chat", "generate"]
+PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
+_perf = time.perf_counter
+
+# A content chunk has a non-empty string here (a JSON string cannot contain an unescaped quote, so
+# these byte patterns cannot occur inside generated text).
+_CONTENT = (b'"text":"', b'"content":"', b'"reasoning_content":"')
+_TOOL = b'"tool_calls":['
+_SLOW = (b'"usage":{', b'"finish_reason":"', b'"error"')
+
+
+def build_body(api: Api, prompt: Prompt, *, model: str | None, output_len: int, temperature: float,
+               request_params: dict | None = None) -> dict:
+    """The JSON body for one request. `generation_config` dicts become the JSON string transformers wants."""
+    params = dict(request_params or {})
+    if isinstance(params.get("generation_config"), dict):
+        params["generation_config"] = json.dumps(params["generation_config"], sort_keys=True)
+    if api == "generate":
+        sampling = {"max_new_tokens": output_len, "temperature": temperature, **params.pop("sampling_params", {})}
+        return {"text": prompt.as_text(), "sampling_params": sampling, "stream": True, **params}
+    body: dict = {"max_tokens": output_len, "temperature": temperature, "stream": True,
+                  "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    if model:
+        body["model"] = model
+    if api == "chat":
+        if prompt.messages is not None:
+            body["messages"] = prompt.messages
+        else:
+            body["messages"] = [{"role": "user", "content": prompt.prompt or ""}]
+        if prompt.tools:
+            body["tools"] = prompt.tools
+    else:
+        body["prompt"] = prompt.as_text()
+    body.update(params)
+    return body
+
+
+class _Stream:
+    """Incremental SSE state for one response."""
+
+    __slots__ = ("api", "times", "tokens", "last_usage", "usage_deltas", "finish", "error", "done", "last_payload",
+                 "rest", "input_tokens", "usage_total")
+
+    def __init__(self, api: Api):
+        self.api = api
+        self.times: list[float] = []
+        self.tokens: list[int] = []
+        self.last_usage = 0       # cumulative completion tokens seen so far (usage or meta_info)
+        self.usage_deltas = False
+        self.usage_total: int | None = None
+        self.input_tokens: int | None = None
+        self.finish: str | None = None
+        self.error: str | None = None
+        self.done = False
+        self.last_payload = b""
+        self.rest = b""
+
+    def feed(self, data: bytes, now: float) -> None:
+        buf = self.rest + data if self.rest else data
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            start = nl + 1
+            if line[:5] != b"data:":
+                continue
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                self.done = True
+            elif self.api == "generate":
+                self._generate(payload, now)
+            else:
+                self._openai(payload, now)
+        self.rest = buf[start:]
+
+    def _openai(self, p: bytes, now: float) -> None:
+        content = False
+        for pat in _CONTENT:
+            i = p.find(pat)
+            if i >= 0 and p[i + len(pat):i + len(pat) + 1] != b'"':
+                content = True
+                break
+        if not content and _TOOL in p:
+            content = True
+        n = 1
+        if any(s in p for s in _SLOW):
+            obj = json.loads(p)
+            if "error" in obj and obj["error"]:
+                err = obj["error"]
+                self.error = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+                return
+            usage = obj.get("usage")
+            for ch in obj.get("choices") or ():
+                if ch.get("finish_reason"):
+                    self.finish = ch["finish_reason"]
+            if usage:
+                total = int(usage.get("completion_tokens") or 0)
+                self.input_tokens = usage.get("prompt_tokens", self.input_tokens)
+                self.usage_total = total
+                if content:
+                    n = total - self.last_usage
+                    self.usage_deltas = True
+                self.last_usage = total
+        if content:
+            self.times.append(now)
+            self.tokens.append(n)
+
+    def _generate(self, p: bytes, now: float) -> None:
+        i = p.rfind(b'"completion_tokens":')
+        if i < 0:
+            if b'"error"' in p:
+                obj = json.loads(p)
+                err = obj.get("error")
+                self.error = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+            return
+        j = i + 20
+        k = j
+        while p[k:k + 1] in b" 0123456789" and k < len(p):
+            k += 1
+        total = int(p[j:k])
+        if total > self.last_usage:
+            self.times.append(now)
+            self.tokens.append(total - self.last_usage)
+            self.last_usage = total
+        self.last_payload = p
+
+
+async def send_one(session: aiohttp.ClientSession, url: str, api: Api, body: bytes, rec: RequestRecord,
+                   t0: float) -> RequestRecord:
+    """POST `body`, stream the answer, fill `rec` (its send_s is set here, relative to t0)."""
+    st = _Stream(api)
+    sent = _perf()
+    rec.send_s = sent - t0
+    try:
+        async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+            rec.status = resp.status
+            if resp.status != 200:
+                text = (await resp.content.read(2048)).decode(errors="replace").strip()
+                rec.error = f"HTTP {resp.status}: {text[:300]}"
+            else:
+                async for data in resp.content.iter_any():
+                    st.feed(data, _perf())
+                    if st.done:
+                        break
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"[:300] or type(exc).__name__
+    end = _perf()
+    rec.chunk_ms = [(t - sent) * 1000.0 for t in st.times]
+    rec.chunk_tokens = st.tokens
+    if st.times:
+        rec.ttft_ms = rec.chunk_ms[0]
+    rec.e2e_ms = (end - sent) * 1000.0
+    rec.input_tokens = st.input_tokens
+    if api == "generate":
+        rec.tokens_source = "meta_info"
+        rec.output_tokens = st.last_usage
+        if st.last_payload:
+            meta = (json.loads(st.last_payload).get("meta_info") or {})
+            fr = meta.get("finish_reason")
+            rec.finish_reason = fr.get("type") if isinstance(fr, dict) else fr
+            rec.input_tokens = meta.get("prompt_tokens")
+            if meta.get("spec_verify_ct"):
+                rec.spec_verify_ct = int(meta["spec_verify_ct"])
+                rec.accept_length = rec.output_tokens / rec.spec_verify_ct
+    else:
+        rec.tokens_source = "usage" if st.usage_deltas else "chunks"
+        rec.output_tokens = st.usage_total if st.usage_total is not None else sum(st.tokens)
+        rec.finish_reason = st.finish
+    if rec.error is None:
+        if st.error is not None:
+            rec.error = f"server error in stream: {st.error}"[:300]
+        elif not st.done and rec.finish_reason is None:
+            rec.error = "stream ended without a finish reason or [DONE]"
+        elif not st.times:
+            rec.error = "no output tokens"
+    return rec
+
+
+def make_session(limit: int, read_timeout_s: float = 300.0) -> aiohttp.ClientSession:
+    conn = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, keepalive_timeout=60, ttl_dns_cache=None,
+                                force_close=False, enable_cleanup_closed=False)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout_s)
+    return aiohttp.ClientSession(connector=conn, timeout=timeout, auto_decompress=False,
+                                 skip_auto_headers=("User-Agent",), raise_for_status=False)

@@ -1,0 +1,279 @@
+"""The launcher interface and what every launcher shares: health wait with a crash watch, log tail,
+and cleanup that never leaves an orphan (context manager, atexit, SIGTERM/SIGINT, and for child
+processes PR_SET_PDEATHSIG so even `kill -9` of the toolkit takes the server with it).
+
+    with TransformersLauncher(model_dir) as srv:     # start() + wait_healthy()
+        run_cell(srv.base_url, ...)
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from toolkit.errors import ToolFailure
+
+
+@runtime_checkable
+class Launcher(Protocol):
+    base_url: str
+    model: str | None  # the model name requests must carry (None: the server ignores it)
+
+    def start(self) -> None: ...
+    def wait_healthy(self, timeout_s: float = 300.0) -> None: ...
+    def info(self) -> dict: ...
+    def stop(self) -> None: ...
+    def log_tail(self, n: int = 40) -> str: ...
+    def exit_code(self) -> int | None: ...  # None while running (or not managed)
+
+
+_LIVE: "weakref.WeakSet[BaseLauncher]" = weakref.WeakSet()
+_HANDLERS_INSTALLED = False
+
+
+def _stop_all() -> None:
+    for launcher in list(_LIVE):
+        try:
+            launcher.stop()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def _on_signal(signum, frame):  # noqa: ARG001
+    _stop_all()
+    previous = _PREVIOUS.get(signum)
+    if callable(previous):
+        previous(signum, frame)
+    elif signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    else:
+        raise SystemExit(128 + signum)
+
+
+_PREVIOUS: dict[int, object] = {}
+
+
+def _install_handlers() -> None:
+    global _HANDLERS_INSTALLED
+    if _HANDLERS_INSTALLED:
+        return
+    _HANDLERS_INSTALLED = True
+    atexit.register(_stop_all)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            _PREVIOUS[sig] = signal.getsignal(sig)
+            signal.signal(sig, _on_signal)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    """A tiny synchronous GET (health polls, /server_info): (status, body); status 0 when unreachable."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - loopback/user URLs
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read() or b""
+    except (urllib.error.URLError, OSError, TimeoutError):
+        return 0, b""
+
+
+class BaseLauncher:
+    """Shared behaviour. Subclasses implement _spawn, _poll_exit, _terminate, log_tail."""
+
+    name = "server"
+    health_path = "/health"
+
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None):
+        self.host = host
+        self.port = port or free_port(host)
+        self.model: str | None = None
+        self.command: list[str] = []
+        self._started = False
+        self._stopped = False
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # -- subclass hooks
+    def _spawn(self) -> None:
+        raise NotImplementedError
+
+    def _poll_exit(self) -> int | None:
+        raise NotImplementedError
+
+    def _terminate(self) -> None:
+        raise NotImplementedError
+
+    def log_tail(self, n: int = 40) -> str:
+        raise NotImplementedError
+
+    # -- the interface
+    def start(self) -> None:
+        if self._started:
+            return
+        _install_handlers()
+        self._spawn()
+        self._started = True
+        _LIVE.add(self)
+
+    def exit_code(self) -> int | None:
+        return self._poll_exit() if self._started else None
+
+    def check_alive(self, during: str = "the cell") -> None:
+        """Raise ToolFailure with the exit code and log tail if the server has exited."""
+        code = self.exit_code()
+        if code is not None:
+            raise ToolFailure(f"{self.name} exited with code {code} during {during}",
+                              hint=f"last lines of its log:\n{self.log_tail(20)}")
+
+    def wait_healthy(self, timeout_s: float = 300.0) -> None:
+        """Poll the health endpoint until 200, watching the server: fail at once if it exits."""
+        self.start()
+        deadline = time.monotonic() + timeout_s
+        url = self.base_url + self.health_path
+        while True:
+            self.check_alive(during="start-up")
+            status, _ = http_get(url, timeout=2.0)
+            if status == 200:
+                return
+            if time.monotonic() > deadline:
+                tail = self.log_tail(20)
+                self.stop()
+                raise ToolFailure(f"{self.name} did not answer {url} with 200 within {timeout_s:.0f} s "
+                                  f"(last status {status or 'unreachable'})", hint=f"last lines of its log:\n{tail}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if not self._started or self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._terminate()
+        finally:
+            _LIVE.discard(self)
+
+    def info(self) -> dict:
+        return {"launcher": type(self).__name__, "base_url": self.base_url, "model": self.model,
+                "command": list(self.command), "command_line": shlex.join(self.command) if self.command else None}
+
+    def __enter__(self):
+        self.wait_healthy()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _pdeathsig() -> None:
+    """In the child: die with SIGTERM when the parent dies (Linux), and get our own process group."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class ProcessLauncher(BaseLauncher):
+    """A server as a child process in its own process group; stdout+stderr go to a log file."""
+
+    def __init__(self, command: list[str], *, log_path: Path, env: dict | None = None, host: str = "127.0.0.1",
+                 port: int | None = None, stop_timeout_s: float = 10.0):
+        super().__init__(host, port)
+        self.command = command
+        self.log_path = Path(log_path)
+        self.env = env
+        self.stop_timeout_s = stop_timeout_s
+        self.proc: subprocess.Popen | None = None
+
+    def _spawn(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, **(self.env or {}))
+        with open(self.log_path, "ab") as log:
+            try:
+                self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                             stdin=subprocess.DEVNULL, start_new_session=True,
+                                             preexec_fn=_pdeathsig)
+            except OSError as exc:
+                raise ToolFailure(f"cannot start {self.name}: {exc}", hint=f"command: {shlex.join(self.command)}")
+
+    def _poll_exit(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def _terminate(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(5)
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 64 * 1024))
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+    def info(self) -> dict:
+        return {**super().info(), "pid": self.proc.pid if self.proc else None, "log": str(self.log_path)}
+
+
+class ExternalLauncher(BaseLauncher):
+    """A server the toolkit does not manage: start/stop do nothing; health is polled the same way."""
+
+    name = "external server"
+
+    def __init__(self, url: str, model: str | None = None, health_path: str = "/health"):
+        from urllib.parse import urlsplit
+
+        u = urlsplit(url.rstrip("/"))
+        super().__init__(u.hostname or "127.0.0.1", u.port or (443 if u.scheme == "https" else 80))
+        self._url = url.rstrip("/")
+        self.model = model
+        self.health_path = health_path
+
+    @property
+    def base_url(self) -> str:
+        return self._url
+
+    def _spawn(self) -> None:
+        pass
+
+    def _poll_exit(self) -> int | None:
+        return None
+
+    def _terminate(self) -> None:
+        pass
+
+    def log_tail(self, n: int = 40) -> str:
+        return ""

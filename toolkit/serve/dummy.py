@@ -1,0 +1,128 @@
+"""A tiny model made locally and deterministically (like SGLang's `--load-format dummy`): random Llama
+weights from a seed and a byte-level BPE tokenizer trained with `tokenizers` on a text generated
+from a seeded word list. Nothing is downloaded. Cached in ~/.cache/toolkit/models/<hash>.
+
+    path = ensure_dummy_model(DummyModel(hidden_size=64, layers=2))   # a directory `transformers serve` loads
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+from toolkit.spec.environment import DummyModel
+
+CACHE = Path(os.environ.get("TOOLKIT_CACHE", Path.home() / ".cache" / "toolkit")) / "models"
+RECIPE = "toolkit-dummy-v1"  # bump when the recipe below changes: a new hash, a new directory
+SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] if m['content'] is string else '' }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<s>assistant: {% endif %}"
+)
+
+# A fixed vocabulary of prose and code words; the corpus is sampled from it with a seeded RNG, so the
+# tokenizer is the same on every machine and Python version.
+WORDS = """the of and to in is that for it as was with be by on not he this are or his from at which
+but have an they you were her she there been one all we their has would when if so no what up out can
+more about into them some could time other than then now only its over also after two first may
+such these like our well how any where most people model server request token batch cache draft
+speculative decoding latency throughput concurrency prompt output input answer question code function
+return value list dict class import def self print error test data file path json yaml docker image
+build python torch kernel memory gpu cpu host port health metric percentile median mean sample seed
+translate summarize explain write story poem math number sum product equal greater less""".split()
+CODE = ["def f(x):", "return x + 1", "for i in range(10):", "if a == b:", "print(value)", "import os",
+        "{", "}", "(", ")", "[", "]", ":", ",", ".", "=", "+", "-", "*", "/", "0", "1", "2", "3", "42", "\n"]
+
+
+SYLLABLES = [c + v for c in "bcdfghklmnprstvwz" for v in "aeiou"] + ["th", "st", "er", "ing", "ion", "ly"]
+
+
+def corpus(lines: int = 6000, seed: int = 1234) -> list[str]:
+    """Prose-like lines: real words, code fragments and seeded pseudo-words (enough merges for a large vocab)."""
+    rng = random.Random(seed)
+    pseudo = ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))) for _ in range(6000)]
+    out = []
+    for _ in range(lines):
+        toks = []
+        for _ in range(rng.randint(4, 24)):
+            r = rng.random()
+            toks.append(rng.choice(WORDS) if r < 0.5 else rng.choice(pseudo) if r < 0.85 else rng.choice(CODE))
+        out.append(" ".join(toks))
+    return out
+
+
+def model_hash(spec: DummyModel) -> str:
+    blob = json.dumps({"recipe": RECIPE, "spec": spec.model_dump(mode="json")}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _train_tokenizer(vocab_size: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>")
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def _build(spec: DummyModel, out: Path) -> None:
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    tok = _train_tokenizer(spec.vocab_size)
+    config = LlamaConfig(
+        vocab_size=max(len(tok), spec.vocab_size), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.heads,
+        max_position_embeddings=spec.max_position_embeddings, bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=False,
+    )
+    torch.manual_seed(spec.seed)
+    model = LlamaForCausalLM(config).to(getattr(torch, spec.dtype))
+    model.generation_config = GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                                               pad_token_id=tok.pad_token_id, do_sample=False)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "toolkit-dummy.json").write_text(json.dumps({"recipe": RECIPE, **spec.model_dump(mode="json")},
+                                                       indent=2, sort_keys=True) + "\n")
+
+
+def ensure_dummy_model(spec: DummyModel, cache: Path | None = None) -> Path:
+    """The model directory for `spec`, made once (under a file lock, written to a temp dir then renamed)."""
+    cache = cache or CACHE
+    target = cache / model_hash(spec)
+    if (target / "toolkit-dummy.json").is_file():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "toolkit-dummy.json").is_file():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=cache))
+        try:
+            _build(spec, tmp)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def load_tokenizer(path: Path):
+    """The model's fast tokenizer (the load generator counts tokens with it when a server gives no usage)."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(str(path))

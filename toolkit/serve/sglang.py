@@ -1,0 +1,283 @@
+"""SGLang launchers: a container from the image `toolkit build env` built (docker SDK; local socket or
+`ssh://host`), or a plain process where SGLang is installed. The preset's args are rendered exactly
+as `python -m sglang.launch_server --flag value ...`. Also the SGLang helpers a runner calls between
+cells: /server_info, /metrics, /flush_cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from toolkit.errors import ToolFailure
+from toolkit.serve.base import BaseLauncher, ProcessLauncher, free_port, http_get
+
+LABEL = "toolkit.launcher"
+
+
+def render_sglang_args(args: dict) -> list[str]:
+    """`{tp-size: 8, trust-remote-code: true, x: false, l: [a, b]}` -> `--tp-size 8 --trust-remote-code --l a b`."""
+    out: list[str] = []
+    for key, value in args.items():
+        if value is True:
+            out.append(f"--{key}")
+        elif value is False:
+            continue
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)]
+        else:
+            out += [f"--{key}", str(value)]
+    return out
+
+
+def sglang_command(args: dict, python: str = "python") -> list[str]:
+    return [python, "-m", "sglang.launch_server", *render_sglang_args(args)]
+
+
+def _with_port(args: dict, port: int | None, host: str | None) -> tuple[dict, int]:
+    """The preset's own port wins (the command line stays exactly the preset); else add a free one."""
+    args = dict(args)
+    if "port" in args:
+        return args, int(args["port"])
+    args["port"] = port or free_port()
+    if host is not None and "host" not in args:
+        args["host"] = host
+    return args, int(args["port"])
+
+
+class SGLangMixin:
+    base_url: str
+
+    def sglang_info(self) -> dict:
+        info = server_info(self.base_url)
+        states = info.get("internal_states") or [{}]
+        mrr = states[0].get("max_running_requests", info.get("max_running_requests"))
+        return {"engine": "sglang", "engine_version": info.get("version"), "max_running_requests": mrr,
+                "server_info": info}
+
+
+class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
+    name = "sglang"
+
+    def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
+                 log_path: Path | None = None, env: dict | None = None):
+        args, port = _with_port(args, port, "127.0.0.1")
+        log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-sglang-")) / "server.log"
+        super().__init__(sglang_command(args, python or sys.executable), log_path=log_path, env=env, port=port,
+                         stop_timeout_s=30)
+        self.model = args.get("served-model-name") or args.get("model-path")
+
+    def info(self) -> dict:
+        return {**super().info(), **self.sglang_info()}
+
+
+class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
+    """One container per arm. network "host" (the server binds the host's port) or "bridge" (published port)."""
+
+    name = "sglang container"
+
+    def __init__(self, image: str, args: dict, *, docker_url: str | None = None, address: str | None = None,
+                 gpus: str | int | list[str] | None = "all", shm_size: str = "32g", network: str = "host",
+                 mounts: dict[str, str] | None = None, env: dict[str, str] | None = None, port: int | None = None,
+                 log_path: Path | None = None, python: str = "python3"):
+        self.image = image
+        self.docker_url = docker_url
+        address = address or (docker_url.split("@")[-1].split(":")[0].removeprefix("ssh://")
+                              if docker_url and docker_url.startswith("ssh://") else "127.0.0.1")
+        self.args, cport = _with_port(args, port, "0.0.0.0" if network != "host" else address)
+        super().__init__(address, cport if network == "host" else (port or free_port()))
+        self.container_port = cport
+        self.gpus, self.shm_size, self.network = gpus, shm_size, network
+        self.mounts = dict(mounts or {})
+        self.env = dict(env or {})
+        self.command = sglang_command(self.args, python)
+        self.model = self.args.get("served-model-name") or self.args.get("model-path")
+        self.log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-sglang-")) / "server.log"
+        self.container = None
+        self._client = None
+        self._exit: int | None = None
+        self._log_thread: threading.Thread | None = None
+
+    def _docker(self):
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.DockerClient(base_url=self.docker_url, timeout=120) if self.docker_url \
+                    else docker.from_env(timeout=120)
+                self._client.ping()
+            except Exception as exc:  # noqa: BLE001 - report any connection failure the same way
+                raise ToolFailure(f"cannot reach the Docker engine at {self.docker_url or 'the local socket'}: {exc}",
+                                  hint="start dockerd, or check the ssh:// address and that the user may use docker")
+        return self._client
+
+    def _device_requests(self):
+        import docker
+
+        if self.gpus is None:
+            return None
+        if self.gpus == "all":
+            return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        if isinstance(self.gpus, int):
+            return [docker.types.DeviceRequest(count=self.gpus, capabilities=[["gpu"]])]
+        return [docker.types.DeviceRequest(device_ids=[str(g) for g in self.gpus], capabilities=[["gpu"]])]
+
+    def _spawn(self) -> None:
+        import docker
+
+        client = self._docker()
+        reap_orphans(client)
+        kw = dict(
+            command=self.command, detach=True, ipc_mode="host", shm_size=self.shm_size, network_mode=self.network,
+            environment=self.env, device_requests=self._device_requests(),
+            volumes={h: {"bind": c, "mode": "ro"} for h, c in self.mounts.items()},
+            ulimits=[docker.types.Ulimit(name="memlock", soft=-1, hard=-1),
+                     docker.types.Ulimit(name="stack", soft=67108864, hard=67108864)],
+            labels={LABEL: "1", f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}"},
+        )
+        if self.network != "host":
+            kw["ports"] = {f"{self.container_port}/tcp": (self.host, self.port)}
+        try:
+            self.container = client.containers.run(self.image, **kw)
+        except docker.errors.ImageNotFound:
+            raise ToolFailure(f"image {self.image} is not on the Docker engine",
+                              hint="build it first: toolkit build env SPEC") from None
+        except docker.errors.APIError as exc:
+            raise ToolFailure(f"docker could not start {self.image}: {exc.explanation or exc}") from None
+        self._log_thread = threading.Thread(target=self._copy_logs, daemon=True)
+        self._log_thread.start()
+
+    def _copy_logs(self) -> None:
+        """Stream the container's output into a local file, so the tail survives the container."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(self.log_path, "ab") as f:
+                for chunk in self.container.logs(stream=True, follow=True):
+                    f.write(chunk)
+                    f.flush()
+        except Exception:  # noqa: BLE001 - the container went away; the file has what came
+            pass
+
+    def stream_logs(self):
+        """Yield the container's log lines as they come (until it exits)."""
+        for line in self.container.logs(stream=True, follow=True):
+            yield line.decode(errors="replace")
+
+    def _poll_exit(self) -> int | None:
+        if self._exit is not None or self.container is None:
+            return self._exit
+        try:
+            self.container.reload()
+        except Exception:  # noqa: BLE001 - removed under us
+            self._exit = -1
+            return self._exit
+        if self.container.status in ("exited", "dead"):
+            self._exit = int(self.container.attrs["State"]["ExitCode"])
+        return self._exit
+
+    def _terminate(self) -> None:
+        if self.container is None:
+            return
+        try:
+            self.container.stop(timeout=20)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        if self._log_thread:
+            self._log_thread.join(5)
+        try:
+            self.container.remove(force=True)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def log_tail(self, n: int = 40) -> str:
+        if self.container is not None and not self._stopped:
+            try:
+                return self.container.logs(tail=n).decode(errors="replace").rstrip("\n")
+            except Exception:  # noqa: BLE001 - fall back to the local copy
+                pass
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def info(self) -> dict:
+        c = self.container
+        return {**super().info(), **self.sglang_info(), "image": self.image,
+                "image_id": c.image.id if c is not None else None, "container": c.id if c is not None else None,
+                "docker": self.docker_url or "local"}
+
+
+def reap_orphans(client) -> list[str]:
+    """Remove toolkit containers on this engine whose owning toolkit process (same host) is gone."""
+    removed = []
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        owner = c.labels.get(f"{LABEL}.owner", "")
+        host, _, pid = owner.rpartition(":")
+        if host == socket.gethostname() and pid.isdigit() and not _pid_alive(int(pid)):
+            c.remove(force=True)
+            removed.append(c.id)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# -- SGLang helpers for the runner ---------------------------------------------------------------
+
+def server_info(base_url: str) -> dict:
+    """/server_info (falls back to the deprecated /get_server_info); {} when the server has neither."""
+    for path in ("/server_info", "/get_server_info"):
+        status, body = http_get(base_url + path, timeout=10)
+        if status == 200:
+            try:
+                return json.loads(body)
+            except ValueError:
+                return {}
+    return {}
+
+
+def metrics_snapshot(base_url: str) -> dict[str, float]:
+    """Prometheus /metrics as {"name{labels}": value} (needs --enable-metrics); {} when absent."""
+    status, body = http_get(base_url + "/metrics", timeout=10)
+    if status != 200:
+        return {}
+    out: dict[str, float] = {}
+    for line in body.decode(errors="replace").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def flush_cache(base_url: str, timeout_s: float = 60.0) -> bool:
+    """POST /flush_cache until it succeeds (SGLang flushes only when idle), so acceptance counters restart."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        req = urllib.request.Request(base_url + "/flush_cache", method="POST", data=b"")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
