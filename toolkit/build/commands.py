@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -41,3 +42,114 @@ def base_cmd(
         emit_json({"name": name, "id": image})
     else:
         out.print(f"{name} {image}")
+
+
+@app.command("env")
+def env_cmd(
+    spec: Annotated[Path, typer.Argument(help="an Environment spec with `engine: sglang`")],
+    check: Annotated[bool, typer.Option("--check", help="preflight and print the plan; touch no Docker engine")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="build every layer again, ignore the spec-hash cache")] = False,
+    push: Annotated[Optional[str], typer.Option("--push", metavar="REGISTRY",
+                                                help="after the build, push as REGISTRY/toolkit/NAME:HASH12")] = None,
+    flags: Annotated[str, typer.Option("--flags", help="flag check: auto (SGLang's own parser when it imports, "
+                                       "else read from the source), exact, static")] = "auto",
+    json_out: JsonOpt = False,
+) -> None:
+    """Build the image of an Environment spec, after a preflight that fails before Docker is touched.
+
+    Preflight: fetch the pinned SGLang (wheel via pip download, cached; or git), apply the spec's
+    patches in order to a scratch copy (a failing hunk names patch, file, hunk), byte-compile every
+    touched file (a syntax error names file and line), verify patch sha256s, and check every server
+    preset's flags and values against that SGLang + patches (names exact, closest flag suggested).
+
+    Then: render + spec hash; an image labelled with that hash is a cache hit. Otherwise a docker
+    build (host network, streamed progress, OCI labels), a smoke check in a container, and a build
+    record in ~/.cache/toolkit/builds/<spec_hash>.json.
+
+    Examples:
+      toolkit build env envs/sglang-cu13-blackwell.yaml --check
+      toolkit build env tests/build/envs/sglang-cpu-test.yaml --json
+    """
+    from toolkit.build.builder import build_env
+
+    log = (lambda m: None) if json_out else (lambda m: err.print(m, markup=False))
+    with _StepProgress(enabled=not json_out) as progress:
+        result = build_env(spec, check=check, no_cache=no_cache, push=push, flag_mode=flags, log=log,
+                           on_step=progress.step)
+    if json_out:
+        emit_json(result)
+        return
+    _print_result(result, check)
+
+
+class _StepProgress:
+    """`Step k/N` of the docker build as a rich progress bar (plain lines when not a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled, self.progress, self.task = enabled, None, None
+
+    def __enter__(self):
+        return self
+
+    def step(self, k: int, n: int, text: str) -> None:
+        if not self.enabled:
+            return
+        if err.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            if self.progress is None:
+                self.progress = Progress(TextColumn("build"), BarColumn(), MofNCompleteColumn(),
+                                         TimeElapsedColumn(), TextColumn("{task.description}"), console=err)
+                self.progress.start()
+                self.task = self.progress.add_task("", total=n)
+            self.progress.update(self.task, completed=k - 1, description=text[:70])
+        else:
+            err.print(f"step {k}/{n}: {text[:110]}", markup=False)
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _print_result(result: dict, check: bool) -> None:
+    from toolkit.console import warn
+
+    plan, pf = result["plan"], result["preflight"]
+    for w in plan.get("warnings", []):
+        warn(w)
+    out.print(f"spec       {plan['spec']}  ({plan['name']})")
+    out.print(f"spec hash  {plan['spec_hash']}")
+    out.print(f"sglang     {pf['sglang_version']} ({pf['source']}), {len(pf['patches'])} patch(es) apply and compile")
+    for p in pf["patches"]:
+        out.print(f"  patch    {p['name']}  sha256:{p['sha256'][:16]}…  {p['layout']} layout, {len(p['files'])} file(s)")
+    out.print(f"flags      {pf['flag_mode']} check, {pf['flag_count']} flags; presets ok: {', '.join(plan['presets'])}")
+    if pf.get("flag_mode_reason") and pf["flag_mode"] == "static":
+        out.print(f"           ({pf['flag_mode_reason']})")
+    if check:
+        out.print(f"plan       build {plan['image']} FROM {plan['base_image']} (no Docker touched: --check)")
+        return
+    rec = result["record"]
+    if result["cache_hit"]:
+        out.print(f"cache hit  {plan['image']} {rec['image_id'][:19]} in {result['seconds']:.2f} s")
+    else:
+        smoke = rec["smoke"]
+        out.print(f"built      {', '.join(rec['tags'])}  {rec['image_id'][:19]}  in {rec['build_seconds']:.0f} s")
+        out.print(f"smoke      sglang {smoke.get('sglang_version')}, {smoke.get('patched_files_checked', 0)} patched "
+                  f"file(s) verified, presets parsed by SGLang: {smoke.get('presets_parsed_by_sglang')}")
+        for note in smoke.get("notes", []):
+            out.print(f"           note: {note}")
+        out.print(f"log        {rec['log']}")
+    if rec.get("pushed"):
+        out.print(f"pushed     {rec['pushed']}")
+
+
+@app.command("parser-deps")
+def parser_deps_cmd() -> None:
+    """Install the light packages SGLang's own argument parser needs to import (triton, msgspec, pyzmq,
+    pybase64, orjson, IPython) into ~/.cache/toolkit/parser-deps, so preflight checks flags exactly.
+
+    About 1 GB (mostly triton). Without them preflight reads the flags statically from the source."""
+    from toolkit.build.source import install_parser_deps
+
+    target = install_parser_deps(log=lambda m: err.print(m, markup=False))
+    out.print(f"installed into {target}")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from toolkit.errors import ToolFailure
 
 
@@ -16,3 +19,87 @@ def client(timeout: int = 900):
     except Exception as exc:  # noqa: BLE001 - any failure means no usable engine
         raise ToolFailure(f"no Docker engine answers: {exc}",
                           hint="start dockerd (tests/run.sh starts one as root) or set DOCKER_HOST") from None
+
+
+def images_with_label(client, key: str, value: str) -> list:
+    return client.images.list(filters={"label": f"{key}={value}"})
+
+
+def local_image_id(client, ref: str) -> str | None:
+    import docker.errors
+
+    try:
+        return client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+
+
+def build(client, context: Path, tag: str, *, buildargs: dict, labels: dict, nocache: bool, log_path: Path,
+          on_step=None) -> str:
+    """Build with the engine's (legacy) builder in host network mode; stream every line to log_path,
+    report `Step k/N` through on_step(k, n, text); return the image id or raise ToolFailure."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    image_id, tail = None, []
+    with open(log_path, "w", encoding="utf-8") as log:
+        try:
+            stream = client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, nocache=nocache,
+                                      network_mode="host", buildargs=buildargs, labels=labels, decode=True,
+                                      pull=False)
+            for chunk in stream:
+                if "error" in chunk or "errorDetail" in chunk:
+                    msg = chunk.get("error") or chunk["errorDetail"].get("message", "")
+                    log.write(f"ERROR: {msg}\n")
+                    raise ToolFailure(f"docker build failed: {msg.strip()}\n" + "".join(tail[-20:]),
+                                      hint=f"full log: {log_path}")
+                if "aux" in chunk and isinstance(chunk["aux"], dict) and chunk["aux"].get("ID"):
+                    image_id = chunk["aux"]["ID"]
+                text = chunk.get("stream") or chunk.get("status") or ""
+                if not text:
+                    continue
+                log.write(text if text.endswith("\n") else text + "\n")
+                tail.append(text if text.endswith("\n") else text + "\n")
+                del tail[:-40]
+                if on_step and (m := STEP_RE.match(text.strip())):
+                    on_step(int(m.group(1)), int(m.group(2)), m.group(3))
+        except ToolFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001 - engine/API errors become tool failures
+            raise ToolFailure(f"docker build failed: {exc}", hint=f"full log: {log_path}") from None
+    if image_id is None:
+        image_id = local_image_id(client, tag)
+    if image_id is None:
+        raise ToolFailure("docker build ended without an image", hint=f"full log: {log_path}")
+    return image_id
+
+
+def run_python(client, image: str, code: str, environment: dict, gpus: bool = False,
+               timeout: float = 300) -> tuple[int, str]:
+    """Run `python -c CODE` in a throw-away container without network; return (exit code, output)."""
+    import docker.types
+
+    kw = {}
+    if gpus:
+        kw["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    container = client.containers.create(image, ["python", "-c", code], environment=environment,
+                                         network_mode="none", **kw)
+    try:
+        container.start()
+        result = container.wait(timeout=timeout)
+        output = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+        return int(result.get("StatusCode", 1)), output
+    finally:
+        container.remove(force=True)
+
+
+def push(client, image_id: str, registry: str, repo: str, tag: str) -> str:
+    """Tag image_id as REGISTRY/repo:tag and push it; return the pushed reference."""
+    target = f"{registry.rstrip('/')}/{repo}"
+    client.images.get(image_id).tag(target, tag)
+    for chunk in client.images.push(target, tag, stream=True, decode=True):
+        if "error" in chunk:
+            raise ToolFailure(f"docker push {target}:{tag} failed: {chunk['error']}",
+                              hint="log in first (`docker login REGISTRY`) and check the registry address")
+    return f"{target}:{tag}"

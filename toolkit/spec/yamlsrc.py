@@ -52,6 +52,8 @@ def _convert(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, marks: Mar
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
             if id(key_node) not in explicit:
+                if key in merged_keys:  # nested merge (<<: *a where a has <<): the later pair wins, as in YAML
+                    del out[key]
                 merged_keys.add(key)
             elif key in merged_keys:
                 merged_keys.discard(key)

@@ -1,0 +1,124 @@
+"""`toolkit build env`: spec -> preflight -> render + hash -> (cache hit | docker build -> smoke) -> record.
+
+A bad patch or preset never reaches the engine: preflight runs first and touches no Docker. The one
+exception is an unchanged spec whose build record says its preflight passed: then the engine is asked
+for the image labelled with that spec hash, and a hit ends the command (a cache hit, well under 2 s).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from toolkit import __version__
+from toolkit.build.preflight import preflight
+from toolkit.build.records import builds_dir, find_build_record, write_build_record
+from toolkit.errors import ToolFailure
+from toolkit.render import render_env
+from toolkit.spec import load_spec
+
+SPEC_HASH_LABEL = "dev.toolkit.spec-hash"
+
+
+def image_repo(name: str) -> str:
+    return f"toolkit/{name}"
+
+
+def git_revision(path: Path) -> str:
+    """Commit of the repository holding the spec (with -dirty when its files differ from it)."""
+    try:
+        sha = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        if sha.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "-C", str(path.parent), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=10)
+        return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def _plan(spec, rendered, report) -> dict:
+    env = spec.model
+    h = rendered.hash
+    return {
+        "spec": str(spec.path), "name": env.name, "spec_hash": h,
+        "image": f"{image_repo(env.name)}:{h[:12]}", "tags": [f"{image_repo(env.name)}:{h[:12]}",
+                                                              f"{image_repo(env.name)}:latest"],
+        "base_image": env.base_image, "sglang": env.sglang.version, "sglang_source": env.sglang.source,
+        "build_args": dict(env.build_args), "presets": sorted(env.servers),
+        "patches": [{"name": p["name"], "sha256": p["sha256"], "layout": p["layout"], "files": p["files"]}
+                    for p in (report.patches if report else [])],
+        "warnings": list(spec.warnings) + (report.warnings if report else []),
+    }
+
+
+def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, push: str | None = None,
+              flag_mode: str = "auto", log=print, on_step=None) -> dict:
+    """Returns a result dict: {cache_hit, plan, preflight, record?}. Raises ToolkitError on any failure."""
+    t0 = time.monotonic()
+    spec = load_spec(spec_path, expect="Environment")
+    rendered = render_env(spec)
+    h = rendered.hash
+    previous = None if (check or no_cache) else find_build_record(h)
+    if previous and previous.get("preflight"):
+        from toolkit.build import docker_api
+
+        client = docker_api.client()
+        hits = docker_api.images_with_label(client, SPEC_HASH_LABEL, h)
+        if hits:
+            rec = dict(previous, image_id=hits[0].id)
+            if push:
+                rec["pushed"] = docker_api.push(client, hits[0].id, push, image_repo(spec.name), h[:12])
+            return {"cache_hit": True, "seconds": round(time.monotonic() - t0, 3), "plan": previous["plan"],
+                    "preflight": previous["preflight"], "record": rec}
+    report = preflight(spec, flag_mode=flag_mode, log=log)
+    plan = _plan(spec, rendered, report)
+    result = {"cache_hit": False, "plan": plan, "preflight": report.to_dict()}
+    if check:
+        result["seconds"] = round(time.monotonic() - t0, 3)
+        return result
+
+    from toolkit.build import docker_api
+    from toolkit.build.smoke import run_smoke
+
+    client = docker_api.client()
+    base_id = docker_api.local_image_id(client, spec.model.base_image)
+    created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    labels = {"org.opencontainers.image.created": created,
+              "org.opencontainers.image.revision": git_revision(spec.path.resolve()),
+              "dev.toolkit.toolkit-version": __version__, "dev.toolkit.flag-check": report.flag_mode}
+    if base_id:
+        labels["dev.toolkit.base.image-id"] = base_id
+    log_path = builds_dir() / "logs" / f"{spec.name}-{h[:12]}-{created.replace(':', '')}.log"
+    with tempfile.TemporaryDirectory(prefix="toolkit-build-") as ctx:
+        rendered.write(Path(ctx))
+        tb = time.monotonic()
+        image_id = docker_api.build(client, Path(ctx), plan["tags"][0], buildargs=dict(spec.model.build_args),
+                                    labels=labels, nocache=no_cache, log_path=log_path, on_step=on_step)
+        build_seconds = time.monotonic() - tb
+    image = client.images.get(image_id)
+    for tag in plan["tags"][1:]:
+        repo, _, t = tag.rpartition(":")
+        image.tag(repo, t)
+    log(f"smoke check in a container from {plan['tags'][0]}")
+    smoke = run_smoke(client, image_id, spec.model, report)
+    record = {
+        "kind": "BuildRecord", "image_id": image_id, "tags": plan["tags"], "spec": str(spec.path.resolve()),
+        "spec_name": spec.name, "spec_hash": h, "sglang_version": spec.model.sglang.version,
+        "patches": {p["name"]: p["sha256"] for p in report.patches}, "labels": {**image.labels},
+        "created": created, "revision": labels["org.opencontainers.image.revision"],
+        "build_seconds": round(build_seconds, 1), "duration_seconds": round(time.monotonic() - t0, 1),
+        "log": str(log_path), "no_cache": no_cache, "smoke": smoke, "plan": plan, "preflight": report.to_dict(),
+    }
+    if smoke["failures"]:  # no record is written, so the next run builds again instead of a cache hit
+        raise ToolFailure("smoke check of the new image failed:\n  " + "\n  ".join(smoke["failures"]),
+                          hint=f"build log: {log_path}")
+    if push:
+        record["pushed"] = docker_api.push(client, image_id, push, image_repo(spec.name), h[:12])
+    write_build_record(record)
+    result.update(record=record, seconds=round(time.monotonic() - t0, 3))
+    return result
