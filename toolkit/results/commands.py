@@ -143,3 +143,70 @@ def diff_cmd(
                 err.print(f"  {c.label} {m.metric} {m.delta_pct:+.2f}% (p={m.p_adj:.3g})", markup=False)
             raise typer.Exit(1)
         err.print(f"no significant regression beyond {fail_on_regression:g}%", markup=False)
+
+
+@app.command("report")
+def report_cmd(
+    run: RunArg,
+    against: Annotated[Optional[str], typer.Option("--against", help="a second run: report RUN against it "
+                                                   "(it is A, the reference; RUN is B), plots overlaid")] = None,
+    html_out: Annotated[bool, typer.Option("--html/--no-html", help="also write report.html, one self-contained "
+                                           "file with the plots embedded")] = True,
+    out_dir: Annotated[Optional[Path], typer.Option("-o", "--out", help="output folder "
+                                                    "(default: reports/<run-id>[-vs-<run-id>])")] = None,
+    root: Root = Path("results"),
+    json_out: Json = False,
+) -> None:
+    """Write a report of a run: Markdown with PNG plots beside it, and a self-contained HTML page.
+    Plots: throughput vs concurrency per arm and domain, TTFT/ITL percentiles, a speedup heatmap
+    (domain x concurrency, crossover outlined), acceptance length per domain. The archive is never touched."""
+    from toolkit.results.archive import open_archive
+    from toolkit.results.diff import diff_runs
+    from toolkit.results.report import diff_blocks, run_blocks, write_report
+
+    b = open_archive(resolve_run(run, root))
+    if against:
+        a = open_archive(resolve_run(against, root))
+        blocks = diff_blocks(a, b, diff_runs(a, b))
+        target = out_dir or Path("reports") / f"{b.run_id}-vs-{a.run_id}"
+        title = f"{b.run_id} against {a.run_id}"
+    else:
+        blocks = run_blocks(b)
+        target = out_dir or Path("reports") / b.run_id
+        title = f"{b.matrix_name}/{b.run_id}"
+    written = write_report(blocks, target, title, html_too=html_out)
+    if json_out:
+        emit_json({"out": str(target), "files": [str(w) for w in written]})
+        return
+    for w in written:
+        out.print(f"wrote {w}", markup=False)
+
+
+@app.command("import")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="the result file to import")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="sglang: `python -m sglang.bench_serving --output-file` "
+                                     "JSON lines; vllm: `vllm bench serve --save-result` JSON")],
+    root: Root = Path("results"),
+    matrix: Annotated[Optional[str], typer.Option("--matrix", help="matrix name to file it under "
+                                                  "(default: imported-<format>)")] = None,
+    arm: Annotated[Optional[str], typer.Option("--arm", help="arm name (default: the file's label or backend); "
+                                               "diff matches cells by arm, so name it like the run you compare with")] = None,
+    domain: Annotated[Optional[str], typer.Option("--domain", help="domain name (default: the dataset name)")] = None,
+    output_len: Annotated[Optional[int], typer.Option("--output-len", help="max output tokens the run used "
+                                                      "(default: from the file, else the longest output)")] = None,
+    workload_hash: Annotated[str, typer.Option("--workload-hash", help="the workload hash, when you know the prompts "
+                                               "were the same as a toolkit workload's")] = "",
+    json_out: Json = False,
+) -> None:
+    """Turn a sglang.bench_serving or `vllm bench serve` result into an archive, so it can be listed,
+    reported and diffed. Per-request lists (--output-details / --save-detailed) give the diff its samples;
+    without them the cells are summary-only."""
+    from toolkit.results.importers import import_file
+
+    path = import_file(file, fmt, root, matrix=matrix, arm=arm, domain=domain, output_len=output_len,
+                       workload_hash=workload_hash)
+    if json_out:
+        emit_json({"run": str(path), "run_id": path.name})
+    else:
+        out.print(f"imported {file} -> {path}", markup=False)

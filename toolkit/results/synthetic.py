@@ -28,7 +28,7 @@ def make_records(rng: np.random.Generator, *, arm: str, domain: str, concurrency
         per[-1] += toks - chunk_every * n_chunks
         recs.append(RequestRecord(
             arm=arm, domain=domain, concurrency=concurrency, repeat=repeat, prompt_id=f"{domain}-{i % 97}",
-            warmup=i < warmup, send_s=round(i * 0.01, 4), ttft_ms=round(t, 3), e2e_ms=round(chunk_ms[-1] + 0.5, 3),
+            warmup=i < warmup, send_s=round((i // concurrency) * (ttft_ms + itl_ms * output_len) * slowdown / 1000, 4), ttft_ms=round(t, 3), e2e_ms=round(chunk_ms[-1] + 0.5, 3),
             input_tokens=int(rng.integers(20, 200)), output_tokens=toks, chunk_ms=chunk_ms, chunk_tokens=per,
             tokens_source="usage", finish_reason="length", status=200,
             accept_length=None if accept is None else round(float(rng.normal(accept, 0.3)), 3)))
@@ -90,7 +90,9 @@ def write_run(root: Path, *, seed: int, n: int = 200, slowdown: dict[str, float]
         for d in domains:
             for c in concurrency:
                 recs = make_records(rng, arm=arm, domain=d, concurrency=c, repeat=0, n=n, output_len=output_len,
-                                    ttft_ms=40.0 + 3 * c, itl_ms=4.0 + 0.2 * c, chunk_every=chunk_every,
+                                    ttft_ms=40.0 + 3 * c, chunk_every=chunk_every,
+                                    # speculation: faster decoding at low concurrency, slower at high
+                                    itl_ms=(4.0 + 0.2 * c) * (1.0 if arm == "baseline" else 0.6 if c <= 4 else 1.1),
                                     slowdown=(slowdown or {}).get(arm, 1.0),
                                     accept=(2.8 if d == "chat" else 3.4) if arm != "baseline" else None)
                 w.write_cell(summarize(recs, output_len=output_len, workload_hash=("w" if d == "chat" else "c") * 64,

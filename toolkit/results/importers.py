@@ -1,0 +1,184 @@
+"""`toolkit results import`: results of other benchmark clients into an archive, so they can be diffed.
+
+- sglang: the JSON lines file of `python -m sglang.bench_serving --output-file F` (one line per run;
+  per-request `ttfts`, `itls`, `input_lens`, `output_lens`, `errors` only with `--output-details`).
+- vllm: the JSON file of `vllm bench serve --save-result` (per-request lists only with `--save-detailed`).
+
+Each run becomes one cell. The tool's own aggregate figures become the cell's Stats (as the tool
+reported them); per-request lists, when present, become RequestRecords and the diff's samples:
+ttft = ttfts[i], chunk arrival = ttft + cumulative itls[i] (one chunk per ITL entry), e2e = the last
+chunk's arrival (neither tool stores a per-request end time). Without the lists the cell is summary-only
+and the diff shows its numbers without a test. Times in both files are seconds; the archive uses ms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from toolkit.bench.records import CellSummary, RequestRecord, Stat
+from toolkit.errors import ToolkitError
+from toolkit.results.archive import ArchiveWriter
+from toolkit.results.scrub import scrub
+
+FORMATS = ("sglang", "vllm")
+# archive metric -> key stem in the tools' result files
+STEMS = {"sglang": {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "itl_ms": "itl_ms", "e2e_ms": "e2e_latency_ms"},
+         "vllm": {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "itl_ms": "itl_ms", "e2e_ms": "e2el_ms"}}
+
+
+def _load(path: Path, fmt: str) -> list[dict]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ToolkitError(f"cannot read {path}: {exc.strerror}", file=path) from None
+    runs = []
+    if fmt == "sglang":
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                runs.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ToolkitError(f"line is not JSON ({exc.msg})", file=path, line=i,
+                                   hint="expected the JSON lines file written by sglang.bench_serving --output-file") from None
+    else:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ToolkitError(f"not JSON ({exc.msg})", file=path, line=exc.lineno,
+                               hint="expected the JSON file written by `vllm bench serve --save-result`") from None
+        runs = doc if isinstance(doc, list) else [doc]
+    for i, r in enumerate(runs, 1):
+        if not isinstance(r, dict) or "completed" not in r or "duration" not in r:
+            raise ToolkitError(f"run {i} lacks `completed`/`duration`: not a {fmt} serving benchmark result",
+                               file=path, hint=f"is --format {fmt} right? (sglang | vllm)")
+    return runs
+
+
+def _stat(r: dict, fmt: str, metric: str, n: int) -> Stat | None:
+    stem = STEMS[fmt][metric]
+    mean, p50 = r.get(f"mean_{stem}"), r.get(f"median_{stem}", r.get(f"p50_{stem}"))
+    if mean is None and p50 is None:
+        return None
+    p90, p99 = r.get(f"p90_{stem}"), r.get(f"p99_{stem}")
+    unreliable = [p for p, need, v in (("p90", 10, p90), ("p99", 100, p99)) if v is not None and n < need]
+    return Stat(mean=mean, p50=p50, p90=p90, p99=p99, n=n, unreliable=unreliable)
+
+
+def _records(r: dict, arm: str, domain: str, conc: int) -> list[RequestRecord]:
+    ttfts = r.get("ttfts")
+    if not isinstance(ttfts, list):
+        return []
+    n = len(ttfts)
+    itls = r.get("itls") or [[]] * n
+    out_lens = r.get("output_lens") or [0] * n
+    in_lens = r.get("input_lens") or [None] * n
+    errors = r.get("errors") or [""] * n
+    starts = r.get("start_times")
+    t0 = min(starts) if isinstance(starts, list) and starts else None
+    recs = []
+    for i in range(n):
+        err = errors[i] if i < len(errors) else ""
+        ttft = ttfts[i]
+        ok = not err and ttft is not None and ttft > 0
+        chunk_ms: list[float] = []
+        if ok:
+            t = ttft * 1000.0
+            chunk_ms.append(round(t, 4))
+            for gap in itls[i] or []:
+                t += gap * 1000.0
+                chunk_ms.append(round(t, 4))
+        toks = int(out_lens[i] or 0)
+        recs.append(RequestRecord(
+            arm=arm, domain=domain, concurrency=conc, prompt_id=str(i),
+            send_s=float(starts[i] - t0) if t0 is not None else 0.0,
+            ttft_ms=round(ttft * 1000.0, 4) if ok else None, e2e_ms=chunk_ms[-1] if chunk_ms else None,
+            input_tokens=in_lens[i], output_tokens=toks, chunk_ms=chunk_ms,
+            chunk_tokens=[1] * len(chunk_ms) if len(chunk_ms) == toks else [],
+            tokens_source="tokenizer", error=(err or "request failed") if not ok else None))
+    return recs
+
+
+def _output_len(r: dict, fmt: str, recs: list[RequestRecord]) -> int:
+    if fmt == "sglang":
+        if str(r.get("dataset_name", "")).startswith("random") and r.get("random_output_len"):
+            return int(r["random_output_len"])
+        if r.get("sharegpt_output_len"):
+            return int(r["sharegpt_output_len"])
+    return max((x.output_tokens for x in recs), default=0)
+
+
+def _server_args(info: dict | None) -> dict:
+    if not isinstance(info, dict):
+        return {}
+    return {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None}
+
+
+def import_file(path: str | Path, fmt: str, root: str | Path = "results", *, matrix: str | None = None,
+                arm: str | None = None, domain: str | None = None, output_len: int | None = None,
+                workload_hash: str = "") -> Path:
+    """Write an archive from a result file; returns the run folder."""
+    path = Path(path)
+    if fmt not in FORMATS:
+        raise ToolkitError(f"unknown format {fmt!r}", hint="sglang (bench_serving JSON lines) or vllm (bench serve JSON)")
+    runs = _load(path, fmt)
+    if not runs:
+        raise ToolkitError("no benchmark runs in the file", file=path)
+    first = runs[0]
+    arm = arm or str(first.get("label") or first.get("backend") or first.get("endpoint_type") or fmt)
+    started = None
+    if fmt == "vllm" and first.get("date"):
+        try:
+            started = datetime.strptime(first["date"], "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc) \
+                .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+        except ValueError:
+            pass
+    info = first.get("server_info") if fmt == "sglang" else None
+    versions = {"sglang": info["version"]} if isinstance(info, dict) and info.get("version") else {}
+    meta_keys = ("backend", "endpoint_type", "label", "model_id", "tokenizer_id", "dataset_name", "tag",
+                 "num_prompts", "request_rate", "burstiness")
+    manifest = {
+        "source": {"format": fmt, "tool": "sglang.bench_serving" if fmt == "sglang" else "vllm bench serve",
+                   "file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "runs": len(runs),
+                   **{k: first[k] for k in meta_keys if first.get(k) is not None}},
+        "arms": {arm: {"server_args": _server_args(info)}},
+        "engine_versions": versions,
+    }
+    if started:
+        manifest["started_at"] = started
+    writer = ArchiveWriter.create(root, matrix or f"imported-{fmt}", scrub(manifest))
+    repeats: dict[int, int] = {}
+    for r in runs:
+        mc = r.get("max_concurrency")
+        conc = int(mc) if isinstance(mc, (int, float)) and mc else 0
+        dom = domain or str(r.get("dataset_name") or "default")
+        recs = _records(r, arm, dom, conc)
+        for rec in recs:
+            rec.repeat = repeats.get(conc, 0)
+        n = int(r.get("completed") or 0)
+        metrics = {m: s for m in STEMS[fmt] if (s := _stat(r, fmt, m, n)) is not None}
+        if r.get("output_throughput") is not None:
+            metrics["output_tok_s"] = Stat(mean=r["output_throughput"], p50=r["output_throughput"], n=1)
+        if r.get("request_throughput") is not None:
+            metrics["request_s"] = Stat(mean=r["request_throughput"], p50=r["request_throughput"], n=1)
+        acc = r.get("accept_length") or r.get("spec_decode_acceptance_length")
+        if isinstance(acc, (int, float)):
+            metrics["accept_length"] = Stat(mean=float(acc), p50=float(acc), n=n)
+        failed = int(r.get("failed") or sum(1 for x in recs if not x.ok))
+        total = n + failed
+        summary = CellSummary(
+            arm=arm, domain=dom, concurrency=conc, repeat=repeats.get(conc, 0),
+            output_len=output_len or _output_len(r, fmt, recs), workload_hash=workload_hash, sampling={},
+            n_requests=total, n_errors=failed, error_rate=failed / total if total else 0.0,
+            duration_s=float(r.get("duration") or 0.0),
+            itl_convention=f"per-chunk gap as reported by {manifest['source']['tool']}", metrics=metrics)
+        writer.write_cell(summary, recs)
+        repeats[conc] = repeats.get(conc, 0) + 1
+    from toolkit.results.archive import open_archive
+    from toolkit.results.report import summary_markdown
+
+    writer.finalize("complete", derived={}, report_md=summary_markdown(open_archive(writer.path)))
+    return writer.path

@@ -1,0 +1,214 @@
+"""Report plots (matplotlib, Agg backend), returned as PNG bytes. Every plot takes one or two runs:
+with two, run A is drawn solid and run B dashed in the same colours (overlay)."""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import TwoSlopeNorm  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from toolkit.results.archive import Archive  # noqa: E402
+
+STYLES = ("-", "--")
+MARKERS = ("o", "s")
+DPI = 90
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def baseline_arm(a: Archive) -> str | None:
+    spec = (a.manifest.get("matrix") or {}).get("spec") or {}
+    if spec.get("baseline"):
+        return spec["baseline"]
+    for row in a.derived.get("speedups") or []:
+        if row.get("baseline"):
+            return row["baseline"]
+    arms = spec.get("arms") or sorted({c.arm for c in a.cells.values()})
+    if "baseline" in arms:
+        return "baseline"
+    return arms[0] if arms else None
+
+
+def cell_stat(a: Archive, metric: str, field: str = "mean") -> dict[tuple[str, str, int], float]:
+    """(arm, domain, concurrency) -> the stat, averaged over repeats of ok cells."""
+    acc: dict[tuple, list[float]] = defaultdict(list)
+    for c in a.cells.values():
+        s = c.metrics.get(metric)
+        v = getattr(s, field, None) if s is not None else None
+        if c.status == "ok" and v is not None and np.isfinite(v):
+            acc[(c.arm, c.domain, c.concurrency)].append(float(v))
+    return {k: float(np.mean(v)) for k, v in acc.items()}
+
+
+def _colors(arms: list[str]) -> dict[str, str]:
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {arm: cycle[i % len(cycle)] for i, arm in enumerate(arms)}
+
+
+def _domains_arms(runs: list[tuple[str, Archive]]) -> tuple[list[str], list[str]]:
+    cells = [c for _, a in runs for c in a.cells.values()]
+    return sorted({c.domain for c in cells}), sorted({c.arm for c in cells})
+
+
+def _xaxis(ax, runs) -> None:
+    concs = sorted({c.concurrency for _, a in runs for c in a.cells.values()})
+    ax.set_xscale("log", base=2)
+    ax.minorticks_off()
+    ax.set_xticks(concs, [str(c) for c in concs])
+    ax.set_xlabel("concurrency")
+
+
+def _grid(n: int, height: float = 3.4):
+    fig, axes = plt.subplots(1, max(n, 1), figsize=(4.6 * max(n, 1), height), squeeze=False)
+    return fig, axes[0]
+
+
+def throughput(runs: list[tuple[str, Archive]]) -> bytes:
+    domains, arms = _domains_arms(runs)
+    colors = _colors(arms)
+    fig, axes = _grid(len(domains))
+    for ax, d in zip(axes, domains):
+        for i, (label, a) in enumerate(runs):
+            st = cell_stat(a, "output_tok_s")
+            for arm in arms:
+                pts = sorted((c, v) for (ar, dom, c), v in st.items() if ar == arm and dom == d)
+                if pts:
+                    ax.plot(*zip(*pts), STYLES[i % 2], marker=MARKERS[i % 2], color=colors[arm],
+                            label=f"{arm} ({label})" if len(runs) > 1 else arm)
+        _xaxis(ax, runs)
+        ax.set_title(f"{d}: output throughput")
+        ax.set_ylabel("output tok/s")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def percentiles(runs: list[tuple[str, Archive]], metric: str, title: str) -> bytes:
+    """p50 (thick) and p99 (thin) of a latency per arm and domain against concurrency."""
+    domains, arms = _domains_arms(runs)
+    colors = _colors(arms)
+    fig, axes = _grid(len(domains))
+    for ax, d in zip(axes, domains):
+        for i, (label, a) in enumerate(runs):
+            for field, lw in (("p50", 2.2), ("p99", 1.0)):
+                st = cell_stat(a, metric, field)
+                for arm in arms:
+                    pts = sorted((c, v) for (ar, dom, c), v in st.items() if ar == arm and dom == d)
+                    if pts:
+                        tag = f"{arm} {field}" + (f" ({label})" if len(runs) > 1 else "")
+                        ax.plot(*zip(*pts), STYLES[i % 2], marker=MARKERS[i % 2], lw=lw, ms=4,
+                                color=colors[arm], label=tag, alpha=1.0 if field == "p50" else 0.7)
+        _xaxis(ax, runs)
+        ax.set_title(f"{d}: {title}")
+        ax.set_ylabel("ms")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def speedup_table(a: Archive) -> dict[str, dict[tuple[str, int], float]]:
+    """arm -> (domain, concurrency) -> throughput ratio over the baseline (the runner's, else computed)."""
+    out: dict[str, dict] = defaultdict(dict)
+    for r in a.derived.get("speedups") or []:
+        if r.get("throughput_ratio") is not None:
+            out[r["arm"]][(r["domain"], int(r["concurrency"]))] = float(r["throughput_ratio"])
+    if out:
+        return dict(out)
+    base = baseline_arm(a)
+    st = cell_stat(a, "output_tok_s")
+    for (arm, d, c), v in st.items():
+        b = st.get((base, d, c))
+        if arm != base and b:
+            out[arm][(d, c)] = v / b
+    return dict(out)
+
+
+def heatmap(runs: list[tuple[str, Archive]]) -> bytes | None:
+    """Speedup of each spec arm over the baseline, domain x concurrency; the crossover (the lowest
+    concurrency where the speedup falls below 1) is outlined in black and marked with an x."""
+    panels = [(label, arm, table) for label, a in runs for arm, table in sorted(speedup_table(a).items())]
+    if not panels:
+        return None
+    fig, axes = _grid(len(panels), height=0.9 + 0.5 * max(len({d for *_, t in panels for d, _ in t}), 2))
+    for ax, (label, arm, table) in zip(axes, panels):
+        domains = sorted({d for d, _ in table})
+        concs = sorted({c for _, c in table})
+        grid = np.full((len(domains), len(concs)), np.nan)
+        for (d, c), v in table.items():
+            grid[domains.index(d), concs.index(c)] = v
+        lo, hi = np.nanmin(grid), np.nanmax(grid)
+        norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.99), vmax=max(hi, 1.01))
+        im = ax.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
+        for y, d in enumerate(domains):
+            for x, c in enumerate(concs):
+                if np.isfinite(grid[y, x]):
+                    ax.text(x, y, f"{grid[y, x]:.2f}", ha="center", va="center", fontsize=9)
+            below = [x for x in range(len(concs)) if np.isfinite(grid[y, x]) and grid[y, x] < 1]
+            if below:
+                x = below[0]
+                ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=3, ec="black"))
+                ax.text(x + 0.32, y - 0.22, "x", ha="center", va="center", fontsize=10, fontweight="bold")
+        ax.set_xticks(range(len(concs)), [str(c) for c in concs])
+        ax.set_yticks(range(len(domains)), domains)
+        ax.set_xlabel("concurrency (black box: crossover)")
+        ax.set_title(f"speedup {arm}/baseline" + (f" ({label})" if len(runs) > 1 else ""))
+        fig.colorbar(im, ax=ax, fraction=0.046)
+    return _png(fig)
+
+
+def acceptance(runs: list[tuple[str, Archive]]) -> bytes | None:
+    """Mean acceptance length per domain and speculative arm (averaged over concurrency, weighted by n)."""
+    rows = []
+    for label, a in runs:
+        acc: dict[tuple, list] = defaultdict(list)
+        for c in a.cells.values():
+            s = c.metrics.get("accept_length")
+            if c.status == "ok" and s is not None and s.mean is not None and np.isfinite(s.mean):
+                acc[(c.arm, c.domain)].append((s.mean, max(s.n, 1)))
+        for (arm, d), vals in acc.items():
+            w = sum(n for _, n in vals)
+            rows.append((label, arm, d, sum(v * n for v, n in vals) / w))
+    if not rows:
+        return None
+    domains = sorted({r[2] for r in rows})
+    series = sorted({(r[0], r[1]) for r in rows}, key=lambda s: (s[1], [lab for lab, _ in runs].index(s[0])))
+    colors = _colors(sorted({r[1] for r in rows}))
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(domains) * max(len(series), 1) ** 0.5, 3.4))
+    width = 0.8 / len(series)
+    for i, (label, arm) in enumerate(series):
+        vals = [next((r[3] for r in rows if r[0] == label and r[1] == arm and r[2] == d), np.nan) for d in domains]
+        hatch = "//" if len(runs) > 1 and label == runs[1][0] else None
+        ax.bar(np.arange(len(domains)) + i * width - 0.4 + width / 2, vals, width, color=colors[arm], hatch=hatch,
+               label=f"{arm} ({label})" if len(runs) > 1 else arm, edgecolor="black", lw=0.5)
+    ax.set_xticks(range(len(domains)), domains)
+    ax.set_ylabel("tokens per verification step")
+    ax.set_title("acceptance length per domain")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
+    """(file name, caption, png) for every plot that has data."""
+    out = [("throughput.png", "Output throughput vs concurrency, per arm and domain", throughput(runs)),
+           ("ttft.png", "Time to first token: p50 (thick) and p99 (thin)", percentiles(runs, "ttft_ms", "TTFT")),
+           ("itl.png", "Inter-token latency: p50 (thick) and p99 (thin)", percentiles(runs, "itl_ms", "ITL"))]
+    hm = heatmap(runs)
+    if hm:
+        out.append(("speedup.png", "Speedup over the baseline arm (domain x concurrency); black box: crossover", hm))
+    ac = acceptance(runs)
+    if ac:
+        out.append(("acceptance.png", "Acceptance length per domain", ac))
+    return out
