@@ -1,0 +1,47 @@
+"""Host fingerprints: what a provisioned host is (CPU, memory, kernel, OS, Docker, GPUs, driver, CUDA,
+`nvidia-smi topo -m`), written as JSON on the controller by the `facts` role.
+
+Where: $TOOLKIT_HOSTS_DIR/<host>.json, default ~/.cache/toolkit/hosts/<host>.json (the latest
+fingerprint of each host); every provisioning run also keeps a copy in its run folder (hosts/).
+
+    fp = load_fingerprint("gpu-01")     # dict, or None when the host was never provisioned here
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from toolkit.errors import ToolkitError
+
+
+def fingerprint_dir() -> Path:
+    return Path(os.environ.get("TOOLKIT_HOSTS_DIR") or Path.home() / ".cache" / "toolkit" / "hosts").expanduser()
+
+
+def fingerprint_path(host_name: str) -> Path:
+    return fingerprint_dir() / f"{host_name}.json"
+
+
+def load_fingerprint(host_name: str) -> dict | None:
+    """The latest fingerprint of `host_name` (an inventory name from a Hosts spec), or None.
+
+    Adds `collected_at` (the file's modification time, UTC ISO 8601) and `path`."""
+    path = fingerprint_path(host_name)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ToolkitError(f"host fingerprint {path} is not valid JSON ({exc.msg} at line {exc.lineno})",
+                           hint=f"provision the host again: toolkit provision host HOSTS.yaml --limit {host_name}",
+                           file=path, line=exc.lineno) from None
+    if not isinstance(data, dict):
+        raise ToolkitError(f"host fingerprint {path} is not a JSON object", file=path,
+                           hint=f"provision the host again: toolkit provision host HOSTS.yaml --limit {host_name}")
+    mtime = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
+    return {**data, "collected_at": mtime.isoformat(timespec="seconds"), "path": str(path)}
