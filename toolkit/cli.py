@@ -126,6 +126,22 @@ def render_env_cmd(
     out.print(f"spec hash {rendered.hash}")
 
 
+@render_app.command("hosts")
+def render_hosts_cmd(
+    spec: Annotated[Path, typer.Argument(help="a Hosts spec")],
+    out_file: Annotated[Optional[Path], typer.Option("-o", "--out", help="write the inventory here (default: stdout)")] = None,
+) -> None:
+    """Render a Hosts spec into the Ansible inventory that `toolkit provision host` uses."""
+    from toolkit.provision.inventory import render_inventory
+    from toolkit.spec import load_spec
+
+    inv = render_inventory(load_spec(spec, expect="Hosts"))
+    if out_file:
+        out.print(f"wrote {inv.write(out_file)}")
+    else:
+        sys.stdout.write(inv.text)
+
+
 def version_callback(value: bool) -> None:
     if value:
         out.print(f"toolkit {__version__}")
