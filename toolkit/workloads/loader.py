@@ -1,0 +1,158 @@
+"""Resolve a workload reference into prompts: bundled names, the user's JSON lines, or match-training.
+
+    load_workload("coding", base_dir=..., seed=0)
+    load_workload(Workload(name="mine", path="data/mine.jsonl", sample=100, holdout="train.jsonl"), ...)
+    load_workload("match-training", base_dir=..., seed=0, training=Path("train.jsonl"))
+
+The hash is the sha256 of the canonical JSON lines of the prompts actually used (after sampling and
+holdout): the same prompts give the same hash, any change in content changes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from toolkit.bench.records import Prompt
+from toolkit.errors import ToolkitError
+from toolkit.spec.matrix import Workload
+from toolkit.workloads.formats import normalised_hash, read_jsonl
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+BUNDLED = ("coding", "agentic", "encyclopedic", "math", "chat")
+MATCH_TRAINING = "match-training"
+MATCH_DEFAULT_N = 100
+
+
+class LoadedWorkload(BaseModel):
+    name: str = Field(description="the cell's domain label in results (workload name)")
+    domain: str = Field(description="bundled domain, 'mixed' for match-training, or the file's name")
+    hash: str = Field(description="sha256 of the canonical content of `prompts`")
+    prompts: list[Prompt]
+    source: str = Field(description="where the prompts came from and how they were selected")
+    excluded: int = Field(0, description="prompts dropped by holdout")
+    available: int = Field(0, description="prompts before sampling")
+
+
+def content_hash(prompts: list[Prompt]) -> str:
+    h = hashlib.sha256()
+    for p in prompts:
+        h.update(json.dumps(p.model_dump(exclude_none=True), sort_keys=True, separators=(",", ":"),
+                            ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def bundled(name: str) -> list[Prompt]:
+    if name not in BUNDLED:
+        raise ToolkitError(f"unknown bundled workload {name!r}",
+                           hint=f"one of {', '.join(BUNDLED)}, {MATCH_TRAINING}, or a JSON lines file path")
+    return [it.prompt for it in read_jsonl(DATA_DIR / f"{name}.jsonl")]
+
+
+def read_prompts(path: Path) -> list[Prompt]:
+    return [it.prompt for it in read_jsonl(path)]
+
+
+def sample(prompts: list[Prompt], n: int | None, seed: int, what: str) -> list[Prompt]:
+    """A seeded sample of n prompts, kept in file order (None: all of them)."""
+    if n is None or n == len(prompts):
+        return list(prompts)
+    if n < 1:
+        raise ToolkitError(f"{what}: sample size must be at least 1, not {n}")
+    if n > len(prompts):
+        raise ToolkitError(f"{what}: asked for {n} prompts but only {len(prompts)} are available",
+                           hint="lower `sample`, or give a larger file")
+    picked = sorted(random.Random(f"sample:{seed}").sample(range(len(prompts)), n))
+    return [prompts[i] for i in picked]
+
+
+def holdout(prompts: list[Prompt], training: Path) -> tuple[list[Prompt], int]:
+    """Drop prompts whose normalised content also appears in the training file."""
+    seen = {normalised_hash(p) for p in read_prompts(training)}
+    kept = [p for p in prompts if normalised_hash(p) not in seen]
+    return kept, len(prompts) - len(kept)
+
+
+def _resolve(base_dir: Path, path: str | Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else base_dir / p
+
+
+def allocate(mix: dict[str, float], n: int) -> dict[str, int]:
+    """Split n into integer counts proportional to mix (largest remainder, ties by name)."""
+    total = sum(mix.values())
+    exact = {d: n * w / total for d, w in mix.items()}
+    counts = {d: int(v) for d, v in exact.items()}
+    rest = sorted(exact, key=lambda d: (-(exact[d] - counts[d]), d))
+    for d in rest[: n - sum(counts.values())]:
+        counts[d] += 1
+    return {d: c for d, c in counts.items() if c}
+
+
+def match_training(training: Path, *, seed: int, n: int | None) -> LoadedWorkload:
+    """Bundled prompts drawn so that their domain mix matches the classified mix of the training file."""
+    from toolkit.workloads.classify import classify
+
+    train = read_prompts(training)
+    mix = Counter(classify(p).domain for p in train)
+    n = n or MATCH_DEFAULT_N
+    counts = allocate(dict(mix), n)
+    picked: list[Prompt] = []
+    for domain in BUNDLED:
+        if counts.get(domain):
+            pool, _ = holdout(bundled(domain), training)
+            picked += sample(pool, counts[domain], seed, f"{MATCH_TRAINING} ({domain})")
+    random.Random(f"order:{seed}").shuffle(picked)
+    share = ", ".join(f"{d} {counts[d]}" for d in BUNDLED if d in counts)
+    return LoadedWorkload(name=MATCH_TRAINING, domain="mixed", hash=content_hash(picked), prompts=picked,
+                          source=f"{MATCH_TRAINING} of {training} ({len(train)} records classified; drew {share})",
+                          available=sum(mix.values()))
+
+
+def load_workload(ref: str | Workload, *, base_dir: Path, seed: int, n: int | None = None,
+                  training: Path | None = None) -> LoadedWorkload:
+    """Prompts for one workload reference. `n` (or the Workload's `sample`) draws a seeded sample;
+    `training` is the drafter's training data, needed by match-training. Relative paths are taken
+    from base_dir (the matrix file's folder)."""
+    base_dir = Path(base_dir)
+    if isinstance(ref, str):
+        if ref.endswith((".jsonl", ".json")) or "/" in ref or _resolve(base_dir, ref).is_file():
+            ref = Workload.model_construct(name=_name_of(ref), path=ref, sample=None, holdout=None)
+        elif ref in BUNDLED or ref == MATCH_TRAINING:
+            ref = Workload.model_construct(name=ref, path=None, sample=None, holdout=None)
+        else:
+            bundled(ref)  # raises: unknown name
+    n = n if n is not None else ref.sample
+    held = _resolve(base_dir, ref.holdout) if ref.holdout else None
+    if ref.path is None and ref.name == MATCH_TRAINING:
+        if training is None:
+            raise ToolkitError(f"`{MATCH_TRAINING}` needs the drafter's training data",
+                               hint="set `training_data:` in the matrix, or pass --train")
+        return match_training(_resolve(base_dir, training), seed=seed, n=n)
+    if ref.path is None:
+        prompts, source, domain = bundled(ref.name), f"bundled:{ref.name}", ref.name
+    else:
+        path = _resolve(base_dir, ref.path)
+        prompts, source, domain = read_prompts(path), str(path), path.stem
+    available, excluded = len(prompts), 0
+    if held is not None:
+        prompts, excluded = holdout(prompts, held)
+        source += f" minus {excluded} prompts also in {held}"
+    prompts = sample(prompts, n, seed, ref.name)
+    if n is not None:
+        source += f" (seeded sample of {n}, seed {seed})"
+    return LoadedWorkload(name=ref.name, domain=domain, hash=content_hash(prompts), prompts=prompts, source=source,
+                          excluded=excluded, available=available)
+
+
+def _name_of(path: str) -> str:
+    import re
+
+    stem = Path(path).stem.lower()
+    return re.sub(r"[^a-z0-9._-]+", "-", stem).strip("-._") or "workload"
