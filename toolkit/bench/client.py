@@ -20,11 +20,22 @@ Api = Literal["completions", "chat", "generate"]
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
 _perf = time.perf_counter
 
-# A content chunk has a non-empty string here (a JSON string cannot contain an unescaped quote, so
-# these byte patterns cannot occur inside generated text).
-_CONTENT = (b'"text":"', b'"content":"', b'"reasoning_content":"')
-_TOOL = b'"tool_calls":['
-_SLOW = (b'"usage":{', b'"finish_reason":"', b'"error"')
+# A content chunk has a non-empty string after one of these keys (a JSON string cannot contain an
+# unescaped quote, so the keys cannot occur inside generated text). The slow keys need a JSON decode
+# when their value is an object/string (not null).
+_CONTENT = (b'"text":', b'"content":', b'"reasoning_content":')
+_QUOTE, _BRACE, _BRACKET = 34, 123, 91
+
+
+def _value_at(p: bytes, key: bytes) -> int:
+    """Index of the first byte of `key`'s value (JSON allows spaces after the colon), or -1."""
+    i = p.find(key)
+    if i < 0:
+        return -1
+    j = i + len(key)
+    while j < len(p) and p[j] == 32:
+        j += 1
+    return j if j < len(p) else -1
 
 
 def build_body(api: Api, prompt: Prompt, *, model: str | None, output_len: int, temperature: float,
@@ -95,15 +106,17 @@ class _Stream:
 
     def _openai(self, p: bytes, now: float) -> None:
         content = False
-        for pat in _CONTENT:
-            i = p.find(pat)
-            if i >= 0 and p[i + len(pat):i + len(pat) + 1] != b'"':
+        for key in _CONTENT:
+            j = _value_at(p, key)
+            if j >= 0 and p[j] == _QUOTE and j + 1 < len(p) and p[j + 1] != _QUOTE:
                 content = True
                 break
-        if not content and _TOOL in p:
-            content = True
+        if not content:
+            j = _value_at(p, b'"tool_calls":')
+            content = j >= 0 and p[j] == _BRACKET
         n = 1
-        if any(s in p for s in _SLOW):
+        u, f = _value_at(p, b'"usage":'), _value_at(p, b'"finish_reason":')
+        if (u >= 0 and p[u] == _BRACE) or (f >= 0 and p[f] == _QUOTE) or b'"error"' in p:
             obj = json.loads(p)
             if "error" in obj and obj["error"]:
                 err = obj["error"]
@@ -127,13 +140,15 @@ class _Stream:
 
     def _generate(self, p: bytes, now: float) -> None:
         i = p.rfind(b'"completion_tokens":')
+        j = i + 20
+        while j < len(p) and p[j] == 32:
+            j += 1
         if i < 0:
             if b'"error"' in p:
                 obj = json.loads(p)
                 err = obj.get("error")
                 self.error = err.get("message", str(err)) if isinstance(err, dict) else str(err)
             return
-        j = i + 20
         k = j
         while p[k:k + 1] in b" 0123456789" and k < len(p):
             k += 1

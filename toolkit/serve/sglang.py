@@ -86,7 +86,8 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
     def __init__(self, image: str, args: dict, *, docker_url: str | None = None, address: str | None = None,
                  gpus: str | int | list[str] | None = "all", shm_size: str = "32g", network: str = "host",
                  mounts: dict[str, str] | None = None, env: dict[str, str] | None = None, port: int | None = None,
-                 log_path: Path | None = None, python: str = "python3"):
+                 log_path: Path | None = None, python: str = "python3",
+                 ulimits: dict[str, int] | None = None, stop_timeout_s: int = 30):
         self.image = image
         self.docker_url = docker_url
         address = address or (docker_url.split("@")[-1].split(":")[0].removeprefix("ssh://")
@@ -97,9 +98,12 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
         self.gpus, self.shm_size, self.network = gpus, shm_size, network
         self.mounts = dict(mounts or {})
         self.env = dict(env or {})
+        # as SGLang's compose file; memlock needs a privileged engine (lower it where that is refused)
+        self.ulimits = {"memlock": -1, "stack": 67108864} if ulimits is None else dict(ulimits)
         self.command = sglang_command(self.args, python)
         self.model = self.args.get("served-model-name") or self.args.get("model-path")
         self.log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-sglang-")) / "server.log"
+        self.stop_timeout_s = stop_timeout_s
         self.container = None
         self._client = None
         self._exit: int | None = None
@@ -138,8 +142,7 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
             command=self.command, detach=True, ipc_mode="host", shm_size=self.shm_size, network_mode=self.network,
             environment=self.env, device_requests=self._device_requests(),
             volumes={h: {"bind": c, "mode": "ro"} for h, c in self.mounts.items()},
-            ulimits=[docker.types.Ulimit(name="memlock", soft=-1, hard=-1),
-                     docker.types.Ulimit(name="stack", soft=67108864, hard=67108864)],
+            ulimits=[docker.types.Ulimit(name=k, soft=v, hard=v) for k, v in self.ulimits.items()],
             labels={LABEL: "1", f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}"},
         )
         if self.network != "host":
@@ -186,7 +189,7 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
         if self.container is None:
             return
         try:
-            self.container.stop(timeout=20)
+            self.container.stop(timeout=self.stop_timeout_s)
         except Exception:  # noqa: BLE001 - already gone
             pass
         if self._log_thread:
