@@ -10,6 +10,9 @@ from toolkit.console import err
 from toolkit.errors import ToolkitError
 from toolkit.gpu.commands import app
 
+# typer >= 0.24 vendors click: its usage errors are not click.ClickException
+CLICK_ERRORS = tuple({click.ClickException, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")})
+
 
 def main() -> int:
     try:
@@ -19,9 +22,9 @@ def main() -> int:
     except ToolkitError as exc:
         err.print(f"error: {exc}", markup=False)
         return exc.exit_code
-    except click.exceptions.Exit as exc:
+    except (click.exceptions.Exit, typer.Exit) as exc:
         return exc.exit_code
-    except click.ClickException as exc:
+    except CLICK_ERRORS as exc:
         exc.show()
         return exc.exit_code
 

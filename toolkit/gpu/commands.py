@@ -23,7 +23,7 @@ def _group() -> None:
 def validate_cmd(
     spec: Annotated[Optional[Path], typer.Option("--spec", help="an Environment spec: check its CUDA major, "
                                                   "its SM-gated server flags and mem-fraction-static")] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="also spawn one process per GPU: NCCL "
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="also spawn one process per GPU: NCCL "
                                                 "all-reduce sum, bus bandwidth, symmetric-memory probe")] = None,
     backend: Annotated[str, typer.Option("--backend", help="collective backend for --gpus: auto (nccl with "
                                          "CUDA, else gloo on CPU processes), nccl or gloo")] = "auto",

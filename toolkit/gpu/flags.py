@@ -22,7 +22,8 @@ GATED_FLAGS: dict[str, str] = {
 }
 # environment variables that switch the same features on
 GATED_ENV: dict[str, str] = {"SGLANG_ENABLE_TORCH_SYMM_MEM": "torch symmetric memory"}
-UPSTREAM_MAJORS = {9: "SM90", 10: "SM100"}  # Hopper 9.0; Blackwell datacenter 10.x
+# the SM120 patch enables the single-node trtllm backend only (its own header says so)
+SM100_ONLY_BACKENDS = {"mnnvl", "cutedsl"}
 _SM120 = re.compile(r"(?i)sm_?12[0-9]|is_sm12|\(\s*12\s*,\s*[0-9]\s*\)|sm12x")
 
 
@@ -40,6 +41,7 @@ class GatedUse:
     flag: str          # the flag or env var as written
     feature: str
     presets: tuple[str, ...]  # presets that turn it on ("env" for an env var)
+    values: tuple[str, ...] = ()  # the values given, as strings
 
 
 def _on(value: Any) -> bool:
@@ -53,11 +55,14 @@ def _on(value: Any) -> bool:
 def gated_uses(env_model: Any) -> list[GatedUse]:
     """Gated flags the spec turns on, with the presets that do so. Pure over the model."""
     found: dict[str, list[str]] = {}
+    values: dict[str, list[str]] = {}
     for preset, args in (env_model.servers or {}).items():
         for flag, value in args.items():
             if flag in GATED_FLAGS and _on(value):
                 found.setdefault(flag, []).append(preset)
-    uses = [GatedUse(f, GATED_FLAGS[f], tuple(p)) for f, p in found.items()]
+                if str(value) not in values.setdefault(flag, []):
+                    values[flag].append(str(value))
+    uses = [GatedUse(f, GATED_FLAGS[f], tuple(p), tuple(values[f])) for f, p in found.items()]
     for var, feature in GATED_ENV.items():
         if _on(env_model.env.get(var, "")):
             uses.append(GatedUse(var, feature, ("env",)))
@@ -90,6 +95,10 @@ def flag_support(use: GatedUse, capability: tuple[int, int], patch: Path | None)
     if upstream_supported(capability):
         return "pass", f"{where}: supported upstream on {sm}"
     if capability[0] == 12 and patch is not None:
+        only_sm100 = sorted(set(use.values) & SM100_ONLY_BACKENDS)
+        if use.flag == "flashinfer-allreduce-fusion-backend" and only_sm100:
+            return "fail", (f"{where}: backend {', '.join(only_sm100)} stays SM100-only under the SM120 patch "
+                            f"{patch.name}; use auto or trtllm")
         return "pass", f"{where}: gated upstream to SM90/SM100; {sm} enabled by patch {patch.name}"
     hint = ("list the SM120 patch (envs/patches/) under sglang.patches" if capability[0] == 12
             else "turn the flag off for this GPU")

@@ -65,13 +65,26 @@ def _int(node: ET.Element | None, *paths: str) -> int | None:
     return None if v is None else int(v)
 
 
+def _ecc_sum(volatile: ET.Element | None, kind: str) -> int | None:
+    """Sum of the volatile ECC counters of one kind: sram_*/dram_* (Hopper on) or *_bit/total (older)."""
+    if volatile is None:
+        return None
+    older = "double_bit/total" if kind == "uncorrectable" else "single_bit/total"
+    if volatile.find(older) is not None:
+        return _int(volatile, older)
+    vals = [_int(volatile, c.tag) for c in volatile if c.tag.split("_", 1)[-1].startswith(kind)]
+    vals = [v for v in vals if v is not None]
+    return sum(vals) if vals else None
+
+
 def _gpu(g: ET.Element, index: int) -> dict[str, Any]:
     power = g.find("gpu_power_readings")
     if power is None:
         power = g.find("power_readings")  # drivers before 535
     ecc_errors = g.find("ecc_errors/volatile")
     return {
-        "index": _int(g, "minor_number") if _int(g, "minor_number") is not None else index,
+        "index": index,  # order in the log = nvidia-smi's index
+        "minor_number": _int(g, "minor_number"),
         "name": _text(g, "product_name"),
         "brand": _text(g, "product_brand"),
         "architecture": _text(g, "product_architecture"),
@@ -92,8 +105,8 @@ def _gpu(g: ET.Element, index: int) -> dict[str, Any]:
         "mem_clock_max_mhz": _int(g, "max_clocks/mem_clock"),
         "sm_clock_app_mhz": _int(g, "applications_clocks/graphics_clock"),
         "ecc_mode": _text(g, "ecc_mode/current_ecc"),
-        "ecc_errors_uncorrected_volatile": _int(ecc_errors, "dram_uncorrectable", "sram_uncorrectable",
-                                                "double_bit/total"),
+        "ecc_errors_uncorrected_volatile": _ecc_sum(ecc_errors, "uncorrectable"),
+        "ecc_errors_corrected_volatile": _ecc_sum(ecc_errors, "correctable"),
         "persistence_mode": _text(g, "persistence_mode"),
         "mig_mode": _text(g, "mig_mode/current_mig"),
         "compute_mode": _text(g, "compute_mode"),

@@ -108,12 +108,7 @@ class Validator:
         torch = self._need_cuda()
         runtime = torch.version.cuda or ""
         data = {"runtime": runtime, "spec": self.spec.cuda if self.spec is not None else None}
-        if self.spec is None or self.spec.cuda is None:
-            return "pass", f"CUDA runtime {runtime} (no spec `cuda` to compare with)", data
-        want = self.spec.cuda.split(".")[0]
-        if runtime.split(".")[0] == want:
-            return "pass", f"CUDA runtime {runtime}: major {want} as the spec asks ({self.spec.cuda})", data
-        return "fail", f"CUDA runtime {runtime}, but the spec asks for CUDA {self.spec.cuda} (major {want})", data
+        return (*compare_cuda(runtime, data["spec"]), data)
 
     def c_driver(self):
         torch = self._need_cuda()
@@ -184,8 +179,8 @@ class Validator:
         ok = res["sum"]["ok"]
         bw = res["bandwidth"][0]
         return ("pass" if ok else "fail"), \
-            (f"one-GPU NCCL all-reduce {'gave' if ok else 'did NOT give'} the right sum on {res['device']}; "
-             f"16 MiB in {bw['time_us']} us"), res
+            (f"one-GPU NCCL all-reduce {'gave' if ok else 'did NOT give'} the right sum on {res['device']} "
+             f"(one call {bw['time_us']} us; 1 rank moves no data)"), res
 
     def c_memory(self):
         torch = self._need_cuda()
@@ -234,9 +229,13 @@ class Validator:
                                  f"{backend} all-reduce over {n} process(es): sum {sums[0]['expected']:g} "
                                  f"{'correct on every rank' if ok else 'WRONG on some rank'}", {"ranks": sums}))
         table = _bw_table(results)
-        self.checks.append(Check("allreduce_busbw", "pass",
-                                 "; ".join(f"{_size(r['bytes'])}: busbw {r['busbw_gbps']} GB/s "
-                                           f"(algbw {r['algbw_gbps']})" for r in table),
+        if n == 1:
+            detail = ("1 process: all-reduce moves no data (busbw 0 by the nccl-tests formula); per-call time "
+                      + ", ".join(f"{_size(r['bytes'])} {r['time_us']} us" for r in table))
+        else:
+            detail = "; ".join(f"{_size(r['bytes'])}: busbw {r['busbw_gbps']} GB/s (algbw {r['algbw_gbps']})"
+                               for r in table)
+        self.checks.append(Check("allreduce_busbw", "pass", detail,
                                  {"table": table, "formula": "busbw = algbw * 2(n-1)/n (nccl-tests)",
                                   "timing": "slowest rank's mean per iteration"}))
         if backend != "nccl":
@@ -287,6 +286,16 @@ class Validator:
 def validate(spec_path: str | Path | None = None, gpus: int | None = None, require_gpu: bool = False,
              backend: str = "auto", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     return Validator(spec_path, gpus, require_gpu, backend, progress).run()
+
+
+def compare_cuda(runtime: str, wanted: str | None) -> tuple[str, str]:
+    """(status, detail): the CUDA runtime's major version against the spec's `cuda`. Pure."""
+    if wanted is None:
+        return "pass", f"CUDA runtime {runtime} (no spec `cuda` to compare with)"
+    want = wanted.split(".")[0]
+    if runtime.split(".")[0] == want:
+        return "pass", f"CUDA runtime {runtime}: major {want} as the spec asks ({wanted})"
+    return "fail", f"CUDA runtime {runtime or 'none'}, but the spec asks for CUDA {wanted} (major {want})"
 
 
 def _ver(text: str) -> tuple[int, ...]:
