@@ -111,3 +111,13 @@ def test_fingerprint_records_a_failing_driver(tmp_path, monkeypatch):
 def test_fingerprint_none_without_nvidia_smi(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert smi.gpu_fingerprint() is None
+
+
+def test_hostinfo_merges_the_gpu_fingerprint(tmp_path, monkeypatch):
+    """The archive's host fingerprint (toolkit.bench.hostinfo) carries gpu_fingerprint()'s dict."""
+    hostinfo = pytest.importorskip("toolkit.bench.hostinfo")
+    env = _fake_smi(tmp_path, f'case "$1" in\n  -q) cat "{DATA}/h200-nvidia-smi-q.xml";;\n'
+                              f'  topo) cat "{DATA}/h200-topo-m.txt";;\nesac\n')
+    monkeypatch.setenv("PATH", env["PATH"])
+    fp = hostinfo.local_fingerprint()
+    assert fp["gpu"]["gpus"][0]["name"] == "NVIDIA H200" and fp["gpu"]["driver_version"] == "580.159.04"

@@ -121,3 +121,12 @@ def test_sampler_that_dies_is_an_error(tmp_path):
 def test_bad_interval():
     with pytest.raises(ValueError):
         tm.Telemetry(0)
+
+
+def test_gpu_present_follows_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert tm.gpu_present() is False
+    exe = tmp_path / "nvidia-smi"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert tm.gpu_present() is True

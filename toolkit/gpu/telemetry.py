@@ -41,6 +41,11 @@ QUERY = ",".join(f for f, _, _ in FIELDS)
 NUMERIC = [key for _, key, conv in FIELDS if conv is float]
 
 
+def gpu_present() -> bool:
+    """True where nvidia-smi is on PATH (the sampler's source)."""
+    return shutil.which("nvidia-smi") is not None
+
+
 def query_command(interval_s: float) -> list[str]:
     return ["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits", f"-lms={max(1, round(interval_s * 1000))}"]
 
