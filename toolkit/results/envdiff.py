@@ -29,6 +29,8 @@ def _flatten(obj: Any, prefix: str, out: dict[str, str]) -> None:
         for x in obj:
             rest = {k: v for k, v in x.items() if k != "name"}
             _flatten(rest if len(rest) != 1 else next(iter(rest.values())), f"{prefix}[{x['name']}]", out)
+    elif isinstance(obj, list) and len(obj) > 1 and all(isinstance(x, dict) and x == obj[0] for x in obj):
+        _flatten(obj[0], f"{prefix}[{len(obj)}x]", out)  # e.g. 8 identical GPUs
     elif isinstance(obj, list) and obj and all(isinstance(x, dict) for x in obj):
         for i, x in enumerate(obj):
             _flatten(x, f"{prefix}[{i}]", out)

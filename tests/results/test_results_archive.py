@@ -1,0 +1,174 @@
+"""Archive: write once, read back, resume, refuse rewrites, scrub secrets, verify names damage."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolkit.errors import ToolkitError
+from toolkit.results.archive import SCHEMA_VERSION, ArchiveWriter, cell_key, list_runs, open_archive, verify
+from toolkit.results.synthetic import make_records, manifest_for, summarize, write_run
+
+ARMS = {"baseline": ["python", "-m", "sglang.launch_server"]}
+
+
+def _cell(rng, arm="baseline", domain="chat", c=1, n=30):
+    recs = make_records(rng, arm=arm, domain=domain, concurrency=c, repeat=0, n=n)
+    return summarize(recs, output_len=32, workload_hash="w" * 64, sampling={"temperature": 0.0}), recs
+
+
+def test_roundtrip_records_columns_and_checksums(tmp_path):
+    rng = np.random.default_rng(0)
+    w = ArchiveWriter.create(tmp_path, "m", manifest_for(ARMS))
+    summary, recs = _cell(rng)
+    key = w.write_cell(summary, recs)
+    assert key == cell_key("baseline", "chat", 1, 0) and w.done_cells() == {key}
+    w.write_file("logs/baseline.log", "server started\n")
+    w.finalize("complete", derived={"speedups": []}, report_md="# r\n")
+
+    a = open_archive(w.path)
+    assert a.status == "complete" and a.manifest["schema_version"] == SCHEMA_VERSION
+    assert list(a.iter_records(key)) == recs  # warmup included, flagged
+    cols = a.columns(key)
+    measured = [r for r in recs if not r.warmup]
+    assert len(cols["ttft_ms"]) == len(measured) == 30
+    assert np.allclose(cols["e2e_ms"], [r.e2e_ms for r in measured], rtol=1e-6)
+    sums = (w.path / "SHA256SUMS").read_text()
+    for rel in ("manifest.json", "summary.json", "report.md", "logs/baseline.log", f"cells/{key}.jsonl.gz",
+                f"cells/{key}.npz", f"cells/{key}.json"):
+        assert f"  {rel}\n" in sums
+    assert verify(w.path) == []
+
+
+def test_concurrent_creates_never_collide(tmp_path):
+    paths, lock = [], threading.Lock()
+
+    def make():
+        p = ArchiveWriter.create(tmp_path, "m", {}).path
+        with lock:
+            paths.append(p)
+
+    threads = [threading.Thread(target=make) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(paths)) == 16
+
+
+def test_cells_written_once_resume_partial_and_complete_is_final(tmp_path):
+    rng = np.random.default_rng(1)
+    w = ArchiveWriter.create(tmp_path, "m", manifest_for(ARMS))
+    s1, r1 = _cell(rng, c=1)
+    w.write_cell(s1, r1)
+    with pytest.raises(ToolkitError, match="already"):
+        w.write_cell(s1, r1)
+    w.finalize("partial", derived={})
+    before = (w.path / f"cells/{cell_key('baseline', 'chat', 1)}.jsonl.gz").read_bytes()
+
+    r = ArchiveWriter.resume(w.path)
+    assert r.done_cells() == {cell_key("baseline", "chat", 1)}
+    s2, r2 = _cell(rng, c=8)
+    r.write_cell(s2, r2)
+    r.finalize("complete", derived={})
+    a = open_archive(w.path)
+    assert a.status == "complete" and len(a.summary["cells"]) == 2
+    assert (w.path / f"cells/{cell_key('baseline', 'chat', 1)}.jsonl.gz").read_bytes() == before
+    assert verify(w.path) == []
+
+    with pytest.raises(ToolkitError, match="complete"):
+        ArchiveWriter.resume(w.path)
+    with pytest.raises(ToolkitError, match="complete"):
+        r.write_file("logs/x.log", "late")
+    with pytest.raises(ToolkitError):
+        r.finalize("complete")
+
+
+def test_write_file_stays_inside_and_off_reserved_names(tmp_path):
+    w = ArchiveWriter.create(tmp_path, "m", {})
+    for bad in ("../escape.txt", "/etc/x", "summary.json", "cells/x.json"):
+        with pytest.raises(ToolkitError):
+            w.write_file(bad, "x")
+
+
+def test_secrets_never_land_in_the_archive(tmp_path):
+    secret = "hf_" + "Q" * 30
+    manifest = manifest_for({"baseline": ["python", "-m", "sglang.launch_server", "--api-key", "s3cr3t-value",
+                                          "--port", "30000"]})
+    manifest["environment"]["spec"]["env"] = {"HF_TOKEN": secret, "CUDA_VISIBLE_DEVICES": "0"}
+    manifest["notes"] = f"launched with HF_TOKEN={secret} and password=hunter2"
+    w = ArchiveWriter.create(tmp_path, "m", manifest)
+    w.finalize("complete", derived={"cmd": "curl -H 'Authorization: Bearer abc.def' ..."})
+    blob = b"".join(p.read_bytes() for p in w.path.rglob("*") if p.is_file())
+    for s in (secret, "s3cr3t-value", "hunter2", "abc.def"):
+        assert s.encode() not in blob
+    m = open_archive(w.path).manifest
+    assert m["arms"]["baseline"]["command"][4] == "***" and m["arms"]["baseline"]["command"][6] == "30000"
+    assert m["environment"]["spec"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_newer_schema_is_refused_with_a_clear_message(tmp_path, cli):
+    run = write_run(tmp_path, seed=0, n=12, domains=("chat",), concurrency=(1,))
+    m = json.loads((run / "manifest.json").read_text())
+    m["schema_version"] = SCHEMA_VERSION + 1
+    (run / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ToolkitError, match="newer than this toolkit reads"):
+        open_archive(run)
+    res = cli("results", "show", str(run))
+    assert res.returncode == 2 and "newer than this toolkit reads" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_verify_names_a_truncated_request_file_and_an_edited_summary(tmp_path, cli):
+    good = write_run(tmp_path, seed=1, n=30, domains=("chat",), concurrency=(1, 8))
+    bad = write_run(tmp_path, seed=2, n=30, domains=("chat",), concurrency=(1, 8))
+    key = cell_key("eagle3", "chat", 8)
+    gz = bad / "cells" / f"{key}.jsonl.gz"
+    gz.write_bytes(gz.read_bytes()[: len(gz.read_bytes()) // 2])
+    summary = json.loads((bad / "summary.json").read_text())
+    summary["cells"][0]["metrics"]["ttft_ms"]["p50"] = 1.0  # a flattering edit
+    (bad / "summary.json").write_text(json.dumps(summary, indent=2))
+
+    problems = {(p.file, p.message.split(" ")[0]) for p in verify(bad)}
+    files = {f for f, _ in problems}
+    assert f"cells/{key}.jsonl.gz" in files and "summary.json" in files
+    assert any("cannot be decompressed" in p.message for p in verify(bad))
+    assert any("differs from cells/" in p.message for p in verify(bad))  # caught even without checksums
+
+    res = cli("results", "verify", "--root", str(tmp_path))
+    assert res.returncode == 1
+    assert f"FAIL {bad}" in res.stdout and f"ok   {good}" in res.stdout
+    assert f"cells/{key}.jsonl.gz: " in res.stdout and "summary.json: sha256 differs" in res.stdout
+    res = cli("results", "verify", str(good))
+    assert res.returncode == 0
+
+
+def test_a_corrupt_archive_is_named_and_the_others_still_list_and_diff(tmp_path, cli):
+    a = write_run(tmp_path, seed=3, n=20, domains=("chat",), concurrency=(1,))
+    b = write_run(tmp_path, seed=4, n=20, domains=("chat",), concurrency=(1,))
+    broken = write_run(tmp_path, seed=5, n=20, domains=("chat",), concurrency=(1,))
+    (broken / "manifest.json").write_text('{"format": "toolkit-run-arch')
+    rows = {r["run_id"]: r for r in list_runs(tmp_path)}
+    assert rows[broken.name]["status"] == "corrupt" and "manifest.json" in rows[broken.name]["error"]
+    assert rows[a.name]["status"] == rows[b.name]["status"] == "complete"
+    res = cli("results", "list", "--root", str(tmp_path))
+    assert res.returncode == 0 and "CORRUPT" in res.stdout and a.name in res.stdout
+    res = cli("results", "diff", str(a), str(b))
+    assert res.returncode == 0 and "ttft_ms" in res.stdout
+
+
+def test_records_file_is_gzip_json_lines(tmp_path):
+    run = write_run(tmp_path, seed=6, n=10, domains=("chat",), concurrency=(1,))
+    with gzip.open(run / "cells" / f"{cell_key('baseline', 'chat', 1)}.jsonl.gz", "rt") as f:
+        first = json.loads(f.readline())
+    assert first["warmup"] is True and first["arm"] == "baseline" and isinstance(first["chunk_ms"], list)
+
+
+def test_unknown_run_reference_is_a_clear_error(tmp_path, cli):
+    res = cli("results", "show", "nope", "--root", str(tmp_path))
+    assert res.returncode == 2 and "no run 'nope'" in res.stderr
+    assert Path(tmp_path).exists()
