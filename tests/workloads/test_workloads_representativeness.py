@@ -84,3 +84,13 @@ def test_cli_reports_side_by_side_with_json_and_strict(train_file, cli):
     assert strict.returncode == 1
     ok = cli("bench", "representativeness", "--train", str(train_file), "-w", "coding", "--strict")
     assert ok.returncode == 0, ok.stdout
+
+
+def test_rule_classifier_on_the_hand_written_probe_set():
+    """46 prompts phrased unlike the bundled templates, in all three formats (benchmarks/classifier_accuracy.py
+    prints the confusion matrix). A floor, so a rule change that breaks generalisation fails here."""
+    probe = read_prompts(Path(__file__).parent / "data" / "classifier_probe.jsonl")
+    right = Counter(p.domain for p in probe if classify(p).domain == p.domain)
+    total = Counter(p.domain for p in probe)
+    assert sum(right.values()) / len(probe) >= 0.85, (right, total)
+    assert all(right[d] / total[d] >= 0.6 for d in total), (right, total)

@@ -36,30 +36,56 @@ def _words(pattern: str) -> re.Pattern:
 
 # (domain, rule name, regex, weight per match, cap)
 RULES: list[tuple[str, str, re.Pattern, float, float]] = [
-    ("agentic", "tool-call text", _words(r'"(?:arguments|tool_call_id|function_call)"\s*:|<tool_call>|^(?:Action|Observation):'), 1.5, 6),
-    ("agentic", "agent words", _words(r"\b(?:use the tools?|call the tool|tool result|api call)\b"), 1, 2),
+    ("agentic", "tool-call text", re.compile(
+        r'"(?:arguments|tool_call_id|function_call|tool)"\s*:|</?tool_call>|</?tools>|^(?:Action|Action Input|'
+        r'Observation|Thought):', re.IGNORECASE | re.MULTILINE), 1.5, 6),
+    ("agentic", "agent words", _words(r"\b(?:use the tools?|call the tool|tool calls?|tool results?|call functions|"
+                                      r"available tools|function calling|respond with a tool)\b"), 1.5, 3),
     ("coding", "code fence", re.compile(r"^```", re.MULTILINE), 1.5, 4.5),
     ("coding", "code syntax", re.compile(
         r"^\s*(?:def |class |import |from \w+ import|#include|func |fn |pub |package |const |let |var |return\b|"
-        r"function\b|SELECT\b|FROM\b|WHERE\b|JOIN\b|if \(|for \(|\}|#!/)", re.MULTILINE), 0.4, 4),
-    ("coding", "code words", _words(r"\b(?:implement|refactor|function|compile[rd]?|unit tests?|stack trace|traceback|"
-                                    r"regex|bug|pull request|diff|repository|linter|type annotations?)\b|\bO\(n"), 0.6, 3),
-    ("coding", "file names", re.compile(r"\b[\w/]+\.(?:py|js|ts|go|rs|c|h|cpp|java|sql|sh|rb|kt)\b"), 0.7, 2.1),
-    ("math", "math notation", re.compile(r"\\(?:frac|sqrt|boxed|left|right|cdot|times)|\$[^$\n]{1,80}\$|\^\d|\d\s*[=+*/]\s*\d"), 1, 3),
-    ("math", "quantities", re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:%|km/h|km|m\b|m\^2|litres?|hours?|minutes|\$)|\$\d"), 0.6, 3),
+        r"function\b|SELECT\b|FROM\b|WHERE\b|JOIN\b|if \(|for \(|for \w+ in |\}|#!/)", re.MULTILINE), 0.4, 4),
+    ("coding", "inline code", re.compile(r"`[^`\n]+`|\b\w+\.\w+\(|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b|"
+                                         r"(?<!\w)-{1,2}[a-z][\w-]*|\w+\[['\"\d]"), 0.4, 2),
+    ("coding", "code words", _words(r"\b(?:implement|refactor|functions?|compile[rd]?|unit tests?|stack trace|"
+                                    r"traceback|regex|regular expression|bug|pull request|diff|repository|linter|"
+                                    r"type annotations?|git|branch|commit|docker(?:file)?|container|kubernetes|"
+                                    r"python|javascript|typescript|java|kotlin|rust|golang|c\+\+|bash|powershell|"
+                                    r"shell|node|npm|pip|react|django|flask|pandas|numpy|sql|query|database|api|"
+                                    r"endpoint|json|yaml|http|mutex|semaphore|threads?|coroutines?|async|loop|"
+                                    r"list comprehension|dict|array|variable|exception|segfault|compiler|"
+                                    r"time complexity|algorithm|component|script|library|code|programming)\b"
+                                    r"|\bO\(n"), 0.6, 3),
+    ("coding", "file names", re.compile(r"\b[\w/]+\.(?:py|js|ts|go|rs|c|h|cpp|java|sql|sh|rb|kt|log|yaml|json)\b"),
+     0.7, 2.1),
+    ("math", "math notation", re.compile(r"\\(?:frac|sqrt|boxed|left|right|cdot|times|int|sum)|\$[^$\n]{1,80}\$|"
+                                         r"\^\d|\^[a-z]\b|\d\s*[=+*/]\s*\d|\b[a-z] \* [a-z]\b|\bd[xy]\b"), 1, 3),
+    ("math", "quantities", re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:%|km/h|km|m\b|m/s|m\^2|g\b|kg|litres?|"
+                                      r"hours?|horas|minutes|people|workers|years?)|\$\d"), 0.6, 3),
+    ("math", "numbers", re.compile(r"(?<![\w.:-])\d+(?:\.\d+)?(?![\w:-])"), 0.25, 1.5),
     ("math", "math words", _words(r"\b(?:how (?:many|much|long|far)|probability|solve|equation|ratio|percent|"
                                   r"fraction|discriminant|roots?|vertex|compounded|area|total cost|lowest terms|"
-                                  r"step by step|final answer)\b"), 0.7, 4),
-    ("encyclopedic", "factual question", _words(r"\b(?:explain|what (?:is|was|were|are)|who was|history of|describe|"
-                                                r"overview|causes|consequences|historians|scientists|encyclopedia|"
-                                                r"textbook|origins|known for|biography|misconceptions|compare|in common|related to|"
-                                                r"studying|my notes|revision|historical|accurate)\b"), 0.8, 4),
-    ("encyclopedic", "dates and eras", re.compile(r"\b(?:1[0-9]{3}|20[0-2][0-9])\b(?!\s*(?:%|km|m\b))|\b(?:century|BC|AD|empire|dynasty)\b"), 0.5, 2),
+                                  r"step by step|final answer|sum|integers?|divisible|integrate|derivative|prove|"
+                                  r"irrational|mean|median|average|velocidad|speed|depreciates?)\b"), 0.7, 4),
+    ("encyclopedic", "factual question", _words(
+        r"\b(?:explain|what (?:is|was|were|are|did)|who (?:was|built|invented|discovered|wrote)|history of|describe|"
+        r"overview|causes|consequences|historians|scientists|encyclopedia|textbook|origins|known for|biography|"
+        r"misconceptions|compare|in common|related to|studying|my notes|revision|historical|accurate|"
+        r"tell me about|difference between|life cycle)\b"), 0.8, 4),
+    ("encyclopedic", "question opening", re.compile(r"^(?:Why|How|What|Which|Who|When|Where)\b(?!'s)", re.MULTILINE), 0.6, 1.2),
+    ("encyclopedic", "subject words", _words(
+        r"\b(?:war|treaty|empire|kingdom|revolution|society|culture|languages?|spoken|architecture|cathedrals?|"
+        r"species|planets?|stars?|supernova|galaxy|sky|sunsets?|climate|weather|evolution|immune|vaccines?|cells?|"
+        r"butterfly|plague|death|ancient|medieval|civilisation|civilization|religion|temple|geography|river|"
+        r"mountains?|ocean|physics|chemistry|biology)\b"), 0.5, 2),
+    ("encyclopedic", "dates and eras", re.compile(r"\b(?:1[0-9]{3}|20[0-2][0-9])\b(?!\s*(?:%|km|m\b|-))|"
+                                                  r"\b(?:century|BC|AD|empire|dynasty)\b"), 0.5, 2),
     ("encyclopedic", "proper nouns", re.compile(r"(?<=[a-z,] )[A-Z][a-z]{2,}(?: [A-Z][a-z]+)*"), 0.25, 2),
     ("chat", "first person", _words(r"\b(?:I|I'm|I've|my|me|we|our)\b"), 0.3, 2.4),
     ("chat", "conversation words", _words(r"\b(?:feel|tips|advice|friends?|should I|recommend|thanks|thank you|"
-                                          r"love|favourite|favorite|poem|story|toast|weekend|bored|nervous|"
-                                          r"help me|what would you do|motivated|cosy|cozy)\b"), 0.6, 3.6),
+                                          r"love|favourite|favorite|poem|limerick|story|toast|weekend|bored|nervous|"
+                                          r"help me|what would you do|motivated|cosy|cozy|lol|haha|fun|kids|"
+                                          r"be honest|hi|hello|hey|ugh|happy|tired|play|name|gift|good way|do you think|rainy)\b|!{1,}"), 0.6, 3.6),
 ]
 PRIOR = {"chat": 0.5}  # with no evidence at all, call it conversation
 

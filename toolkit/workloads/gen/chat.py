@@ -70,6 +70,22 @@ CHATTY = [
     "I can't decide between a cat and a dog. Help me think it through?",
 ]
 
+STORY = [
+    "Last month my best friend moved abroad for a new job, and our weekly dinners stopped overnight.",
+    "I started a pottery class to fill the evenings, which I enjoy more than I expected.",
+    "My partner thinks I should take the promotion, but it means a longer commute and less time at home.",
+    "On weekends I mostly stay in, read, and cook something slow, and I like that rhythm.",
+    "My manager keeps adding small tasks on Friday afternoons, and I never say no.",
+    "I have been sleeping badly since the clocks changed, and my mornings feel heavy.",
+    "My neighbour invited me to join her running group, but I'm worried I'll be the slowest.",
+    "I'd love to travel more, but planning trips makes me anxious and I end up staying home.",
+    "We adopted a rescue dog in spring; he's sweet but barks whenever we leave the flat.",
+    "My brother and I used to be close, but we only talk on birthdays now.",
+]
+STORY_ASKS = ["What do you make of all this? Where would you start?",
+              "Can you help me sort out what matters most here and what to do this week?",
+              "I don't need solutions, just an honest opinion: am I overthinking it?"]
+
 SYSTEMS = [None, "You are a friendly, thoughtful assistant. Keep answers warm and practical.",
            "You are a helpful companion. Ask a clarifying question when the request is vague."]
 
@@ -82,6 +98,10 @@ def make(rng: random.Random) -> tuple[list[dict], int]:
     if rng.random() < 0.2:
         messages.append({"role": "user", "content": rng.choice(CHATTY)})
         return messages, rng.randint(80, 300)
+    if rng.random() < 0.15:
+        story = " ".join(rng.sample(STORY, rng.randint(4, len(STORY))))
+        messages.append({"role": "user", "content": f"Okay, some context first. {story} {rng.choice(STORY_ASKS)}"})
+        return messages, rng.randint(200, 600)
     opener, answer = rng.choice(OPENERS)
     messages.append({"role": "user", "content": opener})
     turns = rng.choices([0, 1, 2, 3, 4], weights=[2, 3, 3, 2, 1])[0]

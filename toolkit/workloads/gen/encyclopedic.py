@@ -115,8 +115,13 @@ NOTES = [
 ]
 
 
+ARTICLE = ("I am writing a long reference article for a general audience. Below are my research notes, one "
+           "paragraph per topic. Turn them into a well-organised article with an introduction, one section per "
+           "topic, the connections between the topics, and a short list of further reading.\n\n{notes}")
+
+
 def make(rng: random.Random) -> tuple[list[dict], int]:
-    kind = rng.choices(["question", "compare", "person", "notes", "multi"], weights=[4, 2, 2, 3, 1])[0]
+    kind = rng.choices(["question", "compare", "person", "notes", "multi", "article"], weights=[4, 2, 2, 3, 1, 1])[0]
     topics = list(TOPICS)
     if kind == "question":
         text = rng.choice(QUESTIONS).format(t=rng.choice(topics))
@@ -129,6 +134,10 @@ def make(rng: random.Random) -> tuple[list[dict], int]:
         picked = rng.sample(topics, rng.randint(1, 4))
         notes = " ".join(TOPICS[t] for t in picked)
         text = rng.choice(NOTES).format(t=picked[0], n=notes)
+    elif kind == "article":
+        picked = rng.sample(topics, rng.randint(6, 16))
+        notes = "\n\n".join(f"{t[0].upper() + t[1:]}: {TOPICS[t]}" for t in picked)
+        return [{"role": "user", "content": ARTICLE.format(notes=notes)}], rng.randint(700, 1500)
     else:
         picked = rng.sample(topics, rng.randint(3, 7))
         lines = "\n".join(f"{i + 1}. {rng.choice(QUESTIONS).format(t=t)}" for i, t in enumerate(picked))
