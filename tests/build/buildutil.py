@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -52,3 +55,10 @@ def line_of(path: Path, needle: str, after: str | None = None) -> int:
         if armed and needle in line:
             return i
     raise AssertionError(f"{needle!r} not in {path}")
+
+
+def toolkit(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    """The real CLI in a subprocess (for module-scoped fixtures, where the `cli` fixture is not available)."""
+    e = dict(os.environ, NO_COLOR="1", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "toolkit.cli", *args], cwd=ROOT, env=e, capture_output=True,
+                          text=True, timeout=timeout)

@@ -1,0 +1,63 @@
+"""The static flag reader agrees with SGLang's own argparse on the real 0.5.23 source + shipped patches.
+
+SGLang's parser needs triton & co. to import; `toolkit build parser-deps` puts them in the user cache
+(about 1 GB, once). This is what lets preflight fall back to the static reader with confidence.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from buildutil import ROOT, toolkit
+
+from toolkit.build.flags import FlagTable, exact_table, parser_deps_dir
+from toolkit.build.flags_static import static_flags
+from toolkit.build.source import apply_patch, fetch_sglang, scratch_tree
+from toolkit.patches import read_patch
+from toolkit.spec import load_spec, referenced_files
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def patched_tree():
+    if not (parser_deps_dir() / "triton").exists():
+        r = toolkit("build", "parser-deps", timeout=1800)
+        assert r.returncode == 0, r.stderr[-2000:]
+    spec = load_spec(ROOT / "envs" / "sglang-cu13-blackwell.yaml")
+    pristine = fetch_sglang(spec.model.sglang, "3.11", log=lambda m: None)
+    patches = [p for k, p in sorted(referenced_files(spec).items()) if k.startswith("sglang.patches")]
+    infos = [(p, read_patch(p)) for p in patches]
+    root = scratch_tree(pristine, {f for _, i in infos for f in i.files})
+    for p, info in infos:
+        assert apply_patch(root, p, info, "0.5.23") == []
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_static_reader_matches_sglang_argparse(patched_tree):
+    exact = exact_table(patched_tree, {"p": ["--speculative-disable-batch-threshold", "32", "--tp-size", "8"]})
+    assert isinstance(exact, FlagTable), exact
+    static = FlagTable(static_flags(patched_tree / "sglang"), "static")
+    assert exact.exact_parses == {"p": None}
+    assert len(exact.by_name) > 500
+    assert set(static.by_name) == set(exact.by_name)
+    checked_choices = 0
+    for name, e in exact.by_name.items():
+        s = static.by_name[name]
+        assert (s["takes_value"], s["nargs"], s["deprecated"]) == (e["takes_value"], e["nargs"], e["deprecated"]), name
+        if s["type"] != "custom":
+            assert s["type"] == e["type"], name
+        if s["choices"] is not None:
+            assert s["choices"] == e["choices"], name
+            checked_choices += 1
+    assert checked_choices > 30
+    assert exact.by_name["speculative-disable-batch-threshold"]["type"] == "int"
+
+
+def test_exact_parser_rejects_what_argparse_rejects(patched_tree):
+    exact = exact_table(patched_tree, {"bad": ["--cuda-graph-max-bs", "64"], "ok": ["--cuda-graph-max-bs-decode", "64"]})
+    assert isinstance(exact, FlagTable), exact
+    assert "unrecognized arguments: --cuda-graph-max-bs" in exact.exact_parses["bad"]
+    assert exact.exact_parses["ok"] is None
