@@ -33,6 +33,7 @@ def _checks(report: dict) -> dict[str, dict]:
     return {c["name"]: c for c in report["checks"]}
 
 
+@pytest.mark.slow
 def test_no_gpu_skips_with_reason_and_exits_0(cli, no_gpu, tmp_path):
     proc = cli("env", "validate", "--json", "--spec", BLACKWELL, env={"PATH": f"{tmp_path}:{os.environ['PATH']}"})
     assert proc.returncode == 0, proc.stderr
@@ -48,6 +49,7 @@ def test_no_gpu_skips_with_reason_and_exits_0(cli, no_gpu, tmp_path):
     assert report["env"] == probes.NO_MULTICAST
 
 
+@pytest.mark.slow
 def test_require_gpu_fails(cli, no_gpu):
     proc = cli("env", "validate", "--require-gpu")
     assert proc.returncode == 1
@@ -58,6 +60,7 @@ def test_require_gpu_fails(cli, no_gpu):
     assert checks["allreduce_sum"]["status"] == "fail" and "0 visible" in checks["allreduce_sum"]["detail"]
 
 
+@pytest.mark.slow
 def test_gloo_two_processes_through_the_cli(cli, tmp_path):
     out = tmp_path / "report.json"
     proc = cli("env", "validate", "--gpus", "2", "--backend", "gloo", "--json", "-o", str(out), timeout=300)
@@ -76,6 +79,7 @@ def test_gloo_two_processes_through_the_cli(cli, tmp_path):
     assert checks["symm_mem"]["status"] == "skip" and "CUDA" in checks["symm_mem"]["detail"]
 
 
+@pytest.mark.slow
 def test_gloo_three_processes_sum_and_bus_factor():
     results = probes.run_probes(3, "gloo", sizes=[1 << 20], iters=3, warmup=1)
     assert [r["rank"] for r in results] == [0, 1, 2]
@@ -85,6 +89,7 @@ def test_gloo_three_processes_sum_and_bus_factor():
     assert row["time_us"] == max(r["bandwidth"][0]["time_us"] for r in results)  # the slowest rank
 
 
+@pytest.mark.slow
 def test_rank_failures_are_reported_not_hung(no_gpu):
     results = probes.run_probes(2, "nccl", timeout_s=120)
     assert len(results) == 2
