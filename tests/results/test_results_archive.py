@@ -100,7 +100,7 @@ def test_secrets_never_land_in_the_archive(tmp_path):
     secret = "hf_" + "Q" * 30
     manifest = manifest_for({"baseline": ["python", "-m", "sglang.launch_server", "--api-key", "s3cr3t-value",
                                           "--port", "30000"]})
-    manifest["environment"]["spec"]["env"] = {"HF_TOKEN": secret, "CUDA_VISIBLE_DEVICES": "0"}
+    manifest["environment"]["resolved"]["env"] = {"HF_TOKEN": secret, "CUDA_VISIBLE_DEVICES": "0"}
     manifest["notes"] = f"launched with HF_TOKEN={secret} and password=hunter2"
     w = ArchiveWriter.create(tmp_path, "m", manifest)
     w.finalize("complete", derived={"cmd": "curl -H 'Authorization: Bearer abc.def' ..."})
@@ -109,7 +109,7 @@ def test_secrets_never_land_in_the_archive(tmp_path):
         assert s.encode() not in blob
     m = open_archive(w.path).manifest
     assert m["arms"]["baseline"]["command"][4] == "***" and m["arms"]["baseline"]["command"][6] == "30000"
-    assert m["environment"]["spec"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert m["environment"]["resolved"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
 
 
 def test_newer_schema_is_refused_with_a_clear_message(tmp_path, cli):

@@ -211,12 +211,17 @@ class ArchiveWriter:
 
 @dataclass
 class Archive:
-    """A run read back. `cells` come from cells/*.json (the source of truth while a run is partial)."""
+    """A run read back. Cells come from cells/*.json (the source of truth while a run is partial):
+    `cells` is the list, `cell_map` the same keyed by cell_key."""
 
     path: Path
     manifest: dict
     summary: dict | None
-    cells: dict[str, CellSummary] = field(default_factory=dict)
+    cell_map: dict[str, CellSummary] = field(default_factory=dict)
+
+    @property
+    def cells(self) -> list[CellSummary]:
+        return list(self.cell_map.values())
 
     @property
     def run_id(self) -> str:
@@ -268,7 +273,7 @@ def open_archive(path: str | Path) -> Archive:
         except ValidationError as exc:
             raise ToolkitError(f"cell summary does not match the schema: {exc.errors()[0]['msg']}", file=p,
                                hint="`toolkit results verify` checks every file") from None
-    return Archive(path=path, manifest=manifest, summary=summary, cells=cells)
+    return Archive(path=path, manifest=manifest, summary=summary, cell_map=cells)
 
 
 def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[dict]:

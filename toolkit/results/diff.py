@@ -97,7 +97,7 @@ Group = tuple[str, str, int, int]
 
 def _groups(a: Archive) -> dict[Group, list[str]]:
     by: dict[Group, list[str]] = defaultdict(list)
-    for key, c in a.cells.items():
+    for key, c in a.cell_map.items():
         by[(c.arm, c.domain, c.concurrency, c.output_len)].append(key)
     return by
 
@@ -108,28 +108,28 @@ def _label(g: Group) -> str:
 
 def _comparable(a: Archive, ka: list[str], b: Archive, kb: list[str]) -> tuple[bool, str, list[str]]:
     notes = []
-    ha = {a.cells[k].workload_hash for k in ka} - {""}
-    hb = {b.cells[k].workload_hash for k in kb} - {""}
+    ha = {a.cell_map[k].workload_hash for k in ka} - {""}
+    hb = {b.cell_map[k].workload_hash for k in kb} - {""}
     if ha and hb and ha != hb:
         return False, f"workload hash differs ({', '.join(sorted(h[:12] for h in ha))} vs " \
                       f"{', '.join(sorted(h[:12] for h in hb))})", notes
     if not ha or not hb:
         notes.append("workload identity unknown on one side (imported run): prompts may differ")
-    sa, sb = a.cells[ka[0]].sampling, b.cells[kb[0]].sampling
+    sa, sb = a.cell_map[ka[0]].sampling, b.cell_map[kb[0]].sampling
     diffs = [k for k in sorted(set(sa) & set(sb) - IGNORED_SAMPLING) if sa[k] != sb[k]]
     if diffs:
         return False, "sampling differs: " + ", ".join(f"{k} {sa[k]!r} vs {sb[k]!r}" for k in diffs), notes
     for side, arch, keys in (("A", a, ka), ("B", b, kb)):
-        failed = [k for k in keys if arch.cells[k].status != "ok"]
+        failed = [k for k in keys if arch.cell_map[k].status != "ok"]
         if failed:
-            notes.append(f"{side}: {len(failed)} of {len(keys)} repeats failed ({arch.cells[failed[0]].reason})")
+            notes.append(f"{side}: {len(failed)} of {len(keys)} repeats failed ({arch.cell_map[failed[0]].reason})")
     return True, "", notes
 
 
 def _pooled(arch: Archive, keys: list[str], cache: dict) -> dict[str, np.ndarray]:
     cols: dict[str, list] = defaultdict(list)
     for k in keys:
-        if arch.cells[k].status != "ok":
+        if arch.cell_map[k].status != "ok":
             continue
         ck = (id(arch), k)
         if ck not in cache:
@@ -141,8 +141,8 @@ def _pooled(arch: Archive, keys: list[str], cache: dict) -> dict[str, np.ndarray
 
 def _summary_centre(arch: Archive, keys: list[str], metric: str) -> Centre:
     """Without per-request samples: the p50 of each repeat's Stat (pooled: their median), n = requests."""
-    stats = [arch.cells[k].metrics[metric] for k in keys
-             if arch.cells[k].status == "ok" and metric in arch.cells[k].metrics]
+    stats = [arch.cell_map[k].metrics[metric] for k in keys
+             if arch.cell_map[k].status == "ok" and metric in arch.cell_map[k].metrics]
     vals = [s.p50 if s.p50 is not None else s.mean for s in stats]
     vals = [v for v in vals if v is not None]
     if not vals:

@@ -11,7 +11,7 @@ import shlex
 from pathlib import PurePosixPath
 from typing import Any
 
-VOLATILE = {"run_id", "started_at", "finished_at", "format", "schema_version", "matrix_name"}
+from toolkit.results.facts import normalized
 
 
 def _scalar(v: Any) -> str:
@@ -68,59 +68,48 @@ def _patches(env_spec: dict) -> dict[str, str]:
     return {PurePosixPath(p.get("path", "?")).name: p.get("sha256", "?") for p in patches if isinstance(p, dict)}
 
 
-def _versions(m: dict) -> dict[str, str]:
-    spec = (m.get("environment") or {}).get("spec") or {}
+def _versions(n: dict) -> dict[str, str]:
+    spec = n["environment"]["spec"]
     out = {p["name"]: str(p.get("version")) for p in spec.get("packages") or [] if isinstance(p, dict) and "name" in p}
     if isinstance(spec.get("sglang"), dict) and spec["sglang"].get("version"):
         out["sglang"] = str(spec["sglang"]["version"])
     if spec.get("flashinfer"):
         out["flashinfer-python"] = str(spec["flashinfer"])
-    for k, v in (m.get("engine_versions") or {}).items():
-        out[f"engine:{k}"] = _scalar(v)
+    for k, v in n["engine_versions"].items():
+        out[f"installed {k}"] = _scalar(v)
     return out
+
+
+def _flat(obj: Any, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    _flatten(obj, prefix, out)
+    return {k: v for k, v in out.items() if v not in ("null", "{}", "[]")}
 
 
 def sections(m: dict) -> dict[str, dict[str, str]]:
-    env = m.get("environment") or {}
-    spec = dict(env.get("spec") or {})
+    n = normalized(m)
+    env = n["environment"]
+    spec = dict(env["spec"])
     sg = dict(spec.get("sglang") or {})
     sg.pop("patches", None)
     spec.pop("packages", None)
+    spec.pop("servers", None)  # shown per arm under server args
     if sg:
         spec["sglang"] = sg
-    out: dict[str, dict[str, str]] = {}
-    flat: dict[str, str] = {}
-    _flatten(spec, "environment", flat)
-    _flatten((m.get("matrix") or {}).get("spec") or {}, "matrix", flat)
-    for k in ("hash",):
-        if env.get(k):
-            flat[f"environment.{k}"] = env[k]
-        if (m.get("matrix") or {}).get(k):
-            flat[f"matrix.{k}"] = m["matrix"][k]
-    out["spec"] = flat
-    out["pinned versions"] = _versions(m)
-    out["patches (sha256)"] = _patches(env.get("spec") or {})
+    flat = _flat(spec, "environment") | _flat(n["matrix"]["spec"], "matrix")
+    for part in ("environment", "matrix"):
+        if n[part]["hash"]:
+            flat[f"{part}.hash"] = n[part]["hash"]
     args: dict[str, str] = {}
-    for arm, info in (m.get("arms") or {}).items():
-        info = info or {}
-        for flag, val in parse_argv(info.get("command")).items():
-            args[f"{arm} {flag}"] = val
-        for flag, val in (info.get("server_args") or {}).items():
-            if not info.get("command"):
-                args[f"{arm} --{str(flag).lstrip('-')}"] = _scalar(val)
-    out["server args"] = args
-    for name in ("image", "host", "hosts", "toolkit", "workloads", "source"):
-        flat = {}
-        if m.get(name) is not None:
-            _flatten(m[name], "", flat)
-        out[name] = flat
-    rest = {k: v for k, v in m.items() if k not in VOLATILE and k not in
-            {"environment", "matrix", "arms", "engine_versions", "image", "host", "hosts", "toolkit", "workloads",
-             "source"}}
-    flat = {}
-    _flatten(rest, "", flat)
-    out["other"] = flat
-    return out
+    for arm, info in n["arms"].items():
+        if info["command"]:
+            args.update({f"{arm} {flag}": val for flag, val in parse_argv(info["command"]).items()})
+        else:
+            args.update({f"{arm} --{str(flag).lstrip('-')}": _scalar(v) for flag, v in info["server_args"].items()})
+        args.update({f"{arm} request {k}": v for k, v in _flat(info["request_params"]).items()})
+    return {"spec": flat, "pinned versions": _versions(n), "patches (sha256)": _patches(env["spec"]),
+            "server args": args, "image": _flat(n["image"]), "host": _flat(n["host"]), "hosts": _flat(n["hosts"]),
+            "toolkit": _flat(n["toolkit"]), "workloads": _flat(n["workloads"]), "source": _flat(n["source"])}
 
 
 def env_diff(ma: dict, mb: dict) -> list[dict]:

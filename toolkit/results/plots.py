@@ -35,7 +35,7 @@ def baseline_arm(a: Archive) -> str | None:
     for row in a.derived.get("speedups") or []:
         if row.get("baseline"):
             return row["baseline"]
-    arms = spec.get("arms") or sorted({c.arm for c in a.cells.values()})
+    arms = spec.get("arms") or sorted({c.arm for c in a.cells})
     if "baseline" in arms:
         return "baseline"
     return arms[0] if arms else None
@@ -44,7 +44,7 @@ def baseline_arm(a: Archive) -> str | None:
 def cell_stat(a: Archive, metric: str, field: str = "mean") -> dict[tuple[str, str, int], float]:
     """(arm, domain, concurrency) -> the stat, averaged over repeats of ok cells."""
     acc: dict[tuple, list[float]] = defaultdict(list)
-    for c in a.cells.values():
+    for c in a.cells:
         s = c.metrics.get(metric)
         v = getattr(s, field, None) if s is not None else None
         if c.status == "ok" and v is not None and np.isfinite(v):
@@ -58,12 +58,12 @@ def _colors(arms: list[str]) -> dict[str, str]:
 
 
 def _domains_arms(runs: list[tuple[str, Archive]]) -> tuple[list[str], list[str]]:
-    cells = [c for _, a in runs for c in a.cells.values()]
+    cells = [c for _, a in runs for c in a.cells]
     return sorted({c.domain for c in cells}), sorted({c.arm for c in cells})
 
 
 def _xaxis(ax, runs) -> None:
-    concs = sorted({c.concurrency for _, a in runs for c in a.cells.values()})
+    concs = sorted({c.concurrency for _, a in runs for c in a.cells})
     ax.set_xscale("log", base=2)
     ax.minorticks_off()
     ax.set_xticks(concs, [str(c) for c in concs])
@@ -173,7 +173,7 @@ def acceptance(runs: list[tuple[str, Archive]]) -> bytes | None:
     rows = []
     for label, a in runs:
         acc: dict[tuple, list] = defaultdict(list)
-        for c in a.cells.values():
+        for c in a.cells:
             s = c.metrics.get("accept_length")
             if c.status == "ok" and s is not None and s.mean is not None and np.isfinite(s.mean):
                 acc[(c.arm, c.domain)].append((s.mean, max(s.n, 1)))

@@ -13,7 +13,7 @@ from pathlib import Path
 from toolkit.fsutil import write_atomic
 from toolkit.results.archive import Archive
 from toolkit.results.diff import HIGHER_IS_BETTER, DiffResult, fmt_num
-from toolkit.results.facts import run_facts
+from toolkit.results.facts import normalized, run_facts
 from toolkit.results.text import _centre, _delta, _warnings
 
 Block = tuple
@@ -21,13 +21,13 @@ Block = tuple
 
 def _facts_rows(a: Archive) -> list[list[str]]:
     f = run_facts(a)
-    m = a.manifest
-    image = (m.get("image") or {}).get("id")
+    m = normalized(a.manifest)
+    image = m["image"].get("id")
     return [["run", f"{f['matrix']}/{f['run_id']}"], ["status", f["status"]],
             ["started / finished", f"{f['started_at']} / {f['finished_at'] or '-'}"],
             ["environment", f"{f['environment'] or '-'} (hash {f['env_hash'] or '-'})"],
             ["image", str(image or "-")], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
-            ["toolkit", f"{(m.get('toolkit') or {}).get('version', '-')} {(m.get('toolkit') or {}).get('git_sha') or ''}"],
+            ["toolkit", f"{m['toolkit']['version'] or '-'} {m['toolkit']['git_sha'] or ''}"],
             ["source", f["source"]]]
 
 
@@ -40,7 +40,7 @@ def _cells_table(a: Archive) -> Block:
              s(c, "ttft_ms", "p50"), s(c, "ttft_ms", "p99"), s(c, "tpot_ms", "p50"), s(c, "itl_ms", "p50"),
              s(c, "e2e_ms", "p50"), s(c, "output_tok_s", "mean"), s(c, "accept_length", "mean"),
              c.status if c.status == "ok" else f"failed: {c.reason}"]
-            for c in sorted(a.cells.values(), key=lambda c: (c.arm, c.domain, c.concurrency, c.repeat))]
+            for c in sorted(a.cells, key=lambda c: (c.arm, c.domain, c.concurrency, c.repeat))]
     return ("table", ["arm", "domain", "c", "rep", "n", "err", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50",
                       "E2E p50", "tok/s", "accept", "status"], rows)
 
@@ -69,12 +69,13 @@ def _plots(runs: list[tuple[str, Archive]]) -> list[Block]:
 
 
 def _commands(a: Archive) -> list[Block]:
-    arms = a.manifest.get("arms") or {}
     lines = []
-    for arm, info in arms.items():
-        cmd = (info or {}).get("command")
+    for arm, info in normalized(a.manifest)["arms"].items():
+        cmd = info["command"]
         if cmd:
             lines.append(f"{arm}: {' '.join(map(str, cmd)) if isinstance(cmd, list) else cmd}")
+        elif info["server_args"]:
+            lines.append(f"{arm}: " + " ".join(f"--{k} {v}" for k, v in info["server_args"].items()))
     return [("h2", "Server commands"), ("pre", "\n".join(lines))] if lines else []
 
 

@@ -60,19 +60,23 @@ def summarize(recs: list[RequestRecord], *, output_len: int, workload_hash: str,
 
 def manifest_for(arms: dict[str, list[str]], *, patch_sha: str = "a" * 64, image_id: str = "sha256:" + "1" * 64,
                  gpu: str = "NVIDIA RTX PRO 6000 Blackwell", driver: str = "580.82.07", cuda: str = "13.0") -> dict:
+    """A manifest in the shape the matrix runner writes (toolkit/bench/matrix.py), plus argv per arm."""
+    env = {"kind": "Environment", "name": "synthetic-env", "engine": "sglang", "cuda": cuda,
+           "base_image": "nvidia/cuda:13.0.1-devel-ubuntu24.04",
+           "sglang": {"version": "0.5.23", "patches": [{"path": "patches/threshold.patch", "sha256": patch_sha}]},
+           "packages": [{"name": "torch", "version": "2.14.1"}]}
+    gpu_fp = {"driver_version": driver, "cuda_version": cuda, "count": 8,
+              "gpus": [{"index": i, "name": gpu, "uuid": f"GPU-{i:04d}"} for i in range(8)]}
     return {
-        "matrix": {"spec": {"kind": "Matrix", "name": "synthetic", "arms": list(arms), "concurrency": [1, 8]},
-                   "hash": "m" * 64},
-        "environment": {"name": "synthetic-env", "hash": "e" * 64, "spec": {
-            "kind": "Environment", "name": "synthetic-env", "engine": "sglang", "cuda": cuda,
-            "base_image": "nvidia/cuda:13.0.1-devel-ubuntu24.04",
-            "sglang": {"version": "0.5.23", "patches": [{"path": "patches/threshold.patch", "sha256": patch_sha}]},
-            "packages": [{"name": "torch", "version": "2.14.1"}]}},
-        "image": {"id": image_id, "labels": {"org.toolkit.env-hash": "e" * 64}},
-        "arms": {a: {"command": argv} for a, argv in arms.items()},
-        "host": {"hostname": "gpu-host-1", "driver": driver, "cuda": cuda, "gpus": [{"name": gpu}] * 8},
-        "engine_versions": {"sglang": "0.5.23"},
-        "workloads": {"chat": "w" * 64, "code": "c" * 64},
+        "toolkit_version": "0.1.0", "git_revision": "0" * 40,
+        "matrix": {"name": "synthetic", "hash": "m" * 64,
+                   "resolved": {"kind": "Matrix", "name": "synthetic", "arms": list(arms), "concurrency": [1, 8]}},
+        "environment": {"name": "synthetic-env", "hash": "e" * 64, "resolved": env},
+        "build": {"image_id": image_id, "labels": {"org.toolkit.env-hash": "e" * 64}},
+        "arms": {a: {"command": argv, "preset": {}} for a, argv in arms.items()},
+        "host": {"controller": {"hostname": "gpu-host-1", "kernel": "6.8.0", "cpu_count": 128,
+                                "engines": {"sglang": "0.5.23"}, "gpu": gpu_fp}, "hosts": {}},
+        "workloads": {"chat": {"hash": "w" * 64, "n_prompts": 97}, "code": {"hash": "c" * 64, "n_prompts": 97}},
     }
 
 

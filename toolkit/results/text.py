@@ -47,7 +47,7 @@ def _stat(c, metric: str, field: str) -> str:
 
 def cells_text(a: Archive) -> str:
     rows = []
-    for c in sorted(a.cells.values(), key=lambda c: (c.arm, c.domain, c.concurrency, c.repeat)):
+    for c in sorted(a.cells, key=lambda c: (c.arm, c.domain, c.concurrency, c.repeat)):
         rows.append([c.arm, c.domain, str(c.concurrency), str(c.repeat), str(c.n_requests), str(c.n_errors),
                      _stat(c, "ttft_ms", "p50"), _stat(c, "ttft_ms", "p99"), _stat(c, "tpot_ms", "p50"),
                      _stat(c, "itl_ms", "p50"), _stat(c, "e2e_ms", "p50"), _stat(c, "output_tok_s", "mean"),
