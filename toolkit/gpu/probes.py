@@ -21,6 +21,7 @@ import socket
 import tempfile
 import time
 import traceback
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -82,11 +83,10 @@ def _symm_mem(dist: Any, device: Any, rank: int, world: int) -> dict[str, Any]:
 
     group = dist.group.WORLD
     group_name = group.group_name
-    if hasattr(symm_mem, "enable_symm_mem_for_group"):  # needed by older torch, a no-op later
-        try:
+    if hasattr(symm_mem, "enable_symm_mem_for_group"):  # needed by torch < 2.8, deprecated since
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
             symm_mem.enable_symm_mem_for_group(group_name)
-        except Exception:  # noqa: BLE001 - deprecated/removed in newer torch
-            pass
     numel = 1 << 16
     buf = symm_mem.empty(numel, dtype=torch.float32, device=device)
     handle = symm_mem.rendezvous(buf, group_name)
