@@ -65,6 +65,9 @@ class Matrix(StrictModel):
             raise ValueError("each arm may appear once in `arms`")
         if self.baseline is not None and self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}")
+        if not self.training_data and any((w if isinstance(w, str) else w.name) == "match-training"
+                                          for w in self.workloads if isinstance(w, str) or w.path is None):
+            raise ValueError("workload `match-training` draws the domain mix of `training_data:`; set it")
         return self
 
     @property
