@@ -13,7 +13,7 @@ from rich.console import Console
 def _console(stderr: bool) -> Console:
     plain = not (sys.stderr if stderr else sys.stdout).isatty() or "NO_COLOR" in os.environ
     return Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=plain, emoji=False,
-                   force_terminal=None if not plain else False, width=120 if plain else None)
+                   force_terminal=None if not plain else False, width=200 if plain else None)
 
 
 out = _console(stderr=False)

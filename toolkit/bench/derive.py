@@ -130,13 +130,18 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
 
     for arm, info in arm_info.items():
         limit = info.get("max_running_requests")
-        if limit:
-            over = [c for c in matrix.concurrency if c > limit]
-            if over:
-                add("concurrency-above-max-running-requests",
-                    f"arm {arm}: concurrency {over} exceeds the server's max running requests ({limit}"
-                    f"{', set by SGLang because speculation is on and the flag is unset' if info.get('max_running_requests_implicit') else ''}"
-                    "): extra requests queue, and the cell measures the queue", "error")
+        over = [c for c in matrix.concurrency if limit and c > limit]
+        if not over:
+            continue
+        if info.get("max_running_requests_implicit"):
+            add("concurrency-above-max-running-requests",
+                f"arm {arm}: concurrency {over} exceeds max running requests {limit}, which SGLang set by itself "
+                "because speculation is on and `max-running-requests` is unset: extra requests queue and the cell "
+                "measures the queue; set max-running-requests in the preset", "error")
+        else:
+            add("concurrency-above-max-running-requests",
+                f"arm {arm}: concurrency {over} exceeds the {limit} request(s) this server runs at once; extra "
+                "requests queue (TTFT includes the wait, throughput cannot rise)")
     if matrix.warmup == 0:
         add("no-warmup", "warmup is 0: the first requests of each cell pay compilation, cache and connection set-up")
     thin = sorted({(c.arm, c.domain, c.concurrency, p) for c in cells for m in c.metrics.values() for p in m.unreliable})

@@ -238,10 +238,17 @@ class MatrixRunner:
     def _representativeness(self, workloads: dict) -> list[dict]:
         if not self.m.training_data:
             return []
-        from toolkit.workloads import representativeness_of
+        from toolkit.workloads.loader import read_prompts
+        from toolkit.workloads.represent import representativeness
 
-        train = self.spec.path_of(("training_data",), self.m.training_data)
-        return [representativeness_of(train, w) for w in workloads.values()]
+        train = read_prompts(self.spec.path_of(("training_data",), self.m.training_data))
+        out = []
+        for w in workloads.values():
+            rep = representativeness(train, w.prompts, train_name=self.m.training_data, workload_name=w.name,
+                                     workload_hash=w.hash)
+            out.append({"workload": w.name, "verdict": rep.verdict, "divergence": rep.score, "reason": rep.reason,
+                        "report": rep.model_dump(mode="json")})
+        return out
 
     def _run_slot(self, slot: Slot, todo: dict, workloads: dict) -> None:
         for arm in slot.arms:
@@ -264,8 +271,15 @@ class MatrixRunner:
                 self.progress.arm_starting(arm)
             launcher.start()
             launcher.wait_healthy(timeout_s=600)
+            info = launcher.info()
+            preset = self.env_spec.model.servers[arm]
+            if "speculative-algorithm" in preset and "max-running-requests" not in preset:
+                # SGLang caps max_running_requests at 48 with any speculative algorithm unless the flag is given
+                info.setdefault("max_running_requests", None)
+                info["max_running_requests"] = info["max_running_requests"] or 48
+                info["max_running_requests_implicit"] = True
             with self._lock:
-                self.arm_info[arm] = launcher.info()
+                self.arm_info[arm] = info
                 self.timing["launch_s"][arm] = time.monotonic() - t0
         except ToolkitError as exc:
             self._fail_cells(arm, cells, str(exc.message), exc.hint or (launcher.log_tail(20) if launcher else ""))
@@ -280,7 +294,12 @@ class MatrixRunner:
                     self._run_cell(cell, launcher, workloads[cell.domain])
                     launcher.check_alive(during=f"cell {cell.key}")
                 except ToolFailure as exc:
-                    self._fail_cells(arm, cells[i + 1:], f"server died: {exc.message}", launcher.log_tail(20))
+                    reason = f"server died: {exc.message}"
+                    tail = launcher.log_tail(20)
+                    if cell.key not in self.writer.done_cells():
+                        self._fail_cells(arm, [cell], reason, tail, records=getattr(exc, "records", []),
+                                         workload_hash=workloads[cell.domain].hash)
+                    self._fail_cells(arm, cells[i + 1:], reason, tail)
                     return
         finally:
             launcher.stop()
@@ -308,14 +327,18 @@ class MatrixRunner:
 
             self.writer.write_file(f"logs/{arm}.log", scrub_text(tail) + "\n")
 
-    def _fail_cells(self, arm: str, cells: list[Cell], reason: str, log_tail: str) -> None:
+    def _fail_cells(self, arm: str, cells: list[Cell], reason: str, log_tail: str,
+                    records: list[RequestRecord] | None = None, workload_hash: str = "") -> None:
+        """Archive cells that could not be measured (server would not start, or died): status failed,
+        with the reason, the log tail and whatever requests did complete."""
         from toolkit.bench.hostinfo import scrub_text
 
         for cell in cells:
             s = CellSummary(arm=arm, domain=cell.domain, concurrency=cell.concurrency, repeat=cell.repeat,
-                            output_len=self.m.output_len, workload_hash="", status="failed", reason=reason,
-                            log_tail=scrub_text(log_tail)[-4000:] if log_tail else None, sampling=self.sampling())
-            self._record(cell, s, [])
+                            output_len=self.m.output_len, workload_hash=workload_hash, status="failed",
+                            reason=reason, log_tail=scrub_text(log_tail)[-4000:] if log_tail else None,
+                            sampling=self.sampling(), n_requests=len([r for r in records or [] if not r.warmup]))
+            self._record(cell, s, records or [])
 
     def sampling(self) -> dict:
         return {"api": self.m.api, "temperature": self.m.temperature, "output_len": self.m.output_len,
@@ -339,7 +362,7 @@ class MatrixRunner:
             duration_s=self.m.duration_s, warmup=self.m.warmup, output_len=self.m.output_len,
             temperature=self.m.temperature, request_params=self.env_spec.model.request_params.get(cell.arm, {}),
             arm=cell.arm, domain=cell.domain, repeat=cell.repeat, seed=self.m.seed, model=launcher.model,
-            on_record=on_record))
+            on_record=on_record, check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}")))
         elapsed = time.monotonic() - t0
         samples = telemetry.stop() if telemetry else None
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
