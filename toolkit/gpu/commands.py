@@ -34,10 +34,12 @@ def validate_cmd(
 ) -> None:
     """Check this machine: each check passes, fails or is skipped with the reason. Exit 1 on a failure.
 
+    \b
     Examples:
-      toolkit env validate                                   # what this machine has
+      toolkit env validate                          # what this machine has
       toolkit env validate --spec envs/sglang-cu13-blackwell.yaml --require-gpu
       toolkit env validate --gpus 8 --json -o results/gpu-validation/host.json
+      toolkit env validate --gpus 2 --backend gloo  # the same probes on 2 CPU processes
 
     NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0,
     TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1)."""
