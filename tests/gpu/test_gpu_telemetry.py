@@ -114,8 +114,10 @@ def test_inert_without_nvidia_smi(monkeypatch, tmp_path):
 def test_sampler_that_dies_is_an_error(tmp_path):
     tel = tm.Telemetry(0.1, command=[sys.executable, "-c", "import sys; sys.exit('no driver')"]).start()
     assert _wait_for(lambda: not tel.running, 20)
+    assert tel.stop() == []
+    assert "no driver" in tel.error
     with pytest.raises(ToolFailure, match="no driver"):
-        tel.stop()
+        tel.check()
 
 
 def test_bad_interval():

@@ -9,7 +9,7 @@ One `nvidia-smi --query-gpu=... --format=csv,noheader,nounits -lms N` process pr
 every N ms; a reader thread parses each line as it comes (`parse_query_line`, pure) and stamps
 it with this host's wall clock (`t`, seconds since the epoch) so samples line up with request
 records. Where nvidia-smi is absent, start() leaves the sampler inert with `reason` set, and
-stop() returns [] (the CPU engine runs cells too).
+stop() returns [] (the CPU engine runs cells too); a sampler that fails sets `error`.
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ class Telemetry:
         self.interval_s = interval_s
         self.command = command or query_command(interval_s)
         self.samples: list[dict[str, Any]] = []
-        self.reason: str | None = None
+        self.reason: str | None = None   # why it is inert (no nvidia-smi)
+        self.error: str | None = None    # why it failed (set by stop())
         self.stderr = ""
         self._proc: subprocess.Popen | None = None
         self._thread: threading.Thread | None = None
@@ -145,7 +146,8 @@ class Telemetry:
             return list(self.samples)
 
     def stop(self, timeout: float = 10) -> list[dict[str, Any]]:
-        """Stop sampling; every sample taken. Raises ToolFailure if the sampler died with an error."""
+        """Stop sampling; every sample taken. A sampler that died with an error and took no sample
+        sets `error` (a benchmark cell never fails for want of telemetry); `check()` raises it."""
         if self._proc is None:
             return []
         died = self._proc.poll()
@@ -162,8 +164,13 @@ class Telemetry:
             self.stderr = self._proc.stderr.read()
             self._proc.stderr.close()
         if died not in (None, 0) and not self.samples:
-            raise ToolFailure(f"GPU telemetry ({self.command[0]}) exited {died}: {self.stderr.strip()[:300]}")
+            self.error = f"GPU telemetry ({self.command[0]}) exited {died}: {self.stderr.strip()[:300]}"
         return self.snapshot()
+
+    def check(self) -> None:
+        """Raise ToolFailure if the sampler failed (see stop())."""
+        if self.error:
+            raise ToolFailure(self.error)
 
     def __enter__(self) -> "Telemetry":
         return self.start()
