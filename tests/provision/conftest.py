@@ -121,14 +121,15 @@ def ssh_hosts(docker_client, sshd_image, ssh_key):
 
 
 def write_hosts_spec(path: Path, hosts: list[SSHHost], key: Path, extra: dict | None = None,
-                     host_vars: dict | None = None) -> Path:
-    """A Hosts spec for the container hosts: GPU roles and system services off, with the reason."""
+                     host_vars: dict | None = None, extra_hosts: dict | None = None) -> Path:
+    """A Hosts spec for the container hosts: GPU roles and system services off, with the reason.
+    extra: top-level vars; host_vars: {host: vars}; extra_hosts: more host entries (e.g. a dead port)."""
     spec = {
         "kind": "Hosts",
         "name": "test-containers",
         "defaults": {"user": "ops", "key": str(key)},
         "hosts": {h.name: {"address": "127.0.0.1", "port": h.port, "groups": ["serving"],
-                           "vars": dict(host_vars or {})} for h in hosts},
+                           "vars": dict((host_vars or {}).get(h.name, {}))} for h in hosts},
         "vars": {
             "toolkit_gpu_roles": False,
             "toolkit_manage_system": False,
@@ -136,6 +137,7 @@ def write_hosts_spec(path: Path, hosts: list[SSHHost], key: Path, extra: dict | 
             **(extra or {}),
         },
     }
+    spec["hosts"].update(extra_hosts or {})
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 

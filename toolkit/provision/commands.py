@@ -49,8 +49,7 @@ def host_cmd(
     if json_out:
         result = provision(loaded, limit=limit, check=check, tags=tags, forks=forks)
         emit_json(result.to_dict())
-        if not result.ok:
-            raise typer.Exit(1)
+        raise_for_result(result)  # failures also go to stderr, exit 1
         return
     with LiveProgress(err, select_hosts(loaded, limit)) as progress:
         result = provision(loaded, limit=limit, check=check, tags=tags, forks=forks, on_event=progress)

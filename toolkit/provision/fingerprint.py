@@ -1,5 +1,7 @@
 """Host fingerprints: what a provisioned host is (CPU, memory, kernel, OS, Docker, GPUs, driver, CUDA,
-`nvidia-smi topo -m`), written as JSON on the controller by the `facts` role.
+`nvidia-smi topo -m`), written as JSON on the controller by the `facts` role, in the same shape as
+toolkit.bench.hostinfo.local_fingerprint (hostname, os, kernel, cpu, cpu_count, memory_bytes, gpu: {driver_version,
+cuda_version, count, gpus, topology}) plus host, address, docker and CPU details.
 
 Where: $TOOLKIT_HOSTS_DIR/<host>.json, default ~/.cache/toolkit/hosts/<host>.json (the latest
 fingerprint of each host); every provisioning run also keeps a copy in its run folder (hosts/).
@@ -43,5 +45,10 @@ def load_fingerprint(host_name: str) -> dict | None:
     if not isinstance(data, dict):
         raise ToolkitError(f"host fingerprint {path} is not a JSON object", file=path,
                            hint=f"provision the host again: toolkit provision host HOSTS.yaml --limit {host_name}")
+    gpu = data.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("topology_text"):
+        from toolkit.gpu.smi import parse_topo_matrix
+
+        gpu["topology"] = {**parse_topo_matrix(gpu["topology_text"]), "text": gpu["topology_text"]}
     mtime = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
     return {**data, "collected_at": mtime.isoformat(timespec="seconds"), "path": str(path)}

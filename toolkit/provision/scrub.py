@@ -12,6 +12,7 @@ from toolkit.fsutil import write_atomic
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.DOTALL)
 REDACTED = "<redacted by toolkit>"
+MAX_TEXT_BYTES = 256 * 1024 * 1024
 MIN_SECRET_LEN = 6  # shorter values (True, 1, yes) would match everywhere and hide nothing
 
 
@@ -47,6 +48,8 @@ def scrub_run_dir(run_dir: Path, env: dict[str, str]) -> int:
         write_atomic(cmd_file, json.dumps(data, indent=2, sort_keys=True), mode=0o600)
     for f in sorted(p for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink()):
         try:
+            if f.stat().st_size > MAX_TEXT_BYTES:
+                continue  # an image archive, not a log: ansible-runner writes no environment there
             raw = f.read_bytes()
         except OSError:
             continue
