@@ -94,3 +94,17 @@ def test_rule_classifier_on_the_hand_written_probe_set():
     total = Counter(p.domain for p in probe)
     assert sum(right.values()) / len(probe) >= 0.85, (right, total)
     assert all(right[d] / total[d] >= 0.6 for d in total), (right, total)
+
+
+def test_matrix_match_training_needs_training_data_and_resolves_from_the_matrix_folder(train_file, tmp_path):
+    from toolkit.spec.matrix import Matrix
+
+    base = dict(kind="Matrix", name="m", environment="env.yaml", arms=["a"], concurrency=[1], requests=4)
+    with pytest.raises(ValueError, match="training_data"):
+        Matrix(**base, workloads=["coding", "match-training"])
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text(train_file.read_text())
+    m = Matrix(**base, workloads=["coding", {"name": "match-training", "sample": 20}], training_data="data/train.jsonl")
+    wl = load_workload(m.workloads[1], base_dir=tmp_path, seed=m.seed, training=Path(m.training_data))
+    assert wl.name == "match-training" and len(wl.prompts) == 20
+    assert Counter(p.domain for p in wl.prompts) == Counter(allocate(MIX, 20))
