@@ -1,0 +1,161 @@
+"""The matrix runner end to end, through the real CLI, against real `transformers serve` engines."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.slow
+
+ENV = textwrap.dedent("""\
+    kind: Environment
+    name: t-cpu
+    engine: transformers
+    model:
+      dummy: {hidden_size: 32, intermediate_size: 64, layers: 1, heads: 2, vocab_size: 512, seed: 0}
+    servers:
+      baseline: {}
+      ngram: {}
+      broken: {no-such-flag: true}
+    request_params:
+      ngram:
+        generation_config: {prompt_lookup_num_tokens: 4}
+    """)
+
+
+def matrix(tmp: Path, arms: str, extra: str = "", concurrency: str = "[1, 2]") -> Path:
+    (tmp / "env.yaml").write_text(ENV)
+    m = tmp / "m.yaml"
+    m.write_text(textwrap.dedent(f"""\
+        kind: Matrix
+        name: t
+        environment: env.yaml
+        arms: {arms}
+        workloads: [coding, math]
+        concurrency: {concurrency}
+        output_len: 8
+        requests: 3
+        warmup: 1
+        seed: 7
+        """) + extra)
+    return m
+
+
+def tree_digest(run: Path) -> dict[str, tuple[str, int]]:
+    return {str(p.relative_to(run)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_ino)
+            for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def only_run(results: Path) -> Path:
+    runs = [p for p in (results / "t").iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_matrix_parallel_slots_crashing_arm_and_untouched_archive(tmp_path: Path) -> None:
+    m = matrix(tmp_path, "[baseline, ngram, broken]", "target: {kind: local, parallel: 2}\n")
+    results = tmp_path / "results"
+    r = run_cli("bench", "matrix", str(m), "--results", str(results), "--json", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    run = Path(out["run"])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "complete"
+    cells = summary["cells"]
+    assert len(cells) == 3 * 2 * 2
+    by_arm: dict[str, list] = {}
+    for c in cells:
+        by_arm.setdefault(c["arm"], []).append(c)
+    # the broken arm failed at start with its log tail; the other arms ran every cell
+    assert all(c["status"] == "failed" for c in by_arm["broken"])
+    assert "exited" in by_arm["broken"][0]["reason"] and by_arm["broken"][0]["log_tail"]
+    for arm in ("baseline", "ngram"):
+        assert all(c["status"] == "ok" and c["n_requests"] == 3 and c["n_errors"] == 0 for c in by_arm[arm]), arm
+    # two slots: baseline and broken share one engine slot, ngram has its own
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert sorted(len(s["arms"]) for s in manifest["slots"]) == [1, 2]
+    # paired: every arm saw the same prompts per cell
+    d = summary["derived"]
+    assert not [c for c in d["methodology"] if c["check"] == "arms-saw-different-prompts"]
+    assert {(s["arm"], s["domain"], s["concurrency"]) for s in d["speedups"]} >= {
+        ("ngram", "coding", 1), ("ngram", "math", 2)}
+    assert any(c["check"] == "cell-failed" for c in d["methodology"])
+    assert (run / "report.md").read_text().count("| ngram |") >= 4
+    # later commands read the archive and change nothing in it
+    before = tree_digest(run)
+    for args in (["results", "verify", str(run)], ["results", "show", str(run)],
+                 ["results", "list", "--root", str(results)], ["results", "report", str(run), "-o",
+                                                                str(tmp_path / "rep")]):
+        rr = run_cli(*args, timeout=300)
+        assert rr.returncode == 0, (args, rr.stderr[-2000:])
+    assert tree_digest(run) == before
+    # a finished run cannot be resumed (never rewritten)
+    rr = run_cli("bench", "matrix", str(m), "--results", str(results), "--resume", str(run))
+    assert rr.returncode == 2 and "complete" in rr.stderr
+    assert tree_digest(run) == before
+
+
+def test_killed_run_resumes_only_missing_cells(tmp_path: Path) -> None:
+    m = matrix(tmp_path, "[baseline, ngram]", concurrency="[1, 2]")
+    results = tmp_path / "results"
+    env = dict(os.environ, NO_COLOR="1")
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "bench", "matrix", str(m), "--results",
+                             str(results)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 300
+    first: list[Path] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        first = list(results.glob("t/*/cells/*.json"))
+        if first:
+            break
+        time.sleep(0.2)
+    assert first, "no cell finished before the deadline"
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, output
+    run = only_run(results)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "partial", output[-2000:]
+    done_before = {p.name for p in (run / "cells").glob("*.json")}
+    assert 0 < len(done_before) < 8
+    before = {k: v for k, v in tree_digest(run).items() if k.startswith("cells/")}
+    # no engine outlives the killed run
+    from toolkit.serve import model_dir_for
+    from toolkit.spec import load_spec
+
+    model_dir = str(model_dir_for(load_spec(tmp_path / "env.yaml")))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _serving(model_dir):
+        time.sleep(0.2)
+    assert not _serving(model_dir), "a transformers serve process outlived the killed run"
+    r = run_cli("bench", "matrix", str(m), "--results", str(results), "--resume", str(run), "--json", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    after = tree_digest(run)
+    for k, v in before.items():
+        assert after[k] == v, f"{k} was rewritten by --resume"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "complete" and len(summary["cells"]) == 8
+    assert run_cli("results", "verify", str(run)).returncode == 0
+
+
+def _serving(model_dir: str) -> bool:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "serve" in cmd and model_dir in cmd:
+                return True
+    return False
