@@ -100,3 +100,22 @@ def test_one_changed_byte_in_a_patch_changes_the_hash_and_rebuilds(built, cache_
             for tag in res["record"]["tags"]:
                 if docker_client.images.list(name=tag):
                     docker_client.images.remove(tag, force=True)
+
+
+def test_build_record_is_found_by_hash_and_prefix(built, cache_env, monkeypatch):
+    from toolkit.build.records import find_build_record
+
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", cache_env["TOOLKIT_CACHE_DIR"])
+    h = built["plan"]["spec_hash"]
+    assert find_build_record(h)["image_id"] == built["record"]["image_id"]
+    assert find_build_record(h[:12])["spec_hash"] == h
+    assert find_build_record("0" * 64) is None
+
+
+def test_missing_local_base_says_how_to_make_it(tmp_path, cache_env, docker_client):
+    spec = write_env(tmp_path, {"threshold.patch": THRESHOLD_PATCH.read_text()})
+    spec.write_text(spec.read_text().replace("toolkit/base:bookworm", "toolkit/base:no-such-suite"))
+    r = toolkit("build", "env", str(spec), env=cache_env)
+    assert r.returncode == 2, r.stderr
+    assert "toolkit build base --name toolkit/base:no-such-suite" in r.stderr
+    assert f"{spec}:" in r.stderr

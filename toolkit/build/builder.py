@@ -87,6 +87,11 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
 
     client = docker_api.client()
     base_id = docker_api.local_image_id(client, spec.model.base_image)
+    if base_id is None and spec.model.base_image.startswith("toolkit/base:"):
+        raise spec.error(("base_image",), f"base image {spec.model.base_image} is not in the local engine",
+                         hint=f"make it first: toolkit build base --name {spec.model.base_image}")
+    if base_id is None:
+        log(f"base image {spec.model.base_image} is not local: the engine will try to pull it")
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     labels = {"org.opencontainers.image.created": created,
               "org.opencontainers.image.revision": git_revision(spec.path.resolve()),
