@@ -70,11 +70,12 @@ class LiveProgress:
 def recap_table(result: ProvisionResult) -> Table:
     mode = " (check mode: nothing was changed)" if result.check else ""
     t = Table(title=f"PLAY RECAP {result.run_id}{mode}", title_justify="left")
-    for col in ("host", "status", "ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored"):
-        t.add_column(col, justify="left" if col in ("host", "status") else "right")
+    counts = ["ok", "changed", "failed", "unreachable", "skipped"]
+    counts += [c for c in ("rescued", "ignored") if any(getattr(r, c) for r in result.hosts.values())]
+    for col in ("host", "status", *counts):
+        t.add_column(col, justify="left" if col in ("host", "status") else "right", no_wrap=True)
     for r in result.hosts.values():
-        t.add_row(r.host, Text(r.status, style=STYLE.get(r.status, "")), *(str(getattr(r, c)) for c in
-                  ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")))
+        t.add_row(r.host, Text(r.status, style=STYLE.get(r.status, "")), *(str(getattr(r, c)) for c in counts))
     return t
 
 
@@ -89,7 +90,7 @@ def print_report(console, result: ProvisionResult) -> None:
             if key in seen:
                 continue
             seen.add(key)
-            console.print(f"  {s.role}: {', '.join(s.steps)} on {', '.join(hosts)}: {s.reason}", markup=False)
+            console.print(f"  {s.role} on {', '.join(hosts)}: {'; '.join(s.steps)}\n    why: {s.reason}", markup=False)
     for host, path in result.fingerprints.items():
         console.print(f"fingerprint {host}: {path}", markup=False)
     console.print(f"artifacts: {result.run_dir} ({result.elapsed_s:.0f} s)", markup=False)

@@ -28,6 +28,7 @@ from toolkit.provision.scrub import scrub_run_dir
 from toolkit.spec import LoadedSpec
 
 PLAYBOOKS = Path(__file__).resolve().parent.parent.parent / "playbooks"
+FINGERPRINT_TASK = "Write the fingerprint on the controller"  # the facts role's last task
 HOST_EVENTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_unreachable": "unreachable",
                "runner_on_skipped": "skipped"}
 
@@ -121,6 +122,7 @@ class _Collector:
         self.task = ""
         self.failures: list[Failure] = []
         self.skips: list[SkipNotice] = []
+        self.fingerprinted: set[str] = set()  # hosts whose facts role wrote (or confirmed) the fingerprint
 
     def __call__(self, ev: dict) -> bool:
         kind, data = ev.get("event"), ev.get("event_data") or {}
@@ -140,6 +142,8 @@ class _Collector:
                                                  str(s.get("reason", ""))))
                 if res.get("changed"):
                     status = "changed"
+                if self.task == f"facts : {FINGERPRINT_TASK}":
+                    self.fingerprinted.add(host)
             elif status in ("failed", "unreachable") and not data.get("ignore_errors"):
                 message = _failure_message(res)
                 self.failures.append(Failure(host, self.task, message, unreachable=status == "unreachable"))
@@ -245,9 +249,9 @@ def provision(spec: LoadedSpec, *, limit: str | None = None, check: bool = False
     if not stats:
         result.error = _no_stats_error(runner, run_dir)
     if not check:
-        for host, recap in result.hosts.items():
+        for host in sorted(collector.fingerprinted):
             fp = fingerprint_path(host)
-            if recap.status in ("ok", "changed") and fp.is_file():
+            if fp.is_file():
                 (run_dir / "hosts").mkdir(exist_ok=True)
                 (run_dir / "hosts" / fp.name).write_bytes(fp.read_bytes())
                 result.fingerprints[host] = str(fp)
