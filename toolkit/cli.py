@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 
 from toolkit import __version__
@@ -159,7 +158,22 @@ def _main(
 _register_stages()
 
 
+def _click_flavours() -> list:
+    """click itself and the copy typer >= 0.20 vendors (typer._click): usage errors come from either."""
+    mods = []
+    for name in ("typer._click", "click"):
+        try:
+            mods.append(__import__(name, fromlist=["exceptions"]))
+        except ImportError:
+            pass
+    return mods
+
+
 def main(argv: list[str] | None = None) -> int:
+    flavours = _click_flavours()
+    usage_errors = tuple(m.exceptions.ClickException for m in flavours)
+    exits = tuple(getattr(m.exceptions, "Exit", typer.Exit) for m in flavours) + (typer.Exit,)
+    aborts = tuple(getattr(m.exceptions, "Abort", typer.Abort) for m in flavours) + (typer.Abort,)
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="toolkit", standalone_mode=False)
@@ -167,15 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     except ToolkitError as exc:
         err.print(f"error: {exc}", markup=False)
         return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.ClickException as exc:
+    except exits as exc:
+        return getattr(exc, "exit_code", 0)
+    except usage_errors as exc:
         exc.show()
         return exc.exit_code
-    except click.exceptions.Abort:
-        err.print("aborted", markup=False)
-        return 130
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, *aborts):
         err.print("interrupted", markup=False)
         return 130
 

@@ -109,3 +109,9 @@ def test_no_color_plain_output() -> None:
 def test_help_teaches(args: list[str]) -> None:
     r = run_cli(*args)
     assert r.returncode == 0 and "Usage" in r.stdout
+
+
+@pytest.mark.parametrize("args", [["nope"], ["validate"], ["bench", "matrix", "x.yaml", "--strict=x"]])
+def test_usage_errors_exit_2_without_traceback(args: list[str]) -> None:
+    r = run_cli(*args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "Error" in r.stderr, r.stderr

@@ -195,6 +195,7 @@ class MatrixRunner:
             self.progress.start(todo, self.m)
         t0 = time.monotonic()
         status = "complete"
+        previous = self._install_interrupts()
         threads = [threading.Thread(target=self._run_slot, args=(s, todo, workloads), name=s.name, daemon=True)
                    for s in slots]
         try:
@@ -213,6 +214,7 @@ class MatrixRunner:
             for t in threads:
                 t.join(30)
         finally:
+            self._restore_interrupts(previous)
             if self.progress:
                 self.progress.stop()
         self.timing["wall_s"] = time.monotonic() - t0
@@ -225,6 +227,31 @@ class MatrixRunner:
         self.status = status
         self.derived = derived
         return writer.path
+
+    def _install_interrupts(self) -> dict:
+        """SIGINT/SIGTERM: mark the run as stopping *before* servers go down, so that requests failing
+        because of the stop are not archived as failed cells (resume reruns those cells)."""
+        import signal
+
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def interrupt(signum, frame):  # noqa: ARG001
+            self._stop.set()
+            raise KeyboardInterrupt
+
+        previous = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.getsignal(sig)
+            signal.signal(sig, interrupt)
+        return previous
+
+    @staticmethod
+    def _restore_interrupts(previous: dict) -> None:
+        import signal
+
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
     def _reload_done(self, writer) -> None:
         from toolkit.results.archive import open_archive
@@ -396,6 +423,8 @@ class MatrixRunner:
 
     def _record(self, cell: Cell, summary: CellSummary, records: list[RequestRecord]) -> None:
         with self._lock:
+            if self._stop.is_set():
+                return  # interrupted: this cell is not archived, and --resume runs it again
             self.writer.write_cell(summary, records)
             self.cells.append(summary)
             key = (cell.arm, cell.domain, cell.concurrency)
