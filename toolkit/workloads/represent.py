@@ -164,4 +164,17 @@ def hf_length_fn(tokenizer_dir: str) -> Callable[[str], int]:
     return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
 
 
-__all__ = ["Report", "Side", "representativeness", "js_divergence"]
+
+
+def compare_to_training(training, workload, *, classifier: str = "rules") -> Report:
+    """The matrix runner's entry point: a LoadedWorkload against the training file (a path)."""
+    from pathlib import Path
+
+    from toolkit.workloads.loader import read_prompts
+
+    training = Path(training)
+    return representativeness(read_prompts(training), workload.prompts, classifier=classifier,
+                              train_name=training.name, workload_name=workload.name, workload_hash=workload.hash)
+
+
+__all__ = ["Report", "Side", "compare_to_training", "representativeness", "js_divergence"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 
-from toolkit.workloads.gen.coding import FILES
+from toolkit.workloads.gen.snippets import FILES
 
 
 def tool(name: str, desc: str, params: dict[str, tuple[str, str]], required: list[str] | None = None) -> dict:
