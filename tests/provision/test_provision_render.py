@@ -57,6 +57,9 @@ def test_missing_key_and_unknown_limit_are_clear_errors(cli, tmp_path):
     assert r.returncode == 2 and "SSH key" in r.stderr and "gpu-01" in r.stderr and f"{p}:" in r.stderr
     r = cli("provision", "host", str(p), "--limit", "gpu-1", env={"TOOLKIT_RUNS_DIR": str(tmp_path / "runs")})
     assert r.returncode == 2 and "did you mean 'gpu-01'" in r.stderr
+    r = cli("provision", "host", str(p), "--tags", "common,dockre", env={"TOOLKIT_RUNS_DIR": str(tmp_path / "runs")})
+    assert r.returncode == 2 and "did you mean 'docker'" in r.stderr
+    assert not (tmp_path / "runs").exists()  # nothing started
 
 
 def test_render_hosts_command_writes_inventory(cli, tmp_path):

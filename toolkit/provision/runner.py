@@ -184,6 +184,20 @@ def select_hosts(spec: LoadedSpec, limit: str | None) -> list[str]:
     return chosen
 
 
+def check_tags(tags: str | None) -> None:
+    """--tags must name a role of site.yml (or `gpu`): Ansible itself would silently run nothing."""
+    if not tags:
+        return
+    known = sorted({p.name for p in (PLAYBOOKS / "roles").iterdir() if p.is_dir()} | {"gpu"})
+    for tag in (t.strip() for t in tags.split(",") if t.strip()):
+        if tag not in known:
+            import difflib
+
+            close = difflib.get_close_matches(tag, known, n=1)
+            raise ToolkitError(f"--tags {tag!r} is not a role of playbooks/site.yml",
+                               hint=f"did you mean {close[0]!r}?" if close else f"tags: {', '.join(known)}")
+
+
 def new_run_dir(name: str, check: bool) -> tuple[str, Path]:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run_id = f"{stamp}-{name}{'-check' if check else ''}-{secrets.token_hex(2)}"
@@ -200,6 +214,7 @@ def provision(spec: LoadedSpec, *, limit: str | None = None, check: bool = False
 
     if not (PLAYBOOKS / "site.yml").is_file():
         raise ToolkitError(f"playbooks not found at {PLAYBOOKS}", hint="run the toolkit from a checkout of its repository")
+    check_tags(tags)
     inv = render_inventory(spec)
     selected = select_hosts(spec, limit)
     check_keys(spec, inv, selected)
