@@ -119,3 +119,27 @@ def test_sha256_mismatch_is_rejected_before_fetching(cli, tmp_path):
     r = build(cli, spec, "--check")
     assert r.returncode == 2
     assert "sha256 of threshold.patch is" in r.stderr
+
+
+@pytest.mark.parametrize("spec", ["envs/sglang-cu13-blackwell.yaml", "envs/test/sglang-cpu-test.yaml"])
+def test_rendered_dockerfiles_are_hadolint_clean(cli, tmp_path, spec):
+    import shutil
+    import sys
+    from pathlib import Path
+
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    r = cli("render", "env", spec, "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    import subprocess
+
+    lint = subprocess.run([hadolint, str(tmp_path / "Dockerfile")], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    text = (tmp_path / "Dockerfile").read_text()
+    assert "find_spec(" in text and "patch --forward --batch -p2" in text
+
+
+def test_build_env_help_teaches(cli):
+    r = cli("build", "env", "--help")
+    assert r.returncode == 0
+    for word in ("--check", "--no-cache", "--push", "--json", "--flags", "preflight", "cache hit"):
+        assert word in r.stdout, word
