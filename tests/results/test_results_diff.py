@@ -10,7 +10,7 @@ import pytest
 
 from toolkit.results.archive import open_archive
 from toolkit.results.diff import SAMPLED, diff_runs, holm
-from toolkit.results.stats import median_ci
+from toolkit.results.stats import median_ci, mwu_asymptotic
 from toolkit.results.synthetic import manifest_for, write_run
 
 BASE = ["python", "-m", "sglang.launch_server", "--tp", "8"]
@@ -118,3 +118,13 @@ def test_median_ci_covers_the_true_median_and_holm_matches_by_hand():
                ((c.ci_low, c.ci_high) for c in (median_ci(rng.normal(size=200)) for _ in range(400))))
     assert 0.92 <= hits / 400 <= 0.99  # a 95% interval
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_fast_mann_whitney_equals_scipy_with_ties_and_signed_zeros():
+    from scipy.stats import mannwhitneyu
+
+    rng = np.random.default_rng(3)
+    for n1, n2, shift in ((50, 60, 0.0), (400, 300, 0.05), (5000, 7000, 0.01)):
+        a = (rng.lognormal(0, 0.3, n1) - 1).astype(np.float32).round(2)  # ties, and -0.0 next to 0.0
+        b = (rng.lognormal(shift, 0.3, n2) - 1).astype(np.float32).round(2)
+        assert mwu_asymptotic(a, b) == pytest.approx(mannwhitneyu(a, b, method="asymptotic").pvalue, rel=1e-4)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import json
 import os
 import re
@@ -167,11 +166,8 @@ class ArchiveWriter:
         if base.with_suffix(".json").exists():
             raise ToolkitError(f"cell {key} is already in run {self.run_id}", file=base.with_suffix(".json"),
                                hint="cells are written once; resume writes only the missing ones (done_cells())")
-        buf = io.BytesIO()
-        with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=6, mtime=0) as gz:
-            for r in records:
-                gz.write(r.model_dump_json(exclude_defaults=True).encode() + b"\n")
-        write_atomic(base.parent / f"{key}.jsonl.gz", buf.getvalue())
+        lines = b"".join(r.model_dump_json(exclude_defaults=True).encode() + b"\n" for r in records)
+        write_atomic(base.parent / f"{key}.jsonl.gz", gzip.compress(lines, compresslevel=6, mtime=0))
         write_atomic(base.parent / f"{key}.npz", save_columns(columns_from_records(records)))
         write_atomic(base.with_suffix(".json"), summary.model_dump_json(indent=2) + "\n")
         return key

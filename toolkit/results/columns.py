@@ -38,7 +38,9 @@ def _itl(r: RequestRecord) -> float:
     ch = r.chunk_ms
     if len(ch) < 2:
         return float("nan")
-    toks = r.chunk_tokens if len(r.chunk_tokens) == len(ch) else [1] * len(ch)
+    toks = r.chunk_tokens if len(r.chunk_tokens) == len(ch) else None
+    if toks is None or toks.count(1) == len(toks):  # one token per chunk: the gaps telescope
+        return (ch[-1] - ch[0]) / (len(ch) - 1)
     gaps = [(ch[i] - ch[i - 1]) / max(toks[i], 1) for i in range(1, len(ch))]
     return sum(gaps) / len(gaps)
 

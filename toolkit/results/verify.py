@@ -59,8 +59,13 @@ def _checksums(path: Path, status: str | None, problems: list[Problem]) -> None:
             problems.append(Problem(rel, "sha256 differs from SHA256SUMS: the file was truncated or edited "
                                          "after the run was finalized"))
     for rel in archive_files(path):
-        if rel not in listed:
+        if rel not in listed and not _is_tmp(rel):
             problems.append(Problem(rel, "not covered by SHA256SUMS (added after the run was finalized)"))
+
+
+def _is_tmp(rel: str) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    return name.startswith(".") and name.endswith(".tmp")
 
 
 def _records(path: Path, rel: str, problems: list[Problem]) -> None:
