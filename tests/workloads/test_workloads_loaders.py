@@ -153,3 +153,9 @@ def test_unknown_workload_and_missing_training_are_clear_errors(tmp_path):
         load_workload("match-training", base_dir=tmp_path, seed=0)
     with pytest.raises(ToolkitError, match="not found"):
         load_workload(Workload(name="x", path="nope.jsonl"), base_dir=tmp_path, seed=0)
+
+
+def test_holdout_that_leaves_nothing_is_a_clear_error(tmp_path, cli):
+    f = _write(tmp_path / "w.jsonl", [PLAIN, PLAIN | {"id": "b"}])
+    r = cli("bench", "representativeness", "--train", str(f), "-w", str(f), "--holdout")
+    assert r.returncode == 2 and "all 2 prompts are also in the holdout file" in r.stderr, r.stderr

@@ -40,18 +40,17 @@ def representativeness(
     """
     from toolkit.console import emit_json
     from toolkit.spec.matrix import Workload
-    from toolkit.workloads.loader import BUNDLED, load_workload, read_prompts
+    from toolkit.workloads.loader import BUNDLED, MATCH_TRAINING, _name_of, load_workload, read_prompts
     from toolkit.workloads.represent import hf_length_fn, representativeness as compare
 
     train_prompts = read_prompts(train)
     length_fn = hf_length_fn(str(tokenizer)) if tokenizer else None
     reports = []
     for ref in workload:
+        if holdout and ref != MATCH_TRAINING:  # match-training always leaves the training prompts out
+            ref = Workload.model_construct(name=_name_of(ref) if ref not in BUNDLED else ref, sample=None,
+                                           path=None if ref in BUNDLED else ref, holdout=str(train.resolve()))
         wl = load_workload(ref, base_dir=Path.cwd(), seed=seed, n=sample, training=train)
-        if holdout:
-            src = Workload.model_construct(name=wl.name, path=None if ref in BUNDLED else ref, sample=sample,
-                                           holdout=str(train.resolve()))
-            wl = load_workload(src, base_dir=Path.cwd(), seed=seed)
         reports.append(compare(train_prompts, wl.prompts, classifier=classifier.value,
                                train_name=train.name, workload_name=wl.name, workload_hash=wl.hash,
                                length_fn=length_fn, length_unit=f"tokens ({tokenizer})" if tokenizer else None))

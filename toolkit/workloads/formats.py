@@ -176,7 +176,7 @@ def read_jsonl(path: Path, *, domain: str | None = None) -> list[Item]:
     """All records of a JSON lines file; the first malformed line raises ToolkitError with file:line."""
     path = Path(path)
     if not path.is_file():
-        raise ToolkitError(f"workload file not found: {path}", hint="give a JSON lines file (one record per line)")
+        raise ToolkitError(f"file not found: {path}", hint="give a JSON lines file (one record per line)")
     domain = domain or path.stem
     items: list[Item] = []
     with path.open(encoding="utf-8", errors="strict") as f:

@@ -107,7 +107,7 @@ def match_training(training: Path, *, seed: int, n: int | None) -> LoadedWorkloa
     for domain in BUNDLED:
         if counts.get(domain):
             pool, _ = holdout(bundled(domain), training)
-            picked += sample(pool, counts[domain], seed, f"{MATCH_TRAINING} ({domain})")
+            picked += sample(pool, counts[domain], seed, f"{MATCH_TRAINING} ({domain}, less prompts also in the training file)")
     random.Random(f"order:{seed}").shuffle(picked)
     share = ", ".join(f"{d} {counts[d]}" for d in BUNDLED if d in counts)
     return LoadedWorkload(name=MATCH_TRAINING, domain="mixed", hash=content_hash(picked), prompts=picked,
@@ -144,6 +144,9 @@ def load_workload(ref: str | Workload, *, base_dir: Path, seed: int, n: int | No
     if held is not None:
         prompts, excluded = holdout(prompts, held)
         source += f" minus {excluded} prompts also in {held}"
+        if not prompts:
+            raise ToolkitError(f"workload {ref.name!r}: all {available} prompts are also in the holdout file {held}",
+                               hint="evaluate on prompts the drafter was not trained on")
     prompts = sample(prompts, n, seed, ref.name)
     if n is not None:
         source += f" (seeded sample of {n}, seed {seed})"
@@ -152,6 +155,7 @@ def load_workload(ref: str | Workload, *, base_dir: Path, seed: int, n: int | No
 
 
 def _name_of(path: str) -> str:
+    """A workload name (lower-case, digits, . _ -) from a file path."""
     import re
 
     stem = Path(path).stem.lower()

@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from toolkit.bench.records import Prompt
+from toolkit.errors import ToolkitError
 from toolkit.workloads.classify import DOMAINS, classify_all
 from toolkit.workloads.formats import approx_tokens, prompt_text
 
@@ -131,7 +132,7 @@ def representativeness(train_prompts: list[Prompt], workload_prompts: list[Promp
                        length_fn: Callable[[str], int] | None = None, length_unit: str | None = None) -> Report:
     """Compare a workload with a sample of the drafter's training data (see the module doc)."""
     if not train_prompts or not workload_prompts:
-        raise ValueError("both the training sample and the workload need at least one prompt")
+        raise ToolkitError("both the training sample and the workload need at least one prompt")
     length_fn = length_fn or approx_tokens
     labels = classify_all(train_prompts + workload_prompts, classifier, labelled)
     nt = len(train_prompts)
