@@ -40,7 +40,7 @@ def representativeness(
     """
     from toolkit.console import emit_json
     from toolkit.spec.matrix import Workload
-    from toolkit.workloads.loader import BUNDLED, MATCH_TRAINING, _name_of, load_workload, read_prompts
+    from toolkit.workloads.loader import BUNDLED, MATCH_TRAINING, name_of, load_workload, read_prompts
     from toolkit.workloads.represent import hf_length_fn, representativeness as compare
 
     train_prompts = read_prompts(train)
@@ -48,7 +48,7 @@ def representativeness(
     reports = []
     for ref in workload:
         if holdout and ref != MATCH_TRAINING:  # match-training always leaves the training prompts out
-            ref = Workload.model_construct(name=_name_of(ref) if ref not in BUNDLED else ref, sample=None,
+            ref = Workload.model_construct(name=name_of(ref) if ref not in BUNDLED else ref, sample=None,
                                            path=None if ref in BUNDLED else ref, holdout=str(train.resolve()))
         wl = load_workload(ref, base_dir=Path.cwd(), seed=seed, n=sample, training=train)
         reports.append(compare(train_prompts, wl.prompts, classifier=classifier.value,

@@ -123,7 +123,7 @@ def load_workload(ref: str | Workload, *, base_dir: Path, seed: int, n: int | No
     base_dir = Path(base_dir)
     if isinstance(ref, str):
         if ref.endswith((".jsonl", ".json")) or "/" in ref or _resolve(base_dir, ref).is_file():
-            ref = Workload.model_construct(name=_name_of(ref), path=ref, sample=None, holdout=None)
+            ref = Workload.model_construct(name=name_of(ref), path=ref, sample=None, holdout=None)
         elif ref in BUNDLED or ref == MATCH_TRAINING:
             ref = Workload.model_construct(name=ref, path=None, sample=None, holdout=None)
         else:
@@ -154,7 +154,7 @@ def load_workload(ref: str | Workload, *, base_dir: Path, seed: int, n: int | No
                           excluded=excluded, available=available)
 
 
-def _name_of(path: str) -> str:
+def name_of(path: str) -> str:
     """A workload name (lower-case, digits, . _ -) from a file path."""
     import re
 
