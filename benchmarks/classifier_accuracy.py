@@ -56,7 +56,7 @@ def run_embedding(prompts: list[Prompt]) -> None:
     halves = [prompts[0::2], prompts[1::2]]
     truth, pred = [], []
     for train, test in ((halves[0], halves[1]), (halves[1], halves[0])):
-        clf = EmbeddingClassifier(train)
+        clf = EmbeddingClassifier(train, cache=False)
         truth += [p.domain for p in test]
         pred += [lab.domain for lab in clf.classify(test)]
     confusion("embedding (all-MiniLM-L6-v2, nearest centroid, 2-fold)", truth, pred, time.perf_counter() - t0)
