@@ -35,9 +35,11 @@ def test_check_mode_with_gpu_roles_changes_nothing(cli, toolkit_env, ssh_hosts, 
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "check mode: nothing was changed" in r.stdout
     # The GPU roles ran in check mode; what they could not evaluate is reported, with the reason.
-    assert "nvidia_driver: install nvidia-driver-pinning-580 nvidia-open" in r.stdout
-    assert "CUDA repository is not configured yet" in r.stdout
-    assert "cuda_toolkit: install cuda-toolkit-13-0" in r.stdout
+    names = ", ".join(h.name for h in ssh_hosts)
+    assert f"nvidia_driver on {names}: install nvidia-driver-pinning-580 nvidia-open" in r.stdout
+    assert "why: check mode: the CUDA repository is not configured yet" in r.stdout
+    assert f"cuda_toolkit on {names}: install cuda-toolkit-13-0" in r.stdout
+    assert f"nvidia_container_toolkit on {names}: install nvidia-container-toolkit=1.18.0-1" in r.stdout
     for h in ssh_hosts:
         assert h.sh(SNAPSHOT) == before[h.name], f"--check changed {h.name}"
         rc, _ = h.sh("test -e /etc/docker/daemon.json || test -e /opt/models || test -e /etc/modprobe.d/blacklist-nouveau.conf")
