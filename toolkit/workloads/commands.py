@@ -79,6 +79,7 @@ def _print(reports) -> None:
             t.add_row(f"  {d}", f"{100 * r.train.domain_mix[d]:.0f}%", f"{100 * r.workload.domain_mix[d]:.0f}%")
         for key in ("p50", "p90", "mean", "max"):
             t.add_row(f"length {key}", f"{getattr(r.train.lengths, key):.0f}", f"{getattr(r.workload.lengths, key):.0f}")
+        t.add_row("output p50", f"{r.train.output_p50:.0f}", f"{r.workload.output_p50:.0f}")
         out.print(t)
         out.print(f"length unit: {r.length_unit}; classifier: {r.classifier}")
         out.print(f"lexical overlap: {100 * r.vocab_coverage:.0f}% of workload words occur in training "

@@ -47,6 +47,7 @@ class Side(BaseModel):
     n: int
     domain_mix: dict[str, float] = Field(description="share of prompts per domain (classified)")
     lengths: Lengths
+    output_p50: float = Field(description="median target output length (from reference completions where given)")
 
 
 class Report(BaseModel):
@@ -139,7 +140,8 @@ def representativeness(train_prompts: list[Prompt], workload_prompts: list[Promp
     sides = []
     for name, prompts, labs in ((train_name, train_prompts, labels[:nt]), (workload_name, workload_prompts, labels[nt:])):
         sides.append(Side(name=name, n=len(prompts), domain_mix=_mix([lab.domain for lab in labs]),
-                          lengths=_lengths([length_fn(prompt_text(p)) for p in prompts])))
+                          lengths=_lengths([length_fn(prompt_text(p)) for p in prompts]),
+                          output_p50=float(np.median([p.target_output_len for p in prompts]))))
     train, work = sides
     js_d = js_divergence(list(train.domain_mix.values()), list(work.domain_mix.values()))
     js_l = js_divergence(list(train.lengths.bins.values()), list(work.lengths.bins.values()))
