@@ -61,3 +61,15 @@ def test_exact_parser_rejects_what_argparse_rejects(patched_tree):
     assert isinstance(exact, FlagTable), exact
     assert "unrecognized arguments: --cuda-graph-max-bs" in exact.exact_parses["bad"]
     assert exact.exact_parses["ok"] is None
+
+
+def test_unknown_flag_in_exact_mode_fails_with_suggestion(patched_tree, tmp_path):
+    from buildutil import EAGLE, THRESHOLD_PATCH, line_of, write_env
+
+    servers = {"e": {**EAGLE, "speculative-num-step": 3}}
+    spec = write_env(tmp_path, {"t.patch": THRESHOLD_PATCH.read_text()}, servers=servers)
+    r = toolkit("build", "env", str(spec), "--check", "--flags", "exact",
+                env={"DOCKER_HOST": "unix:///nonexistent/toolkit-test-docker.sock"})
+    assert r.returncode == 2, r.stderr
+    assert f"{spec}:{line_of(spec, 'speculative-num-step:')}:" in r.stderr
+    assert "did you mean 'speculative-num-steps'" in r.stderr

@@ -5,6 +5,7 @@ runs) and byte-compile every touched file. Failures name the patch, file, hunk a
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -32,7 +33,16 @@ def _run(cmd: list[str], timeout: float = 900, **kw) -> subprocess.CompletedProc
 
 
 def fetch_sglang(sg, python: str, log=print) -> Path:
-    """Folder that holds the pristine `sglang/` package of the pinned version (cached)."""
+    """Folder that holds the pristine `sglang/` package of the pinned version (cached; a file lock
+    keeps parallel runs from fetching or unpacking the same version at once)."""
+    lock_path = cache_dir() / "sglang" / ".fetch.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _fetch(sg, python, log)
+
+
+def _fetch(sg, python: str, log) -> Path:
     if sg.source == "git":
         ref = sg.git_ref or f"v{sg.version}"
         dest = cache_dir() / "sglang" / "git" / re.sub(r"[^A-Za-z0-9._-]", "_", ref)
