@@ -35,6 +35,7 @@ def local_image_id(client, ref: str) -> str | None:
 
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def build(client, context: Path, tag: str, *, buildargs: dict, labels: dict, nocache: bool, log_path: Path,
@@ -52,7 +53,9 @@ def build(client, context: Path, tag: str, *, buildargs: dict, labels: dict, noc
                 if "error" in chunk or "errorDetail" in chunk:
                     msg = chunk.get("error") or chunk["errorDetail"].get("message", "")
                     log.write(f"ERROR: {msg}\n")
-                    raise ToolFailure(f"docker build failed: {msg.strip()}\n" + "".join(tail[-20:]),
+                    lines = [ANSI_RE.sub("", t).rstrip() for t in tail]
+                    lines = [t for t in lines if t.strip()][-15:]
+                    raise ToolFailure(f"docker build failed: {ANSI_RE.sub('', msg).strip()}\n  " + "\n  ".join(lines),
                                       hint=f"full log: {log_path}")
                 if "aux" in chunk and isinstance(chunk["aux"], dict) and chunk["aux"].get("ID"):
                     image_id = chunk["aux"]["ID"]
