@@ -55,6 +55,9 @@ def main() -> None:
         full_wall, full = cli("build", "env", str(SPEC), "--no-cache", env=env)
         hits = [cli("build", "env", str(SPEC), env=env) for _ in range(args.hits)]
     assert not full["cache_hit"] and all(h["cache_hit"] for _, h in hits)
+    import docker  # the --no-cache build left the previous test image untagged: drop only those
+
+    docker.from_env().images.prune(filters={"dangling": True, "label": "dev.toolkit.spec-name=sglang-cpu-test"})
     walls = [w for w, _ in hits]
     inner = [h["seconds"] for _, h in hits]
     rec = full["record"]
