@@ -70,7 +70,12 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
         client = docker_api.client()
         hits = docker_api.images_with_label(client, SPEC_HASH_LABEL, h)
         if hits:
-            rec = dict(previous, image_id=hits[0].id)
+            rec = dict(previous)
+            if hits[0].id != previous.get("image_id"):  # same spec hash, built again elsewhere (e.g. --no-cache)
+                labels = hits[0].labels
+                rec.update(image_id=hits[0].id, labels=labels,
+                           created=labels.get("org.opencontainers.image.created", rec.get("created")),
+                           revision=labels.get("org.opencontainers.image.revision", rec.get("revision")))
             if push:
                 rec["pushed"] = docker_api.push(client, hits[0].id, push, image_repo(spec.name), h[:12])
             return {"cache_hit": True, "seconds": round(time.monotonic() - t0, 3), "plan": previous["plan"],
