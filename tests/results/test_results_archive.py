@@ -172,3 +172,13 @@ def test_unknown_run_reference_is_a_clear_error(tmp_path, cli):
     res = cli("results", "show", "nope", "--root", str(tmp_path))
     assert res.returncode == 2 and "no run 'nope'" in res.stderr
     assert Path(tmp_path).exists()
+
+
+def test_list_and_show_json(tmp_path, cli):
+    run = write_run(tmp_path, seed=7, n=12, domains=("chat",), concurrency=(1,))
+    rows = json.loads(cli("results", "list", "--root", str(tmp_path), "--json").stdout)
+    assert [(r["run_id"], r["status"], r["arms"], r["gpu"]) for r in rows] == [
+        (run.name, "complete", ["baseline", "eagle3"], "8x NVIDIA RTX PRO 6000 Blackwell")]
+    doc = json.loads(cli("results", "show", run.name, "--root", str(tmp_path), "--json").stdout)
+    assert doc["facts"]["cells"] == 2 and set(doc["cells"]) == {cell_key("baseline", "chat", 1),
+                                                                 cell_key("eagle3", "chat", 1)}

@@ -114,10 +114,14 @@ def test_summary_only_import_is_shown_but_not_tested(tmp_path, cli):
     res = cli("results", "import", str(sg), "--format", "sglang", "--root", str(tmp_path / "r"), "--arm", "sglang",
               "--domain", "chat", "--json")
     assert res.returncode == 0, res.stderr
-    r = diff_runs(open_archive(native), open_archive(json.loads(res.stdout)["run"]))
+    run = json.loads(res.stdout)["run"]
+    r = diff_runs(open_archive(native), open_archive(run))
     m = r.cells[0].metrics["ttft_ms"]
     assert m.verdict == "no-samples" and m.p is None and m.b is not None
-    assert cli("results", "diff", str(native), json.loads(res.stdout)["run"], "--fail-on-regression", "1").returncode == 0
+    assert cli("results", "diff", str(native), run, "--fail-on-regression", "1").returncode == 0
+    rep = cli("results", "report", run, "--against", str(native), "-o", str(tmp_path / "rep"))
+    assert rep.returncode == 0, rep.stderr
+    assert "| sglang chat c=8 out=32 | " in (tmp_path / "rep" / "report.md").read_text()
 
 
 def test_import_refuses_a_file_of_the_wrong_format(tmp_path, cli):

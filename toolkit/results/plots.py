@@ -64,7 +64,8 @@ def _domains_arms(runs: list[tuple[str, Archive]]) -> tuple[list[str], list[str]
 
 def _xaxis(ax, runs) -> None:
     concs = sorted({c.concurrency for _, a in runs for c in a.cells})
-    ax.set_xscale("log", base=2)
+    if concs and concs[0] > 0:  # imports without a concurrency limit have 0: linear axis then
+        ax.set_xscale("log", base=2)
     ax.minorticks_off()
     ax.set_xticks(concs, [str(c) for c in concs])
     ax.set_xlabel("concurrency")
@@ -154,12 +155,15 @@ def heatmap(runs: list[tuple[str, Archive]]) -> bytes | None:
         for y, d in enumerate(domains):
             for x, c in enumerate(concs):
                 if np.isfinite(grid[y, x]):
-                    ax.text(x, y, f"{grid[y, x]:.2f}", ha="center", va="center", fontsize=9)
+                    dark = abs(float(norm(grid[y, x])) - 0.5) > 0.35
+                    ax.text(x, y, f"{grid[y, x]:.2f}", ha="center", va="center", fontsize=9,
+                            color="white" if dark else "black")
             below = [x for x in range(len(concs)) if np.isfinite(grid[y, x]) and grid[y, x] < 1]
             if below:
                 x = below[0]
                 ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=3, ec="black"))
-                ax.text(x + 0.32, y - 0.22, "x", ha="center", va="center", fontsize=10, fontweight="bold")
+                ax.text(x + 0.32, y - 0.22, "x", ha="center", va="center", fontsize=10, fontweight="bold",
+                        color="white" if float(norm(grid[y, x])) < 0.15 else "black")
         ax.set_xticks(range(len(concs)), [str(c) for c in concs])
         ax.set_yticks(range(len(domains)), domains)
         ax.set_xlabel("concurrency (black box: crossover)")

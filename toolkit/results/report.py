@@ -80,7 +80,7 @@ def _commands(a: Archive) -> list[Block]:
 
 
 def run_blocks(a: Archive, plots: bool = True) -> list[Block]:
-    head = [("h1", f"Run {a.matrix_name}/{a.run_id}"), ("table", ["", ""], _facts_rows(a)), ("h2", "Cells"),
+    head = [("h1", f"Run {a.matrix_name}/{a.run_id}"), ("table", None, _facts_rows(a)), ("h2", "Cells"),
             _cells_table(a), ("p", "Latencies in ms; * marks a percentile from too few samples.")]
     tail = _plots([("", a)]) if plots else [("p", f"Plots: `toolkit results report {a.path} --html`.")]
     return head + _derived_blocks(a) + _commands(a) + tail
@@ -138,7 +138,8 @@ def to_markdown(blocks: list[Block], img_dir: str = "plots") -> str:
         elif kind == "pre":
             out.append("```\n" + b[1] + "\n```")
         elif kind == "table":
-            head, rows = b[1], b[2]
+            rows = b[2]
+            head = b[1] or [""] * max((len(r) for r in rows), default=1)
             lines = ["| " + " | ".join(_md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
             lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
             out.append("\n".join(lines))
@@ -167,9 +168,9 @@ def to_html(blocks: list[Block], title: str) -> str:
         elif kind == "pre":
             out.append(f"<pre>{e(b[1])}</pre>")
         elif kind == "table":
-            head = "".join(f"<th>{e(str(h))}</th>" for h in b[1])
+            head = f"<tr>{''.join(f'<th>{e(str(h))}</th>' for h in b[1])}</tr>" if b[1] else ""
             rows = "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in b[2])
-            out.append(f"<table><tr>{head}</tr>{rows}</table>")
+            out.append(f"<table>{head}{rows}</table>")
         elif kind == "img":
             data = base64.b64encode(b[3]).decode()
             out.append(f"<figure><img alt='{e(b[2])}' src='data:image/png;base64,{data}'>"

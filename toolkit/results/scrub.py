@@ -21,6 +21,8 @@ BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.I)
 def is_secret_key(key: str) -> bool:
     # "tokens" counts (input_tokens, output_tokens, max_tokens) are not secrets
     k = str(key).lower()
+    if re.fullmatch(r"(bos|eos|pad|unk|sep|cls|mask|start|end|image|audio|video)_token", k):
+        return False  # a tokenizer's special tokens
     if k.endswith("tokens") or k.endswith("_tokens_per_s") or k in {"tokenizer", "tokenizer_id", "tokenizer_path",
                                                                    "tokens_source", "skip_tokenizer_init"}:
         return False
