@@ -35,6 +35,8 @@ def test_check_mode_with_gpu_roles_changes_nothing(cli, toolkit_env, ssh_hosts, 
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "check mode: nothing was changed" in r.stdout
     # The GPU roles ran in check mode; what they could not evaluate is reported, with the reason.
+    # ... and shows the diff of what it would change.
+    assert "/opt/models: state: absent -> directory" in r.stderr and "+blacklist nouveau" in r.stderr
     names = ", ".join(h.name for h in ssh_hosts)
     assert f"nvidia_driver on {names}: install nvidia-driver-pinning-580 nvidia-open" in r.stdout
     assert "why: check mode: the CUDA repository is not configured yet" in r.stdout

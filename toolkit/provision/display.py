@@ -54,6 +54,12 @@ class LiveProgress:
                 if ev.message:
                     line += ": " + ev.message.splitlines()[0][:200]
                 self.console.print(line, markup=False)
+            if ev.diff:
+                if not self.plain and self._printed_task != ev.task:
+                    self.console.print(f"TASK [{ev.task}]", markup=False)
+                    self._printed_task = ev.task
+                self.console.print(f"  diff on {ev.host}:\n" + "\n".join("    " + l for l in ev.diff.splitlines()),
+                                   markup=False, highlight=False)
         if self.live:
             self.live.update(self._table())
 

@@ -82,6 +82,7 @@ class Event:
     task: str
     host: str | None = None
     message: str = ""
+    diff: str = ""  # unified diff of what changed (or would change, with --check)
 
 
 @dataclass
@@ -147,8 +148,39 @@ class _Collector:
             elif status in ("failed", "unreachable") and not data.get("ignore_errors"):
                 message = _failure_message(res)
                 self.failures.append(Failure(host, self.task, message, unreachable=status == "unreachable"))
-            self.on_event(Event(status, self.task, host, message))
+            diff = ""
+            if status == "changed":  # a loop keeps each item's diff in results
+                items = [r.get("diff") for r in res.get("results") or [] if isinstance(r, dict) and r.get("changed")]
+                diff = _diff_text(res.get("diff") or items)
+            self.on_event(Event(status, self.task, host, message, diff))
         return True
+
+
+def _diff_text(diff, max_lines: int = 60) -> str:
+    """Ansible's diff results ({before, after, before_header, after_header}, or a list) as a unified diff."""
+    import difflib
+
+    out: list[str] = []
+    flat: list = []
+    for d in diff if isinstance(diff, list) else [diff]:
+        flat += d if isinstance(d, list) else [d]
+    for d in (d for d in flat if isinstance(d, dict)):
+        if "prepared" in d:
+            out += str(d["prepared"]).splitlines()
+        before, after = d.get("before", ""), d.get("after", "")
+        if isinstance(before, dict) and isinstance(after, dict):  # file attributes: state, mode, owner
+            path = after.get("path") or before.get("path") or ""
+            out += [f"{path}: {k}: {before.get(k)} -> {after.get(k)}" for k in sorted(set(before) | set(after))
+                    if k != "path" and before.get(k) != after.get(k)]
+            continue
+        if not isinstance(before, str) or not isinstance(after, str) or before == after:
+            continue
+        out += list(difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="",
+                                         fromfile=str(d.get("before_header", "before")),
+                                         tofile=str(d.get("after_header", "after"))))
+    if len(out) > max_lines:
+        out = out[:max_lines] + [f"... ({len(out) - max_lines} more lines in the run's artifacts)"]
+    return "\n".join(out)
 
 
 def _failure_message(res: dict) -> str:
