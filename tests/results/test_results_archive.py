@@ -103,10 +103,15 @@ def test_secrets_never_land_in_the_archive(tmp_path):
     manifest["environment"]["resolved"]["env"] = {"HF_TOKEN": secret, "CUDA_VISIBLE_DEVICES": "0"}
     manifest["notes"] = f"launched with HF_TOKEN={secret} and password=hunter2"
     w = ArchiveWriter.create(tmp_path, "m", manifest)
+    w.write_file("logs/baseline.log", "ServerArgs(model_path='m', api_key='s3cr3t-value', port=30000)\n")
+    summary, recs = _cell(np.random.default_rng(0))
+    w.write_cell(summary.model_copy(update={"status": "failed", "reason": "server died",
+                                            "log_tail": f"env HF_TOKEN={secret}\nTraceback ..."}), recs)
     w.finalize("complete", derived={"cmd": "curl -H 'Authorization: Bearer abc.def' ..."})
     blob = b"".join(p.read_bytes() for p in w.path.rglob("*") if p.is_file())
     for s in (secret, "s3cr3t-value", "hunter2", "abc.def"):
         assert s.encode() not in blob
+    assert b"model_path='m'" in blob and b"server died" in blob  # the rest is kept
     m = open_archive(w.path).manifest
     assert m["arms"]["baseline"]["command"][4] == "***" and m["arms"]["baseline"]["command"][6] == "30000"
     assert m["environment"]["resolved"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"

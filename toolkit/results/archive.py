@@ -36,7 +36,7 @@ from toolkit.bench.records import CellSummary, RequestRecord
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic, write_json
 from toolkit.results.columns import COLUMNS, columns_from_records, load_columns, save_columns
-from toolkit.results.scrub import scrub
+from toolkit.results.scrub import scrub, scrub_text
 
 SCHEMA_VERSION = 1
 FORMAT = "toolkit-run-archive"
@@ -166,6 +166,8 @@ class ArchiveWriter:
         if base.with_suffix(".json").exists():
             raise ToolkitError(f"cell {key} is already in run {self.run_id}", file=base.with_suffix(".json"),
                                hint="cells are written once; resume writes only the missing ones (done_cells())")
+        summary = summary.model_copy(update={k: scrub_text(getattr(summary, k)) for k in ("reason", "log_tail")
+                                             if getattr(summary, k)})
         lines = b"".join(r.model_dump_json(exclude_defaults=True).encode() + b"\n" for r in records)
         write_atomic(base.parent / f"{key}.jsonl.gz", gzip.compress(lines, compresslevel=6, mtime=0))
         write_atomic(base.parent / f"{key}.npz", save_columns(columns_from_records(records)))
@@ -173,16 +175,19 @@ class ArchiveWriter:
         return key
 
     def write_file(self, relpath: str, data: bytes | str) -> Path:
-        """Any extra file (server logs, ...) under the run folder."""
+        """Any extra file (server logs, ...) under the run folder; text is scrubbed of secrets."""
         self._check_open()
         rel = Path(relpath)
         if rel.is_absolute() or ".." in rel.parts or not rel.parts:
             raise ToolkitError(f"archive file path {relpath!r} must be relative and stay inside the run folder")
         if rel.as_posix() in RESERVED or rel.parts[0] == "cells":
             raise ToolkitError(f"{relpath!r} is written by the archive itself; choose another name (e.g. logs/...)")
-        if isinstance(data, str):
-            data = data.encode()
-        return write_atomic(self.path / rel, data)
+        if isinstance(data, bytes):
+            try:
+                data = data.decode()
+            except UnicodeDecodeError:
+                return write_atomic(self.path / rel, data)  # binary: written as is
+        return write_atomic(self.path / rel, scrub_text(data))
 
     def done_cells(self) -> set[str]:
         """Keys of the cells fully written (their summary, written last, exists)."""

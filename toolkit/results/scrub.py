@@ -12,7 +12,7 @@ SECRET_KEY = re.compile(r"(token$|secret|passw(or)?d|passwd|api[-_]?key|apikey|c
 TOKEN_SHAPES = re.compile(r"\b(hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|"
                           r"AKIA[0-9A-Z]{16}|xox[abpr]-[A-Za-z0-9-]{10,})\b")
 INLINE = re.compile(r"(?P<k>[A-Za-z0-9_.-]*(token|secret|passw(or)?d|api[-_]?key|apikey|credential))"
-                    r"(?P<sep>=|:\s*)(?P<v>[^\s,;&\"']+)", re.I)
+                    r"(?P<sep>=|:\s*)(?P<v>'[^'\n]*'|\"[^\"\n]*\"|[^\s,;&\"')]+)", re.I)
 FLAG_SPACE = re.compile(r"(?P<k>--[A-Za-z0-9-]*(token|secret|password|api-key|apikey|credential)[A-Za-z0-9-]*)"
                         r"(?P<sep>\s+)(?P<v>[^-\s]\S*)", re.I)
 BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.I)
