@@ -14,11 +14,30 @@ import time
 import aiohttp
 
 
+def body_for(api: str, max_tokens: int) -> tuple[str, dict]:
+    body = {"model": "m", "max_tokens": max_tokens, "stream": True}
+    if api == "chat":
+        return "/v1/chat/completions", {**body, "messages": [{"role": "user", "content": "hi"}]}
+    return "/v1/completions", {**body, "prompt": "hi"}
+
+
+async def one(session: aiohttp.ClientSession, url: str, body: dict) -> tuple[float | None, list[float]]:
+    """One streamed request: (TTFT ms, inter-chunk gaps ms)."""
+    t0 = time.perf_counter()
+    times = []
+    async with session.post(url, json=body) as resp:
+        async for line in resp.content:
+            if line.startswith(b"data: {"):
+                c = (json.loads(line[6:]).get("choices") or [{}])[0]
+                if (c.get("delta") or {}).get("content") or c.get("text"):
+                    times.append(time.perf_counter())
+    ttft = (times[0] - t0) * 1000 if times else None
+    return ttft, [(b - a) * 1000 for a, b in zip(times, times[1:])]
+
+
 async def measure(base_url: str, concurrency: int, requests: int, max_tokens: int = 64,
                   api: str = "chat") -> tuple[list[float], list[float]]:
-    path = "/v1/chat/completions" if api == "chat" else "/v1/completions"
-    body = {"model": "m", "max_tokens": max_tokens, "stream": True}
-    body.update({"messages": [{"role": "user", "content": "hi"}]} if api == "chat" else {"prompt": "hi"})
+    path, body = body_for(api, max_tokens)
     ttfts: list[float] = []
     itls: list[float] = []
     left = [requests]
@@ -26,18 +45,10 @@ async def measure(base_url: str, concurrency: int, requests: int, max_tokens: in
     async def worker(session: aiohttp.ClientSession) -> None:
         while left[0] > 0:
             left[0] -= 1
-            t0 = time.perf_counter()
-            times = []
-            async with session.post(base_url + path, json=body) as resp:
-                async for line in resp.content:
-                    if line.startswith(b"data: {"):
-                        choices = json.loads(line[6:]).get("choices") or [{}]
-                        c = choices[0]
-                        if (c.get("delta") or {}).get("content") or c.get("text"):
-                            times.append(time.perf_counter())
-            if times:
-                ttfts.append((times[0] - t0) * 1000)
-                itls.extend((b - a) * 1000 for a, b in zip(times, times[1:]))
+            ttft, gaps = await one(session, base_url + path, body)
+            if ttft is not None:
+                ttfts.append(ttft)
+                itls.extend(gaps)
 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))

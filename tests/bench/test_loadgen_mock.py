@@ -29,14 +29,43 @@ SAME = [Prompt(id="hi", domain="d", prompt="hi")]  # the reference's prompt: the
 
 
 def test_ttft_agrees_with_reference_client(mock):
-    """Alternate runs of 24 warm requests (C=1), 5 rounds; the median of the per-round differences.
-    The mock itself drifts by ~1 ms between runs on a 2-core box, hence 2 ms here (see docs/loadgen.md)."""
-    diffs = []
-    for _ in range(5):
-        ref = asyncio.run(measure(mock.base_url, 1, 24, 32))[0]
-        our = ours(mock.base_url, 1, 24, SAME)[0]
-        diffs.append(statistics.median(our) - statistics.median(ref))
-    assert abs(statistics.median(diffs)) < 2.0, diffs
+    """Request by request, alternating between the reference client and the load generator's client,
+    both on warm connections: the mock's own drift (~1-2 ms between runs on 2 cores) cancels out."""
+    import json
+    import time
+
+    import aiohttp
+
+    from benchmarks.reference_client import body_for, one
+    from toolkit.bench.client import make_session, send_one
+    from toolkit.bench.records import RequestRecord
+
+    path, ref_body = body_for("chat", 32)
+    our_body = json.dumps(ref_body).encode()  # the very same request: the mock's work depends on the body
+
+    async def pairs():
+        ref, our = [], []
+        async with aiohttp.ClientSession() as rs, make_session(1) as session:
+            for i in range(62):
+                rec = RequestRecord.model_construct(arm="a", domain="d", concurrency=1, prompt_id="hi", send_s=0.0)
+                if i % 2:  # alternate who goes first: the second of a pair may wait on the first's tail
+                    ttft, _ = await one(rs, mock.base_url + path, ref_body)
+                    await send_one(session, mock.base_url + path, "chat", our_body, rec, time.perf_counter())
+                else:
+                    await send_one(session, mock.base_url + path, "chat", our_body, rec, time.perf_counter())
+                    ttft, _ = await one(rs, mock.base_url + path, ref_body)
+                assert rec.error is None and rec.output_tokens == 32
+                if i >= 2:  # connections warm
+                    ref.append(ttft)
+                    our.append(rec.ttft_ms)
+        return ref, our
+
+    ref, our = asyncio.run(pairs())
+    # the mock's TTFT is bimodal (~23 / ~29 ms), so medians of the two samples can flip between modes;
+    # the median of the paired differences is the robust figure
+    diff = statistics.median(o - r for o, r in zip(our, ref))
+    print(f"TTFT paired difference {diff:+.3f} ms (ours {statistics.median(our):.2f}, ref {statistics.median(ref):.2f})")
+    assert abs(diff) < 1.0, (diff, statistics.median(our), statistics.median(ref))
 
 
 @pytest.mark.parametrize("c", [1, 4])

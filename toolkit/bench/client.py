@@ -40,7 +40,8 @@ def _value_at(p: bytes, key: bytes) -> int:
 
 def build_body(api: Api, prompt: Prompt, *, model: str | None, output_len: int, temperature: float,
                request_params: dict | None = None) -> dict:
-    """The JSON body for one request. `generation_config` dicts become the JSON string transformers wants."""
+    """The JSON body for one request. `generation_config` dicts become the JSON string transformers wants;
+    a request_params value of None removes that key (e.g. stream_options for a server that rejects it)."""
     params = dict(request_params or {})
     if isinstance(params.get("generation_config"), dict):
         params["generation_config"] = json.dumps(params["generation_config"], sort_keys=True)
@@ -61,7 +62,7 @@ def build_body(api: Api, prompt: Prompt, *, model: str | None, output_len: int, 
     else:
         body["prompt"] = prompt.as_text()
     body.update(params)
-    return body
+    return {k: v for k, v in body.items() if v is not None}  # request_params may drop a key with null
 
 
 class _Stream:
