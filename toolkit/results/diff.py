@@ -163,21 +163,21 @@ def _verdict(metric: str, d: float | None, p: float | None, na: int, nb: int) ->
 
 def compare_metric(metric: str, xa: np.ndarray | None, xb: np.ndarray | None,
                    ca: Centre | None = None, cb: Centre | None = None) -> MetricDiff:
+    """From per-request samples (xa, xb) when both are given, else from summary centres (no test)."""
     p, note = None, ""
-    if xa is not None and xb is not None and len(xa) and len(xb):
+    sampled = xa is not None and xb is not None
+    if sampled:
         ca, cb = median_ci(xa), median_ci(xb)
         p = mann_whitney(xa, xb)
         if p is None:
             note = f"too few samples to call significance (need {MIN_SAMPLES} per side)"
     else:
-        ca = ca or Centre(None, None, None, 0)
-        cb = cb or Centre(None, None, None, 0)
-        if ca.median is not None and cb.median is not None:
-            note = "no per-request samples on one side: no test"
+        ca, cb = ca or Centre(None, None, None, 0), cb or Centre(None, None, None, 0)
+        note = "no per-request samples: no test"
     d = delta_pct(ca.median, cb.median)
     if ca.median is None or cb.median is None:
         verdict = "no-data"
-    elif xa is None or xb is None or not len(xa) or not len(xb):
+    elif not sampled:
         verdict = "no-samples"
     else:
         verdict = _verdict(metric, d, p, ca.n, cb.n)
@@ -209,6 +209,8 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise ToolkitError(f"unknown metric {', '.join(unknown)}", hint=f"choose from {', '.join(METRICS)}")
+    if correction not in ("holm", "none"):
+        raise ToolkitError(f"unknown correction {correction!r}", hint="holm or none")
     ga, gb = _groups(a), _groups(b)
     cache: dict = {}
     cells = []
@@ -218,17 +220,15 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
         if ok:
             pa, pb = _pooled(a, ga[g], cache), _pooled(b, gb[g], cache)
             for m in metrics:
-                if m in SAMPLED and len(pa.get(m, ())) and len(pb.get(m, ())):
-                    xa, xb = clean(pa[m]), clean(pb[m])
-                    md = compare_metric(m, xa, xb) if len(xa) and len(xb) else compare_metric(m, None, None,
-                                                                                             Centre(None, None, None, 0))
-                else:
+                xa = clean(pa[m]) if m in SAMPLED and m in pa else np.empty(0)
+                xb = clean(pb[m]) if m in SAMPLED and m in pb else np.empty(0)
+                if len(xa) and len(xb):
+                    md = compare_metric(m, xa, xb)
+                else:  # a figure kept once per cell, or a side without per-request samples
                     md = compare_metric(m, None, None, _summary_centre(a, ga[g], m), _summary_centre(b, gb[g], m))
                 if md.verdict != "no-data":
                     cd.metrics[m] = md
         cells.append(cd)
-    if correction not in ("holm", "none"):
-        raise ToolkitError(f"unknown correction {correction!r}", hint="holm or none")
     _apply_correction(cells, correction)
     gm = {}
     for m in metrics:
