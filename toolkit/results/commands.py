@@ -120,7 +120,9 @@ def diff_cmd(
 ) -> None:
     """Compare run B against run A, benchstat style: per cell and metric the two medians with 95% CIs,
     the change, and a Mann-Whitney U p-value on the per-request samples (`~`: not significant at 0.05).
-    Cells match on arm, domain, concurrency and output length; the environment diff follows."""
+    Cells match on arm, domain, concurrency and output length; the environment diff follows.
+
+    Example (CI gate): toolkit results diff quickstart/20261201T0900Z-1a2b3c latest --fail-on-regression 5"""
     from toolkit.results.archive import open_archive
     from toolkit.results.diff import diff_runs
     from toolkit.results.facts import run_facts
@@ -201,7 +203,9 @@ def import_cmd(
 ) -> None:
     """Turn a sglang.bench_serving or `vllm bench serve` result into an archive, so it can be listed,
     reported and diffed. Per-request lists (--output-details / --save-detailed) give the diff its samples;
-    without them the cells are summary-only."""
+    without them the cells are summary-only.
+
+    Example: toolkit results import sglang.jsonl --format sglang --arm baseline --domain chat"""
     from toolkit.results.importers import import_file
 
     path = import_file(file, fmt, root, matrix=matrix, arm=arm, domain=domain, output_len=output_len,
