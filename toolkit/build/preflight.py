@@ -40,7 +40,8 @@ class PreflightReport:
 def preflight(spec: LoadedSpec, flag_mode: str = "auto", keep_scratch: bool = False, log=print) -> PreflightReport:
     env = spec.model
     if not isinstance(env, Environment) or env.engine != "sglang" or env.sglang is None:
-        raise SpecError(f"{spec.path} is not an sglang Environment: nothing to build", file=spec.path,
+        raise SpecError(f"not an sglang Environment (engine: {getattr(env, 'engine', '?')}): nothing to build",
+                        file=spec.path,
                         hint="`toolkit build env` takes a spec with `engine: sglang` and an `sglang:` section")
     t0 = time.monotonic()
     sg = env.sglang
