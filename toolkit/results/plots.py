@@ -206,6 +206,8 @@ def acceptance(runs: list[tuple[str, Archive]]) -> bytes | None:
 
 def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
     """(file name, caption, png) for every plot that has data."""
+    if not any(c.status == "ok" for _, a in runs for c in a.cells):
+        return []
     out = [("throughput.png", "Output throughput vs concurrency, per arm and domain", throughput(runs)),
            ("ttft.png", "Time to first token: p50 (thick) and p99 (thin)", percentiles(runs, "ttft_ms", "TTFT")),
            ("itl.png", "Inter-token latency: p50 (thick) and p99 (thin)", percentiles(runs, "itl_ms", "ITL"))]

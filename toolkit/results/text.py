@@ -46,6 +46,8 @@ def _stat(c, metric: str, field: str) -> str:
 
 
 def cells_text(a: Archive) -> str:
+    if not a.cells:
+        return ""
     rows = []
     for c in sorted(a.cells, key=lambda c: (c.arm, c.domain, c.concurrency, c.repeat)):
         rows.append([c.arm, c.domain, str(c.concurrency), str(c.repeat), str(c.n_requests), str(c.n_errors),
