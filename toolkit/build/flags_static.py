@@ -1,10 +1,11 @@
 """SGLang's server flags, read statically from its source (no import, standard library only).
 
 Two sources, both walked with `ast`:
-- 0.5.23 style: annotated fields in sglang/srt/arg_groups/fields/*.py (`name: A[type, "help" | Arg(...)]`),
-  turned into flags exactly as arg_groups/arg_utils.add_cli_args_from_dataclass does;
-- explicit `parser.add_argument("--x", ...)` calls in sglang/srt/server_args.py (all flags up to 0.5.19;
-  the dynamic and deprecated ones in 0.5.23).
+- annotated fields (`name: A[type, "help" | Arg(...)]`) turned into flags exactly as
+  arg_groups/arg_utils.add_cli_args_from_dataclass does: the namespace classes of
+  sglang/srt/arg_groups/fields/*.py (0.5.23) or the ServerArgs dataclass in server_args.py (0.5.19);
+- explicit `parser.add_argument("--x", ...)` calls in sglang/srt/server_args.py (every flag in older
+  versions such as 0.5.9; the dynamic and deprecated ones later).
 
 Each flag becomes a dict: {names, takes_value, nargs, type, choices, kind, deprecated, help}.
 `choices` is None when the source computes them at run time. This file has no toolkit imports:
@@ -133,11 +134,12 @@ def _field_flag(field: str, ann: ast.Subscript, has_default: bool, names: dict) 
     return _flag(flag_names, True, nargs, typ, choices, "store", help_text)
 
 
-def _fields_flags(path: Path, names: dict) -> list[dict]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+def _fields_flags(tree: ast.Module, names: dict) -> list[dict]:
+    """Annotated fields of namespace classes (0.5.23: `_NS_PATH`) or of the ServerArgs dataclass (0.5.19)."""
     out = []
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        if not any(isinstance(s, ast.Assign) and any(_name(t) == "_NS_PATH" for t in s.targets) for s in cls.body):
+        if cls.name != "ServerArgs" and not any(
+                isinstance(s, ast.Assign) and any(_name(t) == "_NS_PATH" for t in s.targets) for s in cls.body):
             continue
         for stmt in cls.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
@@ -189,11 +191,13 @@ def static_flags(package_dir: str | Path) -> list[dict]:
     if fields_dir.is_dir():
         for f in sorted(fields_dir.glob("*.py")):
             local = dict(names)
-            _module_lists(ast.parse(f.read_text(encoding="utf-8"), str(f)), local)
-            flags += _fields_flags(f, local)
+            tree = ast.parse(f.read_text(encoding="utf-8"), str(f))
+            _module_lists(tree, local)
+            flags += _fields_flags(tree, local)
     server_args = srt / "server_args.py"
     if server_args.is_file():
-        flags += _add_argument_flags(ast.parse(server_args.read_text(encoding="utf-8"), str(server_args)), names)
+        tree = ast.parse(server_args.read_text(encoding="utf-8"), str(server_args))
+        flags += _fields_flags(tree, names) + _add_argument_flags(tree, names)
     return flags
 
 
