@@ -187,3 +187,19 @@ def test_list_and_show_json(tmp_path, cli):
     doc = json.loads(cli("results", "show", run.name, "--root", str(tmp_path), "--json").stdout)
     assert doc["facts"]["cells"] == 2 and set(doc["cells"]) == {cell_key("baseline", "chat", 1),
                                                                  cell_key("eagle3", "chat", 1)}
+
+
+def test_a_cell_interrupted_before_its_summary_is_written_again_on_resume(tmp_path):
+    rng = np.random.default_rng(8)
+    w = ArchiveWriter.create(tmp_path, "m", manifest_for(ARMS))
+    summary, recs = _cell(rng, c=4)
+    key = cell_key("baseline", "chat", 4)
+    (w.path / "cells" / f"{key}.jsonl.gz").write_bytes(b"\x1f\x8b half a file")  # killed mid-cell
+    (w.path / "cells" / f".{key}.json.x1y2.tmp").write_text("{")  # and mid-rename
+    r = ArchiveWriter.resume(w.path)
+    assert r.done_cells() == set()
+    assert any("left-over temporary file" in p.message for p in verify(w.path))
+    (w.path / "cells" / f".{key}.json.x1y2.tmp").unlink()
+    r.write_cell(summary, recs)
+    r.finalize("complete", derived={})
+    assert verify(w.path) == [] and len(list(open_archive(w.path).iter_records(key))) == len(recs)

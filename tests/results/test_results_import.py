@@ -129,3 +129,24 @@ def test_import_refuses_a_file_of_the_wrong_format(tmp_path, cli):
     f.write_text('{"hello": 1}')
     res = cli("results", "import", str(f), "--format", "vllm", "--root", str(tmp_path))
     assert res.returncode == 2 and "not a vllm serving benchmark result" in res.stderr
+
+
+def test_sglang_file_of_several_runs_becomes_one_cell_each(tmp_path):
+    from toolkit.results.importers import import_file
+
+    native = write_run(tmp_path, seed=1, n=30, arms=ARM, domains=("chat",), concurrency=(8,))
+    d = _details(native)
+    lines = []
+    for conc in (1, 8, 8):  # two runs at 8: repeats 0 and 1
+        line = sglang_line(d, _aggregates(d, "e2e_latency_ms"))
+        line["max_concurrency"] = conc
+        lines.append(json.dumps(line))
+    f = tmp_path / "sweep.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    run = import_file(f, "sglang", tmp_path / "r", arm="sglang", domain="chat")
+    a = open_archive(run)
+    assert sorted((c.concurrency, c.repeat) for c in a.cells) == [(1, 0), (8, 0), (8, 1)]
+    r = diff_runs(open_archive(native), a)
+    (c,) = r.cells  # repeats pooled: 30 native vs 60 imported requests at c=8
+    assert (c.concurrency, c.metrics["ttft_ms"].a_n, c.metrics["ttft_ms"].b_n) == (8, 30, 60)
+    assert r.only_b == ["sglang chat c=1 out=32"]
