@@ -151,6 +151,8 @@ class ArchiveWriter:
             if status == "complete":
                 raise ToolkitError(f"run {path.name} is complete; a complete run is never rewritten", file=path,
                                    hint="start a new run instead")
+        for tmp in path.rglob(".*.tmp"):  # half-written temp files of the interrupted run (never data)
+            tmp.unlink()
         return cls(path, manifest)
 
     def _check_open(self) -> None:
