@@ -73,3 +73,44 @@ def test_unknown_flag_in_exact_mode_fails_with_suggestion(patched_tree, tmp_path
     assert r.returncode == 2, r.stderr
     assert f"{spec}:{line_of(spec, 'speculative-num-step:')}:" in r.stderr
     assert "did you mean 'speculative-num-steps'" in r.stderr
+
+
+CONTROLLER_SCRIPT = r"""
+import sglang.srt.speculative.adaptive_runtime_state as m
+m._disable_batch_threshold = lambda: 8          # what get_spec() holds with the flag at 8
+
+class Worker:                                   # the AdaptiveSpecWorker protocol, states are step counts
+    speculative_num_steps = 3
+    def apply_runtime_state(self, state):
+        self.speculative_num_steps = state
+
+class Policy:                                   # the EMA policy must not decide in threshold mode
+    candidate_steps = [0, 3]
+    def get_steps_for_batch(self, batch_size):
+        raise AssertionError("policy consulted")
+    def on_verify_complete(self, *args):
+        raise AssertionError("policy consulted")
+
+c = m.AdaptiveController(Worker(), Policy())
+c.register(0, steps=0)
+c.register(3, steps=3)
+seen = []
+for bs in [1, 7, 8, 64, 9, 7, 1]:
+    c.activate_step_by_batch(bs)
+    c.on_verify_complete([1, 2], bs)
+    seen.append(c.worker.speculative_num_steps)
+print("STEPS", seen)
+"""
+
+
+def test_threshold_patch_switches_to_plain_decoding_at_n(patched_tree):
+    """The patched per-batch check, run on the patched 0.5.23 source (CPU; no GPU kernels involved)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(patched_tree), str(parser_deps_dir())]))
+    r = subprocess.run([sys.executable, "-c", CONTROLLER_SCRIPT], capture_output=True, text=True, env=env,
+                       cwd=patched_tree, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "STEPS [3, 3, 0, 0, 0, 3, 3]" in r.stdout
