@@ -66,9 +66,10 @@ def env_cmd(
     build (host network, streamed progress, OCI labels), a smoke check in a container, and a build
     record in ~/.cache/toolkit/builds/<spec_hash>.json.
 
+    \b
     Examples:
       toolkit build env envs/sglang-cu13-blackwell.yaml --check
-      toolkit build env tests/build/envs/sglang-cpu-test.yaml --json
+      toolkit build env envs/test/sglang-cpu-test.yaml --json
     """
     from toolkit.build.builder import build_env
 
