@@ -143,3 +143,38 @@ def test_build_env_help_teaches(cli):
     assert r.returncode == 0
     for word in ("--check", "--no-cache", "--push", "--json", "--flags", "preflight", "cache hit"):
         assert word in r.stdout, word
+
+
+def test_git_source_is_cloned_at_its_tag_and_patched(cli, tmp_path):
+    """source: git, through a real `git clone` of a local repository laid out like SGLang's (python/sglang/...)."""
+    import shutil
+    import subprocess
+
+    import yaml
+
+    from toolkit.build.source import fetch_sglang
+    from toolkit.spec.environment import SGLang
+
+    pristine = fetch_sglang(SGLang(version="0.5.23"), "3.11", log=lambda m: None) / "sglang"
+    repo = tmp_path / "sglang-repo"
+    pkg = repo / "python" / "sglang"
+    for rel in ("srt/arg_groups", "srt/server_args.py", "srt/speculative/adaptive_runtime_state.py"):
+        src, dst = pristine / rel, pkg / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(src, dst) if src.is_dir() else shutil.copy2(src, dst)
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "sglang subset"], check=True)
+    subprocess.run([*git, "tag", "v0.5.23"], check=True)
+    spec = write_env(tmp_path / "spec", {"threshold.patch": THRESHOLD_PATCH.read_text()})
+    data = yaml.safe_load(spec.read_text())
+    data["sglang"].update(source="git", git_url=f"file://{repo}")
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    r = cli("build", "env", str(spec), "--check", "--json", "--flags", "static",
+            env={**NO_DOCKER, "TOOLKIT_CACHE_DIR": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr
+    pf = json.loads(r.stdout)["preflight"]
+    assert pf["source"] == "git" and pf["source_path"].endswith("/python")
+    assert "-v0.5.23/" in pf["source_path"] + "/"
+    assert "--speculative-disable-batch-threshold" in pf["presets"]["eagle3-dynamic"]

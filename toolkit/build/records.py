@@ -2,7 +2,7 @@
 
     cache_dir()                       $TOOLKIT_CACHE_DIR, else $XDG_CACHE_HOME/toolkit, else ~/.cache/toolkit
       sglang/<version>/<wheel>/       pinned SGLang wheels and their unpacked source (preflight)
-      sglang/git/<ref>/               git checkouts (source: git)
+      sglang/git/<url-hash>-<ref>/    git checkouts (source: git)
       parser-deps/                    light packages that let SGLang's own parser import (optional)
       builds/<spec_hash>.json         build records  <- find_build_record(spec_hash)
       builds/logs/<name>-<hash12>-<utc>.log   full build logs

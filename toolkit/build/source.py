@@ -6,6 +6,7 @@ runs) and byte-compile every touched file. Failures name the patch, file, hunk a
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -45,7 +46,8 @@ def fetch_sglang(sg, python: str, log=print) -> Path:
 def _fetch(sg, python: str, log) -> Path:
     if sg.source == "git":
         ref = sg.git_ref or f"v{sg.version}"
-        dest = cache_dir() / "sglang" / "git" / re.sub(r"[^A-Za-z0-9._-]", "_", ref)
+        url_key = hashlib.sha256(sg.git_url.encode()).hexdigest()[:10]
+        dest = cache_dir() / "sglang" / "git" / f"{url_key}-{re.sub(r'[^A-Za-z0-9._-]', '_', ref)}"
         if not (dest / "python" / "sglang").is_dir():
             tmp = dest.with_name(dest.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
