@@ -90,26 +90,46 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
     return rows
 
 
-def crossovers(rows: list[dict]) -> list[dict]:
-    """Per (arm, domain): the lowest concurrency where the throughput ratio falls below 1."""
+def is_speculative(env, arm: str) -> bool:
+    """Does this preset speculate? SGLang: a speculative algorithm; transformers: prompt lookup or an
+    assistant model in the per-request generation config."""
+    if "speculative-algorithm" in env.servers.get(arm, {}):
+        return True
+    gen = (env.request_params.get(arm, {}) or {}).get("generation_config") or {}
+    return bool(gen.get("prompt_lookup_num_tokens") or gen.get("assistant_model"))
+
+
+def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[dict]:
+    """Per (speculative arm, domain): the lowest tested concurrency from which the arm is significantly
+    slower than the baseline (throughput ratio < 1 and the paired CI entirely below 1) at that level and
+    every higher one. A dip that the CI does not support, or that recovers, is no crossover."""
     by = defaultdict(list)
     for r in rows:
-        by[(r["arm"], r["domain"])].append(r)
+        if speculative is None or r["arm"] in speculative:
+            by[(r["arm"], r["domain"])].append(r)
     out = []
     for (arm, domain), rs in sorted(by.items()):
         rs = sorted(rs, key=lambda r: r["concurrency"])
-        below = [r for r in rs if r["throughput_ratio"] is not None and r["throughput_ratio"] < 1]
-        cross = below[0]["concurrency"] if below else None
-        significant = bool(below and below[0]["ci_high"] is not None and below[0]["ci_high"] < 1)
-        out.append({
-            "arm": arm, "domain": domain, "crossover_concurrency": cross,
-            "significant": significant,
-            "recommended_disable_batch_threshold": cross,
-            "note": (f"speculation slower from concurrency {cross}: set speculative-disable-batch-threshold: {cross}"
-                     if cross is not None else
-                     f"speculation never slower up to concurrency {rs[-1]['concurrency']}: no threshold needed "
-                     "in the tested range"),
-        })
+
+        def slower(r: dict) -> bool:
+            return (r["throughput_ratio"] is not None and r["throughput_ratio"] < 1
+                    and r["ci_high"] is not None and r["ci_high"] < 1)
+
+        cross = None
+        for i, r in enumerate(rs):
+            if all(slower(x) for x in rs[i:]):
+                cross = r["concurrency"]
+                break
+        dips = [r["concurrency"] for r in rs if r["throughput_ratio"] is not None and r["throughput_ratio"] < 1
+                and r["concurrency"] != cross and not (cross is not None and r["concurrency"] > cross)]
+        if cross is not None:
+            note = f"significantly slower from concurrency {cross} on: set speculative-disable-batch-threshold: {cross}"
+        else:
+            note = f"not significantly slower through concurrency {rs[-1]['concurrency']}: no threshold needed"
+        if dips:
+            note += f" (ratio below 1 but not sustained or not significant at concurrency {dips})"
+        out.append({"arm": arm, "domain": domain, "crossover_concurrency": cross,
+                    "recommended_disable_batch_threshold": cross, "note": note})
     return out
 
 

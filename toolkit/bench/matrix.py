@@ -139,13 +139,6 @@ class MatrixRunner:
         env = self.env_spec.model
         tv = template_version()
         env_hash = spec_hash(self.env_spec, tv)
-        build = None
-        try:
-            from toolkit.build.record import find_build_record
-
-            build = find_build_record(env_hash) if env.engine == "sglang" else None
-        except ImportError:
-            pass
         return {
             "toolkit_version": __version__,
             "git_revision": git_revision(),
@@ -153,9 +146,9 @@ class MatrixRunner:
                        "resolved": self.m.model_dump(mode="json")},
             "environment": {"name": env.name, "path": str(self.env_spec.path), "hash": env_hash,
                             "resolved": env.model_dump(mode="json")},
-            "build": build,
-            "arms": {a: {"preset": env.servers[a], "request_params": env.request_params.get(a, {})}
-                     for a in self.m.arms},
+            "build": self.build_record,
+            "arms": {a: {"preset": env.servers[a], "request_params": env.request_params.get(a, {}),
+                         "command": self._command_of(a)} for a in self.m.arms},
             "baseline": self.m.baseline_arm,
             "slots": [{"name": s.name, "arms": s.arms, "target": {k: v for k, v in s.target.items() if k != "spec"}}
                       for s in slots],
@@ -164,6 +157,37 @@ class MatrixRunner:
             "host": host_fingerprint(slots),
         }
 
+    def _find_build(self) -> dict | None:
+        """The build record of this environment's image (`toolkit build env`), if one was made here."""
+        if self.env_spec.model.engine != "sglang":
+            return None
+        from toolkit.build.records import find_build_record
+        from toolkit.render import template_version
+
+        return find_build_record(spec_hash(self.env_spec, template_version()))
+
+    def _command_of(self, arm: str) -> str | dict:
+        launcher = self.launchers.get(arm)
+        if isinstance(launcher, ToolkitError):
+            return {"error": launcher.message}
+        import shlex
+
+        return shlex.join(launcher.command) if launcher is not None and launcher.command else None
+
+    def _make_launchers(self, slots: list[Slot], todo: dict) -> None:
+        """Every arm's launcher is made (not started) up front: the manifest records the exact command."""
+        from toolkit.serve import launcher_for
+
+        self.launchers: dict[str, Any] = {}
+        for slot in slots:
+            for arm in slot.arms:
+                if not todo.get(arm, True):
+                    continue
+                try:
+                    self.launchers[arm] = launcher_for(self.env_spec, arm, **self._launcher_kwargs(slot, arm))
+                except ToolkitError as exc:
+                    self.launchers[arm] = exc
+
     # -- the run
     def run(self) -> Path:
         from toolkit.results.archive import ArchiveWriter
@@ -171,26 +195,29 @@ class MatrixRunner:
         workloads = self.load_workloads()
         slots = plan_slots(self.spec)
         self.representativeness = self._representativeness(workloads)
-        if self.resume_dir:
-            writer = ArchiveWriter.resume(self.resume_dir)
-            old = writer.manifest.get("matrix", {}).get("hash")
-            manifest = None
-            if old and old != spec_hash(self.spec, __import__("toolkit.render", fromlist=["x"]).template_version()):
-                raise ToolkitError(f"the matrix spec changed since run {self.resume_dir.name} started",
-                                   hint="resume with the same spec, or start a new run", file=self.spec.path)
-            done = writer.done_cells()
-            self._reload_done(writer)
-        else:
-            manifest = self.manifest(workloads, slots)
-            writer = ArchiveWriter.create(self.results_root, self.m.name, manifest)
-            done = set()
-        self.writer = writer
-        self.build_record = (manifest or writer.manifest).get("build")
         import tempfile
 
         self._tmp_logs = tempfile.mkdtemp(prefix="toolkit-logs-")
         domains = list(workloads)
-        todo = {arm: [c for c in plan_cells(self.m, domains, arm) if c.key not in done] for arm in self.m.arms}
+        if self.resume_dir:
+            writer = ArchiveWriter.resume(self.resume_dir)
+            from toolkit.render import template_version
+
+            old = writer.manifest.get("matrix", {}).get("hash")
+            if old and old != spec_hash(self.spec, template_version()):
+                raise ToolkitError(f"the matrix spec changed since run {self.resume_dir.name} started",
+                                   hint="resume with the same spec, or start a new run", file=self.spec.path)
+            self.build_record = writer.manifest.get("build")
+            done = writer.done_cells()
+            todo = {arm: [c for c in plan_cells(self.m, domains, arm) if c.key not in done] for arm in self.m.arms}
+            self._make_launchers(slots, todo)
+            self._reload_done(writer)
+        else:
+            self.build_record = self._find_build()
+            todo = {arm: plan_cells(self.m, domains, arm) for arm in self.m.arms}
+            self._make_launchers(slots, todo)
+            writer = ArchiveWriter.create(self.results_root, self.m.name, self.manifest(workloads, slots))
+        self.writer = writer
         if self.progress:
             self.progress.start(todo, self.m)
         t0 = time.monotonic()
@@ -287,13 +314,12 @@ class MatrixRunner:
             self._run_arm(arm, slot, cells, workloads)
 
     def _run_arm(self, arm: str, slot: Slot, cells: list[Cell], workloads: dict) -> None:
-        from toolkit.serve import launcher_for
-
-        log_dir = Path(self._tmp_logs)
         t0 = time.monotonic()
-        launcher = None
+        launcher = self.launchers[arm]
+        if isinstance(launcher, ToolkitError):
+            self._fail_cells(arm, cells, f"cannot launch arm {arm}: {launcher.message}", launcher.hint or "")
+            return
         try:
-            launcher = launcher_for(self.env_spec, arm, **self._launcher_kwargs(slot, arm, log_dir))
             if self.progress:
                 self.progress.arm_starting(arm)
             launcher.start()
@@ -309,9 +335,8 @@ class MatrixRunner:
                 self.arm_info[arm] = info
                 self.timing["launch_s"][arm] = time.monotonic() - t0
         except ToolkitError as exc:
-            self._fail_cells(arm, cells, str(exc.message), exc.hint or (launcher.log_tail(20) if launcher else ""))
-            if launcher:
-                launcher.stop()
+            self._fail_cells(arm, cells, str(exc.message), exc.hint or launcher.log_tail(20))
+            launcher.stop()
             return
         try:
             for i, cell in enumerate(cells):
@@ -332,19 +357,20 @@ class MatrixRunner:
             launcher.stop()
             self._archive_log(arm, launcher)
 
-    def _launcher_kwargs(self, slot: Slot, arm: str, log_dir: Path) -> dict:
+    def _launcher_kwargs(self, slot: Slot, arm: str) -> dict:
         """How the slot's target becomes a launcher: local engine, external URL, or a host's Docker engine."""
         t = slot.target
         kw: dict = {"log_path": Path(self._tmp_logs) / f"{arm}.log"}
         if t["kind"] == "external":
             return {**kw, "kind": "external", "url": t["url"]}
-        if t["kind"] == "hosts" and self.env_spec.model.engine == "sglang":
-            h = t["spec"]
-            user = f"{h['user']}@" if h.get("user") else ""
+        if self.env_spec.model.engine == "sglang":
             build = self.build_record or {}
             image = (build.get("tags") or [None])[0] or build.get("image_id")
-            return {**kw, "kind": "docker", "image": image, "address": h["address"],
-                    "docker_url": f"ssh://{user}{h['address']}:{h.get('port', 22)}"}
+            kw.update(kind="docker", image=image)
+            if t["kind"] == "hosts":
+                h = t["spec"]
+                user = f"{h['user']}@" if h.get("user") else ""
+                kw.update(address=h["address"], docker_url=f"ssh://{user}{h['address']}:{h.get('port', 22)}")
         return kw
 
     def _archive_log(self, arm: str, launcher) -> None:
@@ -435,7 +461,9 @@ class MatrixRunner:
     # -- derived results
     def derive(self) -> dict:
         rows = derive.speedups(self.cells, self.records, self.m.baseline_arm, seed=self.m.seed)
-        cross = derive.crossovers(rows)
+        spec_arms = {a for a in self.m.arms if a != self.m.baseline_arm
+                     and derive.is_speculative(self.env_spec.model, a)}
+        cross = derive.crossovers(rows, spec_arms)
         checks = derive.methodology_checks(matrix=self.m, cells=self.cells, records=self.records,
                                            arm_info=self.arm_info, flushed=self.flushed,
                                            representativeness=self.representativeness)
@@ -448,8 +476,9 @@ class MatrixRunner:
             "baseline": self.m.baseline_arm,
             "speedups": rows,
             "crossovers": cross,
+            "speculative_arms": sorted(spec_arms),
             "recommended_disable_batch_threshold": {a: derive.recommended_threshold(cross, a)
-                                                    for a in self.m.arms if a != self.m.baseline_arm},
+                                                    for a in sorted(spec_arms)},
             "methodology": checks,
             "representativeness": self.representativeness,
             "arm_info": self.arm_info,

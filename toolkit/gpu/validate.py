@@ -39,6 +39,10 @@ class _Skip(Exception):
     """A check cannot run here (no torch, no GPU); its message is the reason."""
 
 
+class _NotAsked(_Skip):
+    """A check with nothing to check (e.g. no --spec): a skip even under --require-gpu."""
+
+
 def _load_env_spec(spec_path: str | Path | None) -> Any:
     if spec_path is None:
         return None
@@ -72,7 +76,8 @@ class Validator:
             res = fn()
             status, detail, data = res if len(res) == 3 else (*res, {})
         except _Skip as exc:
-            status, detail, data = ("fail" if (gpu and self.require_gpu) else "skip"), str(exc), {}
+            gpu_missing = gpu and self.require_gpu and not isinstance(exc, _NotAsked)
+            status, detail, data = ("fail" if gpu_missing else "skip"), str(exc), {}
         except Exception as exc:  # noqa: BLE001 - a check that breaks is a failed check, with the cause
             status, detail, data = "fail", f"{type(exc).__name__}: {exc}", {}
         self.checks.append(Check(name, status, detail, data))
@@ -145,7 +150,7 @@ class Validator:
     def c_flags(self):
         self._need_cuda()
         if self.spec is None:
-            raise _Skip("no --spec: no server flags to check")
+            raise _NotAsked("no --spec: no server flags to check")
         uses = gflags.gated_uses(self.spec)
         if not uses:
             return "pass", "the spec turns on no SM-gated flag", {}
