@@ -1,7 +1,8 @@
 """Real builds through the Docker engine, on the local debootstrap base (no registry needed).
 
-Build records go to a per-session cache dir (TOOLKIT_CACHE_DIR), so the first build here goes through
-the engine even when the developer built the test env before; the SGLang wheel cache is shared.
+Build records go to a per-module cache dir (TOOLKIT_CACHE_DIR); the SGLang wheel cache is shared.
+The first build runs with --no-cache, so it goes through the engine layer by layer even when the
+developer built the test env before.
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ def build_json(spec: Path, cache_env: dict, *extra: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def built(base_image, cache_env) -> dict:
-    return build_json(TEST_ENV, cache_env)
+def built(base_image, cache_env, docker_client) -> dict:
+    res = build_json(TEST_ENV, cache_env, "--no-cache")  # every layer through the engine, even locally
+    # the rebuild untagged the test image of an earlier run: drop only those
+    docker_client.images.prune(filters={"dangling": True, "label": "dev.toolkit.spec-name=sglang-cpu-test"})
+    return res
 
 
 def test_first_build_goes_through_the_engine_with_labels_and_record(built, cache_env, docker_client):
@@ -119,3 +123,15 @@ def test_missing_local_base_says_how_to_make_it(tmp_path, cache_env, docker_clie
     assert r.returncode == 2, r.stderr
     assert "toolkit build base --name toolkit/base:no-such-suite" in r.stderr
     assert f"{spec}:" in r.stderr
+
+
+def test_image_without_record_is_adopted_not_rebuilt(built, tmp_path, docker_client):
+    """Same spec hash, empty cache dir (no build record): preflight, then the labelled image is reused."""
+    other = tmp_path / "cache"
+    other.mkdir()
+    (other / "sglang").symlink_to(cache_dir() / "sglang")
+    res = build_json(TEST_ENV, {"TOOLKIT_CACHE_DIR": str(other)})
+    assert res["cache_hit"] is True and res["record"]["adopted"] is True
+    assert res["record"]["image_id"] == built["record"]["image_id"]
+    assert res["record"]["smoke"]["failures"] == []
+    assert (other / "builds" / f"{built['plan']['spec_hash']}.json").is_file()

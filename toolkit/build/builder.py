@@ -3,6 +3,8 @@
 A bad patch or preset never reaches the engine: preflight runs first and touches no Docker. The one
 exception is an unchanged spec whose build record says its preflight passed: then the engine is asked
 for the image labelled with that spec hash, and a hit ends the command (a cache hit, well under 2 s).
+An image with the hash but no record (another cache dir) is adopted after preflight: smoke check and
+record, no build.
 """
 
 from __future__ import annotations
@@ -91,6 +93,44 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
     from toolkit.build.smoke import run_smoke
 
     client = docker_api.client()
+    hits = [] if no_cache else docker_api.images_with_label(client, SPEC_HASH_LABEL, h)
+    if hits:  # built before, but its record is gone (another cache dir, a cleaned cache): adopt it
+        log(f"image {hits[0].id[:19]} already carries spec hash {h[:12]}: smoke check and record only")
+        image_id, build_seconds, log_path = hits[0].id, 0.0, None
+        created = hits[0].labels.get("org.opencontainers.image.created", "")
+        revision = hits[0].labels.get("org.opencontainers.image.revision", "unknown")
+    else:
+        image_id, build_seconds, log_path, created, revision = _build(client, spec, rendered, plan, report,
+                                                                     no_cache, log, on_step)
+    image = client.images.get(image_id)
+    for tag in plan["tags"]:
+        repo, _, t = tag.rpartition(":")
+        image.tag(repo, t)
+    log(f"smoke check in a container from {plan['tags'][0]}")
+    smoke = run_smoke(client, image_id, spec.model, report)
+    record = {
+        "kind": "BuildRecord", "image_id": image_id, "tags": plan["tags"], "spec": str(spec.path.resolve()),
+        "spec_name": spec.name, "spec_hash": h, "sglang_version": spec.model.sglang.version,
+        "patches": {p["name"]: p["sha256"] for p in report.patches}, "labels": {**image.labels},
+        "created": created, "revision": revision, "adopted": bool(hits),
+        "build_seconds": round(build_seconds, 1), "duration_seconds": round(time.monotonic() - t0, 1),
+        "log": str(log_path) if log_path else None, "no_cache": no_cache, "smoke": smoke, "plan": plan,
+        "preflight": report.to_dict(),
+    }
+    if smoke["failures"]:  # no record is written, so the next run builds again instead of a cache hit
+        raise ToolFailure("smoke check of the image failed:\n  " + "\n  ".join(smoke["failures"]),
+                          hint=f"build log: {log_path}" if log_path else "rebuild it with --no-cache")
+    if push:
+        record["pushed"] = docker_api.push(client, image_id, push, image_repo(spec.name), h[:12])
+    write_build_record(record)
+    result.update(record=record, cache_hit=bool(hits), seconds=round(time.monotonic() - t0, 3))
+    return result
+
+
+def _build(client, spec, rendered, plan, report, no_cache, log, on_step):
+    """docker build of the rendered context; returns (image id, seconds, log path, created, revision)."""
+    from toolkit.build import docker_api
+
     base_id = docker_api.local_image_id(client, spec.model.base_image)
     if base_id is None and spec.model.base_image.startswith("toolkit/base:"):
         raise spec.error(("base_image",), f"base image {spec.model.base_image} is not in the local engine",
@@ -103,32 +143,11 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
               "dev.toolkit.toolkit-version": __version__, "dev.toolkit.flag-check": report.flag_mode}
     if base_id:
         labels["dev.toolkit.base.image-id"] = base_id
-    log_path = builds_dir() / "logs" / f"{spec.name}-{h[:12]}-{created.replace(':', '')}.log"
+    log_path = builds_dir() / "logs" / f"{spec.name}-{rendered.hash[:12]}-{created.replace(':', '')}.log"
     with tempfile.TemporaryDirectory(prefix="toolkit-build-") as ctx:
         rendered.write(Path(ctx))
         tb = time.monotonic()
         image_id = docker_api.build(client, Path(ctx), plan["tags"][0], buildargs=dict(spec.model.build_args),
                                     labels=labels, nocache=no_cache, log_path=log_path, on_step=on_step)
         build_seconds = time.monotonic() - tb
-    image = client.images.get(image_id)
-    for tag in plan["tags"][1:]:
-        repo, _, t = tag.rpartition(":")
-        image.tag(repo, t)
-    log(f"smoke check in a container from {plan['tags'][0]}")
-    smoke = run_smoke(client, image_id, spec.model, report)
-    record = {
-        "kind": "BuildRecord", "image_id": image_id, "tags": plan["tags"], "spec": str(spec.path.resolve()),
-        "spec_name": spec.name, "spec_hash": h, "sglang_version": spec.model.sglang.version,
-        "patches": {p["name"]: p["sha256"] for p in report.patches}, "labels": {**image.labels},
-        "created": created, "revision": labels["org.opencontainers.image.revision"],
-        "build_seconds": round(build_seconds, 1), "duration_seconds": round(time.monotonic() - t0, 1),
-        "log": str(log_path), "no_cache": no_cache, "smoke": smoke, "plan": plan, "preflight": report.to_dict(),
-    }
-    if smoke["failures"]:  # no record is written, so the next run builds again instead of a cache hit
-        raise ToolFailure("smoke check of the new image failed:\n  " + "\n  ".join(smoke["failures"]),
-                          hint=f"build log: {log_path}")
-    if push:
-        record["pushed"] = docker_api.push(client, image_id, push, image_repo(spec.name), h[:12])
-    write_build_record(record)
-    result.update(record=record, seconds=round(time.monotonic() - t0, 3))
-    return result
+    return image_id, build_seconds, log_path, created, labels["org.opencontainers.image.revision"]
