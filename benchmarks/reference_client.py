@@ -53,3 +53,13 @@ async def measure(base_url: str, concurrency: int, requests: int, max_tokens: in
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
     return ttfts, itls
+
+
+if __name__ == "__main__":  # python benchmarks/reference_client.py URL CONCURRENCY REQUESTS MAX_TOKENS
+    import statistics
+    import sys
+
+    url, c, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    ttft, itl = asyncio.run(measure(url, c, n, m))
+    print(json.dumps({"ttft_p50": statistics.median(ttft), "itl_p50": statistics.median(itl) if itl else None,
+                      "n": len(ttft)}))

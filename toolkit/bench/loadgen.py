@@ -168,3 +168,38 @@ async def _until_failure(work, failure: list) -> None:
             return
     task.result()
 
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m toolkit.bench.loadgen URL`: one closed-loop cell with a fixed prompt; JSON summary on stdout."""
+    import argparse
+
+    from toolkit.bench.metrics import summarize
+
+    ap = argparse.ArgumentParser(prog="python -m toolkit.bench.loadgen", description=main.__doc__)
+    ap.add_argument("url")
+    ap.add_argument("--api", default="chat", choices=sorted(PATHS))
+    ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--prompt", default="hi")
+    ap.add_argument("--model", default="m")
+    a = ap.parse_args(argv)
+    prompts = [Prompt(id="p0", domain="cli", prompt=a.prompt)]
+    recs = run(run_cell(a.url, a.api, prompts, concurrency=a.concurrency, requests=a.requests, output_len=a.output_len,
+                        model=a.model, request_params={"stream_options": None, "temperature": None}))
+    s = summarize(recs, arm="cli", domain="cli", concurrency=a.concurrency, output_len=a.output_len)
+    out = s.model_dump(mode="json")
+    out["chunks"] = sum(len(r.chunk_ms) for r in recs)
+    out["itl_chunk_p50"] = float(__import__("numpy").median(itl_values_chunk(recs))) if out["chunks"] > 1 else None
+    print(json.dumps(out))
+
+
+def itl_values_chunk(recs: list[RequestRecord]) -> list[float]:
+    from toolkit.bench.metrics import itl_values
+
+    return itl_values(recs, "chunk")
+
+
+if __name__ == "__main__":
+    main()
