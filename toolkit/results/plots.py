@@ -204,6 +204,46 @@ def acceptance(runs: list[tuple[str, Archive]]) -> bytes | None:
     return _png(fig)
 
 
+TELEMETRY = (("util_gpu_pct", "GPU utilisation %"), ("power_w", "power W"), ("mem_used_mib", "memory used MiB"),
+             ("sm_clock_mhz", "SM clock MHz"))
+
+
+def telemetry(a: Archive) -> bytes | None:
+    """GPU telemetry sampled during each cell (telemetry/<cell>.json), on one time axis, coloured by arm."""
+    import json
+
+    files = sorted((a.path / "telemetry").glob("*.json")) if (a.path / "telemetry").is_dir() else []
+    series = []
+    for f in files:
+        try:
+            samples = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if samples:
+            series.append((f.stem, samples))
+    if not series:
+        return None
+    t0 = min(s["t"] for _, samples in series for s in samples)
+    arms = sorted({key.split("__")[0] for key, _ in series})
+    colors = _colors(arms)
+    fig, axes = plt.subplots(len(TELEMETRY), 1, figsize=(9, 1.7 * len(TELEMETRY)), sharex=True)
+    seen: set[str] = set()
+    for key, samples in sorted(series, key=lambda kv: kv[1][0]["t"]):
+        arm = key.split("__")[0]
+        t = [(s["t"] - t0) for s in samples]
+        for ax, (field, _) in zip(axes, TELEMETRY):
+            ax.plot(t, [s.get(field, np.nan) for s in samples], color=colors[arm], lw=1,
+                    label=arm if (arm not in seen and ax is axes[0]) else None)
+        seen.add(arm)
+    for ax, (_, label) in zip(axes, TELEMETRY):
+        ax.set_ylabel(label, fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, ncol=len(arms))
+    axes[0].set_title("GPU telemetry during the cells (gaps: between cells and server starts)")
+    axes[-1].set_xlabel("seconds since the first sample")
+    return _png(fig)
+
+
 def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
     """(file name, caption, png) for every plot that has data."""
     if not any(c.status == "ok" for _, a in runs for c in a.cells):
@@ -217,4 +257,7 @@ def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
     ac = acceptance(runs)
     if ac:
         out.append(("acceptance.png", "Acceptance length per domain", ac))
+    tm = telemetry(runs[0][1])
+    if tm:
+        out.append(("telemetry.png", f"GPU telemetry per cell ({runs[0][0]})", tm))
     return out
