@@ -1,47 +1,13 @@
 """What an archive records about where it ran: host fingerprint (this machine's, or the provisioned
-host's), git revision, engine versions; and scrubbing so that secrets never land in an archive."""
+host's) and engine versions, scrubbed so that secrets never land in an archive."""
 
 from __future__ import annotations
 
 import os
 import platform
-import re
-import subprocess
 from importlib import metadata
-from pathlib import Path
 
-SECRET_KEY = re.compile(r"(token|secret|password|passwd|api[_-]?key|private[_-]?key|auth|credential)", re.I)
-SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|-----BEGIN [A-Z ]*PRIVATE KEY-----"
-                          r"[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----|(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}=*)")
-
-
-def scrub(obj):
-    """Replace values of secret-looking keys and secret-looking strings with '***'."""
-    if isinstance(obj, dict):
-        return {k: ("***" if isinstance(k, str) and SECRET_KEY.search(k) and isinstance(v, (str, int))
-                    and k not in ("max_tokens",) else scrub(v)) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [scrub(v) for v in obj]
-    if isinstance(obj, str):
-        return scrub_text(obj)
-    return obj
-
-
-def scrub_text(text: str) -> str:
-    return SECRET_VALUE.sub("***", text)
-
-
-def git_revision(path: Path | None = None) -> str | None:
-    path = path or Path(__file__).resolve().parent
-    try:
-        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, timeout=5)
-        if r.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=path,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return r.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+from toolkit.results.scrub import scrub, scrub_text  # noqa: F401 - the one scrubber archives use
 
 
 def _version(dist: str) -> str | None:

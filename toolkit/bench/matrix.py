@@ -133,7 +133,8 @@ class MatrixRunner:
 
     def manifest(self, workloads: dict, slots: list[Slot]) -> dict:
         from toolkit import __version__
-        from toolkit.bench.hostinfo import host_fingerprint, git_revision
+        from toolkit.bench.hostinfo import host_fingerprint
+        from toolkit.gitinfo import git_revision
         from toolkit.render import template_version
 
         env = self.env_spec.model

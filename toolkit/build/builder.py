@@ -9,7 +9,6 @@ record, no build.
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -18,6 +17,7 @@ from pathlib import Path
 from toolkit import __version__
 from toolkit.build.preflight import preflight
 from toolkit.build.records import builds_dir, find_build_record, write_build_record
+from toolkit.gitinfo import git_revision
 from toolkit.errors import ToolFailure
 from toolkit.render import render_env
 from toolkit.spec import load_spec
@@ -27,20 +27,6 @@ SPEC_HASH_LABEL = "dev.toolkit.spec-hash"
 
 def image_repo(name: str) -> str:
     return f"toolkit/{name}"
-
-
-def git_revision(path: Path) -> str:
-    """Commit of the repository holding the spec (with -dirty when its files differ from it)."""
-    try:
-        sha = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        if sha.returncode != 0:
-            return "unknown"
-        dirty = subprocess.run(["git", "-C", str(path.parent), "status", "--porcelain", "--", "."],
-                               capture_output=True, text=True, timeout=10)
-        return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
 
 
 def _plan(spec, rendered, report) -> dict:
@@ -139,7 +125,7 @@ def _build(client, spec, rendered, plan, report, no_cache, log, on_step):
         log(f"base image {spec.model.base_image} is not local: the engine will try to pull it")
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     labels = {"org.opencontainers.image.created": created,
-              "org.opencontainers.image.revision": git_revision(spec.path.resolve()),
+              "org.opencontainers.image.revision": git_revision(spec.path.resolve()) or "unknown",
               "dev.toolkit.toolkit-version": __version__, "dev.toolkit.flag-check": report.flag_mode}
     if base_id:
         labels["dev.toolkit.base.image-id"] = base_id

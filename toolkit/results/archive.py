@@ -17,12 +17,10 @@ docs/results.md describes the format.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import re
 import secrets
-import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +31,8 @@ from pydantic import ValidationError
 
 from toolkit import __version__
 from toolkit.bench.records import CellSummary, RequestRecord
+from toolkit.gitinfo import git_revision
+from toolkit.spec import sha256_file
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic, write_json
 from toolkit.results.columns import COLUMNS, columns_from_records, load_columns, save_columns
@@ -56,24 +56,6 @@ def now_utc() -> str:
 
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-
-
-def git_sha(start: Path | None = None) -> str | None:
-    """The toolkit checkout's commit (None outside a git checkout)."""
-    here = start or Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def archive_files(path: Path) -> list[str]:
@@ -136,7 +118,7 @@ class ArchiveWriter:
         (path / "logs").mkdir()
         full = scrub(dict(manifest or {}))
         full.setdefault("started_at", now_utc())
-        full.setdefault("toolkit", {"version": __version__, "git_sha": git_sha()})
+        full.setdefault("toolkit", {"version": __version__, "git_sha": git_revision()})
         full.update(format=FORMAT, schema_version=SCHEMA_VERSION, run_id=run_id, matrix_name=matrix_name)
         write_json(path / "manifest.json", full)
         return cls(path, full)

@@ -16,6 +16,7 @@ INLINE = re.compile(r"(?P<k>[A-Za-z0-9_.-]*(token|secret|passw(or)?d|api[-_]?key
 FLAG_SPACE = re.compile(r"(?P<k>--[A-Za-z0-9-]*(token|secret|password|api-key|apikey|credential)[A-Za-z0-9-]*)"
                         r"(?P<sep>\s+)(?P<v>[^-\s]\S*)", re.I)
 BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.I)
+PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.DOTALL)
 
 
 def is_secret_key(key: str) -> bool:
@@ -30,6 +31,7 @@ def is_secret_key(key: str) -> bool:
 
 
 def scrub_text(text: str) -> str:
+    text = PRIVATE_KEY.sub(MASK, text)
     text = TOKEN_SHAPES.sub(MASK, text)
     text = BEARER.sub(lambda m: m.group(1) + MASK, text)
     text = FLAG_SPACE.sub(lambda m: m.group("k") + m.group("sep") + MASK, text)
