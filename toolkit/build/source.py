@@ -19,7 +19,7 @@ from pathlib import Path
 
 from toolkit.build.records import cache_dir
 from toolkit.errors import SpecError, ToolFailure
-from toolkit.patches import PatchInfo, read_patch
+from toolkit.patches import PatchInfo
 
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
