@@ -159,3 +159,26 @@ def _serving(model_dir: str) -> bool:
             if "serve" in cmd and model_dir in cmd:
                 return True
     return False
+
+
+def test_matrix_with_training_data_scores_workloads_and_strict_fails(tmp_path: Path) -> None:
+    from tests.workloads.synth import write_training
+
+    write_training(tmp_path / "train.jsonl")
+    m = matrix(tmp_path, "[baseline, ngram]", "training_data: train.jsonl\n", concurrency="[1]")
+    m.write_text(m.read_text().replace("workloads: [coding, math]", "workloads: [encyclopedic, match-training]")
+                 .replace("requests: 3", "requests: 2"))
+    results = tmp_path / "results"
+    r = run_cli("bench", "matrix", str(m), "--results", str(results), "--strict", "--json", timeout=900)
+    assert r.returncode == 1, r.stderr[-3000:]  # --strict: a workload far from the training data is an error
+    out = json.loads(r.stdout)
+    d = out["derived"]
+    verdicts = {x["workload"]: x["verdict"] for x in d["representativeness"]}
+    assert verdicts["encyclopedic"] == "far" and verdicts["match-training"] == "close"
+    far = [c for c in d["methodology"] if c["check"] == "workload-far-from-training-data"]
+    assert len(far) == 1 and "encyclopedic" in far[0]["message"]
+    summary = json.loads((Path(out["run"]) / "summary.json").read_text())
+    assert {c["domain"] for c in summary["cells"]} == {"encyclopedic", "match-training"}
+    manifest = json.loads((Path(out["run"]) / "manifest.json").read_text())
+    assert set(manifest["workloads"]) == {"encyclopedic", "match-training"}
+    assert all(len(w["hash"]) == 64 for w in manifest["workloads"].values())
