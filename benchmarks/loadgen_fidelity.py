@@ -180,7 +180,9 @@ def run_client(name, url, c, n, out_len) -> dict:
     d = TMP / f"{name}-c{c}-n{n}-{time.monotonic_ns()}"
     d.mkdir()
     cmd, parse = globals()[name](url, c, n, out_len, d)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", NO_COLOR="1")
+    env = dict(os.environ, NO_COLOR="1")
+    if name != "aiperf":  # aiperf 0.13 then treats a local tokenizer path as a hub repo id and fails
+        env["HF_HUB_OFFLINE"] = "1"
     if name in ("ours", "ref"):
         env["PYTHONPATH"] = str(ROOT)
     t0 = time.time()
@@ -327,6 +329,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="C=1,16 only; no peers in the timing part")
     ap.add_argument("--json", type=Path, help="write all figures here")
     ap.add_argument("--clients", default="ours,ref,sglang,guidellm,aiperf")
+    ap.add_argument("--parts", default="timing,cost,http", help="any of timing, cost, http")
     a = ap.parse_args()
     why = available()
     wanted = a.clients.split(",")
@@ -334,9 +337,10 @@ def main() -> None:
     skipped = {c: why.get(c, "unknown client") for c in wanted if c not in clients}
     print(f"clients: {', '.join(clients)}", file=sys.stderr)
     levels = [1, 16] if a.quick else [1, 16, 64]
-    t = timing(["ours"] if a.quick else clients, levels)
-    c = cost(clients)
-    h = http_clients()
+    parts = a.parts.split(",")
+    t = timing(["ours"] if a.quick else clients, levels) if "timing" in parts else []
+    c = cost(clients) if "cost" in parts else []
+    h = http_clients() if "http" in parts else {}
     print(report(t, c, h, skipped))
     if a.json:
         a.json.write_text(json.dumps({"timing": t, "cost": c, "http": h, "skipped": skipped, "failed": FAILED},

@@ -1,6 +1,8 @@
 """The load generator against guidellm's mock server (third party): timing agrees with the minimal
-reference client, HTTP 500s are counted as errors without stopping the cell, a server concurrency
-limit shows as queueing in TTFT, open-loop arrivals are seeded."""
+reference client, HTTP 500s are counted as errors without stopping the cell, open-loop arrivals are
+seeded. (The mock's --max-concurrent-requests does not limit *streamed* requests in guidellm 0.8.1:
+its semaphore is released when the handler returns the stream, before the TTFT sleep; measured, see
+docs/loadgen.md. Queueing behind a real server limit is tested against transformers serve.)"""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def test_ttft_agrees_with_reference_client(mock):
     import aiohttp
 
     from benchmarks.reference_client import body_for, one
-    from toolkit.bench.client import make_session, send_one
+    from toolkit.bench.client import make_pool, send_one
     from toolkit.bench.records import RequestRecord
 
     path, ref_body = body_for("chat", 32)
@@ -45,14 +47,15 @@ def test_ttft_agrees_with_reference_client(mock):
 
     async def pairs():
         ref, our = [], []
-        async with aiohttp.ClientSession() as rs, make_session(1) as session:
+        pool, _ = make_pool(mock.base_url)
+        async with aiohttp.ClientSession() as rs, pool:
             for i in range(62):
                 rec = RequestRecord.model_construct(arm="a", domain="d", concurrency=1, prompt_id="hi", send_s=0.0)
                 if i % 2:  # alternate who goes first: the second of a pair may wait on the first's tail
                     ttft, _ = await one(rs, mock.base_url + path, ref_body)
-                    await send_one(session, mock.base_url + path, "chat", our_body, rec, time.perf_counter())
+                    await send_one(pool, path, "chat", our_body, rec, time.perf_counter())
                 else:
-                    await send_one(session, mock.base_url + path, "chat", our_body, rec, time.perf_counter())
+                    await send_one(pool, path, "chat", our_body, rec, time.perf_counter())
                     ttft, _ = await one(rs, mock.base_url + path, ref_body)
                 assert rec.error is None and rec.output_tokens == 32
                 if i >= 2:  # connections warm
@@ -93,21 +96,6 @@ def test_http_500_counted_without_stopping_the_cell(tmp_path):
     assert len(bad) == 7 and all(r.status == 500 and r.error.startswith("HTTP 500") for r in bad)
     s = summarize(recs, arm="a", domain="d", concurrency=2, output_len=8)
     assert s.n_errors == 7 and s.error_rate == pytest.approx(7 / 12) and s.metrics["ttft_ms"].n == 5
-
-
-def test_server_concurrency_limit_shows_as_queueing(tmp_path):
-    # the mock's semaphore covers a request until its stream starts (the TTFT part)
-    srv = mock_server(tmp_path, "--max-concurrent-requests", "2", ttft_ms=50, itl_ms=1, tokens=8)
-    try:
-        low = summarize(ours(srv.base_url, 2, 12)[2], arm="a", domain="d", concurrency=2, output_len=32)
-        high = summarize(ours(srv.base_url, 8, 24)[2], arm="a", domain="d", concurrency=8, output_len=32)
-    finally:
-        srv.stop()
-    # 8 in flight, 2 admitted at a time (~50 ms each): requests wait ~3 admissions for their first token
-    lo, hi = low.metrics["ttft_ms"], high.metrics["ttft_ms"]
-    assert hi.mean > lo.mean + 25 and hi.p90 > 2 * lo.p90, (lo, hi)
-    assert high.metrics["itl_ms"].p50 < 3 * low.metrics["itl_ms"].p50 + 1  # decoding itself is not slower
-    assert high.effective_concurrency > 6
 
 
 def test_open_loop_poisson_is_seeded(mock):

@@ -63,5 +63,23 @@ def test_arms_differ_in_what_the_server_does(tserver, local_env):
     assert [r.output_tokens for r in base_recs] == [r.output_tokens for r in ngram_recs] == [t for t, _ in base_steps]
     assert all(t == s for t, s in base_steps)            # one token per step without speculation
     assert sum(s for _, s in ngram_steps) < 0.95 * sum(t for t, _ in ngram_steps)  # accepted drafts
-    # the accepted tokens of one step leave the server together: fewer distinct arrival times
-    assert sum(len(set(r.chunk_ms)) for r in ngram_recs) < sum(len(set(r.chunk_ms)) for r in base_recs)
+
+
+def test_server_limit_shows_as_queueing_in_ttft(tserver, local_env):
+    """transformers serve without continuous batching runs one request at a time (info says 1): at
+    concurrency 4 a request waits for those ahead of it, so TTFT grows by whole generations while the
+    time between tokens does not."""
+    assert tserver.info()["max_running_requests"] == 1
+    params = local_env.model.request_params["baseline"]
+
+    def cell(c):
+        recs = run(run_cell(tserver.base_url, "completions", PROMPTS[:1], concurrency=c, requests=4 * c, warmup=c,
+                            output_len=32, request_params=params, model=tserver.model))
+        return summarize(recs, arm="baseline", domain="code", concurrency=c, output_len=32)
+
+    one, four = cell(1), cell(4)
+    assert one.n_errors == four.n_errors == 0
+    e2e = one.metrics["e2e_ms"].p50
+    assert four.metrics["ttft_ms"].p50 > one.metrics["ttft_ms"].p50 + 1.5 * e2e  # ~3 generations ahead
+    assert four.metrics["tpot_ms"].p50 < 2 * one.metrics["tpot_ms"].p50
+    assert four.effective_concurrency > 3

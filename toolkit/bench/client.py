@@ -1,5 +1,6 @@
-"""One streamed request -> one RequestRecord. aiohttp (measured faster than httpx: docs/loadgen.md),
-one shared session per cell (connection reuse), SSE parsed incrementally from raw reads.
+"""One streamed request -> one RequestRecord. HTTP by toolkit.bench.http (asyncio Protocols, keep-alive
+connections: cheaper per chunk than aiohttp, which measured cheaper than httpx: docs/loadgen.md); SSE
+parsed incrementally from raw reads.
 
 Per chunk only what is needed is parsed: a content chunk is recognised by a byte search; JSON is
 decoded only for chunks that carry usage, a finish reason or an error (and the last /generate chunk
@@ -9,12 +10,15 @@ for meta_info). All events that arrive in one read get that read's timestamp.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Literal
 
-import aiohttp
+from urllib.parse import urlsplit
 
+from toolkit.bench.http import Pool
 from toolkit.bench.records import Prompt, RequestRecord
+from toolkit.errors import ToolkitError
 
 Api = Literal["completions", "chat", "generate"]
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
@@ -25,6 +29,10 @@ _perf = time.perf_counter
 # when their value is an object/string (not null).
 _CONTENT = (b'"text":', b'"content":', b'"reasoning_content":')
 _QUOTE, _BRACE, _BRACKET = 34, 123, 91
+# Per read, not per event: when none of these occurs in the complete lines of a read, every event in
+# it is a plain content chunk or an empty one, and one regex count gives the content chunks.
+_SPECIAL = re.compile(rb'"usage": ?\{|"finish_reason": ?"|"error"|"tool_calls": ?\[|\[DONE\]')
+_CONTENT_RE = re.compile(rb'"(?:text|content|reasoning_content)": ?"(?!")')
 
 
 def _value_at(p: bytes, key: bytes) -> int:
@@ -86,7 +94,22 @@ class _Stream:
         self.rest = b""
 
     def feed(self, data: bytes, now: float) -> None:
+        if self.done:
+            return
         buf = self.rest + data if self.rest else data
+        if self.api != "generate":
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:
+                self.rest = buf
+                return
+            whole = buf[:cut] if cut < len(buf) else buf
+            if _SPECIAL.search(whole) is None:
+                n = len(_CONTENT_RE.findall(whole))
+                if n:
+                    self.times.extend([now] * n)
+                    self.tokens.extend([1] * n)
+                self.rest = buf[cut:]
+                return
         start = 0
         while True:
             nl = buf.find(b"\n", start)
@@ -161,25 +184,19 @@ class _Stream:
         self.last_payload = p
 
 
-async def send_one(session: aiohttp.ClientSession, url: str, api: Api, body: bytes, rec: RequestRecord,
-                   t0: float) -> RequestRecord:
-    """POST `body`, stream the answer, fill `rec` (its send_s is set here, relative to t0)."""
+async def send_one(pool: Pool, path: str, api: Api, body: bytes, rec: RequestRecord, t0: float) -> RequestRecord:
+    """POST `body` to `path`, stream the answer, fill `rec` (its send_s is set here, relative to t0)."""
     st = _Stream(api)
     sent = _perf()
     rec.send_s = sent - t0
     try:
-        async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
-            rec.status = resp.status
-            if resp.status != 200:
-                text = (await resp.content.read(2048)).decode(errors="replace").strip()
-                rec.error = f"HTTP {resp.status}: {text[:300]}"
-            else:
-                async for data in resp.content.iter_any():
-                    st.feed(data, _perf())
-                    if st.done:
-                        break
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        rec.error = f"{type(exc).__name__}: {exc}"[:300] or type(exc).__name__
+        rec.status, err = await pool.post(path, body, st)
+        if rec.status != 200:
+            rec.error = f"HTTP {rec.status}: {err.decode(errors='replace').strip()[:300]}"
+    except (ConnectionError, OSError, TimeoutError) as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"[:300]
+    except ValueError as exc:  # a malformed response or chunk (bad JSON, a non-numeric count): this request only
+        rec.error = f"malformed stream: {exc}"[:300]
     end = _perf()
     rec.chunk_ms = [(t - sent) * 1000.0 for t in st.times]
     rec.chunk_tokens = st.tokens
@@ -191,7 +208,10 @@ async def send_one(session: aiohttp.ClientSession, url: str, api: Api, body: byt
         rec.tokens_source = "meta_info"
         rec.output_tokens = st.last_usage
         if st.last_payload:
-            meta = (json.loads(st.last_payload).get("meta_info") or {})
+            try:
+                meta = json.loads(st.last_payload).get("meta_info") or {}
+            except ValueError as exc:
+                meta, rec.error = {}, rec.error or f"malformed stream: {exc}"[:300]
             fr = meta.get("finish_reason")
             rec.finish_reason = fr.get("type") if isinstance(fr, dict) else fr
             rec.input_tokens = meta.get("prompt_tokens")
@@ -212,9 +232,10 @@ async def send_one(session: aiohttp.ClientSession, url: str, api: Api, body: byt
     return rec
 
 
-def make_session(limit: int, read_timeout_s: float = 300.0) -> aiohttp.ClientSession:
-    conn = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, keepalive_timeout=60, ttl_dns_cache=None,
-                                force_close=False, enable_cleanup_closed=False)
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout_s)
-    return aiohttp.ClientSession(connector=conn, timeout=timeout, auto_decompress=False,
-                                 skip_auto_headers=("User-Agent",), raise_for_status=False)
+def make_pool(base_url: str, read_timeout_s: float = 300.0) -> tuple[Pool, str]:
+    """A keep-alive connection pool for `base_url` and its path prefix ("" for http://host:port)."""
+    u = urlsplit(base_url.rstrip("/"))
+    if u.scheme != "http":
+        raise ToolkitError(f"the load generator speaks plain HTTP, not {u.scheme}: {base_url}",
+                           hint="benchmark the server on its http:// address (SGLang serves plain HTTP)")
+    return Pool(u.hostname or "127.0.0.1", u.port or 80, read_timeout_s), u.path

@@ -16,7 +16,7 @@ import random
 import time
 from typing import Callable
 
-from toolkit.bench.client import PATHS, Api, build_body, make_session, send_one
+from toolkit.bench.client import PATHS, Api, build_body, make_pool, send_one
 from toolkit.bench.records import Prompt, RequestRecord
 from toolkit.errors import ToolFailure
 
@@ -54,7 +54,8 @@ async def run_cell(base_url: str, api: Api, prompts: list[Prompt], *, concurrenc
         raise ValueError("run_cell needs at least one prompt")
     if (requests is None) == (duration_s is None):
         raise ValueError("give exactly one of requests or duration_s")
-    url = base_url.rstrip("/") + PATHS[api]
+    session, prefix = make_pool(base_url, read_timeout_s)
+    url = prefix + PATHS[api]
     bodies: dict[str, bytes] = {}
 
     def body(p: Prompt) -> bytes:
@@ -133,7 +134,6 @@ async def run_cell(base_url: str, api: Api, prompts: list[Prompt], *, concurrenc
             except ToolFailure as exc:
                 failure.append(exc)
 
-    session = make_session(max(concurrency, 1), read_timeout_s)
     dog = asyncio.ensure_future(watchdog()) if check_alive is not None else None
     try:
         async with session:

@@ -183,7 +183,8 @@ class BaseLauncher:
 
 
 def _pdeathsig() -> None:
-    """In the child: die with SIGTERM when the parent dies (Linux), and get our own process group."""
+    """In the child: die with SIGTERM when the parent dies (Linux). The kernel ties this to the *thread*
+    that forked, so it is only set for launchers started from the main thread (see ProcessLauncher)."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -208,9 +209,10 @@ class ProcessLauncher(BaseLauncher):
         env = dict(os.environ, **(self.env or {}))
         with open(self.log_path, "ab") as log:
             try:
+                main = threading.current_thread() is threading.main_thread()
                 self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                              stdin=subprocess.DEVNULL, start_new_session=True,
-                                             preexec_fn=_pdeathsig)
+                                             preexec_fn=_pdeathsig if main else None)
             except OSError as exc:
                 raise ToolFailure(f"cannot start {self.name}: {exc}", hint=f"command: {shlex.join(self.command)}")
 

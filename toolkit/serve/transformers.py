@@ -59,10 +59,10 @@ class TransformersLauncher(ProcessLauncher):
         self.model = str(self.model_dir)  # transformers serve names the preloaded model by its path
 
     def info(self) -> dict:
-        import transformers
+        from importlib.metadata import version
 
         cb = bool(self.args.get("continuous-batching"))
-        return {**super().info(), "engine": "transformers", "engine_version": transformers.__version__,
+        return {**super().info(), "engine": "transformers", "engine_version": version("transformers"),
                 "continuous_batching": cb,
                 # without continuous batching the server runs one generate() at a time
                 "max_running_requests": None if cb else 1}

@@ -1,0 +1,200 @@
+"""A minimal HTTP/1.1 client for streamed POSTs on asyncio Protocols: keep-alive connections, chunked
+or Content-Length bodies, the body handed to a sink once per socket read with that read's time.
+
+Why not aiohttp (which measured faster than httpx): its per-chunk StreamReader wake-ups cost about as
+much as the whole of this client (docs/loadgen.md). Here the bytes are parsed inside data_received,
+with no coroutine switch per chunk.
+
+    async with Pool(host, port) as pool:
+        status, error_body = await pool.post(b"/v1/completions", body, sink)   # sink.feed(bytes, t)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Protocol
+
+_perf = time.perf_counter
+
+
+class Sink(Protocol):
+    def feed(self, data: bytes, now: float) -> None: ...
+
+
+class _Conn(asyncio.Protocol):
+    __slots__ = ("transport", "buf", "state", "need", "sink", "done", "status", "keep", "err", "last_rx", "closed")
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._reset(None, None)
+
+    def _reset(self, sink, done) -> None:
+        self.buf, self.state, self.need, self.sink, self.done = b"", 0, 0, sink, done
+        self.status, self.keep, self.err, self.last_rx = 0, True, bytearray(), _perf()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        if self.state == 3:  # body until EOF: EOF is the end
+            self._finish()
+        elif self.done is not None and not self.done.done():
+            self.done.set_exception(exc or ConnectionResetError("server closed the connection mid-response"))
+
+    def _finish(self) -> None:
+        self.state = 4
+        if self.done is not None and not self.done.done():
+            self.done.set_result((self.status, bytes(self.err)))
+
+    def _body(self, data: bytes, now: float) -> None:
+        if self.status == 200:
+            try:
+                self.sink.feed(data, now)
+            except Exception as exc:  # noqa: BLE001 - a malformed stream fails this request only
+                if self.done is not None and not self.done.done():
+                    self.done.set_exception(exc)
+                self.keep = False
+        elif len(self.err) < 4096:
+            self.err += data
+
+    def data_received(self, data: bytes) -> None:  # noqa: C901 - one small state machine
+        now = self.last_rx = _perf()
+        buf = self.buf + data if self.buf else data
+        if self.state == 0:  # status line and headers
+            if buf[:1] == b"\r":
+                buf = buf.lstrip(b"\r\n")  # the last CRLF of the previous chunked body, if it came late
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                self.buf = buf
+                return
+            lines = buf[:end].split(b"\r\n")
+            self.status = int(lines[0].split(b" ", 2)[1])
+            headers = {}
+            for h in lines[1:]:
+                k, _, v = h.partition(b":")
+                headers[k.strip().lower()] = v.strip().lower()
+            self.keep = headers.get(b"connection") != b"close" and lines[0].startswith(b"HTTP/1.1")
+            buf = buf[end + 4:]
+            if b"chunked" in headers.get(b"transfer-encoding", b""):
+                self.state = 1
+            elif b"content-length" in headers:
+                self.state, self.need = 2, int(headers[b"content-length"])
+            else:
+                self.state, self.keep = 3, False
+        if self.state == 1:  # chunked: size line, data, CRLF
+            parts = []
+            pos, n = 0, len(buf)
+            while True:
+                if self.need == 0:
+                    nl = buf.find(b"\r\n", pos)
+                    if nl < 0:
+                        break
+                    size = int(buf[pos:nl].split(b";", 1)[0], 16)
+                    if size == 0:
+                        if parts:
+                            self._body(b"".join(parts), now)
+                        self.buf = b""
+                        self._finish()  # trailers (none from these servers) are ignored
+                        return
+                    self.need, pos = size + 2, nl + 2
+                take = min(self.need, n - pos)
+                if take <= 0:
+                    break
+                chunk_end = pos + take
+                # the 2 bytes of CRLF after the data are not body
+                data_end = min(chunk_end, pos + self.need - 2) if self.need > 2 else pos
+                if data_end > pos:
+                    parts.append(buf[pos:data_end])
+                self.need -= take
+                pos = chunk_end
+                if self.need:
+                    break
+            self.buf = buf[pos:]
+            if parts:
+                self._body(parts[0] if len(parts) == 1 else b"".join(parts), now)
+        elif self.state == 2:
+            take = buf[:self.need]
+            self.need -= len(take)
+            self.buf = b""
+            if take:
+                self._body(take, now)
+            if self.need <= 0:
+                self._finish()
+        elif self.state == 3:
+            self.buf = b""
+            self._body(buf, now)
+
+
+class Pool:
+    """Keep-alive connections to one host:port; one request per connection at a time."""
+
+    def __init__(self, host: str, port: int, read_timeout_s: float = 300.0, connect_timeout_s: float = 30.0):
+        self.host, self.port = host, port
+        self.read_timeout_s, self.connect_timeout_s = read_timeout_s, connect_timeout_s
+        self.idle: list[_Conn] = []
+        self.all: set[_Conn] = set()
+        self.head = f"Host: {host}:{port}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
+
+    async def _conn(self) -> _Conn:
+        while self.idle:
+            c = self.idle.pop()
+            if not c.closed and c.transport is not None and not c.transport.is_closing():
+                return c
+            self.all.discard(c)
+        loop = asyncio.get_running_loop()
+        _, c = await asyncio.wait_for(loop.create_connection(_Conn, self.host, self.port), self.connect_timeout_s)
+        self.all.add(c)
+        return c
+
+    async def post(self, path: str, body: bytes, sink: Sink) -> tuple[int, bytes]:
+        """Send; feed the 200 body to sink as it comes. Returns (status, first 4 KiB of a non-200 body).
+        Raises ConnectionError / TimeoutError when the connection fails or stays silent too long."""
+        c = await self._conn()
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        c._reset(sink, done)
+        c.transport.write(f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        timer = loop.call_later(self.read_timeout_s, self._check, c, done)
+        try:
+            status, err = await done
+        except BaseException:
+            c.transport.abort()
+            self.all.discard(c)
+            raise
+        finally:
+            timer.cancel()
+        if c.keep and not c.closed:
+            self.idle.append(c)
+        else:
+            c.transport.close()
+            self.all.discard(c)
+        return status, err
+
+    def _check(self, c: _Conn, done: asyncio.Future) -> None:
+        if done.done():
+            return
+        idle = _perf() - c.last_rx
+        if idle >= self.read_timeout_s:
+            done.set_exception(TimeoutError(f"no data for {self.read_timeout_s:.0f} s"))
+        else:
+            asyncio.get_running_loop().call_later(self.read_timeout_s - idle, self._check, c, done)
+
+    async def close(self) -> None:
+        for c in list(self.all):
+            if c.transport is not None:
+                c.transport.close()
+        self.all.clear()
+        self.idle.clear()
+
+    async def __aenter__(self) -> "Pool":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
