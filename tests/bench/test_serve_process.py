@@ -97,3 +97,22 @@ def test_no_orphan_when_the_toolkit_is_stopped(tmp_path, sig):
     os.kill(child.pid, sig)
     child.wait(30)
     assert _gone(server_pid), f"server {server_pid} outlived the toolkit after {sig.name}"
+
+
+def test_sglang_process_launcher_runs_the_preset(tmp_path):
+    """A plain process where 'SGLang' is installed: the fake launch_server of tests/bench/fake_sglang."""
+    from pathlib import Path
+
+    from toolkit.serve import SGLangProcessLauncher, free_port
+
+    port = free_port()
+    preset = {"model-path": "/models/t", "tp-size": 2, "trust-remote-code": True, "host": "127.0.0.1", "port": port}
+    fake = Path(__file__).parent / "fake_sglang"
+    with SGLangProcessLauncher(preset, log_path=tmp_path / "s.log", env={"PYTHONPATH": str(fake)}) as srv:
+        info = srv.info()
+        assert info["command"] == [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/t",
+                                   "--tp-size", "2", "--trust-remote-code", "--host", "127.0.0.1", "--port", str(port)]
+        assert info["engine_version"] == "0.0.fake" and info["max_running_requests"] == 48
+        assert srv.model == "/models/t" and srv.base_url == f"http://127.0.0.1:{port}"
+        pid = srv.proc.pid
+    assert _gone(pid)

@@ -30,13 +30,18 @@ class CellFailed(ToolFailure):
 
 
 def run(coro):
-    """Run a coroutine on uvloop when installed (less client CPU per chunk), else asyncio."""
-    try:
-        import uvloop
+    """Run a coroutine on uvloop when installed (less client CPU per chunk), else asyncio
+    (TOOLKIT_EVENT_LOOP=asyncio forces the standard loop)."""
+    import os
 
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
+    if os.environ.get("TOOLKIT_EVENT_LOOP") != "asyncio":
+        try:
+            import uvloop
+
+            return uvloop.run(coro)
+        except ImportError:
+            pass
+    return asyncio.run(coro)
 
 
 async def run_cell(base_url: str, api: Api, prompts: list[Prompt], *, concurrency: int, requests: int | None = None,

@@ -55,6 +55,10 @@ def _with_port(args: dict, port: int | None, host: str | None) -> tuple[dict, in
 class SGLangMixin:
     base_url: str
 
+    def flush_cache(self, timeout_s: float = 60.0) -> bool:
+        """Before a cell: restart SGLang's cumulative counters (acceptance) and empty its prefix cache."""
+        return flush_cache(self.base_url, timeout_s)
+
     def sglang_info(self) -> dict:
         info = server_info(self.base_url)
         states = info.get("internal_states") or [{}]
