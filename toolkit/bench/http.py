@@ -142,21 +142,31 @@ class Pool:
         self.all: set[_Conn] = set()
         self.head = f"Host: {host}:{port}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
 
-    async def _conn(self) -> _Conn:
-        while self.idle:
+    async def _conn(self, fresh: bool = False) -> tuple[_Conn, bool]:
+        while self.idle and not fresh:
             c = self.idle.pop()
             if not c.closed and c.transport is not None and not c.transport.is_closing():
-                return c
+                return c, True
             self.all.discard(c)
         loop = asyncio.get_running_loop()
         _, c = await asyncio.wait_for(loop.create_connection(_Conn, self.host, self.port), self.connect_timeout_s)
         self.all.add(c)
-        return c
+        return c, False
 
     async def post(self, path: str, body: bytes, sink: Sink) -> tuple[int, bytes]:
         """Send; feed the 200 body to sink as it comes. Returns (status, first 4 KiB of a non-200 body).
-        Raises ConnectionError / TimeoutError when the connection fails or stays silent too long."""
-        c = await self._conn()
+        Raises ConnectionError / TimeoutError when the connection fails or stays silent too long.
+        A kept-alive connection the server closed before answering is retried once on a new one."""
+        c, reused = await self._conn()
+        try:
+            return await self._once(c, path, body, sink)
+        except ConnectionError:
+            if not reused or c.state != 0 or c.buf:
+                raise
+        c, _ = await self._conn(fresh=True)
+        return await self._once(c, path, body, sink)
+
+    async def _once(self, c: _Conn, path: str, body: bytes, sink: Sink) -> tuple[int, bytes]:
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         c._reset(sink, done)
