@@ -1,12 +1,13 @@
 """Load generator fidelity and cost against `guidellm mock-server`, with the peers where they install.
 
-    .venv/bin/python benchmarks/loadgen_fidelity.py            # ~6 min on 2 cores; --quick: C=1,16 only
+    .venv/bin/python benchmarks/loadgen_fidelity.py            # ~15 min on 2 cores; --quick: C=1,16, ours only
     .venv/bin/python benchmarks/loadgen_fidelity.py --json out.json
 
 1. Timing (mock set to TTFT 50 ms, ITL 5 ms, 128 tokens): TTFT and ITL p50 of every client at C=1, 16,
    64. "Truth" is the minimal raw-aiohttp reference client (benchmarks/reference_client.py) run just
-   before and just after each client; the table shows each client's deviation from the mean of those
-   two reference runs, and the reference's own run-to-run spread (the noise floor).
+   before and just after each client run (ours: 3 rounds, ref-ours-ref-ours-ref-ours-ref; peers: 1);
+   the table shows the median deviation from the mean of the two neighbouring reference runs, and the
+   reference's own run-to-run spread (the noise floor).
 2. Cost (mock at full speed: no delays, 512 tokens, C=64, 256 requests): client CPU (getrusage of
    the client process, user+sys) per streamed chunk, differential: (CPU of 256 requests - CPU of 1
    request) / chunks, so start-up is excluded; sustained chunk rate likewise; start-up = spawn to
@@ -213,20 +214,29 @@ def timing(clients, levels) -> list[dict]:
             for name in clients:
                 if name == "ref":
                     continue
-                r1 = run_client("ref", srv.base_url, c, n, 128)
+                rounds = 3 if name == "ours" else 1  # peers start in 3-4 s each: one round
+                refs = [run_client("ref", srv.base_url, c, n, 128)]
+                runs = []
                 try:
-                    r = run_client(name, srv.base_url, c, n, 128)
+                    for _ in range(rounds):
+                        runs.append(run_client(name, srv.base_url, c, n, 128))
+                        refs.append(run_client("ref", srv.base_url, c, n, 128))
                 except (RuntimeError, OSError, KeyError, ValueError, IndexError) as exc:
                     FAILED.setdefault(name, str(exc)[:300])
                     print(f"  timing C={c:<3} {name:9} FAILED: {exc}", file=sys.stderr)
                     continue
-                r2 = run_client("ref", srv.base_url, c, n, 128)
-                rt, ri = (r1["ttft"] + r2["ttft"]) / 2, (r1["itl"] + r2["itl"]) / 2
-                rows.append({"client": name, "c": c, "ttft": r["ttft"], "itl": r["itl"], "ref_ttft": rt, "ref_itl": ri,
-                             "d_ttft": r["ttft"] - rt, "d_itl": r["itl"] - ri, "ref_noise_ttft": abs(r1["ttft"] - r2["ttft"]),
-                             "ref_noise_itl": abs(r1["itl"] - r2["itl"])})
-                print(f"  timing C={c:<3} {name:9} TTFT {r['ttft']:8.2f} (ref {rt:8.2f}, {r['ttft'] - rt:+7.2f})  "
-                      f"ITL {r['itl']:6.3f} (ref {ri:6.3f}, {r['itl'] - ri:+6.3f})", file=sys.stderr)
+                med = statistics.median
+                # each run against the mean of the reference runs just before and after it
+                d_t = med(r["ttft"] - (a["ttft"] + b["ttft"]) / 2 for r, a, b in zip(runs, refs, refs[1:]))
+                d_i = med(r["itl"] - (a["itl"] + b["itl"]) / 2 for r, a, b in zip(runs, refs, refs[1:]))
+                row = {"client": name, "c": c, "rounds": rounds, "ttft": med(r["ttft"] for r in runs),
+                       "itl": med(r["itl"] for r in runs), "ref_ttft": med(r["ttft"] for r in refs),
+                       "ref_itl": med(r["itl"] for r in refs), "d_ttft": d_t, "d_itl": d_i,
+                       "ref_noise_ttft": med(abs(a["ttft"] - b["ttft"]) for a, b in zip(refs, refs[1:])),
+                       "ref_noise_itl": med(abs(a["itl"] - b["itl"]) for a, b in zip(refs, refs[1:]))}
+                rows.append(row)
+                print(f"  timing C={c:<3} {name:9} TTFT {row['ttft']:8.2f} ({d_t:+7.2f})  ITL {row['itl']:6.3f} "
+                      f"({d_i:+6.3f})  rounds {rounds}", file=sys.stderr)
     finally:
         srv.stop()
     return rows
@@ -300,12 +310,13 @@ def http_clients(c=64, n=128, tokens=512) -> dict:
 
 
 def report(timing_rows, cost_rows, http, skipped) -> str:
-    lines = ["Timing vs the reference client (mock: TTFT 50 ms, ITL 5 ms, 128 tokens); p50 in ms; "
-             "deviation = client - mean of the reference runs just before and after",
-             f"{'client':10} {'C':>3} {'TTFT p50':>9} {'dev':>7} {'ITL p50':>8} {'dev':>7} {'ref noise TTFT/ITL':>19}  ITL convention"]
+    lines = ["Timing vs the reference client (mock: TTFT 50 ms, ITL 5 ms, 128 tokens); p50 in ms; dev = client - "
+             "mean of the reference runs just before and after (median over rounds)",
+             f"{'client':10} {'C':>3} {'rounds':>6} {'TTFT p50':>9} {'dev':>7} {'ITL p50':>8} {'dev':>7} "
+             f"{'ref noise TTFT/ITL':>19}  ITL convention"]
     for r in timing_rows:
-        lines.append(f"{r['client']:10} {r['c']:>3} {r['ttft']:9.2f} {r['d_ttft']:+7.2f} {r['itl']:8.3f} {r['d_itl']:+7.3f} "
-                     f"{r['ref_noise_ttft']:9.2f}/{r['ref_noise_itl']:.3f}  {CONVENTION[r['client']]}")
+        lines.append(f"{r['client']:10} {r['c']:>3} {r['rounds']:>6} {r['ttft']:9.2f} {r['d_ttft']:+7.2f} {r['itl']:8.3f} "
+                     f"{r['d_itl']:+7.3f} {r['ref_noise_ttft']:9.2f}/{r['ref_noise_itl']:.3f}  {CONVENTION[r['client']]}")
     ours_cost = next((r for r in cost_rows if r["client"] == "ours"), None)
     lines += ["", "Cost (mock at full speed, 512 tokens, C=64, 256 requests); client CPU per chunk excludes start-up",
               f"{'client':10} {'CPU us/chunk':>12} {'CPU ms/req':>10} {'chunks/s':>9} {'start-up s':>10} {'ours/peer CPU':>13}"]
