@@ -10,85 +10,17 @@ Arms on different slots run side by side (threads); arms on one slot run one aft
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from toolkit.bench import derive
-from toolkit.bench.records import CellSummary, Prompt, RequestRecord
+from toolkit.bench.plan import Cell, Slot, cell_prompts, cell_seed, plan_cells, plan_slots
+from toolkit.bench.records import CellSummary, RequestRecord
 from toolkit.errors import SpecError, ToolFailure, ToolkitError
 from toolkit.spec import LoadedSpec, load_spec, spec_hash
 from toolkit.spec.matrix import Matrix
-
-
-@dataclass(frozen=True)
-class Cell:
-    arm: str
-    domain: str
-    concurrency: int
-    repeat: int
-
-    @property
-    def key(self) -> str:
-        from toolkit.results.archive import cell_key
-
-        return cell_key(self.arm, self.domain, self.concurrency, self.repeat)
-
-
-@dataclass
-class Slot:
-    """Where arms run: {'kind': 'local'} | {'kind': 'hosts', 'host': name, ...} | {'kind': 'external', 'url': u}."""
-
-    name: str
-    target: dict
-    arms: list[str] = field(default_factory=list)
-
-
-def cell_seed(seed: int, domain: str, concurrency: int, repeat: int) -> int:
-    h = hashlib.sha256(f"{seed}/{domain}/{concurrency}/{repeat}".encode()).digest()
-    return int.from_bytes(h[:8], "big")
-
-
-def cell_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
-    """n prompts in a seeded order, identical for every arm (cycling when the workload is smaller)."""
-    import random
-
-    order = list(range(len(prompts)))
-    random.Random(seed).shuffle(order)
-    return [prompts[order[i % len(order)]] for i in range(n)]
-
-
-def plan_slots(spec: LoadedSpec) -> list[Slot]:
-    m: Matrix = spec.model
-    t = m.target
-    if t.kind == "local":
-        slots = [Slot(f"local-{i}", {"kind": "local"}) for i in range(min(t.parallel, len(m.arms)))]
-    elif t.kind == "external":
-        if t.urls:
-            missing = [a for a in m.arms if a not in t.urls]
-            if missing:
-                raise spec.error(("target", "urls"), f"no URL for arm(s) {missing}", hint="give every arm a URL")
-            return [Slot(f"external-{a}", {"kind": "external", "url": t.urls[a]}, [a]) for a in m.arms]
-        slots = [Slot("external", {"kind": "external", "url": t.url})]
-    else:
-        hosts_spec = load_spec(spec.path_of(("target", "hosts"), t.hosts), expect="Hosts")
-        group = hosts_spec.model.group(t.group)
-        if not group:
-            raise spec.error(("target", "group"), f"group {t.group!r} has no hosts in {t.hosts}",
-                             hint=f"hosts there: {', '.join(hosts_spec.model.hosts)}")
-        slots = [Slot(name, {"kind": "hosts", "host": name, "spec": h.model_dump(), "hosts_path": str(hosts_spec.path)})
-                 for name, h in group.items()]
-    for i, arm in enumerate(m.arms):
-        slots[i % len(slots)].arms.append(arm)
-    return [s for s in slots if s.arms]
-
-
-def plan_cells(m: Matrix, domains: list[str], arm: str) -> list[Cell]:
-    return [Cell(arm, d, c, r) for r in range(m.repeats) for d in domains for c in m.concurrency]
 
 
 class MatrixRunner:
@@ -400,7 +332,7 @@ class MatrixRunner:
                 "duration_s": self.m.duration_s}
 
     def _run_cell(self, cell: Cell, launcher, workload) -> None:
-        from toolkit.bench.loadgen import run_cell
+        from toolkit.bench.loadgen import run, run_cell
         from toolkit.bench.metrics import summarize
 
         n = self.m.warmup + (self.m.requests or max(len(workload.prompts), 1))
@@ -411,7 +343,7 @@ class MatrixRunner:
         on_record = self.progress.on_record(cell) if self.progress else None
         telemetry = self._telemetry_start()
         t0 = time.monotonic()
-        records = asyncio.run(run_cell(
+        records = run(run_cell(
             launcher.base_url, self.m.api, prompts, concurrency=cell.concurrency, requests=self.m.requests,
             duration_s=self.m.duration_s, warmup=self.m.warmup, output_len=self.m.output_len,
             temperature=self.m.temperature, request_params=self.env_spec.model.request_params.get(cell.arm, {}),
