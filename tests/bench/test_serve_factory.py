@@ -67,3 +67,12 @@ def test_dummy_model_is_deterministic(tmp_path):
     assert ensure_dummy_model(spec, cache=tmp_path / "a") == a  # cached
     other = ensure_dummy_model(spec.model_copy(update={"seed": 8}), cache=tmp_path / "a")
     assert digest(other)["model.safetensors"] != digest(a)["model.safetensors"]
+
+
+def test_preset_device_replaces_the_cpu_default(tmp_path):
+    from toolkit.serve.transformers import TransformersLauncher
+
+    cpu = TransformersLauncher(tmp_path, args={})
+    gpu = TransformersLauncher(tmp_path, args={"device": "cuda", "dtype": "bfloat16"})
+    assert cpu.command.count("--device") == 1 and cpu.command[cpu.command.index("--device") + 1] == "cpu"
+    assert gpu.command.count("--device") == 1 and gpu.command[gpu.command.index("--device") + 1] == "cuda"

@@ -54,7 +54,8 @@ class TransformersLauncher(ProcessLauncher):
         log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-serve-")) / "server.log"
         super().__init__([], log_path=log_path, port=port,
                          env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
-        self.command = [*_cli(), "serve", str(self.model_dir), "--device", "cpu", "--host", self.host,
+        device = [] if "device" in self.args else ["--device", "cpu"]  # a preset's `device: cuda` replaces it
+        self.command = [*_cli(), "serve", str(self.model_dir), *device, "--host", self.host,
                         "--port", str(self.port), *render_serve_args(self.args)]
         self.model = str(self.model_dir)  # transformers serve names the preloaded model by its path
 
