@@ -64,17 +64,13 @@ class MatrixRunner:
         return out
 
     def manifest(self, workloads: dict, slots: list[Slot]) -> dict:
-        from toolkit import __version__
         from toolkit.bench.hostinfo import host_fingerprint
-        from toolkit.gitinfo import git_revision
         from toolkit.render import template_version
 
         env = self.env_spec.model
         tv = template_version()
         env_hash = spec_hash(self.env_spec, tv)
-        return {
-            "toolkit_version": __version__,
-            "git_revision": git_revision(),
+        return {  # the archive adds schema version, run id, start time and toolkit {version, git_sha}
             "matrix": {"name": self.m.name, "path": str(self.spec.path), "hash": spec_hash(self.spec, tv),
                        "resolved": self.m.model_dump(mode="json")},
             "environment": {"name": env.name, "path": str(self.env_spec.path), "hash": env_hash,
