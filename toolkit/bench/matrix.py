@@ -174,8 +174,10 @@ class MatrixRunner:
             if self.progress:
                 self.progress.stop()
         self.timing["wall_s"] = time.monotonic() - t0
-        if status == "complete" and any(c.status == "failed" for c in self.cells):
-            status = "complete"  # failed cells are results too; the summary names them
+        import shutil
+
+        shutil.rmtree(self._tmp_logs, ignore_errors=True)  # their tails are archived under logs/
+        # a run with failed cells is still complete: failed cells are results too, named in the summary
         derived = self.derive()
         from toolkit.bench.report import markdown_report
 
