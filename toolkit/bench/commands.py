@@ -58,7 +58,7 @@ def matrix_cmd(
         t = d.get("timing", {})
         if t.get("overhead_ratio"):
             out.print(f"wall {t['wall_s']:.1f} s = {t['overhead_ratio']:.3f} x (cells {t['cells_s']:.1f} s + "
-                      f"server starts {sum(t['launch_s'].values()):.1f} s)")
+                      f"server starts {sum(t['launch_s'].values()):.1f} s + stops {sum(t['stop_s'].values()):.1f} s)")
         out.print(f"run {runner.status}: {run_dir}")
         out.print(f"report: {run_dir / 'report.md'}")
     if runner.status == "partial":

@@ -45,7 +45,7 @@ class MatrixRunner:
         self.records: dict[tuple, list[RequestRecord]] = {}
         self.arm_info: dict[str, dict] = {}
         self.flushed: dict[str, bool] = {}
-        self.timing: dict[str, Any] = {"launch_s": {}, "cells_s": 0.0}
+        self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0}
 
     # -- inputs
     def load_workloads(self) -> dict:
@@ -285,7 +285,10 @@ class MatrixRunner:
                     self._fail_cells(arm, cells[i + 1:], reason, tail)
                     return
         finally:
+            t_stop = time.monotonic()
             launcher.stop()
+            with self._lock:
+                self.timing["stop_s"][arm] = time.monotonic() - t_stop
             self._archive_log(arm, launcher)
 
     def _launcher_kwargs(self, slot: Slot, arm: str) -> dict:
@@ -400,7 +403,7 @@ class MatrixRunner:
                                            representativeness=self.representativeness)
         planned = len(self.m.arms) * len(self.m.workloads) * len(self.m.concurrency) * self.m.repeats
         timing = dict(self.timing)
-        launches = sum(timing["launch_s"].values())
+        launches = sum(timing["launch_s"].values()) + sum(timing["stop_s"].values())
         if timing.get("wall_s"):
             timing["overhead_ratio"] = timing["wall_s"] / max(timing["cells_s"] + launches, 1e-9)
         return {

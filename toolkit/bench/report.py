@@ -87,6 +87,7 @@ def markdown_report(matrix, cells: list[CellSummary], derived: dict) -> str:
         parts += ["", "## Timing", "",
                   f"Wall {t['wall_s']:.1f} s; cells {t['cells_s']:.1f} s; server starts "
                   + ", ".join(f"{a} {s:.1f} s" for a, s in t.get("launch_s", {}).items())
+                  + "; server stops " + ", ".join(f"{a} {s:.1f} s" for a, s in t.get("stop_s", {}).items())
                   + (f"; overhead ratio {t['overhead_ratio']:.3f}" if t.get("overhead_ratio") else "")]
     return "\n".join(parts) + "\n"
 
