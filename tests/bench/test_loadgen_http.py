@@ -45,8 +45,10 @@ def test_error_body_with_content_length():
 
 def test_keep_alive_reuse_and_server_side_close():
     served = []
+    connections = iter(range(1000))  # one number per connection (id() of a closed writer can be reused)
 
     async def handler(reader, writer):
+        conn = next(connections)
         while True:  # keep-alive for two requests, then close without saying so
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -54,10 +56,10 @@ def test_keep_alive_reuse_and_server_side_close():
                 break
             n = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0].split(b":")[1])
             await reader.readexactly(n)
-            served.append(id(writer))
+            served.append(conn)
             writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
             await writer.drain()
-            if served.count(id(writer)) == 2:
+            if served.count(conn) == 2:
                 break
         writer.close()
 
