@@ -11,7 +11,6 @@ holdout): the same prompts give the same hash, any change in content changes it.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -20,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from toolkit.bench.records import Prompt
 from toolkit.errors import ToolkitError
+from toolkit.spec import canonical_json
 from toolkit.spec.matrix import Workload
 from toolkit.workloads.formats import normalised_hash, read_jsonl
 
@@ -42,8 +42,7 @@ class LoadedWorkload(BaseModel):
 def content_hash(prompts: list[Prompt]) -> str:
     h = hashlib.sha256()
     for p in prompts:
-        h.update(json.dumps(p.model_dump(exclude_none=True), sort_keys=True, separators=(",", ":"),
-                            ensure_ascii=False).encode())
+        h.update(canonical_json(p.model_dump(exclude_none=True)).encode())
         h.update(b"\n")
     return h.hexdigest()
 
