@@ -218,6 +218,10 @@ async def send_one(pool: Pool, path: str, api: Api, body: bytes, rec: RequestRec
             if meta.get("spec_verify_ct"):
                 rec.spec_verify_ct = int(meta["spec_verify_ct"])
                 rec.accept_length = rec.output_tokens / rec.spec_verify_ct
+            spec = {k: float(v) for k, v in meta.items() if k.startswith("spec_") and k != "spec_verify_ct"
+                    and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            if spec:
+                rec.spec_meta = spec
     else:
         rec.tokens_source = "usage" if st.usage_deltas else "chunks"
         rec.output_tokens = st.usage_total if st.usage_total is not None else sum(st.tokens)

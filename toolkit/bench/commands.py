@@ -49,16 +49,18 @@ def matrix_cmd(
         out.print(rich_table("cells", CELL_COLUMNS, cell_rows(runner.cells)))
         if d["speedups"]:
             out.print(rich_table(f"speedup over {d['baseline']}", SPEEDUP_COLUMNS, speedup_rows(d)))
-        for arm, t in d["recommended_disable_batch_threshold"].items():
-            out.print(f"{arm}: recommended speculative-disable-batch-threshold: "
-                      f"{t if t is not None else 'none needed in the tested range'}")
+        from toolkit.bench.derive import threshold_advice
+
+        for arm in d["recommended_disable_batch_threshold"]:
+            out.print(f"{arm}: {threshold_advice(d, arm)}")
         for c in d["methodology"]:
             (warn if c["severity"] == "warning" else lambda m: err.print(f"methodology error: {m}", markup=False))(
                 f"[{c['check']}] {c['message']}")
         t = d.get("timing", {})
         if t.get("overhead_ratio"):
-            out.print(f"wall {t['wall_s']:.1f} s = {t['overhead_ratio']:.3f} x (cells {t['cells_s']:.1f} s + "
-                      f"server starts {sum(t['launch_s'].values()):.1f} s + stops {sum(t['stop_s'].values()):.1f} s)")
+            out.print(f"wall {t['wall_s']:.1f} s = {t['overhead_ratio']:.3f} x the busiest slot's own time (all "
+                      f"slots: cells {t['cells_s']:.1f} s + server starts {sum(t['launch_s'].values()):.1f} s + "
+                      f"stops {sum(t['stop_s'].values()):.1f} s)")
         out.print(f"run {runner.status}: {run_dir}")
         out.print(f"report: {run_dir / 'report.md'}")
     if runner.status == "partial":

@@ -122,46 +122,117 @@ def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[di
                 break
         dips = [r["concurrency"] for r in rs if r["throughput_ratio"] is not None and r["throughput_ratio"] < 1
                 and r["concurrency"] != cross and not (cross is not None and r["concurrency"] > cross)]
-        if cross is not None:
+        never = cross is not None and cross == rs[0]["concurrency"]
+        if never:
+            note = (f"significantly slower at every tested concurrency ({rs[0]['concurrency']} to "
+                    f"{rs[-1]['concurrency']}): this preset never pays off in the tested range; serve the baseline")
+        elif cross is not None:
             note = f"significantly slower from concurrency {cross} on: set speculative-disable-batch-threshold: {cross}"
         else:
             note = f"not significantly slower through concurrency {rs[-1]['concurrency']}: no threshold needed"
         if dips:
             note += f" (ratio below 1 but not sustained or not significant at concurrency {dips})"
-        out.append({"arm": arm, "domain": domain, "crossover_concurrency": cross,
-                    "recommended_disable_batch_threshold": cross, "note": note})
+        out.append({"arm": arm, "domain": domain, "crossover_concurrency": cross, "never_pays_off": never,
+                    "recommended_disable_batch_threshold": None if never else cross, "note": note})
     return out
 
 
+def never_pays_off(cross: list[dict], arm: str) -> bool:
+    """Slower than the baseline at every tested concurrency in every domain: no threshold rescues it."""
+    rows = [c for c in cross if c["arm"] == arm]
+    return bool(rows) and all(c.get("never_pays_off") for c in rows)
+
+
 def recommended_threshold(cross: list[dict], arm: str) -> int | None:
-    """One threshold per arm: the lowest crossover over its domains (the conservative choice)."""
-    vals = [c["crossover_concurrency"] for c in cross if c["arm"] == arm and c["crossover_concurrency"] is not None]
+    """One threshold per arm: the lowest crossover over its domains (the conservative choice). None when
+    the arm never crosses, or never pays off at all (a threshold at the lowest level is no advice)."""
+    if never_pays_off(cross, arm):
+        return None
+    vals = [c["recommended_disable_batch_threshold"] for c in cross
+            if c["arm"] == arm and c.get("recommended_disable_batch_threshold", c["crossover_concurrency"]) is not None]
     return min(vals) if vals else None
+
+
+def threshold_advice(derived: dict, arm: str) -> str:
+    """The one line of advice per speculative arm, as every renderer prints it."""
+    if arm in (derived.get("never_pays_off") or []):
+        return "never pays off in the tested range (slower than the baseline at every concurrency): serve the baseline"
+    t = (derived.get("recommended_disable_batch_threshold") or {}).get(arm)
+    return f"set speculative-disable-batch-threshold: {t}" if t is not None else "no threshold needed in the tested range"
+
+
+def overhead_ratio(timing: dict, slot_arms: list[list[str]]) -> float | None:
+    """Wall time over the busiest slot's own time (its arms' server starts, stops and cells): slots run
+    side by side, so the run can take no less than its longest slot. 1.0 means no runner overhead."""
+    def busy(arms: list[str]) -> float:
+        return sum(timing["launch_s"].get(a, 0.0) + timing["stop_s"].get(a, 0.0)
+                   + timing.get("launch_failed_s", {}).get(a, 0.0)
+                   + timing.get("arm_cells_s", {}).get(a, 0.0) for a in arms)
+
+    longest = max((busy(arms) for arms in slot_arms), default=0.0)
+    return timing["wall_s"] / longest if longest > 0.5 else None  # nothing ran long enough to compare
+
+
+def shared_hardware_overlaps(windows: dict[str, dict]) -> list[tuple[str, str, float]]:
+    """Pairs of arms measured at the same time on shared hardware: (arm a, arm b, seconds of overlap)."""
+    from toolkit.bench.plan import shares_hardware
+
+    out = []
+    arms = sorted(windows)
+    for i, a in enumerate(arms):
+        for b in arms[i + 1:]:
+            wa, wb = windows[a], windows[b]
+            if not shares_hardware(wa.get("hardware") or {}, wb.get("hardware") or {}):
+                continue
+            start, end = max(wa["start"], wb["start"]), min(wa.get("end") or wa["start"], wb.get("end") or wb["start"])
+            if end > start:
+                out.append((a, b, end - start))
+    return out
 
 
 def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple, list[RequestRecord]],
                        arm_info: dict[str, dict], flushed: dict[str, bool] | None = None,
-                       representativeness: list[dict] | None = None) -> list[dict]:
+                       representativeness: list[dict] | None = None,
+                       windows: dict[str, dict] | None = None, dummy_arms: list[str] | None = None) -> list[dict]:
     """Problems with how a run measured, each {check, severity, message}. --strict fails on any error."""
     out: list[dict] = []
 
     def add(check: str, message: str, severity: str = "warning") -> None:
         out.append({"check": check, "severity": severity, "message": message})
 
+    for a, b, secs in shared_hardware_overlaps(windows or {}):
+        hw = (windows or {})[a]["hardware"]
+        add("arms-overlapped-on-shared-hardware",
+            f"arms {a} and {b} were measured at the same time for {secs:.0f} s on the same hardware "
+            f"(host {hw.get('host')}, GPUs {hw.get('gpus', 'all')}): each one's figures include the other's load; "
+            "run them one after another (one slot), or on separate GPU sets (`gpus:`), or declare external URLs "
+            "`independent: true` only when they really are separate machines", "error")
+    for arm, info in arm_info.items():
+        for mm in info.get("preset_mismatches") or []:
+            ext = info.get("external")
+            add("server-differs-from-preset",
+                f"arm {arm}: the server reports {mm['flag'].replace('-', '_')}={mm['server']!r} where the preset says "
+                f"{mm['flag']}: {mm['preset']!r}" + (": this external server was started with other settings than "
+                "the spec; the figures belong to the server, not to the preset" if ext else
+                " (SGLang adjusted it at start-up)"), "error" if ext else "warning")
     for arm, info in arm_info.items():
         limit = info.get("max_running_requests")
         over = [c for c in matrix.concurrency if limit and c > limit]
         if not over:
             continue
+        source = info.get("max_running_requests_source") or "the launcher"
         if info.get("max_running_requests_implicit"):
             add("concurrency-above-max-running-requests",
-                f"arm {arm}: concurrency {over} exceeds max running requests {limit}, which SGLang set by itself "
-                "because speculation is on and `max-running-requests` is unset: extra requests queue and the cell "
-                "measures the queue; set max-running-requests in the preset", "error")
+                f"arm {arm}: concurrency {over} exceeds max running requests {limit} ({source}), which SGLang set by "
+                "itself because speculation is on and `max-running-requests` is unset: extra requests queue and the "
+                "cell measures the queue; set max-running-requests in the preset", "error")
         else:
             add("concurrency-above-max-running-requests",
                 f"arm {arm}: concurrency {over} exceeds the {limit} request(s) this server runs at once; extra "
                 "requests queue (TTFT includes the wait, throughput cannot rise)")
+    for arm in dummy_arms or []:
+        add("random-weights", f"arm {arm} serves random weights (a dummy model): acceptance lengths and speed-ups "
+                              "say nothing about a real drafter or model; the run shows that the path works")
     if matrix.warmup == 0:
         add("no-warmup", "warmup is 0: the first requests of each cell pay compilation, cache and connection set-up")
     thin = sorted({(c.arm, c.domain, c.concurrency, p) for c in cells for m in c.metrics.values() for p in m.unreliable})

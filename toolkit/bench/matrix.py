@@ -45,7 +45,8 @@ class MatrixRunner:
         self.records: dict[tuple, list[RequestRecord]] = {}
         self.arm_info: dict[str, dict] = {}
         self.flushed: dict[str, bool] = {}
-        self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0}
+        self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0, "arm_cells_s": {}}
+        self.windows: dict[str, dict] = {}  # arm -> when it was measured (epoch s) and on what hardware
 
     # -- inputs
     def load_workloads(self) -> dict:
@@ -79,8 +80,8 @@ class MatrixRunner:
             "arms": {a: {"preset": env.servers[a], "request_params": env.request_params.get(a, {}),
                          "command": self._command_of(a)} for a in self.m.arms},
             "baseline": self.m.baseline_arm,
-            "slots": [{"name": s.name, "arms": s.arms, "target": {k: v for k, v in s.target.items() if k != "spec"}}
-                      for s in slots],
+            "slots": [{"name": s.name, "arms": s.arms, "hardware": s.hardware,
+                       "target": {k: v for k, v in s.target.items() if k != "spec"}} for s in slots],
             "workloads": {n: {"hash": w.hash, "n_prompts": len(w.prompts), "source": str(w.source)}
                           for n, w in workloads.items()},
             "host": host_fingerprint(slots),
@@ -122,7 +123,7 @@ class MatrixRunner:
         from toolkit.results.archive import ArchiveWriter
 
         workloads = self.load_workloads()
-        slots = plan_slots(self.spec)
+        slots = plan_slots(self.spec, self.env_spec.model.engine)
         self.representativeness = self._representativeness(workloads)
         import tempfile
 
@@ -147,6 +148,7 @@ class MatrixRunner:
             self._make_launchers(slots, todo)
             writer = ArchiveWriter.create(self.results_root, self.m.name, self.manifest(workloads, slots))
         self.writer = writer
+        self._slot_arms = [s.arms for s in slots]
         if self.progress:
             self.progress.start(todo, self.m)
         t0 = time.monotonic()
@@ -255,20 +257,21 @@ class MatrixRunner:
                 self.progress.arm_starting(arm)
             launcher.start()
             launcher.wait_healthy(timeout_s=600)
-            info = launcher.info()
-            preset = self.env_spec.model.servers[arm]
-            if "speculative-algorithm" in preset and "max-running-requests" not in preset:
-                # SGLang caps max_running_requests at 48 with any speculative algorithm unless the flag is given
-                info.setdefault("max_running_requests", None)
-                info["max_running_requests"] = info["max_running_requests"] or 48
-                info["max_running_requests_implicit"] = True
+            info = self._arm_info(arm, slot, launcher)
             with self._lock:
                 self.arm_info[arm] = info
                 self.timing["launch_s"][arm] = time.monotonic() - t0
         except ToolkitError as exc:
-            self._fail_cells(arm, cells, str(exc.message), exc.hint or launcher.log_tail(20))
+            took = time.monotonic() - t0
+            with self._lock:
+                self.timing.setdefault("launch_failed_s", {})[arm] = took
+            self._fail_cells(arm, cells, f"{exc.message} ({took:.1f} s after launch)", exc.hint or launcher.log_tail(20))
             launcher.stop()
+            self._archive_log(arm, launcher)
             return
+        window = {"slot": slot.name, "hardware": slot.hardware, "start": time.time(), "end": None}
+        with self._lock:
+            self.windows[arm] = window
         try:
             for i, cell in enumerate(cells):
                 if self._stop.is_set():
@@ -276,6 +279,7 @@ class MatrixRunner:
                 try:
                     self._run_cell(cell, launcher, workloads[cell.domain])
                     launcher.check_alive(during=f"cell {cell.key}")
+                    self._cell_server_state(arm, cell)
                 except ToolFailure as exc:
                     reason = f"server died: {exc.message}"
                     tail = launcher.log_tail(20)
@@ -285,22 +289,72 @@ class MatrixRunner:
                     self._fail_cells(arm, cells[i + 1:], reason, tail)
                     return
         finally:
+            window["end"] = time.time()
             t_stop = time.monotonic()
             launcher.stop()
             with self._lock:
                 self.timing["stop_s"][arm] = time.monotonic() - t_stop
             self._archive_log(arm, launcher)
 
+    def _arm_info(self, arm: str, slot: Slot, launcher) -> dict:
+        """The launcher's facts plus, for SGLang (launched or external), what the server says about itself:
+        /server_info archived as servers/<arm>.json, its limits and speculative settings, and each preset flag
+        it reports differently. The 48-request cap is read from the server, not assumed."""
+        from toolkit.serve.sglang import preset_mismatches, server_info, server_state
+
+        info = launcher.info()
+        preset = self.env_spec.model.servers[arm]
+        info["external"] = slot.target["kind"] == "external"
+        speculative = "speculative-algorithm" in preset
+        if self.env_spec.model.engine != "sglang":
+            return info
+        raw = info.pop("server_info", None) or server_info(launcher.base_url)
+        info.update(server_state(raw))
+        if raw:
+            from toolkit.bench.hostinfo import scrub
+
+            self.writer.write_file(f"servers/{arm}.json", _json(scrub(raw)))
+            info["server_info_file"] = f"servers/{arm}.json"
+            info["preset_mismatches"] = preset_mismatches(preset, raw)
+            info["max_running_requests_source"] = "server_info"
+        elif speculative and "max-running-requests" not in preset:
+            # no /server_info: SGLang's documented behaviour, marked as assumed
+            info["max_running_requests"] = info.get("max_running_requests") or 48
+            info["max_running_requests_source"] = "assumed (no /server_info)"
+        info["max_running_requests_implicit"] = speculative and "max-running-requests" not in preset
+        info["cells"] = {}
+        return info
+
+    def _cell_server_state(self, arm: str, cell: Cell) -> None:
+        """After a cell, SGLang's server-wide acceptance since the flush before it (a cross-check of the
+        per-request figures)."""
+        info = self.arm_info.get(arm)
+        if not info or not info.get("server_info_read"):
+            return
+        from toolkit.serve.sglang import server_info, server_state
+
+        st = server_state(server_info(self.launchers[arm].base_url))
+        with self._lock:
+            info["cells"][cell.key] = {"avg_spec_accept_length": st.get("avg_spec_accept_length")}
+
     def _launcher_kwargs(self, slot: Slot, arm: str) -> dict:
         """How the slot's target becomes a launcher: local engine, external URL, or a host's Docker engine."""
         t = slot.target
         kw: dict = {"log_path": Path(self._tmp_logs) / f"{arm}.log"}
         if t["kind"] == "external":
-            return {**kw, "kind": "external", "url": t["url"]}
+            return {**kw, "kind": "external", "url": t["urls"][arm]}
+        target = self.m.target
+        if self.env_spec.model.engine == "sglang" and target.launcher == "process":
+            env = dict(target.env)
+            if t.get("gpus"):
+                env["CUDA_VISIBLE_DEVICES"] = t["gpus"]
+            return {**kw, "kind": "process", "python": target.python, "env": env}
         if self.env_spec.model.engine == "sglang":
             build = self.build_record or {}
             image = (build.get("tags") or [None])[0] or build.get("image_id")
             kw.update(kind="docker", image=image)
+            if t.get("gpus"):
+                kw["gpus"] = t["gpus"].split(",")
             if t["kind"] == "hosts":
                 h = t["spec"]
                 user = f"{h['user']}@" if h.get("user") else ""
@@ -357,6 +411,7 @@ class MatrixRunner:
                             sampling=self.sampling())
         with self._lock:
             self.timing["cells_s"] += elapsed
+            self.timing["arm_cells_s"][cell.arm] = self.timing["arm_cells_s"].get(cell.arm, 0.0) + elapsed
         if samples:
             self.writer.write_file(f"telemetry/{cell.key}.json", _json(samples))
         self._record(cell, summary, records)
@@ -392,6 +447,12 @@ class MatrixRunner:
         if self.progress:
             self.progress.cell_done(cell, summary)
 
+    def _dummy(self, arm: str) -> bool:
+        env = self.env_spec.model
+        if env.engine == "sglang":
+            return env.servers.get(arm, {}).get("load-format") == "dummy"
+        return env.model is not None and env.model.dummy is not None
+
     # -- derived results
     def derive(self) -> dict:
         rows = derive.speedups(self.cells, self.records, self.m.baseline_arm, seed=self.m.seed)
@@ -400,12 +461,12 @@ class MatrixRunner:
         cross = derive.crossovers(rows, spec_arms)
         checks = derive.methodology_checks(matrix=self.m, cells=self.cells, records=self.records,
                                            arm_info=self.arm_info, flushed=self.flushed,
-                                           representativeness=self.representativeness)
+                                           representativeness=self.representativeness, windows=self.windows,
+                                           dummy_arms=[a for a in self.m.arms if self._dummy(a)])
         planned = len(self.m.arms) * len(self.m.workloads) * len(self.m.concurrency) * self.m.repeats
-        timing = dict(self.timing)
-        launches = sum(timing["launch_s"].values()) + sum(timing["stop_s"].values())
+        timing = dict(self.timing, arms=self.windows)
         if timing.get("wall_s"):
-            timing["overhead_ratio"] = timing["wall_s"] / max(timing["cells_s"] + launches, 1e-9)
+            timing["overhead_ratio"] = derive.overhead_ratio(timing, self._slot_arms)
         return {
             "baseline": self.m.baseline_arm,
             "speedups": rows,
@@ -413,6 +474,7 @@ class MatrixRunner:
             "speculative_arms": sorted(spec_arms),
             "recommended_disable_batch_threshold": {a: derive.recommended_threshold(cross, a)
                                                     for a in sorted(spec_arms)},
+            "never_pays_off": sorted(a for a in spec_arms if derive.never_pays_off(cross, a)),
             "methodology": checks,
             "representativeness": self.representativeness,
             "arm_info": self.arm_info,

@@ -67,6 +67,9 @@ class RequestRecord(BaseModel):
     status: int | None = Field(None, description="HTTP status")
     spec_verify_ct: int | None = Field(None, description="SGLang meta_info: verification steps (speculative)")
     accept_length: float | None = Field(None, description="output tokens per verification step")
+    spec_meta: dict[str, float] | None = Field(
+        None, description="SGLang meta_info: every numeric spec_* field the server sent (0.5.17: spec_accept_rate, "
+                          "spec_accept_length, spec_num_correct_drafts, spec_num_proposed_drafts, ...)")
     lag_ms: float | None = Field(None, description="open loop: how late the request left vs its scheduled time")
 
     @property

@@ -71,9 +71,23 @@ def markdown_report(matrix, cells: list[CellSummary], derived: dict) -> str:
              derived.get("speedups") else "(no spec arm to compare)", "", "## Crossover", ""]
     for c in derived.get("crossovers", []):
         parts.append(f"- {c['arm']} / {c['domain']}: {c['note']}")
-    for arm, t in derived.get("recommended_disable_batch_threshold", {}).items():
-        parts.append(f"- **{arm}**: recommended `speculative-disable-batch-threshold`: "
-                     f"{t if t is not None else 'none needed in the tested range'}")
+    from toolkit.bench.derive import threshold_advice
+
+    for arm in derived.get("recommended_disable_batch_threshold", {}):
+        parts.append(f"- **{arm}**: {threshold_advice(derived, arm)}")
+    servers = {a: i for a, i in (derived.get("arm_info") or {}).items() if i.get("engine") == "sglang"}
+    if servers:
+        parts += ["", "## What each server said (/server_info)", ""]
+        for a, i in servers.items():
+            if not i.get("server_info_read"):
+                parts.append(f"- **{a}**: no /server_info")
+                continue
+            spec = ", ".join(f"{k.removeprefix('speculative_')}={v}" for k, v in (i.get("speculative") or {}).items())
+            parts.append(f"- **{a}**: SGLang {i.get('engine_version')}, max running requests "
+                         f"{i.get('max_running_requests')}" + (" (set by SGLang: flag unset)"
+                         if i.get("max_running_requests_implicit") else "") + (f"; speculative: {spec}" if spec else "")
+                         + (f"; differs from the preset: {i['preset_mismatches']}" if i.get("preset_mismatches") else "")
+                         + (f" ({i['server_info_file']})" if i.get("server_info_file") else ""))
     parts += ["", "## Methodology checks", ""]
     checks = derived.get("methodology", [])
     parts += [f"- **{c['severity']}** `{c['check']}`: {c['message']}" for c in checks] or ["- none"]

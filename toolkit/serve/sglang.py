@@ -61,10 +61,7 @@ class SGLangMixin:
 
     def sglang_info(self) -> dict:
         info = server_info(self.base_url)
-        states = info.get("internal_states") or [{}]
-        mrr = states[0].get("max_running_requests", info.get("max_running_requests"))
-        return {"engine": "sglang", "engine_version": info.get("version"), "max_running_requests": mrr,
-                "server_info": info}
+        return {**server_state(info), "server_info": info}
 
 
 class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
@@ -255,6 +252,56 @@ def server_info(base_url: str) -> dict:
             except ValueError:
                 return {}
     return {}
+
+
+SPEC_FIELDS = ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
+               "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_disable_batch_threshold")
+# What may differ between a preset and the server it started without meaning another server: the
+# toolkit picks the port (and the bind address) when the preset leaves them out.
+_NOT_COMPARED = {"host", "port"}
+
+
+def server_state(info: dict) -> dict:
+    """What a running SGLang server says about itself, from its /server_info (0.5.x: the ServerArgs fields
+    at top level, the scheduler's live state under internal_states[0]). Empty values where it said nothing.
+
+    `max_running_requests` is the scheduler's effective limit (internal_states[0]: 48 when speculation is
+    on and the flag unset); `max_running_requests_arg` is the flag as given (None when unset)."""
+    if not info:
+        return {"engine": "sglang", "server_info_read": False}
+    states = info.get("internal_states") or [{}]
+    st0 = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    mrr = st0.get("max_running_requests", info.get("max_running_requests"))
+    return {"engine": "sglang", "server_info_read": True, "engine_version": info.get("version"),
+            "max_running_requests": mrr, "max_running_requests_arg": info.get("max_running_requests"),
+            "speculative": {k: info[k] for k in SPEC_FIELDS if info.get(k) is not None},
+            "avg_spec_accept_length": st0.get("avg_spec_accept_length")}
+
+
+def _same(want, have) -> bool:
+    if want is True or want is False:
+        return bool(have) is want
+    if isinstance(want, list):
+        return isinstance(have, list) and [str(x) for x in want] == [str(x) for x in have]
+    if isinstance(want, (int, float)) and not isinstance(have, bool):
+        try:
+            return float(want) == float(have)
+        except (TypeError, ValueError):
+            return False
+    return str(want) == str(have)
+
+
+def preset_mismatches(preset: dict, info: dict) -> list[dict]:
+    """Flags of the preset whose value the server reports differently in /server_info (flag -> field name
+    with dashes as underscores). A flag the server does not report is not judged."""
+    out = []
+    for flag, want in preset.items():
+        name = flag.replace("-", "_")
+        if name in _NOT_COMPARED or name not in info:
+            continue
+        if not _same(want, info[name]):
+            out.append({"flag": flag, "preset": want, "server": info[name]})
+    return out
 
 
 def metrics_snapshot(base_url: str) -> dict[str, float]:

@@ -10,14 +10,30 @@ from toolkit.spec.base import Name, StrictModel
 
 
 class Target(StrictModel):
-    """Where the arms run: the embedded local engine, hosts of a Hosts spec, or URLs already serving."""
+    """Where the arms run: this machine, hosts of a Hosts spec, or URLs already serving.
+
+    Arms that share hardware (one GPU set of one host) run one after another: a measurement taken while
+    another arm loads the same GPU says nothing about either. Side by side only on separate GPU sets.
+    """
 
     kind: Literal["local", "hosts", "external"] = "local"
+    launcher: Literal["docker", "process"] = Field(
+        "docker", description="sglang engine, kind local: a container from the built image (docker) or a plain "
+                              "process where SGLang is installed (a venv, a Slurm job)")
+    python: str | None = Field(None, description="launcher process: the Python that has SGLang (default: the "
+                                                  "toolkit's own)")
+    env: dict[str, str] = Field(default_factory=dict, description="launcher process: extra environment variables")
+    gpus: list[Annotated[str, Field(pattern=r"^[0-9]+(,[0-9]+)*$")]] = Field(
+        default_factory=list, description="kind local: GPU sets, e.g. ['0,1', '2,3']: one slot per set "
+                                          "(CUDA_VISIBLE_DEVICES), arms on different sets run side by side")
     hosts: str | None = Field(None, description="kind hosts: path of a Hosts spec, relative to this file")
     group: str = Field("all", description="kind hosts: the inventory group whose hosts run the arms")
     url: str | None = Field(None, description="kind external: base URL of an OpenAI-compatible server")
     urls: dict[Name, str] = Field(default_factory=dict, description="kind external: one base URL per arm")
-    parallel: int = Field(1, ge=1, description="kind local: arms run side by side on this many engines")
+    independent: bool = Field(False, description="kind external: the URLs are separate hardware even on one host, "
+                                                  "so their arms may run side by side (default: one after another)")
+    parallel: int = Field(1, ge=1, description="kind local, transformers engine: arms run side by side on this many "
+                                               "engines (they share the host: the run reports it as an error)")
 
     @model_validator(mode="after")
     def _fields(self) -> "Target":
@@ -25,6 +41,16 @@ class Target(StrictModel):
             raise ValueError("a target of kind hosts needs `hosts:` (a Hosts spec path)")
         if self.kind == "external" and not (self.url or self.urls):
             raise ValueError("a target of kind external needs `url:` or `urls:`")
+        if self.kind != "local" and (self.gpus or self.launcher == "process"):
+            raise ValueError("`gpus:` and `launcher: process` apply to a target of kind local")
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError("each GPU set may appear once in `gpus:`")
+        seen: set[str] = set()
+        for g in self.gpus:
+            ids = set(g.split(","))
+            if ids & seen:
+                raise ValueError(f"GPU(s) {sorted(ids & seen)} appear in two sets of `gpus:`: sets must not overlap")
+            seen |= ids
         return self
 
 

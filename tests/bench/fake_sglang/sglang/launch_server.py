@@ -1,40 +1,139 @@
-"""A fake `python -m sglang.launch_server` for launcher tests: prints its exact argv, serves /health
-and /server_info on --host/--port, and exits with code 7 when given --crash-after-start."""
+"""A fake `python -m sglang.launch_server` for launcher and matrix tests, on CPU in milliseconds.
+
+It parses its flags with argparse like SGLang (an unknown flag: exit 2 with `error: unrecognized
+arguments`), prints its exact argv, and serves on --host/--port what the runner reads from a real
+SGLang 0.5.17: /health, /server_info (the ServerArgs fields at top level, internal_states[0] with the
+effective max_running_requests: 48 when speculation is on and the flag unset), /flush_cache, /metrics
+(with --enable-metrics), and streamed /generate whose chunks have the shape recorded from the real
+server (tests/data/sglang/generate_stream_*.txt): cumulative text, meta_info with completion_tokens,
+spec_verify_ct and the spec_* acceptance fields on every chunk, then `data: [DONE]`.
+
+Speculation is simulated: with --speculative-algorithm each verify step yields 1 + (step % 3) tokens.
+--crash-after-start exits with code 7; --crash-after-requests N exits with code 9 after N requests.
+"""
+import argparse
 import http.server
 import json
+import os
 import sys
+import threading
+import time
 
-argv = sys.argv[1:]
-print("FAKE-SGLANG-ARGV " + json.dumps(argv), flush=True)
+print("FAKE-SGLANG-ARGV " + json.dumps(sys.argv[1:]), flush=True)
+print("CUDA_VISIBLE_DEVICES=" + os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)"), flush=True)
+p = argparse.ArgumentParser(prog="launch_server.py")
+for flag in ("--model-path", "--served-model-name", "--host", "--load-format", "--attention-backend",
+             "--speculative-algorithm", "--speculative-draft-model-path"):
+    p.add_argument(flag)
+for flag in ("--port", "--tp-size", "--max-running-requests", "--cuda-graph-max-bs", "--speculative-num-steps",
+             "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-disable-batch-threshold",
+             "--crash-after-requests"):
+    p.add_argument(flag, type=int)
+p.add_argument("--mem-fraction-static", type=float)
+for flag in ("--trust-remote-code", "--enable-metrics", "--crash-after-start"):
+    p.add_argument(flag, action="store_true")
+p.add_argument("--token-ms", type=float, default=1.0, help="fake: time per decode step")
+args = p.parse_args()
 
-
-def opt(name, default=None):
-    return argv[argv.index(name) + 1] if name in argv else default
-
-
-if "--crash-after-start" in argv:
+if args.crash_after_start:
     print("fatal: simulated crash during start", flush=True)
     sys.exit(7)
 
+SPEC = args.speculative_algorithm is not None
+MAX_RUNNING = args.max_running_requests or (48 if SPEC else 4096)
+STATE = {"requests": 0, "accepted": 0, "steps": 0}
+LOCK = threading.Lock()
+SERVER_ARGS = {k: v for k, v in vars(args).items() if not k.startswith("crash") and k != "token_ms"}
+
+
+def server_info() -> dict:
+    with LOCK:
+        acc = STATE["accepted"] / STATE["steps"] if STATE["steps"] else None
+    return {**SERVER_ARGS, "max_running_requests": args.max_running_requests, "version": "0.5.17-fake",
+            "internal_states": [{"max_running_requests": MAX_RUNNING, "avg_spec_accept_length": acc}]}
+
 
 class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        if self.path == "/health":
-            body = b"ok"
-        elif self.path == "/server_info":
-            body = json.dumps({"version": "0.0.fake", "internal_states": [{"max_running_requests": 48}],
-                               "argv": argv}).encode()
-        else:
-            self.send_response(404)
-            self.end_headers()
-            return
-        self.send_response(200)
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as uvicorn: no 40 ms delayed-ACK stalls between small writes
+
+    def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, fmt, *args):
-        print("request " + fmt % args, flush=True)
+    def do_GET(self):  # noqa: N802
+        if self.path == "/health":
+            self._send(200, b"")
+        elif self.path in ("/server_info", "/get_server_info"):
+            self._send(200, json.dumps(server_info()).encode())
+        elif self.path == "/metrics" and args.enable_metrics:
+            acc = server_info()["internal_states"][0]["avg_spec_accept_length"] or 0
+            self._send(200, f"# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length"
+                            f'{{model_name="{args.served_model_name}"}} {acc}\n'.encode(), "text/plain")
+        else:
+            self._send(404, b'{"detail":"Not Found"}')
+
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/flush_cache":
+            with LOCK:
+                STATE.update(accepted=0, steps=0)
+            self._send(200, b"Cache flushed.\nPlease check backend logs for more details. (When there are running "
+                            b"or waiting requests, the operation will not be performed.)\n", "text/plain")
+            return
+        if self.path != "/generate":
+            self._send(404, b'{"detail":"Not Found"}')
+            return
+        req = json.loads(body)
+        n = int(req["sampling_params"]["max_new_tokens"])
+        with LOCK:
+            STATE["requests"] += 1
+            if args.crash_after_requests and STATE["requests"] > args.crash_after_requests:
+                print("fatal: simulated crash while serving", flush=True)
+                os._exit(9)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        done = steps = 0
+        t0 = time.perf_counter()
+        while done < n:
+            k = min(n - done, 1 + steps % 3) if SPEC else 1
+            done += k
+            steps += 1
+            time.sleep(args.token_ms / 1000)
+            meta = {"id": "fake", "finish_reason": {"type": "length", "length": n} if done == n else None,
+                    "prompt_tokens": 7, "weight_version": "default", "total_retractions": 0,
+                    "completion_tokens": done, "cached_tokens": 0, "e2e_latency": time.perf_counter() - t0}
+            if SPEC:
+                meta.update(spec_accept_rate=(done - steps) / (3 * steps), spec_accept_length=done / steps,
+                            spec_num_correct_drafts=done - steps, spec_num_proposed_drafts=3 * steps,
+                            spec_verify_ct=steps)
+            self._chunk(f"data: {json.dumps({'text': 'x' * done, 'output_ids': [1] * done, 'meta_info': meta})}\n\n")
+        if SPEC:
+            with LOCK:
+                STATE["accepted"] += done
+                STATE["steps"] += steps
+        self._chunk("data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _chunk(self, text: str) -> None:
+        data = text.encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def log_message(self, fmt, *a):
+        pass
 
 
-http.server.HTTPServer((opt("--host", "127.0.0.1"), int(opt("--port", "30000"))), H).serve_forever()
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # 64 clients connect at once
+
+
+srv = Server((args.host or "127.0.0.1", args.port or 30000), H)
+print(f"The server is fired up and ready to roll! (fake, max_running_requests={MAX_RUNNING})", flush=True)
+srv.serve_forever()

@@ -1,0 +1,214 @@
+"""SGLang arms as local processes (`target: {kind: local, launcher: process}`) and external SGLang URLs,
+through the real CLI, against the fake launch_server of tests/bench/fake_sglang (SGLang's flags parsed by
+argparse, its /server_info, /flush_cache and streamed /generate in the shape recorded from 0.5.17).
+
+What the runner must do with them: arms on one GPU set one after another, never measured at once;
+/server_info read for every arm (launched or external), archived, compared with the preset; the
+48-request cap read from the server; per-request acceptance fields archived; a misspelt flag fails
+the arm within seconds with SGLang's own error."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+FAKE = Path(__file__).parent / "fake_sglang"
+
+ENV = textwrap.dedent("""\
+    kind: Environment
+    name: sg-fake
+    engine: sglang
+    base_image: nvidia/cuda:13.0.1-devel-ubuntu24.04
+    sglang: {version: 0.5.17}
+    servers:
+      baseline: &b
+        model-path: /models/target
+        served-model-name: target
+        load-format: dummy
+        mem-fraction-static: 0.8
+      eagle3:
+        <<: *b
+        speculative-algorithm: EAGLE3
+        speculative-draft-model-path: /models/draft
+        speculative-num-steps: 3
+        speculative-eagle-topk: 1
+        speculative-num-draft-tokens: 4
+        max-running-requests: 64
+      ngram:
+        <<: *b
+        speculative-algorithm: NGRAM
+      typo:
+        <<: *b
+        speculative-algoritm: EAGLE3
+    """)
+
+
+def write_specs(tmp: Path, arms: str, target: str, concurrency: str = "[1, 64]") -> Path:
+    (tmp / "env.yaml").write_text(ENV)
+    m = tmp / "m.yaml"
+    m.write_text(textwrap.dedent(f"""\
+        kind: Matrix
+        name: sg
+        environment: env.yaml
+        arms: {arms}
+        target: {target}
+        workloads: [coding]
+        api: generate
+        concurrency: {concurrency}
+        output_len: 12
+        requests: 64
+        warmup: 2
+        """))
+    return m
+
+
+def process_target() -> str:
+    return json.dumps({"kind": "local", "launcher": "process", "python": sys.executable,
+                       "env": {"PYTHONPATH": str(FAKE)}})
+
+
+def run_matrix(m: Path, results: Path) -> tuple[Path, dict, dict]:
+    r = run_cli("bench", "matrix", str(m), "--results", str(results), "--json", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = Path(json.loads(r.stdout)["run"])
+    return run, json.loads((run / "summary.json").read_text()), json.loads((run / "manifest.json").read_text())
+
+
+def checks(summary: dict, name: str) -> list[dict]:
+    return [c for c in summary["derived"]["methodology"] if c["check"] == name]
+
+
+def test_process_arms_one_after_another_with_server_state(tmp_path: Path) -> None:
+    m = write_specs(tmp_path, "[baseline, eagle3, ngram]", process_target())
+    run, summary, manifest = run_matrix(m, tmp_path / "results")
+    assert summary["status"] == "complete" and len(summary["cells"]) == 6
+    assert all(c["status"] == "ok" and c["n_errors"] == 0 for c in summary["cells"])
+    # one slot: the arms ran one after another, and the measured windows do not overlap
+    assert [s["arms"] for s in manifest["slots"]] == [["baseline", "eagle3", "ngram"]]
+    assert manifest["arms"]["eagle3"]["command"].startswith(f"{sys.executable} -m sglang.launch_server --model-path")
+    windows = summary["derived"]["timing"]["arms"]
+    order = sorted(windows, key=lambda a: windows[a]["start"])
+    assert order == ["baseline", "eagle3", "ngram"]
+    for a, b in zip(order, order[1:]):
+        assert windows[a]["end"] <= windows[b]["start"]
+    assert not checks(summary, "arms-overlapped-on-shared-hardware")
+    # what the server said, per arm: archived, and the cap read from it (not assumed)
+    info = summary["derived"]["arm_info"]
+    for arm in ("baseline", "eagle3", "ngram"):
+        assert info[arm]["server_info_read"] and info[arm]["engine_version"] == "0.5.17-fake"
+        saved = json.loads((run / info[arm]["server_info_file"]).read_text())
+        assert saved["served_model_name"] == "target"
+        assert info[arm]["preset_mismatches"] == []
+    assert info["ngram"]["max_running_requests"] == 48 and info["ngram"]["max_running_requests_implicit"]
+    assert info["ngram"]["max_running_requests_source"] == "server_info"
+    assert info["eagle3"]["max_running_requests"] == 64 and not info["eagle3"]["max_running_requests_implicit"]
+    cap = checks(summary, "concurrency-above-max-running-requests")
+    assert len(cap) == 1 and cap[0]["severity"] == "error" and "arm ngram" in cap[0]["message"]
+    assert "server_info" in cap[0]["message"]
+    # per-request acceptance, with the server's own spec_* fields, for the speculative arms only
+    for arm in ("eagle3", "ngram"):
+        key = f"{arm}__coding__c1__r0"
+        recs = [json.loads(line) for line in gzip.decompress((run / "cells" / f"{key}.jsonl.gz").read_bytes())
+                .splitlines()]
+        measured = [r for r in recs if not r.get("warmup")]
+        assert len(measured) == 64 and all(r["accept_length"] >= 1 for r in measured)
+        assert all(r["spec_meta"]["spec_accept_length"] == r["accept_length"] for r in measured)
+        assert {"spec_accept_rate", "spec_num_correct_drafts", "spec_num_proposed_drafts"} <= set(measured[0]["spec_meta"])
+        # the server's cumulative acceptance after the cell, flushed before it
+        assert info[arm]["cells"][key]["avg_spec_accept_length"] == pytest.approx(measured[0]["accept_length"], rel=0.2)
+    base = gzip.decompress((run / "cells" / "baseline__coding__c1__r0.jsonl.gz").read_bytes())
+    assert b"accept_length" not in base
+    # one slot: wall time is the sum of its parts
+    assert 0.9 < summary["derived"]["timing"]["overhead_ratio"] < 1.5
+    assert run_cli("results", "verify", str(run)).returncode == 0
+
+
+def test_misspelt_flag_fails_the_arm_in_seconds_with_sglangs_error(tmp_path: Path) -> None:
+    m = write_specs(tmp_path, "[baseline, typo]", process_target(), concurrency="[1]")
+    t = time.monotonic()
+    run, summary, _ = run_matrix(m, tmp_path / "results")
+    assert time.monotonic() - t < 120
+    typo = [c for c in summary["cells"] if c["arm"] == "typo"]
+    assert typo and typo[0]["status"] == "failed"
+    assert "exited with code 2 during start-up" in typo[0]["reason"]
+    assert "unrecognized arguments: --speculative-algoritm EAGLE3" in typo[0]["log_tail"]
+    assert "unrecognized arguments" in (run / "logs" / "typo.log").read_text()
+
+
+@pytest.fixture()
+def two_servers(tmp_path: Path):
+    """Two fake SGLang servers already running (as a user's own): one as the preset says, one started with
+    another max-running-requests than its preset."""
+    from toolkit.serve import SGLangProcessLauncher
+
+    env = {"PYTHONPATH": str(FAKE)}
+    base = SGLangProcessLauncher({"model-path": "/models/target", "served-model-name": "target",
+                                  "load-format": "dummy", "mem-fraction-static": 0.8},
+                                 log_path=tmp_path / "a.log", env=env)
+    spec = SGLangProcessLauncher({"model-path": "/models/target", "served-model-name": "target",
+                                  "load-format": "dummy", "mem-fraction-static": 0.8,
+                                  "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/models/draft",
+                                  "speculative-num-steps": 3, "speculative-eagle-topk": 1,
+                                  "speculative-num-draft-tokens": 4, "max-running-requests": 32},
+                                 log_path=tmp_path / "b.log", env=env)
+    for s in (base, spec):
+        s.wait_healthy(60)
+    yield base, spec
+    for s in (base, spec):
+        s.stop()
+
+
+def test_external_urls_on_one_host_run_in_turn_and_server_state_is_checked(tmp_path: Path, two_servers) -> None:
+    base, spec = two_servers
+    urls = {"baseline": base.base_url, "eagle3": spec.base_url}
+    m = write_specs(tmp_path, "[baseline, eagle3]", json.dumps({"kind": "external", "urls": urls}),
+                    concurrency="[1]")
+    run, summary, manifest = run_matrix(m, tmp_path / "results")
+    # both URLs are on 127.0.0.1: one slot, one after another
+    assert [s["arms"] for s in manifest["slots"]] == [["baseline", "eagle3"]]
+    assert not checks(summary, "arms-overlapped-on-shared-hardware")
+    info = summary["derived"]["arm_info"]
+    assert info["eagle3"]["server_info_read"] and info["eagle3"]["max_running_requests"] == 32
+    mm = checks(summary, "server-differs-from-preset")
+    assert len(mm) == 1 and mm[0]["severity"] == "error"
+    assert "max_running_requests=32" in mm[0]["message"] and "max-running-requests: 64" in mm[0]["message"]
+    assert info["eagle3"]["preset_mismatches"] == [{"flag": "max-running-requests", "preset": 64, "server": 32}]
+
+    # declared independent, they run side by side: allowed, and the overlap is then no error
+    m2 = write_specs(tmp_path, "[baseline, eagle3]",
+                     json.dumps({"kind": "external", "urls": urls, "independent": True}), concurrency="[1]")
+    run2, summary2, manifest2 = run_matrix(m2, tmp_path / "results2")
+    assert sorted(s["arms"] for s in manifest2["slots"]) == [["baseline"], ["eagle3"]]
+    assert not checks(summary2, "arms-overlapped-on-shared-hardware")
+
+
+def test_sglang_arms_sharing_gpus_in_parallel_is_refused(tmp_path: Path) -> None:
+    m = write_specs(tmp_path, "[baseline, eagle3]", json.dumps({"kind": "local", "parallel": 2}))
+    r = run_cli("bench", "matrix", str(m), "--results", str(tmp_path / "r"))
+    assert r.returncode == 2 and "m.yaml:" in r.stderr and "gpus:" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_gpu_sets_make_one_slot_each(tmp_path: Path) -> None:
+    target = json.loads(process_target())
+    target["gpus"] = ["0", "1"]
+    m = write_specs(tmp_path, "[baseline, eagle3, ngram]", json.dumps(target), concurrency="[1]")
+    run, summary, manifest = run_matrix(m, tmp_path / "results")
+    assert [(s["name"], s["arms"]) for s in manifest["slots"]] == [("gpus-0", ["baseline", "ngram"]),
+                                                                   ("gpus-1", ["eagle3"])]
+    assert "CUDA_VISIBLE_DEVICES" not in manifest["arms"]["eagle3"]["command"]
+    logs = {a: (run / "logs" / f"{a}.log").read_text() for a in ("baseline", "eagle3")}
+    assert "CUDA_VISIBLE_DEVICES=0\n" in logs["baseline"] and "CUDA_VISIBLE_DEVICES=1\n" in logs["eagle3"]
+    windows = summary["derived"]["timing"]["arms"]
+    assert windows["eagle3"]["hardware"] == {"host": "localhost", "gpus": "1"}
+    assert not checks(summary, "arms-overlapped-on-shared-hardware")
