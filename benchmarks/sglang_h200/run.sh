@@ -8,6 +8,7 @@
 #   3. record.py: the raw wire format of every endpoint the toolkit reads (tests/data/sglang/), then the
 #      speculative-disable-batch-threshold patch under load (2, 16, 2 requests at a time).
 # Everything lands in DEST (default /tmp/sglang-h200-out): log.txt, run.tar.gz, DONE when finished.
+# SGL_DRY=1 with SITE=<a folder holding tests/bench/fake_sglang's sglang> tries the script on a CPU.
 #   bash benchmarks/sglang_h200/run.sh [DEST]
 # docs/gpu.md says how to run it on the device tool (the wheels arrive in two calls; this runs detached).
 set -uo pipefail
@@ -16,22 +17,27 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 cd "$(dirname "$0")/../.."
 DEST=${1:-/tmp/sglang-h200-out}
 SITE=${SITE:-/tmp/site}
-RESULTS=${RESULTS:-results}
+RESULTS=${RESULTS:-$DEST/results}
+REPORTS=${REPORTS:-$DEST/reports}
 mkdir -p "$DEST"
-exec > >(tee -a "$DEST/log.txt") 2>&1
+[ -n "${SGL_COPY:-}" ] || exec > >(tee -a "$DEST/log.txt") 2>&1
 T0=$(date +%s)
 stamp() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
+# Detached on the device tool, the checkout may be synced again under us: work from a private copy.
+if [ -z "${SGL_COPY:-}" ]; then
+  rm -rf "$DEST/repo" && mkdir -p "$DEST/repo"
+  tar --exclude=./.sglwheels --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$DEST/repo"
+  for a in .sglwheels/part*.tar.xz; do [ -e "$a" ] && python3 benchmarks/sglang_h200/unpack.py "$a" --dest "$SITE"; done
+  cd "$DEST/repo" && SGL_COPY=1 exec bash benchmarks/sglang_h200/run.sh "$DEST"
+fi
 
-stamp "unpack what was carried"
-for a in .sglwheels/part*.tar.xz; do
-  [ -e "$a" ] && python3 benchmarks/sglang_h200/unpack.py "$a" --dest "$SITE"
-done
+stamp "wheels (the carried archives are unpacked into $SITE above)"
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
 fi
 export PYTHONPATH=$SITE:$PWD
 python3 -c 'import sglang, torch, transformers, pydantic; print("sglang", sglang.__version__, "torch", torch.__version__, "transformers", transformers.__version__, "pydantic", pydantic.__version__)' || exit 1
-nvidia-smi -L
+nvidia-smi -L || [ -n "${SGL_DRY:-}" ] || exit 1
 tk() { python3 -m toolkit.cli "$@"; }
 
 stamp "patches of the Environment, applied to the installed sglang as the image build does"
@@ -46,7 +52,7 @@ while read -r p; do
     echo "already applied: $p"; continue
   fi
   patch -p2 -d "$SITE" --forward --fuzz=0 < "$p" && echo "toolkit-applied $p" >> "$SITE/sglang/.toolkit-patches" || { echo "PATCH FAILED: $p"; exit 1; }
-done < /tmp/patches.txt
+done < <([ -n "${SGL_DRY:-}" ] || cat /tmp/patches.txt)
 
 stamp "config-only models"
 python3 benchmarks/sglang_h200/make_models.py /tmp/toolkit-sglang/models
@@ -62,9 +68,9 @@ if [ -n "$RUN" ]; then
   stamp "verify + report"
   tk results verify "$RUN" --root "$RESULTS"; echo "verify rc=$?"
   tk results show "$RUN" --root "$RESULTS" | head -80
-  tk results report "$RUN" --root "$RESULTS" -o "reports/$(basename "$RUN")" || echo "(report failed: make it again here)"
+  tk results report "$RUN" --root "$RESULTS" -o "$REPORTS/$(basename "$RUN")" || echo "(report failed: make it again here)"
 fi
-tar -czf "$DEST/run.tar.gz" ${RUN:+"$RUN"} ${TYPO:+"$TYPO"} $( [ -n "$RUN" ] && [ -d "reports/$(basename "$RUN")" ] && echo "reports/$(basename "$RUN")")
+tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports 2>/dev/null)
 
 stamp "record the wire format; the threshold patch under load"
 python3 benchmarks/sglang_h200/record.py "$DEST/record" eagle3-threshold; echo "record rc=$?"

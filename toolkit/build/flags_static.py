@@ -165,8 +165,11 @@ def _add_argument_flags(tree: ast.Module, names: dict) -> list[dict]:
         action_name = action.value if isinstance(action, ast.Constant) else _name(action) if action is not None else ""
         nargs = kw["nargs"].value if isinstance(kw.get("nargs"), ast.Constant) else None
         choices = _const_list(kw["choices"], names) if "choices" in kw else None
+        # a Deprecated* action is on/off unless it takes a value (DeprecatedAliasStoreAction: type=int)
         if action_name in ("store_true", "store_false", "store_const", "count", "DeprecatedStoreTrueAction",
-                           "DeprecatedAction") or (action_name.startswith("Deprecated") and "nargs" not in kw):
+                           "DeprecatedAction") or (action_name.startswith("Deprecated") and "nargs" not in kw
+                                                   and "type" not in kw and "choices" not in kw
+                                                   and "Alias" not in action_name):
             out.append(_flag(opts, False, 0, None, None, action_name, help_text or action_name))
         elif action_name == "BooleanOptionalAction":
             out.append(_flag(opts + ["--no-" + opts[0][2:]], False, 0, None, None, "boolean_optional", help_text))

@@ -25,7 +25,7 @@ p = argparse.ArgumentParser(prog="launch_server.py")
 for flag in ("--model-path", "--served-model-name", "--host", "--load-format", "--attention-backend",
              "--speculative-algorithm", "--speculative-draft-model-path"):
     p.add_argument(flag)
-for flag in ("--port", "--tp-size", "--max-running-requests", "--cuda-graph-max-bs", "--speculative-num-steps",
+for flag in ("--port", "--tp-size", "--max-running-requests", "--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", "--speculative-num-steps",
              "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-disable-batch-threshold",
              "--crash-after-requests"):
     p.add_argument(flag, type=int)
