@@ -45,13 +45,17 @@ python3 - <<'EOF' > /tmp/patches.txt
 from toolkit.spec import load_spec
 s = load_spec("envs/sglang-0.5.17-h200.yaml")
 for i, p in enumerate(s.model.sglang.patches):
-    print(s.path_of(("sglang", "patches", i, "path"), p.path))
+    print(s.path_of(("sglang", "patches", i, "path"), p.path).resolve())
 EOF
 while read -r p; do
   if grep -q toolkit-applied "$SITE/sglang/.toolkit-patches" 2>/dev/null && grep -qF "$p" "$SITE/sglang/.toolkit-patches"; then
     echo "already applied: $p"; continue
   fi
-  patch -p2 -d "$SITE" --forward --fuzz=0 < "$p" && echo "toolkit-applied $p" >> "$SITE/sglang/.toolkit-patches" || { echo "PATCH FAILED: $p"; exit 1; }
+  if command -v patch >/dev/null; then
+    patch -p2 -d "$SITE" --forward --fuzz=0 < "$p"
+  else  # no GNU patch on the machine: git's applier, as strict (no fuzz)
+    (cd "$SITE" && git apply -p2 --verbose "$p")
+  fi && echo "toolkit-applied $p" >> "$SITE/sglang/.toolkit-patches" || { echo "PATCH FAILED: $p"; exit 1; }
 done < <([ -n "${SGL_DRY:-}" ] || cat /tmp/patches.txt)
 
 stamp "config-only models"
