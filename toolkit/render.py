@@ -1,5 +1,7 @@
 """Render specs through Jinja2 templates (templates/) into files: deterministic, StrictUndefined,
-and every value that lands in a shell line passes through the `sh` (shell-quote) filter."""
+and every value that lands in a shell line passes through the `sh` (shell-quote) filter.
+
+The templates are read through toolkit.resources: the wheel's package data, or the repository's folder."""
 
 from __future__ import annotations
 
@@ -16,12 +18,9 @@ from toolkit import __version__
 from toolkit.errors import SpecError
 from toolkit.fsutil import write_atomic
 from toolkit.patches import read_patch
+from toolkit.resources import data_dir
 from toolkit.spec import LoadedSpec, check_patch_hashes, referenced_files, sha256_file, spec_hash
 from toolkit.spec.environment import Environment
-
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-if not TEMPLATES.is_dir():  # installed without the repository: templates ship as package data
-    TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def _sh(value: Any) -> str:
@@ -39,7 +38,7 @@ def _docker_env(value: Any) -> str:
 
 def jinja_env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
@@ -55,9 +54,10 @@ def jinja_env() -> jinja2.Environment:
 def template_version() -> str:
     """Hash of every template file: part of each spec hash, so a template change invalidates caches."""
     h = hashlib.sha256()
-    for f in sorted(TEMPLATES.rglob("*")):
+    templates = data_dir("templates")
+    for f in sorted(templates.rglob("*")):
         if f.is_file():
-            h.update(f.relative_to(TEMPLATES).as_posix().encode() + b"\0")
+            h.update(f.relative_to(templates).as_posix().encode() + b"\0")
             h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -112,7 +112,7 @@ def render_env(spec: LoadedSpec) -> Rendered:
             info = read_patch(src)
             name = f"patches/{i + 1:02d}-{src.name}"
             context[name] = src
-            patches.append({"name": name, "strip": info.strip, "files": list(info.files),
+            patches.append({"name": name, "strip": info.strip, "files": list(info.files), "fuzz": p.fuzz,
                             "sha256": patch_hashes[p.path], "spec_path": p.path, "layout": info.layout})
     ca = None
     if env.ca_bundle:
@@ -163,4 +163,6 @@ def _static_labels(env: Environment, h: str, patches: list[dict]) -> dict[str, s
         labels["org.opencontainers.image.base.digest"] = digest
     for i, p in enumerate(patches):
         labels[f"dev.toolkit.patch.{i + 1}"] = f"{Path(p['spec_path']).name} sha256:{p['sha256']}"
+        if p["fuzz"]:  # a patch allowed to apply with fuzz says so on the image
+            labels[f"dev.toolkit.patch.{i + 1}.fuzz"] = str(p["fuzz"])
     return labels

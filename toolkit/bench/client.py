@@ -197,6 +197,9 @@ async def send_one(pool: Pool, path: str, api: Api, body: bytes, rec: RequestRec
         rec.error = f"{type(exc).__name__}: {exc}"[:300]
     except ValueError as exc:  # a malformed response or chunk (bad JSON, a non-numeric count): this request only
         rec.error = f"malformed stream: {exc}"[:300]
+    secrets = getattr(pool, "secrets", ())
+    if rec.error is not None and secrets:  # an API key echoed back by the server is masked
+        rec.error = _redact(rec.error, secrets)
     end = _perf()
     rec.chunk_ms = [(t - sent) * 1000.0 for t in st.times]
     rec.chunk_tokens = st.tokens
@@ -228,7 +231,7 @@ async def send_one(pool: Pool, path: str, api: Api, body: bytes, rec: RequestRec
         rec.finish_reason = st.finish
     if rec.error is None:
         if st.error is not None:
-            rec.error = f"server error in stream: {st.error}"[:300]
+            rec.error = _redact(f"server error in stream: {st.error}", secrets)[:300]
         elif not st.done and rec.finish_reason is None:
             rec.error = "stream ended without a finish reason or [DONE]"
         elif not st.times:
@@ -236,10 +239,25 @@ async def send_one(pool: Pool, path: str, api: Api, body: bytes, rec: RequestRec
     return rec
 
 
+def _redact(text: str, secrets: list[bytes]) -> str:
+    for secret in secrets:
+        text = text.replace(secret.decode(errors="replace"), "***")
+    return text
+
+
 def make_pool(base_url: str, read_timeout_s: float = 300.0) -> tuple[Pool, str]:
-    """A keep-alive connection pool for `base_url` and its path prefix ("" for http://host:port)."""
+    """A keep-alive connection pool for `base_url` and its path prefix ("" for http://host:port).
+
+    https:// is verified against the system trust store, or the CA bundle of the endpoint registered for
+    this URL (toolkit.endpoints), which also gives the API key sent as `Authorization: Bearer ...`."""
+    from toolkit import endpoints
+
     u = urlsplit(base_url.rstrip("/"))
-    if u.scheme != "http":
-        raise ToolkitError(f"the load generator speaks plain HTTP, not {u.scheme}: {base_url}",
-                           hint="benchmark the server on its http:// address (SGLang serves plain HTTP)")
-    return Pool(u.hostname or "127.0.0.1", u.port or 80, read_timeout_s), u.path
+    if u.scheme not in ("http", "https"):
+        raise ToolkitError(f"the load generator speaks http:// and https://, not {u.scheme or 'a bare address'}: "
+                           f"{base_url}", hint="give the server's base URL, e.g. https://host:8443 or http://host:30000")
+    ep = endpoints.lookup(base_url) or endpoints.Endpoint(base_url)
+    tls = u.scheme == "https"
+    pool = Pool(u.hostname or "127.0.0.1", u.port or (443 if tls else 80), read_timeout_s,
+                ssl=ep.ssl_context() if tls else None, headers=ep.headers())
+    return pool, u.path

@@ -38,7 +38,8 @@ def _plan(spec, rendered, report) -> dict:
                                                               f"{image_repo(env.name)}:latest"],
         "base_image": env.base_image, "sglang": env.sglang.version, "sglang_source": env.sglang.source,
         "build_args": dict(env.build_args), "presets": sorted(env.servers),
-        "patches": [{"name": p["name"], "sha256": p["sha256"], "layout": p["layout"], "files": p["files"]}
+        "patches": [{"name": p["name"], "sha256": p["sha256"], "layout": p["layout"], "files": p["files"],
+                     "fuzz": p.get("fuzz", 0), "hunks": p.get("hunks", [])}
                     for p in (report.patches if report else [])],
         "warnings": list(spec.warnings) + (report.warnings if report else []),
     }
@@ -98,6 +99,8 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
         "kind": "BuildRecord", "image_id": image_id, "tags": plan["tags"], "spec": str(spec.path.resolve()),
         "spec_name": spec.name, "spec_hash": h, "sglang_version": spec.model.sglang.version,
         "patches": {p["name"]: p["sha256"] for p in report.patches}, "labels": {**image.labels},
+        # per patch: the fuzz the spec allowed and the hunks that used an offset or fuzz (empty: exact)
+        "patch_fuzz": {p["name"]: {"allowed": p.get("fuzz", 0), "hunks": p.get("hunks", [])} for p in report.patches},
         "created": created, "revision": revision, "adopted": bool(hits),
         "build_seconds": round(build_seconds, 1), "duration_seconds": round(time.monotonic() - t0, 1),
         "log": str(log_path) if log_path else None, "no_cache": no_cache, "smoke": smoke, "plan": plan,

@@ -58,7 +58,8 @@ def env_cmd(
     """Build the image of an Environment spec, after a preflight that fails before Docker is touched.
 
     Preflight: fetch the pinned SGLang (wheel via pip download, cached; or git), apply the spec's
-    patches in order to a scratch copy (a failing hunk names patch, file, hunk), byte-compile every
+    patches in order to a scratch copy with no fuzz (a failing hunk, or one that needs fuzz, names
+    patch, hunk, file and line; `fuzz: N` on a patch in the spec allows N), byte-compile every
     touched file (a syntax error names file and line), verify patch sha256s, and check every server
     preset's flags and values against that SGLang + patches (names exact, closest flag suggested).
 
@@ -122,7 +123,9 @@ def _print_result(result: dict, check: bool) -> None:
     out.print(f"spec hash  {plan['spec_hash']}")
     out.print(f"sglang     {pf['sglang_version']} ({pf['source']}), {len(pf['patches'])} patch(es) apply and compile")
     for p in pf["patches"]:
-        out.print(f"  patch    {p['name']}  sha256:{p['sha256'][:16]}…  {p['layout']} layout, {len(p['files'])} file(s)")
+        fuzz = f", fuzz allowed: {p['fuzz']}" if p.get("fuzz") else ""
+        out.print(f"  patch    {p['name']}  sha256:{p['sha256'][:16]}…  {p['layout']} layout, "
+                  f"{len(p['files'])} file(s){fuzz}")
     out.print(f"flags      {pf['flag_mode']} check, {pf['flag_count']} flags; presets ok: {', '.join(plan['presets'])}")
     if pf.get("flag_mode_reason") and pf["flag_mode"] == "static":
         out.print(f"           ({pf['flag_mode_reason']})")

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-from toolkit.errors import ToolFailure
+from toolkit.errors import ToolFailure, ToolkitError
 
 
 def client(timeout: int = 900):
-    """A docker SDK client that answers, or a ToolFailure saying how to get one."""
-    try:
-        import docker
+    """A docker SDK client that answers, or a one-line ToolkitError (exit 2) saying how to get one."""
+    from toolkit.extras import require_module
 
+    docker = require_module("docker", "docker", "the Docker engine's client")
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
         c = docker.from_env(timeout=timeout)
         c.ping()
         return c
     except Exception as exc:  # noqa: BLE001 - any failure means no usable engine
-        raise ToolFailure(f"no Docker engine answers: {exc}",
-                          hint="start dockerd (tests/run.sh starts one as root) or set DOCKER_HOST") from None
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise ToolkitError(f"no Docker engine answers at {where} ({reason}): start dockerd, or set DOCKER_HOST "
+                           "to an engine that runs") from None
 
 
 def images_with_label(client, key: str, value: str) -> list:

@@ -1,7 +1,8 @@
 """Preflight: everything that can be checked before the Docker engine is touched.
 
 1. patch sha256s match the spec;  2. the pinned SGLang source is fetched (cached);  3. the patches
-apply in order to a scratch copy (git or package layout);  4. every touched Python file compiles;
+apply in order to a scratch copy (git or package layout), exactly: a hunk that needs fuzz is an error unless
+the spec allows that much for the patch (`fuzz: N`);  4. every touched Python file compiles;
 5. every server preset's arguments are valid flags of that SGLang + patches, with valid values.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from toolkit.build.flags import check_presets, flag_table, preset_argv
-from toolkit.build.source import apply_patch, compile_touched, fetch_sglang, scratch_tree
+from toolkit.build.source import apply_patch_checked, compile_touched, fetch_sglang, scratch_tree
 from toolkit.errors import SpecError
 from toolkit.patches import read_patch
 from toolkit.spec import LoadedSpec, check_patch_hashes, referenced_files
@@ -50,19 +51,22 @@ def preflight(spec: LoadedSpec, flag_mode: str = "auto", keep_scratch: bool = Fa
     infos = []
     for i, p in enumerate(sg.patches):
         path = files[f"sglang.patches[{i}]"]
-        infos.append((path, read_patch(path), hashes[p.path]))
+        infos.append((path, read_patch(path), hashes[p.path], p.fuzz))
     pristine = fetch_sglang(sg, env.python, log=log)
     report = PreflightReport(sglang_version=sg.version, source=sg.source, source_path=str(pristine))
     touched: dict[str, tuple[Path, object]] = {}
-    for path, info, sha in infos:
+    for path, info, sha, _ in infos:
         for rel in info.files:
             touched[rel] = (path, info)
     root = scratch_tree(pristine, set(touched))
     try:
-        for path, info, sha in infos:
-            report.warnings += apply_patch(root, path, info, sg.version)
+        for path, info, sha, fuzz in infos:
+            outcome = apply_patch_checked(root, path, info, sg.version, fuzz=fuzz)
+            report.warnings += outcome.warnings
+            # fuzz: what the spec allows for this patch (0: exact context only); hunks: offsets and fuzz used
             report.patches.append({"path": str(path), "name": path.name, "sha256": sha, "layout": info.layout,
-                                   "strip": info.strip, "files": list(info.files)})
+                                   "strip": info.strip, "files": list(info.files), "fuzz": fuzz,
+                                   "hunks": outcome.hunks})
         compile_touched(root, touched)
         raw_argv = {name: preset_argv(args) for name, args in env.servers.items()}
         table = flag_table(root, raw_argv, flag_mode)

@@ -25,9 +25,9 @@ from toolkit.fsutil import write_json
 from toolkit.provision.fingerprint import fingerprint_dir, fingerprint_path
 from toolkit.provision.inventory import check_keys, render_inventory
 from toolkit.provision.scrub import scrub_run_dir
+from toolkit.resources import data_dir
 from toolkit.spec import LoadedSpec
 
-PLAYBOOKS = Path(__file__).resolve().parent.parent.parent / "playbooks"
 FINGERPRINT_TASK = "Write the fingerprint on the controller"  # the facts role's last task
 HOST_EVENTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_unreachable": "unreachable",
                "runner_on_skipped": "skipped"}
@@ -220,7 +220,7 @@ def check_tags(tags: str | None) -> None:
     """--tags must name a role of site.yml (or `gpu`): Ansible itself would silently run nothing."""
     if not tags:
         return
-    known = sorted({p.name for p in (PLAYBOOKS / "roles").iterdir() if p.is_dir()} | {"gpu"})
+    known = sorted({p.name for p in (data_dir("playbooks") / "roles").iterdir() if p.is_dir()} | {"gpu"})
     for tag in (t.strip() for t in tags.split(",") if t.strip()):
         if tag not in known:
             import difflib
@@ -242,10 +242,15 @@ def provision(spec: LoadedSpec, *, limit: str | None = None, check: bool = False
               forks: int | None = None, on_event: Callable[[Event], None] | None = None) -> ProvisionResult:
     """Render the inventory, run site.yml with ansible-runner, collect the recap. Never raises for a
     failing host: the result names it (other hosts go on). Raises ToolkitError for bad input."""
-    import ansible_runner
+    from toolkit.extras import require_module, require_tool
 
-    if not (PLAYBOOKS / "site.yml").is_file():
-        raise ToolkitError(f"playbooks not found at {PLAYBOOKS}", hint="run the toolkit from a checkout of its repository")
+    ansible_runner = require_module("ansible_runner", "provision", "toolkit provision")
+    playbooks = data_dir("playbooks")
+    if not (playbooks / "site.yml").is_file():
+        raise ToolkitError(f"playbooks/site.yml is missing from {playbooks}",
+                           hint="reinstall the toolkit: its wheel carries the playbooks")
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    require_tool("ansible-playbook", "provision", "toolkit provision", path=path)
     check_tags(tags)
     inv = render_inventory(spec)
     selected = select_hosts(spec, limit)
@@ -260,8 +265,8 @@ def provision(spec: LoadedSpec, *, limit: str | None = None, check: bool = False
     known_hosts.parent.mkdir(parents=True, exist_ok=True)
     (run_dir / "tmp").mkdir()
     envvars = {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_ROLES_PATH": str(PLAYBOOKS / "roles"),
+        "PATH": path,
+        "ANSIBLE_ROLES_PATH": str(playbooks / "roles"),
         "ANSIBLE_SSH_ARGS": f"-o ControlMaster=auto -o ControlPersist=60s -o ConnectTimeout=10 "
                             f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={known_hosts}",
         "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -276,7 +281,7 @@ def provision(spec: LoadedSpec, *, limit: str | None = None, check: bool = False
     collector = _Collector(on_event)
     t0 = time.monotonic()
     runner = ansible_runner.run(
-        private_data_dir=str(run_dir), playbook=str(PLAYBOOKS / "site.yml"), inventory=str(inventory),
+        private_data_dir=str(run_dir), playbook=str(playbooks / "site.yml"), inventory=str(inventory),
         extravars=extravars, envvars=envvars, cmdline="--check --diff" if check else None,
         limit=",".join(selected) if limit else None, tags=tags or None,
         forks=forks or max(1, min(len(selected), 16)), suppress_env_files=True, quiet=True,

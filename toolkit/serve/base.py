@@ -84,14 +84,21 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
-    """A tiny synchronous GET (health polls, /server_info): (status, body); status 0 when unreachable."""
+    """A tiny synchronous GET (health polls, /server_info): (status, body); status 0 when unreachable, with
+    the reason as the body. https:// and the API key of an endpoint registered for the URL (toolkit.endpoints)."""
+    from toolkit import endpoints
+
+    ep = endpoints.lookup(url)
+    req = urllib.request.Request(url, headers=ep.headers() if ep else {})
+    ctx = ep.ssl_context() if ep and ep.tls else None
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - loopback/user URLs
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:  # noqa: S310 - loopback/user URLs
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read() or b""
-    except (urllib.error.URLError, OSError, TimeoutError):
-        return 0, b""
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        reason = getattr(e, "reason", e)
+        return 0, endpoints.redact(f"{type(reason).__name__}: {reason}").encode()
 
 
 class BaseLauncher:
@@ -251,7 +258,11 @@ class ProcessLauncher(BaseLauncher):
 
 
 class ExternalLauncher(BaseLauncher):
-    """A server the toolkit does not manage: start/stop do nothing; health is polled the same way."""
+    """A server the toolkit does not manage: start/stop do nothing; health is polled the same way.
+
+    http:// or https:// (toolkit.endpoints: the CA bundle and API key registered for the URL). A gateway or a
+    hosted endpoint often has no /health: a 404 there is followed by GET /v1/models. A refused key (401/403)
+    or a certificate that does not verify fails at once instead of polling until the timeout."""
 
     name = "external server"
 
@@ -259,6 +270,9 @@ class ExternalLauncher(BaseLauncher):
         from urllib.parse import urlsplit
 
         u = urlsplit(url.rstrip("/"))
+        if u.scheme not in ("http", "https"):
+            raise ToolFailure(f"an external server's URL must start with http:// or https://, not {url!r}",
+                              exit_code=2)
         super().__init__(u.hostname or "127.0.0.1", u.port or (443 if u.scheme == "https" else 80))
         self._url = url.rstrip("/")
         self.model = model
@@ -267,6 +281,39 @@ class ExternalLauncher(BaseLauncher):
     @property
     def base_url(self) -> str:
         return self._url
+
+    def wait_healthy(self, timeout_s: float = 300.0) -> None:
+        from toolkit import endpoints
+
+        self.start()
+        deadline = time.monotonic() + timeout_s
+        ep = endpoints.lookup(self._url)
+        while True:
+            url = self._url + self.health_path
+            status, body = http_get(url, timeout=5.0)
+            if status == 404 and self.health_path == "/health":
+                url = self._url + "/v1/models"
+                status, body = http_get(url, timeout=5.0)
+            if status == 200:
+                return
+            if status in (401, 403):
+                key = f"the key in ${ep.api_key_env}" if ep and ep.api_key else "no API key"
+                raise ToolFailure(f"{url} answered HTTP {status} with {key}: the server wants a valid API key",
+                                  hint="set `api_key_env:` in the matrix target to the variable that holds the key")
+            if status == 0 and b"CERTIFICATE_VERIFY_FAILED" in body:
+                raise ToolFailure(f"{url}: the server's TLS certificate does not verify "
+                                  f"({body.decode(errors='replace')[:200]})",
+                                  hint="name the CA that issued it with `ca_bundle:` in the matrix target")
+            if time.monotonic() > deadline:
+                last = f"HTTP {status}" if status else (body.decode(errors="replace")[:200] or "unreachable")
+                raise ToolFailure(f"{self.name} did not answer {url} with 200 within {timeout_s:.0f} s (last: {last})")
+            time.sleep(0.5)
+
+    def info(self) -> dict:
+        from toolkit import endpoints
+
+        ep = endpoints.lookup(self._url)
+        return {**super().info(), **(ep.info() if ep else {"tls": self._url.startswith("https://")})}
 
     def _spawn(self) -> None:
         pass

@@ -112,6 +112,11 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     return keys
 
 
+RANGE_OPS = {"greater_than": (">", "gt"), "greater_than_equal": (">=", "ge"), "less_than": ("<", "lt"),
+             "less_than_equal": ("<=", "le")}
+LENGTH_ERRORS = ("too_short", "too_long")
+
+
 def _describe(err: dict) -> str:
     msg = err["msg"]
     if msg.startswith("Value error, "):
@@ -123,9 +128,79 @@ def _describe(err: dict) -> str:
     if err["type"] == "literal_error":
         return msg.replace("Input should be", "expected")
     inp = err.get("input")
+    if err["type"] in RANGE_OPS:
+        op, key = RANGE_OPS[err["type"]]
+        return f"{inp!r} is out of range: it must be {op} {(err.get('ctx') or {}).get(key)}"
+    if err["type"] in LENGTH_ERRORS:
+        ctx = err.get("ctx") or {}
+        if err["type"] == "too_short":
+            return f"needs at least {ctx.get('min_length')} item(s), got {ctx.get('actual_length')}"
+        return f"takes at most {ctx.get('max_length')} item(s), got {ctx.get('actual_length')}"
+    if err["type"] == "int_from_float":
+        return f"expected a whole number, got {inp!r}"
     if err["type"].endswith("_type") or err["type"].endswith("_parsing"):
         return f"{msg.replace('Input should be', 'expected')}, got {inp!r}"
+    if err["type"] == "string_pattern_mismatch":
+        return f"{inp!r} does not match the pattern {(err.get('ctx') or {}).get('pattern')}"
     return msg
+
+
+def _field_at(model: type[BaseModel], loc: tuple) -> tuple[list[Any], list[Any], str | None]:
+    """The types a location may hold, the constraints on it (annotated_types Ge, Le, ...) and its description."""
+    candidates: list[Any] = [model]
+    constraints: list[Any] = []
+    description = None
+    for part in loc:
+        nxt: list[Any] = []
+        constraints, description = [], None
+        for c in candidates:
+            for t in _unwrap(c):
+                if isinstance(t, type) and issubclass(t, BaseModel) and isinstance(part, str) \
+                        and part in t.model_fields:
+                    f = t.model_fields[part]
+                    constraints += list(f.metadata)
+                    description = description or f.description
+                    nxt.append(f.annotation)
+                elif get_origin(t) in (list, dict):
+                    item = get_args(t)[-1] if get_args(t) else Any
+                    if get_origin(item) is Annotated:
+                        for meta in get_args(item)[1:]:
+                            constraints += list(getattr(meta, "metadata", []) or [meta])
+                            description = description or getattr(meta, "description", None)
+                    nxt.append(item)
+        candidates = nxt
+    types_ = [t for c in candidates for t in _unwrap(c) if t is not type(None)]
+    return types_, constraints, _value_description(candidates) or description
+
+
+def _value_description(candidates: list[Any]) -> str | None:
+    """The description on the value's own type (`Annotated[str, Field(pattern=..., description=...)]`)."""
+    for c in candidates:
+        members = get_args(c) if get_origin(c) in (Union, types.UnionType) else (c,)
+        for m in members:
+            if get_origin(m) is Annotated:
+                for meta in get_args(m)[1:]:
+                    if getattr(meta, "description", None):
+                        return meta.description
+    return None
+
+
+def _range_hint(model: type[BaseModel], loc: tuple, err: dict) -> str:
+    """`allowed: 0 to 3`, `allowed: a whole number >= 1`: every bound on the field, not only the one broken."""
+    types_, constraints, _ = _field_at(model, loc)
+    bounds = {}
+    for c in constraints:
+        for key in ("ge", "gt", "le", "lt"):
+            if getattr(c, key, None) is not None:
+                bounds[key] = getattr(c, key)
+    op, key = RANGE_OPS[err["type"]]
+    bounds.setdefault(key, (err.get("ctx") or {}).get(key))
+    kind = "a whole number" if int in types_ and float not in types_ else "a number"
+    lo = (">=", bounds["ge"]) if "ge" in bounds else (">", bounds["gt"]) if "gt" in bounds else None
+    hi = ("<=", bounds["le"]) if "le" in bounds else ("<", bounds["lt"]) if "lt" in bounds else None
+    if lo and hi and lo[0] == ">=" and hi[0] == "<=":
+        return f"allowed: {kind} from {lo[1]} to {hi[1]}"
+    return "allowed: " + kind + " " + " and ".join(f"{b[0]} {b[1]}" for b in (lo, hi) if b)
 
 
 def _clean_loc(loc: tuple, data: Any) -> tuple:
@@ -159,8 +234,16 @@ def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, ma
     elif first["type"] == "missing":
         hint = f"add `{loc[-1]}:` to {_dotted(loc[:-1]) or 'the top level'}"
         mark = marks.find(loc[:-1])
+    elif first["type"] in RANGE_OPS:
+        hint = _range_hint(model, loc, first)
+    elif first["type"] in LENGTH_ERRORS:
+        hint = "list the values in [ ... ]" if first["type"] == "too_short" else "remove some of the values"
+    elif first["type"] == "string_pattern_mismatch":
+        _, _, description = _field_at(model, loc)
+        hint = f"expected {description}" if description else None
     elif "expected" in msg or "Input should" in first["msg"]:
-        hint = "fix the value's type (quote it to make it a string)"
+        types_, _, _ = _field_at(model, loc)
+        hint = "fix the value's type" + (" (quote it to make it a string)" if str in types_ else "")
     mark = marks.find(loc) if first["type"] != "missing" else marks.find(loc[:-1])
     more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     where = _dotted(loc)
@@ -222,6 +305,8 @@ def referenced_files(spec: LoadedSpec) -> dict[str, Path]:
         out["environment"] = spec.path_of(("environment",), m.environment)
         if m.target.hosts:
             out["target.hosts"] = spec.path_of(("target", "hosts"), m.target.hosts)
+        if m.target.ca_bundle:
+            out["target.ca_bundle"] = spec.path_of(("target", "ca_bundle"), m.target.ca_bundle)
         if m.training_data:
             out["training_data"] = spec.path_of(("training_data",), m.training_data)
         for i, w in enumerate(m.workloads):

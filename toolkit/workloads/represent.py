@@ -161,7 +161,9 @@ def representativeness(train_prompts: list[Prompt], workload_prompts: list[Promp
 
 def hf_length_fn(tokenizer_dir: str) -> Callable[[str], int]:
     """Token counts from a local Hugging Face tokenizer folder (no hub access)."""
-    from transformers import AutoTokenizer
+    from toolkit.extras import require_module
+
+    AutoTokenizer = require_module("transformers", "local", "token counts from a tokenizer").AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
     return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
