@@ -135,7 +135,7 @@ def test_rendered_dockerfiles_are_hadolint_clean(cli, tmp_path, spec):
     lint = subprocess.run([hadolint, str(tmp_path / "Dockerfile")], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     text = (tmp_path / "Dockerfile").read_text()
-    assert "find_spec(" in text and "patch --forward --batch -p2" in text
+    assert "find_spec(" in text and "patch --forward --batch -p2 --fuzz=0 " in text  # as strict as preflight
 
 
 def test_build_env_help_teaches(cli):

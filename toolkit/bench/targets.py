@@ -50,7 +50,7 @@ def prepare_target(spec: LoadedSpec) -> list[endpoints.Endpoint]:
     if env.engine == "transformers":
         require_extra("local", "the embedded CPU engine (engine: transformers)")
     elif env.engine == "sglang" and not (t.kind == "local" and t.launcher == "process"):
-        require_module("docker", "docker", "SGLang in containers (the Docker engine's client)")
+        require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")
         if t.kind == "local":
             from toolkit.build.docker_api import client
 

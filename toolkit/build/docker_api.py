@@ -13,7 +13,7 @@ def client(timeout: int = 900):
     """A docker SDK client that answers, or a one-line ToolkitError (exit 2) saying how to get one."""
     from toolkit.extras import require_module
 
-    docker = require_module("docker", "docker", "the Docker engine's client")
+    docker = require_module("docker", "docker", "talking to the Docker engine")
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
         c = docker.from_env(timeout=timeout)

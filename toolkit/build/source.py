@@ -243,14 +243,16 @@ def _context_table(root: Path, r: HunkResult, max_width: int = 58) -> str:
         src = (root / r.file).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         src = []
-    width = min(max_width, max([len("the patch expects")] + [len(t) for t in r.hunk.old]))
+    pairs = [(start + i, want, src[start + i - 1] if 0 < start + i <= len(src) else "<end of file>")
+             for i, want in enumerate(r.hunk.old)]
+    # drop the indentation every shown line shares, so the differences fit the width
+    indent = min((len(t) - len(t.lstrip()) for _, w, h in pairs for t in (w, h) if t.strip()), default=0)
+    width = min(max_width, max([len("the patch expects")] + [len(w) - indent for _, w, _ in pairs]))
     cut = lambda t: t if len(t) <= width else t[:width - 1] + "…"  # noqa: E731
     rows = [f"    {'line':>6}   {'the patch expects':<{width}} | the source has"]
-    for i, want in enumerate(r.hunk.old):
-        n = start + i
-        have = src[n - 1] if 0 < n <= len(src) else "<end of file>"
+    for n, want, have in pairs:
         mark = "!" if have != want else " "
-        rows.append(f"    {n:>6} {mark} {cut(want):<{width}} | {cut(have)}")
+        rows.append(f"    {n:>6} {mark} {cut(want[indent:]):<{width}} | {cut(have[indent:])}")
     return "\n".join(rows)
 
 
