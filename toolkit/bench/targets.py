@@ -41,12 +41,16 @@ def external_endpoints(spec: LoadedSpec) -> list[endpoints.Endpoint]:
 
 
 def prepare_target(spec: LoadedSpec) -> list[endpoints.Endpoint]:
-    """Check what the run needs and register its external endpoints; returns them."""
+    """Check what the run needs and register its external endpoints; returns them. Mistakes in the spec
+    (the run plan's own checks) are reported before anything about this machine."""
+    from toolkit.bench.plan import plan_slots
+
     m: Matrix = spec.model
     t = m.target
+    env = load_spec(spec.path_of(("environment",), m.environment), expect="Environment").model
+    plan_slots(spec, env.engine)
     if t.kind == "external":
         return [endpoints.register(ep) for ep in external_endpoints(spec)]
-    env = load_spec(spec.path_of(("environment",), m.environment), expect="Environment").model
     if env.engine == "transformers":
         require_extra("local", "the embedded CPU engine (engine: transformers)")
     elif env.engine == "sglang" and not (t.kind == "local" and t.launcher == "process"):
