@@ -53,6 +53,9 @@ def test_first_build_goes_through_the_engine_with_labels_and_record(built, cache
     assert THRESHOLD_PATCH.name in labels["dev.toolkit.patch.1"]
     assert list(rec["patches"].values()) == [built["preflight"]["patches"][0]["sha256"]]
     assert labels["dev.toolkit.patch.1"].endswith(list(rec["patches"].values())[0])
+    # the image was patched as strictly as preflight: no fuzz allowed, none used, no fuzz label
+    assert rec["patch_fuzz"] == {built["preflight"]["patches"][0]["name"]: {"allowed": 0, "hunks": []}}
+    assert "dev.toolkit.patch.1.fuzz" not in labels
     assert len(labels["org.opencontainers.image.revision"].split("-")[0]) == 40
     assert labels["org.opencontainers.image.created"].endswith("Z")
     assert labels["org.opencontainers.image.base.name"] == "toolkit/base:bookworm"
