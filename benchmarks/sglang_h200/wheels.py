@@ -13,8 +13,9 @@ Usage (here, any Python >= 3.11 with pip; PyPI through the configured index):
     ~5 min per run, plus ~6 min on the first one to size each entry (cached in estimates.json);
     unpacking both takes ~10 s.
 
-Carry one archive per trip (`carry: [".sglwheels"]` holds both when they fit in one trip; else carry
-the folder with one part at a time), then on the H200 (Python 3.12, stdlib only):
+Carry one part per trip (e.g. carry [".sglwheels/part1.tar.xz", ".sglwheels/MANIFEST.json"], then
+part2 with the manifest) and unpack each into the same folder while the machine stays warm; on the
+H200 (Python 3.12, stdlib only):
 
     python3 benchmarks/sglang_h200/unpack.py .sglwheels/part1.tar.xz --dest /tmp/site
     python3 benchmarks/sglang_h200/unpack.py .sglwheels/part2.tar.xz --dest /tmp/site
