@@ -2,7 +2,7 @@
 
     python3 benchmarks/sglang_h200/make_models.py /tmp/toolkit-sglang/models
 
-- `llama-1b/`: a Llama of ~1.2B parameters (hidden 2048, 16 layers, MLP 8192, 32 heads, 8 KV heads, bf16)
+- `llama-1b/`: a Llama of ~1.2B parameters (hidden 2048, 16 layers, MLP 8192, 32 heads, 8 KV heads, bf16, context 16384: the bundled agentic prompts run to ~6k tokens with this small tokenizer)
   with the toolkit's locally trained byte-level BPE tokenizer (toolkit.serve.dummy; its vocabulary, 13040
   tokens, is the model's, so every id the random model emits decodes).
 - `eagle3-draft/`: a one-layer EAGLE-3 drafter for it (`LlamaForCausalLMEagle3`, target_hidden_size = the
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-HIDDEN, LAYERS, MLP, HEADS, KV_HEADS, MAX_POS = 2048, 16, 8192, 32, 8, 4096
+HIDDEN, LAYERS, MLP, HEADS, KV_HEADS, MAX_POS = 2048, 16, 8192, 32, 8, 16384
 
 
 def llama_config(vocab: int, tok, layers: int, arch: str) -> dict:

@@ -31,13 +31,11 @@ def matrix_cmd(
     from toolkit.bench.matrix import MatrixRunner
     from toolkit.bench.progress import MatrixProgress
     from toolkit.bench.report import CELL_COLUMNS, SPEEDUP_COLUMNS, cell_rows, rich_table, speedup_rows
-    from toolkit.bench.targets import prepare_target
     from toolkit.spec import load_spec
 
     loaded = load_spec(spec, expect="Matrix")
     for w in loaded.warnings:
         warn(w)
-    prepare_target(loaded)  # extras and engines the target needs; https and API keys of external URLs
     progress = None if json_out else MatrixProgress(err)
     runner = MatrixRunner(loaded, results_root=results, resume=resume, progress=progress,
                           log=lambda m: err.print(m, markup=False))

@@ -34,6 +34,9 @@ class MatrixRunner:
         self.resume_dir = resume
         self.progress = progress  # toolkit.bench.progress.MatrixProgress or None
         self.log = log
+        from toolkit.bench.targets import prepare_target
+
+        prepare_target(spec)  # extras and engines the target needs; https and API keys of external URLs
         self.env_spec = load_spec(spec.path_of(("environment",), self.m.environment), expect="Environment")
         missing = [a for a in self.m.arms if a not in self.env_spec.model.servers]
         if missing:

@@ -22,6 +22,8 @@ PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z
 def is_secret_key(key: str) -> bool:
     # "tokens" counts (input_tokens, output_tokens, max_tokens) are not secrets
     k = str(key).lower()
+    if k.endswith("_env"):
+        return False  # the *name* of a variable that holds a secret (api_key_env: OPENAI_API_KEY)
     if re.fullmatch(r"(bos|eos|pad|unk|sep|cls|mask|start|end|image|audio|video)_token", k):
         return False  # a tokenizer's special tokens
     if k.endswith("tokens") or k.endswith("_tokens_per_s") or k in {"tokenizer", "tokenizer_id", "tokenizer_path",
