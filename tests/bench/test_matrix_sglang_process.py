@@ -140,7 +140,7 @@ def test_misspelt_flag_fails_the_arm_in_seconds_with_sglangs_error(tmp_path: Pat
     assert time.monotonic() - t < 120
     typo = [c for c in summary["cells"] if c["arm"] == "typo"]
     assert typo and typo[0]["status"] == "failed"
-    assert "exited with code 2 during start-up" in typo[0]["reason"]
+    assert "exited with code 2 during start-up: launch_server.py: error: unrecognized arguments: --speculative-algoritm EAGLE3" in typo[0]["reason"]
     assert "unrecognized arguments: --speculative-algoritm EAGLE3" in typo[0]["log_tail"]
     assert "unrecognized arguments" in (run / "logs" / "typo.log").read_text()
 

@@ -112,7 +112,7 @@ def test_sglang_process_launcher_runs_the_preset(tmp_path):
         info = srv.info()
         assert info["command"] == [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/t",
                                    "--tp-size", "2", "--trust-remote-code", "--host", "127.0.0.1", "--port", str(port)]
-        assert info["engine_version"] == "0.5.17-fake" and info["max_running_requests"] == 4096
+        assert info["engine_version"] == "0.5.17-fake" and info["max_running_requests"] is None
         assert srv.model == "/models/t" and srv.base_url == f"http://127.0.0.1:{port}"
         pid = srv.proc.pid
     assert _gone(pid)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import re
 import shlex
 import signal
 import socket
@@ -101,6 +102,17 @@ def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
         return 0, endpoints.redact(f"{type(reason).__name__}: {reason}").encode()
 
 
+_ERROR_LINE = re.compile(r"(\berror\b|Error:|Exception:|Traceback)", re.I)
+
+
+def last_error_line(log: str) -> str | None:
+    """The server's own last word on why it stopped: the last log line that reports an error."""
+    for line in reversed(log.splitlines()):
+        if _ERROR_LINE.search(line) and not line.lstrip().startswith("Traceback"):
+            return line.strip()[:300]
+    return None
+
+
 class BaseLauncher:
     """Shared behaviour. Subclasses implement _spawn, _poll_exit, _terminate, log_tail."""
 
@@ -148,8 +160,10 @@ class BaseLauncher:
         """Raise ToolFailure with the exit code and log tail if the server has exited."""
         code = self.exit_code()
         if code is not None:
-            raise ToolFailure(f"{self.name} exited with code {code} during {during}",
-                              hint=f"last lines of its log:\n{self.log_tail(20)}")
+            tail = self.log_tail(20)
+            said = last_error_line(tail)
+            raise ToolFailure(f"{self.name} exited with code {code} during {during}" + (f": {said}" if said else ""),
+                              hint=f"last lines of its log:\n{tail}")
 
     def wait_healthy(self, timeout_s: float = 300.0) -> None:
         """Poll the health endpoint until 200, watching the server: fail at once if it exits."""

@@ -5,8 +5,8 @@ arguments`), prints its exact argv, and serves on --host/--port what the runner 
 SGLang 0.5.17: /health, /server_info (the ServerArgs fields at top level, internal_states[0] with the
 effective max_running_requests: 48 when speculation is on and the flag unset), /flush_cache, /metrics
 (with --enable-metrics), and streamed /generate whose chunks have the shape recorded from the real
-server (tests/data/sglang/generate_stream_*.txt): cumulative text, meta_info with completion_tokens,
-spec_verify_ct and the spec_* acceptance fields on every chunk, then `data: [DONE]`.
+server (tests/data/sglang/generate_stream.txt): compact JSON, cumulative text, meta_info with
+completion_tokens on every chunk and spec_verify_ct + the spec_* acceptance fields on the last, then `data: [DONE]`.
 
 Speculation is simulated: with --speculative-algorithm each verify step yields 1 + (step % 3) tokens.
 --crash-after-start exits with code 7; --crash-after-requests N exits with code 9 after N requests.
@@ -40,7 +40,8 @@ if args.crash_after_start:
     sys.exit(7)
 
 SPEC = args.speculative_algorithm is not None
-MAX_RUNNING = args.max_running_requests or (48 if SPEC else 4096)
+# as 0.5.17: the resolved limit at top level and in internal_states[0]; None for a plain server without the flag
+MAX_RUNNING = args.max_running_requests or (48 if SPEC else None)
 STATE = {"requests": 0, "accepted": 0, "steps": 0}
 LOCK = threading.Lock()
 SERVER_ARGS = {k: v for k, v in vars(args).items() if not k.startswith("crash") and k != "token_ms"}
@@ -49,7 +50,7 @@ SERVER_ARGS = {k: v for k, v in vars(args).items() if not k.startswith("crash") 
 def server_info() -> dict:
     with LOCK:
         acc = STATE["accepted"] / STATE["steps"] if STATE["steps"] else None
-    return {**SERVER_ARGS, "max_running_requests": args.max_running_requests, "version": "0.5.17-fake",
+    return {**SERVER_ARGS, "max_running_requests": MAX_RUNNING, "version": "0.5.17-fake",
             "internal_states": [{"max_running_requests": MAX_RUNNING, "avg_spec_accept_length": acc}]}
 
 
@@ -106,13 +107,15 @@ class H(http.server.BaseHTTPRequestHandler):
             steps += 1
             time.sleep(args.token_ms / 1000)
             meta = {"id": "fake", "finish_reason": {"type": "length", "length": n} if done == n else None,
-                    "prompt_tokens": 7, "weight_version": "default", "total_retractions": 0,
-                    "completion_tokens": done, "cached_tokens": 0, "e2e_latency": time.perf_counter() - t0}
-            if SPEC:
+                    "prompt_tokens": 7, "weight_version": "default", "num_retractions": 0,
+                    "completion_tokens": done, "cached_tokens": 0}
+            if SPEC and done == n:  # as 0.5.17: the spec_* fields come with the last chunk only
                 meta.update(spec_accept_rate=(done - steps) / (3 * steps), spec_accept_length=done / steps,
                             spec_num_correct_drafts=done - steps, spec_num_proposed_drafts=3 * steps,
-                            spec_verify_ct=steps)
-            self._chunk(f"data: {json.dumps({'text': 'x' * done, 'output_ids': [1] * done, 'meta_info': meta})}\n\n")
+                            spec_verify_ct=steps, spec_accepted_drafts=done - steps,
+                            spec_accept_histogram=[steps], e2e_latency=time.perf_counter() - t0)
+            chunk = {"text": "x" * done, "output_ids": [1] * done, "meta_info": meta}
+            self._chunk(f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n")
         if SPEC:
             with LOCK:
                 STATE["accepted"] += done
