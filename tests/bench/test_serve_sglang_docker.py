@@ -55,7 +55,7 @@ def test_container_runs_exactly_the_preset(docker_client, fake_sglang_image, tmp
         # the process inside saw exactly these arguments
         seen = [ln for ln in srv.log_tail(50).splitlines() if ln.startswith("FAKE-SGLANG-ARGV ")]
         assert json.loads(seen[0].split(" ", 1)[1]) == expected[3:]
-        assert info["engine_version"] == "0.0.fake" and info["max_running_requests"] == 48
+        assert info["engine_version"] == "0.5.17-fake" and info["max_running_requests"] == 48
         # logs stream: a request made now shows up in the stream
         from toolkit.serve.base import http_get
 

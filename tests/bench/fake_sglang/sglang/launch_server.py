@@ -30,7 +30,8 @@ for flag in ("--port", "--tp-size", "--max-running-requests", "--cuda-graph-max-
              "--crash-after-requests"):
     p.add_argument(flag, type=int)
 p.add_argument("--mem-fraction-static", type=float)
-for flag in ("--trust-remote-code", "--enable-metrics", "--crash-after-start"):
+p.add_argument("--cuda-graph-bs", type=int, nargs="+")
+for flag in ("--trust-remote-code", "--enable-metrics", "--enable-torch-symm-mem", "--crash-after-start"):
     p.add_argument(flag, action="store_true")
 p.add_argument("--token-ms", type=float, default=1.0, help="fake: time per decode step")
 args = p.parse_args()
@@ -129,7 +130,8 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def log_message(self, fmt, *a):
-        pass
+        if self.path != "/generate":  # one line per request would slow the load tests
+            print("request " + fmt % a, flush=True)
 
 
 class Server(http.server.ThreadingHTTPServer):
