@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolkit.bench.records import Prompt  # noqa: E402
+from toolkit.schema.records import Prompt  # noqa: E402
 from toolkit.workloads.classify import DOMAINS, EmbeddingClassifier, classify  # noqa: E402
 from toolkit.workloads.formats import read_jsonl  # noqa: E402
 from toolkit.workloads.gen import generate  # noqa: E402

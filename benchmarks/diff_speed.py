@@ -26,9 +26,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolkit.bench.records import RequestRecord  # noqa: E402
+from toolkit.schema.records import RequestRecord  # noqa: E402
 from toolkit.results.archive import ArchiveWriter, cell_key, open_archive  # noqa: E402
-from toolkit.results.columns import columns_from_records  # noqa: E402
+from toolkit.schema.columns import columns_from_records  # noqa: E402
 from toolkit.results.diff import diff_runs  # noqa: E402
 from toolkit.results.synthetic import manifest_for, summarize  # noqa: E402
 

@@ -29,7 +29,7 @@ app.add_typer(render_app, name="render")
 
 def _register_stages() -> None:
     from toolkit.bench.commands import app as bench_app
-    from toolkit.build.commands import app as build_app
+    from toolkit.image.commands import app as build_app
     from toolkit.gpu.commands import app as env_app
     from toolkit.provision.commands import app as provision_app
     from toolkit.results.commands import app as results_app

@@ -73,7 +73,7 @@ def record(base: str, model: str, out: Path) -> dict:
 
 def phase(base: str, conc: int, n: int, seed: int) -> dict:
     from toolkit.bench.loadgen import run, run_cell
-    from toolkit.bench.records import Prompt
+    from toolkit.schema.records import Prompt
     from toolkit.serve.sglang import server_info
 
     prompts = [Prompt(id=f"p{i}", domain="coding", prompt=f"{PROMPT}# variant {i}\n") for i in range(n)]

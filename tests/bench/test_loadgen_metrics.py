@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolkit.bench.metrics import itl_values, median_ci, stat, summarize
-from toolkit.bench.records import RequestRecord
+from toolkit.schema.records import RequestRecord
 
 
 def rec(i, chunks, tokens, send=0.0, ttft=None, e2e=None, **kw):

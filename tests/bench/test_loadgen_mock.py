@@ -15,7 +15,7 @@ from benchmarks.reference_client import measure
 from tests.bench.conftest import mock_server
 from toolkit.bench.loadgen import run, run_cell
 from toolkit.bench.metrics import itl_values, summarize
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 
 pytestmark = pytest.mark.slow
 PROMPTS = [Prompt(id=f"p{i}", domain="d", prompt=f"hello {i}") for i in range(8)]
@@ -40,7 +40,7 @@ def test_ttft_agrees_with_reference_client(mock):
 
     from benchmarks.reference_client import body_for, one
     from toolkit.bench.client import make_pool, send_one
-    from toolkit.bench.records import RequestRecord
+    from toolkit.schema.records import RequestRecord
 
     path, ref_body = body_for("chat", 32)
     our_body = json.dumps(ref_body).encode()  # the very same request: the mock's work depends on the body

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from toolkit.bench.loadgen import run_cell
 from toolkit.bench.metrics import summarize
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 from toolkit.serve import ExternalLauncher, flush_cache, free_port, metrics_snapshot, server_info
 
 STEPS = [2, 3, 1, 4]  # tokens accepted per verification step: 10 tokens in 4 steps

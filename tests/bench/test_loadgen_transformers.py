@@ -10,7 +10,7 @@ import pytest
 
 from toolkit.bench.loadgen import run, run_cell
 from toolkit.bench.metrics import summarize
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 
 pytestmark = pytest.mark.slow
 

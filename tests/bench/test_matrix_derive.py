@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.bench import derive
-from toolkit.bench.records import CellSummary, RequestRecord, Stat
+from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.spec.environment import Environment
 from toolkit.spec.matrix import Matrix
 

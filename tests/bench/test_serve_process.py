@@ -15,7 +15,7 @@ import pytest
 
 from tests.bench.conftest import mock_server
 from toolkit.bench.loadgen import CellFailed, run, run_cell
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 from toolkit.errors import ToolFailure
 from toolkit.serve import ProcessLauncher, TransformersLauncher
 

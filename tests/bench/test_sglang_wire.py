@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from toolkit.bench.loadgen import run_cell
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 from toolkit.serve import free_port
 from toolkit.serve.sglang import parse_metrics, preset_mismatches, server_state
 

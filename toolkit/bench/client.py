@@ -17,7 +17,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from toolkit.bench.http import Pool
-from toolkit.bench.records import Prompt, RequestRecord
+from toolkit.schema.records import Prompt, RequestRecord
 from toolkit.errors import ToolkitError
 
 Api = Literal["completions", "chat", "generate"]

@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from toolkit.bench.records import CellSummary, RequestRecord
+from toolkit.schema.records import CellSummary, RequestRecord
 
 BOOTSTRAP = 2000
 

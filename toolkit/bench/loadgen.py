@@ -17,7 +17,7 @@ import time
 from typing import Callable
 
 from toolkit.bench.client import PATHS, Api, build_body, make_pool, send_one
-from toolkit.bench.records import Prompt, RequestRecord
+from toolkit.schema.records import Prompt, RequestRecord
 from toolkit.errors import ToolFailure
 
 

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from toolkit.bench import derive
 from toolkit.bench.plan import Cell, Slot, cell_prompts, cell_seed, plan_cells, plan_slots
-from toolkit.bench.records import CellSummary, RequestRecord
+from toolkit.schema.keys import cell_key
+from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.errors import SpecError, ToolFailure, ToolkitError
 from toolkit.spec import LoadedSpec, load_spec, spec_hash
 from toolkit.spec.matrix import Matrix
@@ -94,7 +95,7 @@ class MatrixRunner:
         """The build record of this environment's image (`toolkit build env`), if one was made here."""
         if self.env_spec.model.engine != "sglang":
             return None
-        from toolkit.build.records import find_build_record
+        from toolkit.image.records import find_build_record
         from toolkit.render import template_version
 
         return find_build_record(spec_hash(self.env_spec, template_version()))
@@ -488,7 +489,6 @@ class MatrixRunner:
 
 
 def derive_key(c: CellSummary) -> str:
-    from toolkit.results.archive import cell_key
 
     return cell_key(c.arm, c.domain, c.concurrency, c.repeat)
 

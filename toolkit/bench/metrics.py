@@ -18,7 +18,7 @@ from typing import Iterable, Literal
 
 import numpy as np
 
-from toolkit.bench.records import CellSummary, RequestRecord, Stat
+from toolkit.schema.records import CellSummary, RequestRecord, Stat
 
 ITL_CONVENTIONS = {
     "token": "per-chunk gap divided by tokens in the chunk",

@@ -7,7 +7,8 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 
-from toolkit.bench.records import Prompt
+from toolkit.schema.keys import cell_key
+from toolkit.schema.records import Prompt
 from toolkit.spec import LoadedSpec, load_spec
 from toolkit.spec.matrix import Matrix
 
@@ -21,7 +22,6 @@ class Cell:
 
     @property
     def key(self) -> str:
-        from toolkit.results.archive import cell_key
 
         return cell_key(self.arm, self.domain, self.concurrency, self.repeat)
 

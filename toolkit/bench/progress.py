@@ -7,7 +7,7 @@ import time
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from toolkit.bench.records import CellSummary, RequestRecord
+from toolkit.schema.records import CellSummary, RequestRecord
 
 
 class MatrixProgress:

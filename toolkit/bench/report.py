@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from toolkit.bench.records import CellSummary
+from toolkit.schema.records import CellSummary
 
 
 def _f(v, fmt="{:.1f}") -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,26 +29,16 @@ import numpy as np
 from pydantic import ValidationError
 
 from toolkit import __version__
-from toolkit.bench.records import CellSummary, RequestRecord
+from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.gitinfo import git_revision
 from toolkit.spec import sha256_file
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic, write_json
-from toolkit.results.columns import COLUMNS, columns_from_records, load_columns, save_columns
+from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key  # noqa: F401 (re-exported)
+from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
 from toolkit.results.scrub import scrub, scrub_text
 
-SCHEMA_VERSION = 1
-FORMAT = "toolkit-run-archive"
-STATUSES = ("complete", "partial", "failed")
 RESERVED = ("manifest.json", "summary.json", "report.md", "SHA256SUMS")
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def cell_key(arm: str, domain: str, concurrency: int, repeat: int = 0) -> str:
-    """File-name-safe key of one cell: `<arm>__<domain>__c<concurrency>__r<repeat>`."""
-    return f"{_SAFE.sub('_', arm)}__{_SAFE.sub('_', domain)}__c{int(concurrency)}__r{int(repeat)}"
-
-
 def now_utc() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 

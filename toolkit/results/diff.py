@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from toolkit.bench.records import METRICS
+from toolkit.schema.records import METRICS
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.envdiff import env_diff

@@ -18,7 +18,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from toolkit.bench.records import CellSummary, RequestRecord, Stat
+from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import ArchiveWriter
 from toolkit.results.scrub import scrub

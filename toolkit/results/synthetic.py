@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.bench.records import CellSummary, RequestRecord, Stat
+from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.results.archive import ArchiveWriter
 
 
@@ -36,7 +36,7 @@ def make_records(rng: np.random.Generator, *, arm: str, domain: str, concurrency
 
 
 def summarize(recs: list[RequestRecord], *, output_len: int, workload_hash: str, sampling: dict) -> CellSummary:
-    from toolkit.results.columns import columns_from_records
+    from toolkit.schema.columns import columns_from_records
 
     r0 = recs[0]
     cols = columns_from_records(recs)

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from toolkit.bench.records import CellSummary, RequestRecord
+from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.errors import ToolkitError
-from toolkit.results.archive import STATUSES, archive_files, check_schema, sha256_file
-from toolkit.results.columns import COLUMNS, load_columns
+from toolkit.schema.keys import STATUSES, cell_key
+from toolkit.results.archive import archive_files, check_schema, sha256_file
+from toolkit.schema.columns import COLUMNS, load_columns
 
 
 @dataclass
@@ -143,7 +144,6 @@ def verify_run(path: Path) -> list[Problem]:
             except ValidationError as exc:
                 problems.append(Problem("summary.json", f"cells[{i}] does not match the schema: {exc.errors()[0]['msg']}"))
                 continue
-            from toolkit.results.archive import cell_key
 
             listed[cell_key(cs.arm, cs.domain, cs.concurrency, cs.repeat)] = cs.model_dump(mode="json")
         for key in sorted(set(listed) | set(cells)):

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 
 DOMAINS = ("coding", "agentic", "encyclopedic", "math", "chat")
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 from toolkit.errors import ToolkitError
 
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",

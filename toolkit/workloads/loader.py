@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 from toolkit.errors import ToolkitError
 from toolkit.spec import canonical_json
 from toolkit.spec.matrix import Workload

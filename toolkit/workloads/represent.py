@@ -21,7 +21,7 @@ from typing import Callable, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 from toolkit.errors import ToolkitError
 from toolkit.workloads.classify import DOMAINS, classify_all
 from toolkit.workloads.formats import approx_tokens, prompt_text

@@ -14,7 +14,7 @@ import random
 import sys
 from pathlib import Path
 
-from toolkit.bench.records import Prompt
+from toolkit.schema.records import Prompt
 from toolkit.workloads.gen import agentic, chat, coding, encyclopedic, mathwp
 
 DOMAINS = ("coding", "agentic", "encyclopedic", "math", "chat")

@@ -13,8 +13,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from toolkit.build.flags import check_presets, flag_table, preset_argv
-from toolkit.build.source import apply_patch_checked, compile_touched, fetch_sglang, scratch_tree
+from toolkit.image.flags import check_presets, flag_table, preset_argv
+from toolkit.image.source import apply_patch_checked, compile_touched, fetch_sglang, scratch_tree
 from toolkit.errors import SpecError
 from toolkit.patches import read_patch
 from toolkit.spec import LoadedSpec, check_patch_hashes, referenced_files

@@ -11,9 +11,9 @@ import shutil
 import pytest
 from buildutil import ROOT, toolkit
 
-from toolkit.build.flags import FlagTable, exact_table, parser_deps_dir
-from toolkit.build.flags_static import static_flags
-from toolkit.build.source import apply_patch, fetch_sglang, scratch_tree
+from toolkit.image.flags import FlagTable, exact_table, parser_deps_dir
+from toolkit.image.flags_static import static_flags
+from toolkit.image.source import apply_patch, fetch_sglang, scratch_tree
 from toolkit.patches import read_patch
 from toolkit.spec import load_spec, referenced_files
 

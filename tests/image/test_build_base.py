@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.build.base import _mirrors_from, apt_mirror
+from toolkit.image.base import _mirrors_from, apt_mirror
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import pytest
 from buildutil import EAGLE, TEST_ENV, THRESHOLD_PATCH, toolkit, write_env
 
 
-from toolkit.build.records import cache_dir
+from toolkit.image.records import cache_dir
 
 pytestmark = pytest.mark.slow
 NAME = "sglang-cpu-test-onebyte"
@@ -110,7 +110,7 @@ def test_one_changed_byte_in_a_patch_changes_the_hash_and_rebuilds(built, cache_
 
 
 def test_build_record_is_found_by_hash_and_prefix(built, cache_env, monkeypatch):
-    from toolkit.build.records import find_build_record
+    from toolkit.image.records import find_build_record
 
     monkeypatch.setenv("TOOLKIT_CACHE_DIR", cache_env["TOOLKIT_CACHE_DIR"])
     h = built["plan"]["spec_hash"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.bench.records import RequestRecord
+from toolkit.schema.records import RequestRecord
 from toolkit.errors import ToolkitError
 
 FLOAT_COLUMNS = ("ttft_ms", "e2e_ms", "tpot_ms", "itl_ms", "output_tok_s", "accept_length")

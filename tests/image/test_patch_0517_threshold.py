@@ -19,8 +19,8 @@ import sys
 import pytest
 from buildutil import ROOT
 
-from toolkit.build.flags_static import static_flags
-from toolkit.build.source import apply_patch, compile_touched, fetch_sglang, scratch_tree
+from toolkit.image.flags_static import static_flags
+from toolkit.image.source import apply_patch, compile_touched, fetch_sglang, scratch_tree
 from toolkit.patches import read_patch
 from toolkit.spec import load_spec, referenced_files
 

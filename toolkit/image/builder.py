@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from toolkit import __version__
-from toolkit.build.preflight import preflight
-from toolkit.build.records import builds_dir, find_build_record, write_build_record
+from toolkit.image.preflight import preflight
+from toolkit.image.records import builds_dir, find_build_record, write_build_record
 from toolkit.gitinfo import git_revision
 from toolkit.errors import ToolFailure
 from toolkit.render import render_env
@@ -54,7 +54,7 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
     h = rendered.hash
     previous = None if (check or no_cache) else find_build_record(h)
     if previous and previous.get("preflight"):
-        from toolkit.build import docker_api
+        from toolkit.image import docker_api
 
         client = docker_api.client()
         hits = docker_api.images_with_label(client, SPEC_HASH_LABEL, h)
@@ -76,8 +76,8 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
         result["seconds"] = round(time.monotonic() - t0, 3)
         return result
 
-    from toolkit.build import docker_api
-    from toolkit.build.smoke import run_smoke
+    from toolkit.image import docker_api
+    from toolkit.image.smoke import run_smoke
 
     client = docker_api.client()
     hits = [] if no_cache else docker_api.images_with_label(client, SPEC_HASH_LABEL, h)
@@ -118,7 +118,7 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
 
 def _build(client, spec, rendered, plan, report, no_cache, log, on_step):
     """docker build of the rendered context; returns (image id, seconds, log path, created, revision)."""
-    from toolkit.build import docker_api
+    from toolkit.image import docker_api
 
     base_id = docker_api.local_image_id(client, spec.model.base_image)
     if base_id is None and spec.model.base_image.startswith("toolkit/base:"):

@@ -1,4 +1,4 @@
-"""`toolkit build ...`: a thin Typer shell over toolkit.build (preflight, builder, base image)."""
+"""`toolkit build ...`: a thin Typer shell over toolkit.image (preflight, builder, base image)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JS
 
 
 def _client():
-    from toolkit.build.docker_api import client
+    from toolkit.image.docker_api import client
 
     return client()
 
@@ -34,7 +34,7 @@ def base_cmd(
     For air-gapped machines and CI: use it as `base_image: toolkit/base:bookworm` in a spec.
     Cached: an existing tag is reused unless --rebuild. Needs root (debootstrap) and a Docker engine.
     """
-    from toolkit.build.base import ensure_base_image
+    from toolkit.image.base import ensure_base_image
 
     log = (lambda m: None) if json_out else (lambda m: err.print(m, markup=False))
     image = ensure_base_image(_client(), name=name, suite=suite, mirror=mirror, rebuild=rebuild, log=log)
@@ -72,7 +72,7 @@ def env_cmd(
       toolkit build env envs/sglang-cu13-blackwell.yaml --check
       toolkit build env envs/test/sglang-cpu-test.yaml --json
     """
-    from toolkit.build.builder import build_env
+    from toolkit.image.builder import build_env
 
     log = (lambda m: None) if json_out else (lambda m: err.print(m, markup=False))
     with _StepProgress(enabled=not json_out) as progress:
@@ -153,7 +153,7 @@ def parser_deps_cmd() -> None:
     pybase64, orjson, IPython) into ~/.cache/toolkit/parser-deps, so preflight checks flags exactly.
 
     About 1 GB (mostly triton). Without them preflight reads the flags statically from the source."""
-    from toolkit.build.source import install_parser_deps
+    from toolkit.image.source import install_parser_deps
 
     target = install_parser_deps(log=lambda m: err.print(m, markup=False))
     out.print(f"installed into {target}")

@@ -11,8 +11,8 @@ import json
 import shutil
 from pathlib import Path
 
-from toolkit.build import flags_static
-from toolkit.build.flags import EXACT_SCRIPT, MARK, PLACEHOLDER_MODEL
+from toolkit.image import flags_static
+from toolkit.image.flags import EXACT_SCRIPT, MARK, PLACEHOLDER_MODEL
 from toolkit.errors import ToolFailure
 
 SMOKE_MAIN = r"""
@@ -78,7 +78,7 @@ def smoke_script() -> str:
 
 def added_lines(patches: list[dict]) -> dict[str, list[str]]:
     """Package-relative file -> the distinctive lines the patches add to it (stripped, non-trivial)."""
-    from toolkit.build.source import patch_hunks
+    from toolkit.image.source import patch_hunks
     from toolkit.patches import read_patch
 
     out: dict[str, list[str]] = {}
@@ -96,7 +96,7 @@ def added_lines(patches: list[dict]) -> dict[str, list[str]]:
 
 
 def run_smoke(client, image: str, env, report) -> dict:
-    from toolkit.build.docker_api import run_python
+    from toolkit.image.docker_api import run_python
 
     data = {
         "version": env.sglang.version, "deps": env.sglang.deps, "mark": MARK, "exact_script": EXACT_SCRIPT,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.build.flags_static import static_flags
+from toolkit.image.flags_static import static_flags
 from toolkit.errors import SpecError
 from toolkit.spec import LoadedSpec
 
@@ -79,7 +79,7 @@ class FlagTable:
 
 
 def parser_deps_dir() -> Path:
-    from toolkit.build.records import cache_dir
+    from toolkit.image.records import cache_dir
 
     return cache_dir() / "parser-deps"
 

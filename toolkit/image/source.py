@@ -18,7 +18,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.build.records import cache_dir
+from toolkit.image.records import cache_dir
 from toolkit.errors import SpecError, ToolFailure
 from toolkit.patches import PatchInfo
 
@@ -322,7 +322,7 @@ PARSER_DEPS = ["triton", "msgspec", "pyzmq", "pybase64", "orjson", "IPython"]
 
 def install_parser_deps(log=print) -> Path:
     """pip install --target the packages SGLang's parser imports beyond what the toolkit venv has."""
-    from toolkit.build.flags import parser_deps_dir
+    from toolkit.image.flags import parser_deps_dir
 
     target = parser_deps_dir()
     log(f"pip install --target {target} {' '.join(PARSER_DEPS)}")
