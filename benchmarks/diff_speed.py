@@ -123,7 +123,7 @@ def main() -> None:
         existing = sorted(root.glob("diffspeed/*/SHA256SUMS"))
         if args.keep and len(existing) == 2:  # reuse the archives a previous --keep run left
             a, b = (p.parent for p in existing)
-            if open_archive(a).manifest["started_at"] > open_archive(b).manifest["started_at"]:
+            if open_archive(a).manifest.started_at > open_archive(b).manifest.started_at:
                 a, b = b, a
             print(f"reusing the archives in {root}")
         else:

@@ -24,11 +24,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         runner = MatrixRunner(spec, results_root=Path(tmp), log=lambda m: None)
         runner.run()
-    t = runner.derived["timing"]
+    t = runner.derived.model_dump(mode="json")["timing"]
     launches = sum(t["launch_s"].values())
     stops = sum(t["stop_s"].values())
     accounted = t["cells_s"] + launches + stops
-    print(f"matrix {spec.name}: {runner.derived['cells_done']} cells, {len(t['launch_s'])} server starts")
+    print(f"matrix {spec.name}: {runner.derived.cells_done} cells, {len(t['launch_s'])} server starts")
     print(f"{'wall':>28} {t['wall_s']:8.1f} s")
     print(f"{'sum of cell times':>28} {t['cells_s']:8.1f} s")
     print(f"{'server starts':>28} {launches:8.1f} s  ({', '.join(f'{a} {s:.1f}' for a, s in t['launch_s'].items())})")

@@ -32,7 +32,7 @@ def test_roundtrip_records_columns_and_checksums(tmp_path):
     w.finalize("complete", derived={"speedups": []}, report_md="# r\n")
 
     a = open_archive(w.path)
-    assert a.status == "complete" and a.manifest["schema_version"] == SCHEMA_VERSION
+    assert a.status == "complete" and a.manifest.schema_version == SCHEMA_VERSION
     assert list(a.iter_records(key)) == recs  # warmup included, flagged
     cols = a.columns(key)
     measured = [r for r in recs if not r.warmup]
@@ -77,7 +77,7 @@ def test_cells_written_once_resume_partial_and_complete_is_final(tmp_path):
     r.write_cell(s2, r2)
     r.finalize("complete", derived={})
     a = open_archive(w.path)
-    assert a.status == "complete" and len(a.summary["cells"]) == 2
+    assert a.status == "complete" and len(a.summary.cells) == 2
     assert (w.path / f"cells/{cell_key('baseline', 'chat', 1)}.jsonl.gz").read_bytes() == before
     assert verify(w.path) == []
 
@@ -113,8 +113,8 @@ def test_secrets_never_land_in_the_archive(tmp_path):
         assert s.encode() not in blob
     assert b"model_path='m'" in blob and b"server died" in blob  # the rest is kept
     m = open_archive(w.path).manifest
-    assert m["arms"]["baseline"]["command"][4] == "***" and m["arms"]["baseline"]["command"][6] == "30000"
-    assert m["environment"]["resolved"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert m.arms["baseline"].command[4] == "***" and m.arms["baseline"].command[6] == "30000"
+    assert m.environment.resolved["env"]["CUDA_VISIBLE_DEVICES"] == "0"
 
 
 def test_newer_schema_is_refused_with_a_clear_message(tmp_path, cli):

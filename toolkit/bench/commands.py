@@ -41,26 +41,27 @@ def matrix_cmd(
                           log=lambda m: err.print(m, markup=False))
     run_dir = runner.run()
     d = runner.derived
-    errors = [c for c in d["methodology"] if c["severity"] == "error"]
+    dd = d.model_dump(mode="json")
+    errors = d.errors()
     if json_out:
         emit_json({"run": str(run_dir), "status": runner.status, "report": str(run_dir / "report.md"),
-                   "cells": [c.model_dump() for c in runner.cells], "derived": d})
+                   "cells": [c.model_dump() for c in runner.cells], "derived": dd})
     else:
         out.print(rich_table("cells", CELL_COLUMNS, cell_rows(runner.cells)))
-        if d["speedups"]:
-            out.print(rich_table(f"speedup over {d['baseline']}", SPEEDUP_COLUMNS, speedup_rows(d)))
+        if d.speedups:
+            out.print(rich_table(f"speedup over {d.baseline}", SPEEDUP_COLUMNS, speedup_rows(dd)))
         from toolkit.bench.derive import threshold_advice
 
-        for arm in d["recommended_disable_batch_threshold"]:
-            out.print(f"{arm}: {threshold_advice(d, arm)}")
-        for c in d["methodology"]:
-            (warn if c["severity"] == "warning" else lambda m: err.print(f"methodology error: {m}", markup=False))(
-                f"[{c['check']}] {c['message']}")
-        t = d.get("timing", {})
-        if t.get("overhead_ratio"):
-            out.print(f"wall {t['wall_s']:.1f} s = {t['overhead_ratio']:.3f} x the busiest slot's own time (all "
-                      f"slots: cells {t['cells_s']:.1f} s + server starts {sum(t['launch_s'].values()):.1f} s + "
-                      f"stops {sum(t['stop_s'].values()):.1f} s)")
+        for arm in d.recommended_disable_batch_threshold:
+            out.print(f"{arm}: {threshold_advice(dd, arm)}")
+        for c in d.methodology:
+            (warn if c.severity == "warning" else lambda m: err.print(f"methodology error: {m}", markup=False))(
+                f"[{c.check}] {c.message}")
+        t = d.timing
+        if t.overhead_ratio:
+            out.print(f"wall {t.wall_s:.1f} s = {t.overhead_ratio:.3f} x the busiest slot's own time (all "
+                      f"slots: cells {t.cells_s:.1f} s + server starts {sum(t.launch_s.values()):.1f} s + "
+                      f"stops {sum(t.stop_s.values()):.1f} s)")
         out.print(f"run {runner.status}: {run_dir}")
         out.print(f"report: {run_dir / 'report.md'}")
     if runner.status == "partial":

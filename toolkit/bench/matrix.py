@@ -18,6 +18,7 @@ from typing import Any, Callable
 from toolkit.bench import derive
 from toolkit.bench.plan import Cell, Slot, cell_prompts, cell_seed, plan_cells, plan_slots
 from toolkit.schema.keys import cell_key
+from toolkit.schema.manifest import BuildRecord, Derived, Manifest
 from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.errors import SpecError, ToolFailure, ToolkitError
 from toolkit.spec import LoadedSpec, load_spec, spec_hash
@@ -68,14 +69,14 @@ class MatrixRunner:
             out[w.name] = w
         return out
 
-    def manifest(self, workloads: dict, slots: list[Slot]) -> dict:
+    def manifest(self, workloads: dict, slots: list[Slot]) -> Manifest:
         from toolkit.bench.hostinfo import host_fingerprint
         from toolkit.render import template_version
 
         env = self.env_spec.model
         tv = template_version()
         env_hash = spec_hash(self.env_spec, tv)
-        return {  # the archive adds schema version, run id, start time and toolkit {version, git_sha}
+        return Manifest.model_validate({  # the archive adds schema version, run id, start time and toolkit
             "matrix": {"name": self.m.name, "path": str(self.spec.path), "hash": spec_hash(self.spec, tv),
                        "resolved": self.m.model_dump(mode="json")},
             "environment": {"name": env.name, "path": str(self.env_spec.path), "hash": env_hash,
@@ -89,16 +90,17 @@ class MatrixRunner:
             "workloads": {n: {"hash": w.hash, "n_prompts": len(w.prompts), "source": str(w.source)}
                           for n, w in workloads.items()},
             "host": host_fingerprint(slots),
-        }
+        })
 
-    def _find_build(self) -> dict | None:
+    def _find_build(self) -> BuildRecord | None:
         """The build record of this environment's image (`toolkit build env`), if one was made here."""
         if self.env_spec.model.engine != "sglang":
             return None
         from toolkit.image.records import find_build_record
         from toolkit.render import template_version
 
-        return find_build_record(spec_hash(self.env_spec, template_version()))
+        rec = find_build_record(spec_hash(self.env_spec, template_version()))
+        return BuildRecord.model_validate(rec) if rec is not None else None
 
     def _command_of(self, arm: str) -> str | dict:
         launcher = self.launchers.get(arm)
@@ -137,11 +139,11 @@ class MatrixRunner:
             writer = ArchiveWriter.resume(self.resume_dir)
             from toolkit.render import template_version
 
-            old = writer.manifest.get("matrix", {}).get("hash")
+            old = writer.manifest.matrix.hash
             if old and old != spec_hash(self.spec, template_version()):
                 raise ToolkitError(f"the matrix spec changed since run {self.resume_dir.name} started",
                                    hint="resume with the same spec, or start a new run", file=self.spec.path)
-            self.build_record = writer.manifest.get("build")
+            self.build_record = writer.manifest.build
             done = writer.done_cells()
             todo = {arm: [c for c in plan_cells(self.m, domains, arm) if c.key not in done] for arm in self.m.arms}
             self._make_launchers(slots, todo)
@@ -187,7 +189,7 @@ class MatrixRunner:
         derived = self.derive()
         from toolkit.bench.report import markdown_report
 
-        writer.finalize(status, derived, markdown_report(self.m, self.cells, derived))
+        writer.finalize(status, derived, markdown_report(self.m, self.cells, derived.model_dump(mode="json")))
         self.status = status
         self.derived = derived
         return writer.path
@@ -354,9 +356,7 @@ class MatrixRunner:
                 env["CUDA_VISIBLE_DEVICES"] = t["gpus"]
             return {**kw, "kind": "process", "python": target.python, "env": env}
         if self.env_spec.model.engine == "sglang":
-            build = self.build_record or {}
-            image = (build.get("tags") or [None])[0] or build.get("image_id")
-            kw.update(kind="docker", image=image)
+            kw.update(kind="docker", image=self.build_record.image if self.build_record else None)
             if t.get("gpus"):
                 kw["gpus"] = t["gpus"].split(",")
             if t["kind"] == "hosts":
@@ -458,7 +458,7 @@ class MatrixRunner:
         return env.model is not None and env.model.dummy is not None
 
     # -- derived results
-    def derive(self) -> dict:
+    def derive(self) -> Derived:
         rows = derive.speedups(self.cells, self.records, self.m.baseline_arm, seed=self.m.seed)
         spec_arms = {a for a in self.m.arms if a != self.m.baseline_arm
                      and derive.is_speculative(self.env_spec.model, a)}
@@ -471,7 +471,7 @@ class MatrixRunner:
         timing = dict(self.timing, arms=self.windows)
         if timing.get("wall_s"):
             timing["overhead_ratio"] = derive.overhead_ratio(timing, self._slot_arms)
-        return {
+        return Derived.model_validate({
             "baseline": self.m.baseline_arm,
             "speedups": rows,
             "crossovers": cross,
@@ -485,7 +485,7 @@ class MatrixRunner:
             "timing": timing,
             "cells_planned": planned,
             "cells_done": len(self.cells),
-        }
+        })
 
 
 def derive_key(c: CellSummary) -> str:

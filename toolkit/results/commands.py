@@ -68,8 +68,9 @@ def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False) 
 
     a = open_archive(resolve_run(run, root))
     if json_out:
-        emit_json({"facts": run_facts(a), "manifest": a.manifest,
-                   "cells": {k: c.model_dump(mode="json") for k, c in a.cell_map.items()}, "derived": a.derived})
+        emit_json({"facts": run_facts(a), "manifest": a.manifest.model_dump(mode="json"),
+                   "cells": {k: c.model_dump(mode="json") for k, c in a.cell_map.items()},
+                   "derived": a.derived.model_dump(mode="json")})
     else:
         out.print(show_text(a), markup=False, highlight=False)
 

@@ -47,16 +47,17 @@ def _cells_table(a: Archive) -> Block:
 
 def _derived_blocks(a: Archive) -> list[Block]:
     out: list[Block] = []
-    sp = a.derived.get("speedups") or []
+    d = a.derived.model_dump(mode="json")  # typed: toolkit.schema.manifest.Derived
+    sp = d.get("speedups") or []
     if sp:
         rows = [[r.get("arm", "?"), r.get("domain", "?"), str(r.get("concurrency")), fmt_num(r.get("throughput_ratio")),
                  _centre(r.get("paired_ratio"), r.get("ci_low"), r.get("ci_high"))] for r in sp]
         out += [("h2", "Speedup over the baseline"),
                 ("table", ["arm", "domain", "c", "throughput ratio", "paired ratio [95% CI]"], rows)]
-    cross = a.derived.get("crossovers") or []
+    cross = d.get("crossovers") or []
     if cross:
         out += [("h3", "Crossover"), ("list", [f"{c.get('arm')} / {c.get('domain')}: {c.get('note')}" for c in cross])]
-    warns = _warnings(a.derived)
+    warns = _warnings(d)
     out += [("h2", "Methodology checks"),
             ("list", [f"{w.get('severity', 'warning')}: {w.get('message')}" for w in warns] or ["none raised"])]
     return out

@@ -75,7 +75,7 @@ def show_text(a: Archive) -> str:
            f"env       {f['environment'] or '-'} {f['env_hash'] or ''}   host {f['host'] or '-'}   gpu {f['gpu'] or '-'}",
            f"source    {f['source']}", "",
            cells_text(a) or "no cells", "  (* percentile from too few samples; latencies in ms)"]
-    d = a.derived
+    d = a.derived.model_dump(mode="json")  # typed: toolkit.schema.manifest.Derived
     sp = d.get("speedups") or []
     if sp:
         rows = [[r.get("arm", "?"), r.get("domain", "?"), str(r.get("concurrency")), fmt_num(r.get("throughput_ratio")),
