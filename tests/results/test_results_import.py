@@ -8,7 +8,8 @@ import json
 
 import numpy as np
 
-from toolkit.results.archive import cell_key, open_archive, verify
+from toolkit.results.archive import cell_key, open_archive
+from toolkit.results.verify import verify_run
 from toolkit.results.diff import diff_runs
 from toolkit.results.synthetic import write_run
 
@@ -82,7 +83,7 @@ def test_import_sglang_and_vllm_then_diff_against_native(tmp_path, cli):
     vl_run = json.loads(res.stdout)["run"]
 
     for run in (sg_run, vl_run):
-        assert verify(run) == []
+        assert verify_run(run) == []
         a = open_archive(run)
         (cell,) = a.cells
         assert (cell.arm, cell.domain, cell.concurrency, cell.output_len) == ("sglang", "chat", 8, 32)

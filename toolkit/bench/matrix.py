@@ -231,7 +231,7 @@ class MatrixRunner:
     def _representativeness(self, workloads: dict) -> list[dict]:
         if not self.m.training_data:
             return []
-        from toolkit.workloads.loader import read_prompts
+        from toolkit.workloads.bundled import read_prompts
         from toolkit.workloads.represent import representativeness
 
         train = read_prompts(self.spec.path_of(("training_data",), self.m.training_data))

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 from toolkit.errors import ToolFailure, ToolkitError
+from toolkit.settings import cache_dir
 
 DEFAULT_NAME = "toolkit/base:bookworm"
 FALLBACK_MIRROR = "http://deb.debian.org/debian"
 SOURCES = Path("/etc/apt/sources.list")
 SOURCES_D = Path("/etc/apt/sources.list.d")
-LOCK = Path.home() / ".cache" / "toolkit" / "base-image.lock"
 
 
 def _mirrors_from(text: str, deb822: bool) -> list[tuple[str, list[str]]]:
@@ -86,8 +86,9 @@ def ensure_base_image(client, name: str = DEFAULT_NAME, suite: str = "bookworm",
     if shutil.which("debootstrap") is None:
         raise ToolkitError("debootstrap is not installed", hint="apt-get install debootstrap (needs root)")
     mirror = mirror or apt_mirror(suite)
-    LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(LOCK, "w") as lock:
+    lock_path = cache_dir() / "base-image.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not rebuild and (found := image_id(client, name)):
             return found

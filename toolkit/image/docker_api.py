@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from toolkit.errors import ToolFailure, ToolkitError
+from toolkit.settings import settings
 
 
 def client(timeout: int = 900):
@@ -14,7 +14,7 @@ def client(timeout: int = 900):
     from toolkit.extras import require_module
 
     docker = require_module("docker", "docker", "talking to the Docker engine")
-    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    where = settings().docker_host
     try:
         c = docker.from_env(timeout=timeout)
         c.ping()

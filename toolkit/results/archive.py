@@ -35,7 +35,7 @@ from toolkit.spec import sha256_file
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic, write_json
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe_name  # noqa: F401 (re-exported)
-from toolkit.schema.manifest import Derived, Manifest, Summary, check_schema, load_manifest, load_summary
+from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, load_summary
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
 from toolkit.results.scrub import scrub, scrub_text
 
@@ -240,28 +240,3 @@ def open_archive(path: str | Path) -> Archive:
             raise ToolkitError(f"cell summary does not match the schema: {exc.errors()[0]['msg']}", file=p,
                                hint="`toolkit results verify` checks every file") from None
     return Archive(path=path, manifest=manifest, summary=summary, cell_map=cells)
-
-
-def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[dict]:
-    """Key facts of every run under root (newest first). A corrupt run is listed with its error."""
-    from toolkit.results.facts import run_facts
-
-    root = Path(root)
-    rows = []
-    for manifest in sorted(root.glob("*/*/manifest.json")):
-        run = manifest.parent
-        if matrix and run.parent.name != matrix:
-            continue
-        try:
-            rows.append(run_facts(open_archive(run)))
-        except ToolkitError as exc:
-            rows.append({"path": str(run), "run_id": run.name, "matrix": run.parent.name, "status": "corrupt",
-                         "error": exc.message})
-    rows.sort(key=lambda r: (r.get("started_at") or "", r["run_id"]), reverse=True)
-    return rows
-
-
-def verify(path: str | Path) -> list:
-    from toolkit.results.verify import verify_run
-
-    return verify_run(Path(path))

@@ -3,7 +3,10 @@ and the comparable view of a manifest that the environment diff flattens."""
 
 from __future__ import annotations
 
-from toolkit.results.archive import Archive
+from pathlib import Path
+
+from toolkit.errors import ToolkitError
+from toolkit.results.archive import Archive, open_archive
 from toolkit.schema.manifest import BuildRecord, Fingerprint, Manifest
 
 
@@ -69,3 +72,20 @@ def run_facts(a: Archive) -> dict:
         "requests": sum(c.n_requests for c in a.cells),
         "source": m.source.format if m.source else "toolkit",
     }
+
+
+def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[dict]:
+    """Key facts of every run under root (newest first). A corrupt run is listed with its error."""
+    root = Path(root)
+    rows = []
+    for manifest in sorted(root.glob("*/*/manifest.json")):
+        run = manifest.parent
+        if matrix and run.parent.name != matrix:
+            continue
+        try:
+            rows.append(run_facts(open_archive(run)))
+        except ToolkitError as exc:
+            rows.append({"path": str(run), "run_id": run.name, "matrix": run.parent.name, "status": "corrupt",
+                         "error": exc.message})
+    rows.sort(key=lambda r: (r.get("started_at") or "", r["run_id"]), reverse=True)
+    return rows

@@ -119,7 +119,9 @@ def _cells(path: Path, problems: list[Problem]) -> dict[str, dict]:
     return cells
 
 
-def verify_run(path: Path) -> list[Problem]:
+def verify_run(path: str | Path) -> list[Problem]:
+    """Every problem of one run folder (an empty list: it verifies)."""
+    path = Path(path)
     problems: list[Problem] = []
     if not path.is_dir():
         return [Problem(str(path), "no such run folder")]
