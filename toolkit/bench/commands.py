@@ -28,7 +28,7 @@ def matrix_cmd(
     The run directory is printed at the end; `toolkit results show RUN` and `toolkit results report
     RUN --html` read it. Ctrl-C leaves a valid partial run that `--resume RUN` completes.
     """
-    from toolkit.bench.matrix import MatrixRunner
+    from toolkit.bench.matrix import run_matrix
     from toolkit.bench.progress import MatrixProgress
     from toolkit.bench.report import CELL_COLUMNS, SPEEDUP_COLUMNS, cell_rows, rich_table, speedup_rows
     from toolkit.spec import load_spec
@@ -37,17 +37,17 @@ def matrix_cmd(
     for w in loaded.warnings:
         warn(w)
     progress = None if json_out else MatrixProgress(err)
-    runner = MatrixRunner(loaded, results_root=results, resume=resume, progress=progress,
-                          log=lambda m: err.print(m, markup=False))
-    run_dir = runner.run()
-    d = runner.derived
+    result = run_matrix(loaded, results_root=results, resume=resume, progress=progress,
+                        log=lambda m: err.print(m, markup=False))
+    run_dir = result.path
+    d = result.derived
     dd = d.model_dump(mode="json")
     errors = d.errors()
     if json_out:
-        emit_json({"run": str(run_dir), "status": runner.status, "report": str(run_dir / "report.md"),
-                   "cells": [c.model_dump() for c in runner.cells], "derived": dd})
+        emit_json({"run": str(run_dir), "status": result.status, "report": str(result.report),
+                   "cells": [c.model_dump() for c in result.cells], "derived": dd})
     else:
-        out.print(rich_table("cells", CELL_COLUMNS, cell_rows(runner.cells)))
+        out.print(rich_table("cells", CELL_COLUMNS, cell_rows(result.cells)))
         if d.speedups:
             out.print(rich_table(f"speedup over {d.baseline}", SPEEDUP_COLUMNS, speedup_rows(dd)))
         from toolkit.bench.derive import threshold_advice
@@ -62,9 +62,9 @@ def matrix_cmd(
             out.print(f"wall {t.wall_s:.1f} s = {t.overhead_ratio:.3f} x the busiest slot's own time (all "
                       f"slots: cells {t.cells_s:.1f} s + server starts {sum(t.launch_s.values()):.1f} s + "
                       f"stops {sum(t.stop_s.values()):.1f} s)")
-        out.print(f"run {runner.status}: {run_dir}")
-        out.print(f"report: {run_dir / 'report.md'}")
-    if runner.status == "partial":
+        out.print(f"run {result.status}: {run_dir}")
+        out.print(f"report: {result.report}")
+    if result.status == "partial":
         raise typer.Exit(130)
     if strict and errors:
         raise typer.Exit(1)

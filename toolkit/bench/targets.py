@@ -1,6 +1,6 @@
 """Before a matrix runs: what its target needs, checked up front, and how its external servers are reached.
 
-    prepare_target(load_spec("envs/matrices/gateway.yaml"))   # before MatrixRunner(...).run()
+    prepare_target(load_spec("envs/matrices/gateway.yaml"))   # before run_matrix(...)
 
 - the embedded engine (engine: transformers, target local) needs the `local` extra (torch, transformers,
   tokenizers); SGLang in containers needs the docker SDK and an engine that answers. Missing: a one-line

@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from toolkit.errors import ToolFailure
-from toolkit.serve.base import BaseLauncher, ProcessLauncher, free_port, http_get
+from toolkit.serve.base import BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get
 
 LABEL = "toolkit.launcher"
 
@@ -55,13 +55,27 @@ def _with_port(args: dict, port: int | None, host: str | None) -> tuple[dict, in
 class SGLangMixin:
     base_url: str
 
-    def flush_cache(self, timeout_s: float = 60.0) -> bool:
+    def flush_cache(self, timeout_s: float = 60.0) -> bool | None:
         """Before a cell: restart SGLang's cumulative counters (acceptance) and empty its prefix cache."""
         return flush_cache(self.base_url, timeout_s)
 
+    def server_info(self) -> dict:
+        return server_info(self.base_url)
+
     def sglang_info(self) -> dict:
-        info = server_info(self.base_url)
+        info = self.server_info()
         return {**server_state(info), "server_info": info}
+
+
+class SGLangExternalLauncher(SGLangMixin, ExternalLauncher):
+    """An SGLang server the toolkit does not manage: its /server_info is read, its caches are left alone
+    (the server is someone else's; its cumulative counters then span cells)."""
+
+    def flush_cache(self, timeout_s: float = 60.0) -> bool | None:
+        return None
+
+    def info(self) -> dict:
+        return {**super().info(), **self.sglang_info()}
 
 
 class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
