@@ -30,7 +30,6 @@ def matrix_cmd(
     """
     from toolkit.bench.matrix import MatrixRunner
     from toolkit.bench.progress import MatrixProgress
-    from toolkit.bench.report import CELL_COLUMNS, SPEEDUP_COLUMNS, cell_rows, rich_table, speedup_rows
     from toolkit.spec import load_spec
 
     loaded = load_spec(spec, expect="Matrix")
@@ -45,24 +44,15 @@ def matrix_cmd(
     if json_out:
         emit_json({"run": str(run_dir), "status": runner.status, "report": str(run_dir / "report.md"),
                    "cells": [c.model_dump() for c in runner.cells], "derived": d})
-    else:
-        out.print(rich_table("cells", CELL_COLUMNS, cell_rows(runner.cells)))
-        if d["speedups"]:
-            out.print(rich_table(f"speedup over {d['baseline']}", SPEEDUP_COLUMNS, speedup_rows(d)))
-        from toolkit.bench.derive import threshold_advice
+    else:  # the runner's tables are `results show`'s: one report model (toolkit/results/report)
+        from toolkit.results.archive import open_archive
+        from toolkit.results.report import build_run_report, render_text
 
-        for arm in d["recommended_disable_batch_threshold"]:
-            out.print(f"{arm}: {threshold_advice(d, arm)}")
-        for c in d["methodology"]:
-            (warn if c["severity"] == "warning" else lambda m: err.print(f"methodology error: {m}", markup=False))(
-                f"[{c['check']}] {c['message']}")
-        t = d.get("timing", {})
-        if t.get("overhead_ratio"):
-            out.print(f"wall {t['wall_s']:.1f} s = {t['overhead_ratio']:.3f} x the busiest slot's own time (all "
-                      f"slots: cells {t['cells_s']:.1f} s + server starts {sum(t['launch_s'].values()):.1f} s + "
-                      f"stops {sum(t['stop_s'].values()):.1f} s)")
-        out.print(f"run {runner.status}: {run_dir}")
-        out.print(f"report: {run_dir / 'report.md'}")
+        out.print(render_text(build_run_report(open_archive(run_dir))), markup=False, highlight=False, end="")
+        for c in errors:
+            err.print(f"methodology error: [{c['check']}] {c['message']}", markup=False)
+        out.print(f"run {runner.status}: {run_dir}", markup=False, highlight=False)
+        out.print(f"report: {run_dir / 'report.md'}", markup=False, highlight=False)
     if runner.status == "partial":
         raise typer.Exit(130)
     if strict and errors:
