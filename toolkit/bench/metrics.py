@@ -11,22 +11,10 @@ from __future__ import annotations
 
 from typing import Iterable, Literal
 
-import numpy as np
-
-from toolkit.schema.metrics import cell_stats, chunk_itls, describe
-from toolkit.schema.metrics import median_ci as _order_ci
-from toolkit.schema.records import CellSummary, RequestRecord, Stat
+from toolkit.schema.metrics import cell_stats, chunk_itls
+from toolkit.schema.records import CellSummary, RequestRecord
 
 ITL_CONVENTION = "per-chunk gap divided by tokens in the chunk"  # itl_ms, pooled over chunks
-
-
-def stat(values: Iterable[float | None]) -> Stat:
-    """mean, percentiles, n and the median's order-statistic 95% CI of some values (None left out)."""
-    return describe([np.nan if v is None else v for v in values])
-
-
-def median_ci(values: np.ndarray) -> tuple[float | None, float | None]:
-    return _order_ci(np.sort(np.asarray(values, dtype=float)))
 
 
 def itl_values(records: Iterable[RequestRecord],

@@ -26,12 +26,13 @@ def make_records(rng: np.random.Generator, *, arm: str, domain: str, concurrency
         chunk_ms = np.concatenate([[t], t + np.cumsum(gaps)]).round(3).tolist()
         per = [chunk_every] * n_chunks
         per[-1] += toks - chunk_every * n_chunks
+        acc = None if accept is None else round(float(rng.normal(accept, 0.3)), 3)
         recs.append(RequestRecord(
             arm=arm, domain=domain, concurrency=concurrency, repeat=repeat, prompt_id=f"{domain}-{i % 97}",
             warmup=i < warmup, send_s=round((i // concurrency) * (ttft_ms + itl_ms * output_len) * slowdown / 1000, 4), ttft_ms=round(t, 3), e2e_ms=round(chunk_ms[-1] + 0.5, 3),
             input_tokens=int(rng.integers(20, 200)), output_tokens=toks, chunk_ms=chunk_ms, chunk_tokens=per,
             tokens_source="usage", finish_reason="length", status=200,
-            accept_length=None if accept is None else round(float(rng.normal(accept, 0.3)), 3)))
+            accept_length=acc, spec_verify_ct=None if acc is None else max(1, round(toks / acc))))
     return recs
 
 
