@@ -274,5 +274,5 @@ def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
         out.append(("acceptance.png", "Acceptance length per domain", ac))
     tm = telemetry(runs[0][1])
     if tm:
-        out.append(("telemetry.png", f"GPU telemetry per cell ({runs[0][0]})", tm))
+        out.append(("telemetry.png", "GPU telemetry per cell" + (f" ({runs[0][0]})" if runs[0][0] else ""), tm))
     return out
