@@ -17,6 +17,7 @@ from typing import Iterable
 import numpy as np
 
 from toolkit.results.report.run import threshold_advice  # noqa: F401 (the advice line lives with the report)
+from toolkit.schema.metrics import figure_of
 from toolkit.schema.records import CellSummary, RequestRecord
 
 BOOTSTRAP = 2000
@@ -65,8 +66,8 @@ def _occurrence_keys(records: list[RequestRecord]) -> dict:
 
 
 def _tput(cells: list[CellSummary]) -> float | None:
-    vals = [c.metrics["output_tok_s"].mean for c in cells
-            if c.status == "ok" and "output_tok_s" in c.metrics and c.metrics["output_tok_s"].mean]
+    vals = [figure_of(c.metrics["output_tok_s"]) for c in cells
+            if c.status == "ok" and "output_tok_s" in c.metrics and figure_of(c.metrics["output_tok_s"])]
     return float(np.mean(vals)) if vals else None
 
 
