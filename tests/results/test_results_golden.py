@@ -80,3 +80,18 @@ def test_pipe_in_an_arm_name_is_escaped_in_markdown(tmp_path: Path) -> None:
         for t in tables:  # every row of a table has as many cells as its header
             assert len({len(_split_md_row(row)) for row in t}) == 1, t
         assert "base|line" in render_text(report) and "base|line" in render_html(report)
+
+
+def test_the_runner_entries_build_the_same_cells_table(tmp_path: Path) -> None:
+    """The runner's report.md (from its cell summaries, or from the archive being finalized) shows what
+    `results show` shows: the Stats a summary stores equal the ones recomputed from the .npz."""
+    from toolkit.results.report import archive_view, from_result, run_markdown
+
+    a = open_archive(write_run(tmp_path, seed=3, n=40, domains=("chat",), concurrency=(1, 4)))
+    shown = {k: m for k, _, m in archive_view(a).cells}  # request metrics recomputed from the .npz
+    stored = {k: m for k, _, m in from_result({"name": "synthetic"}, a.cells, {}).cells}  # what the runner wrote
+    assert len(shown) == 4 and shown == stored
+    assert all(len(m) >= 8 for m in shown.values())  # + the two acceptance lengths on eagle3
+    md = run_markdown(a.path, derived={}, status="complete")
+    assert "- **status**: complete" in md
+    assert md.split("## Cells")[1] == render_md(build_run_report(a)).split("## Cells")[1]
