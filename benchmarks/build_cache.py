@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--hits", type=int, default=7, help="cache-hit repetitions")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from toolkit.image.records import cache_dir
+    from toolkit.settings import cache_dir
 
     with tempfile.TemporaryDirectory(prefix="toolkit-bench-cache-") as tmp:
         shared = cache_dir() / "sglang"

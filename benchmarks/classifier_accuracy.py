@@ -25,7 +25,7 @@ from toolkit.schema.records import Prompt  # noqa: E402
 from toolkit.workloads.classify import DOMAINS, EmbeddingClassifier, classify  # noqa: E402
 from toolkit.workloads.formats import read_jsonl  # noqa: E402
 from toolkit.workloads.gen import generate  # noqa: E402
-from toolkit.workloads.loader import bundled  # noqa: E402
+from toolkit.workloads.bundled import bundled  # noqa: E402
 
 
 PROBE = Path(__file__).resolve().parent.parent / "tests" / "workloads" / "data" / "classifier_probe.jsonl"

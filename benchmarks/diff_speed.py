@@ -30,7 +30,7 @@ from toolkit.schema.records import RequestRecord  # noqa: E402
 from toolkit.results.archive import ArchiveWriter, cell_key, open_archive  # noqa: E402
 from toolkit.schema.columns import columns_from_records  # noqa: E402
 from toolkit.results.diff import diff_runs  # noqa: E402
-from toolkit.results.synthetic import manifest_for, summarize  # noqa: E402
+from tests.synthetic import manifest_for, summarize  # noqa: E402
 
 ARMS = {"baseline": ["python", "-m", "sglang.launch_server", "--tp", "8"],
         "eagle3": ["python", "-m", "sglang.launch_server", "--tp", "8", "--speculative-algorithm", "EAGLE3"]}
@@ -123,7 +123,7 @@ def main() -> None:
         existing = sorted(root.glob("diffspeed/*/SHA256SUMS"))
         if args.keep and len(existing) == 2:  # reuse the archives a previous --keep run left
             a, b = (p.parent for p in existing)
-            if open_archive(a).manifest["started_at"] > open_archive(b).manifest["started_at"]:
+            if open_archive(a).manifest.started_at > open_archive(b).manifest.started_at:
                 a, b = b, a
             print(f"reusing the archives in {root}")
         else:

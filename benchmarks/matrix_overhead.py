@@ -15,20 +15,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from toolkit.bench.matrix import MatrixRunner  # noqa: E402
+from toolkit.bench.matrix import run_matrix  # noqa: E402
 from toolkit.spec import load_spec  # noqa: E402
 
 
 def main() -> None:
     spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else ROOT / "envs/matrices/quickstart.yaml")
     with tempfile.TemporaryDirectory() as tmp:
-        runner = MatrixRunner(spec, results_root=Path(tmp), log=lambda m: None)
-        runner.run()
-    t = runner.derived["timing"]
+        result = run_matrix(spec, results_root=Path(tmp), log=lambda m: None)
+    t = result.derived.model_dump(mode="json")["timing"]
     launches = sum(t["launch_s"].values())
     stops = sum(t["stop_s"].values())
     accounted = t["cells_s"] + launches + stops
-    print(f"matrix {spec.name}: {runner.derived['cells_done']} cells, {len(t['launch_s'])} server starts")
+    print(f"matrix {spec.name}: {result.derived.cells_done} cells, {len(t['launch_s'])} server starts")
     print(f"{'wall':>28} {t['wall_s']:8.1f} s")
     print(f"{'sum of cell times':>28} {t['cells_s']:8.1f} s")
     print(f"{'server starts':>28} {launches:8.1f} s  ({', '.join(f'{a} {s:.1f}' for a, s in t['launch_s'].items())})")

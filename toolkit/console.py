@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
 from rich.console import Console
 
+from toolkit.settings import settings
+
 
 def _console(stderr: bool) -> Console:
-    plain = not (sys.stderr if stderr else sys.stdout).isatty() or "NO_COLOR" in os.environ
+    plain = not (sys.stderr if stderr else sys.stdout).isatty() or settings().no_color
     return Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=plain, emoji=False,
                    force_terminal=None if not plain else False, width=200 if plain else None)
 

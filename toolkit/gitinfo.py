@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -11,8 +10,10 @@ def git_revision(path: Path | None = None) -> str | None:
     """Commit of the repository holding `path` (default: this toolkit), with -dirty when tracked files
     there differ from it; None outside a git checkout. A copy without .git (a tarball, a device's copy of the
     tree) names its commit in TOOLKIT_GIT_REVISION."""
-    if os.environ.get("TOOLKIT_GIT_REVISION"):
-        return os.environ["TOOLKIT_GIT_REVISION"]
+    from toolkit.settings import settings
+
+    if settings().git_revision:
+        return settings().git_revision
     where = Path(path) if path is not None else Path(__file__).resolve().parent
     where = where if where.is_dir() else where.parent
     try:

@@ -39,7 +39,7 @@ def data_dir(name: str) -> Path:
 
 def _extract(tree, name: str) -> Path:
     """A non-filesystem resource tree (a zip import) copied to a folder once per toolkit version."""
-    from toolkit.image.records import cache_dir
+    from toolkit.settings import cache_dir
 
     dest = cache_dir() / "resources" / __version__ / name
     if dest.is_dir():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import SpecError, ToolkitError
-from toolkit.serve import (ExternalLauncher, SGLangDockerLauncher, SGLangProcessLauncher, TransformersLauncher,
-                           launcher_for)
+from toolkit.serve import (ExternalLauncher, Launcher, SGLangDockerLauncher, SGLangExternalLauncher,
+                           SGLangProcessLauncher, TransformersLauncher, launcher_for)
 from toolkit.serve.transformers import render_serve_args
 from toolkit.spec import load_spec
 
@@ -47,7 +47,23 @@ def test_sglang_targets():
     p = launcher_for(env, "baseline", kind="process", python="/opt/py/bin/python")
     assert isinstance(p, SGLangProcessLauncher) and p.command[:3] == ["/opt/py/bin/python", "-m", "sglang.launch_server"]
     e = launcher_for(env, "baseline", url="http://127.0.0.1:30000")
-    assert isinstance(e, ExternalLauncher) and e.base_url == "http://127.0.0.1:30000"
+    assert isinstance(e, SGLangExternalLauncher) and e.base_url == "http://127.0.0.1:30000"
+    assert e.flush_cache() is None  # a server the toolkit does not manage keeps its caches
+    for launcher in (d, p, e):
+        assert isinstance(launcher, Launcher)  # every method the runner calls is there
+
+
+def test_every_launcher_states_the_protocol(local_env):
+    """The runner calls only what Launcher declares; every launcher has all of it."""
+    members = {"base_url", "model", "command", "start", "wait_healthy", "check_alive", "info", "server_info",
+               "flush_cache", "stop", "log_tail", "exit_code"}
+    declared = set(Launcher.__annotations__) | {k for k in vars(Launcher) if not k.startswith("_")}
+    assert members <= declared
+    for cls in (TransformersLauncher, ExternalLauncher, SGLangDockerLauncher, SGLangExternalLauncher,
+                SGLangProcessLauncher):
+        assert all(hasattr(cls, m) for m in members - {"base_url", "model", "command"}), cls
+    t = launcher_for(local_env, "baseline")
+    assert isinstance(t, Launcher) and t.server_info() == {} and t.flush_cache() is None
 
 
 @pytest.mark.slow

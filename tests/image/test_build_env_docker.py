@@ -14,7 +14,7 @@ import pytest
 from buildutil import EAGLE, TEST_ENV, THRESHOLD_PATCH, toolkit, write_env
 
 
-from toolkit.image.records import cache_dir
+from toolkit.settings import cache_dir
 
 pytestmark = pytest.mark.slow
 NAME = "sglang-cpu-test-onebyte"

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from toolkit.errors import ToolkitError
-from toolkit.results.archive import SCHEMA_VERSION, ArchiveWriter, cell_key, list_runs, open_archive, verify
-from toolkit.results.synthetic import make_records, manifest_for, summarize, write_run
+from toolkit.results.archive import SCHEMA_VERSION, ArchiveWriter, cell_key, open_archive
+from toolkit.results.facts import list_runs
+from toolkit.results.verify import verify_run
+from tests.synthetic import make_records, manifest_for, summarize, write_run
 
 ARMS = {"baseline": ["python", "-m", "sglang.launch_server"]}
 
@@ -32,7 +34,7 @@ def test_roundtrip_records_columns_and_checksums(tmp_path):
     w.finalize("complete", derived={"speedups": []}, report_md="# r\n")
 
     a = open_archive(w.path)
-    assert a.status == "complete" and a.manifest["schema_version"] == SCHEMA_VERSION
+    assert a.status == "complete" and a.manifest.schema_version == SCHEMA_VERSION
     assert list(a.iter_records(key)) == recs  # warmup included, flagged
     cols = a.columns(key)
     measured = [r for r in recs if not r.warmup]
@@ -42,7 +44,7 @@ def test_roundtrip_records_columns_and_checksums(tmp_path):
     for rel in ("manifest.json", "summary.json", "report.md", "logs/baseline.log", f"cells/{key}.jsonl.gz",
                 f"cells/{key}.npz", f"cells/{key}.json"):
         assert f"  {rel}\n" in sums
-    assert verify(w.path) == []
+    assert verify_run(w.path) == []
 
 
 def test_concurrent_creates_never_collide(tmp_path):
@@ -77,9 +79,9 @@ def test_cells_written_once_resume_partial_and_complete_is_final(tmp_path):
     r.write_cell(s2, r2)
     r.finalize("complete", derived={})
     a = open_archive(w.path)
-    assert a.status == "complete" and len(a.summary["cells"]) == 2
+    assert a.status == "complete" and len(a.summary.cells) == 2
     assert (w.path / f"cells/{cell_key('baseline', 'chat', 1)}.jsonl.gz").read_bytes() == before
-    assert verify(w.path) == []
+    assert verify_run(w.path) == []
 
     with pytest.raises(ToolkitError, match="complete"):
         ArchiveWriter.resume(w.path)
@@ -113,8 +115,8 @@ def test_secrets_never_land_in_the_archive(tmp_path):
         assert s.encode() not in blob
     assert b"model_path='m'" in blob and b"server died" in blob  # the rest is kept
     m = open_archive(w.path).manifest
-    assert m["arms"]["baseline"]["command"][4] == "***" and m["arms"]["baseline"]["command"][6] == "30000"
-    assert m["environment"]["resolved"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert m.arms["baseline"].command[4] == "***" and m.arms["baseline"].command[6] == "30000"
+    assert m.environment.resolved["env"]["CUDA_VISIBLE_DEVICES"] == "0"
 
 
 def test_newer_schema_is_refused_with_a_clear_message(tmp_path, cli):
@@ -138,11 +140,11 @@ def test_verify_names_a_truncated_request_file_and_an_edited_summary(tmp_path, c
     summary["cells"][0]["metrics"]["ttft_ms"]["p50"] = 1.0  # a flattering edit
     (bad / "summary.json").write_text(json.dumps(summary, indent=2))
 
-    problems = {(p.file, p.message.split(" ")[0]) for p in verify(bad)}
+    problems = {(p.file, p.message.split(" ")[0]) for p in verify_run(bad)}
     files = {f for f, _ in problems}
     assert f"cells/{key}.jsonl.gz" in files and "summary.json" in files
-    assert any("cannot be decompressed" in p.message for p in verify(bad))
-    assert any("differs from cells/" in p.message for p in verify(bad))  # caught even without checksums
+    assert any("cannot be decompressed" in p.message for p in verify_run(bad))
+    assert any("differs from cells/" in p.message for p in verify_run(bad))  # caught even without checksums
 
     res = cli("results", "verify", "--root", str(tmp_path))
     assert res.returncode == 1
@@ -196,9 +198,9 @@ def test_a_cell_interrupted_before_its_summary_is_written_again_on_resume(tmp_pa
     key = cell_key("baseline", "chat", 4)
     (w.path / "cells" / f"{key}.jsonl.gz").write_bytes(b"\x1f\x8b half a file")  # killed mid-cell
     (w.path / "cells" / f".{key}.json.x1y2.tmp").write_text("{")  # and mid-rename
-    assert any("left-over temporary file" in p.message for p in verify(w.path))
+    assert any("left-over temporary file" in p.message for p in verify_run(w.path))
     r = ArchiveWriter.resume(w.path)  # removes the temp file
     assert r.done_cells() == set()
     r.write_cell(summary, recs)
     r.finalize("complete", derived={})
-    assert verify(w.path) == [] and len(list(open_archive(w.path).iter_records(key))) == len(recs)
+    assert verify_run(w.path) == [] and len(list(open_archive(w.path).iter_records(key))) == len(recs)

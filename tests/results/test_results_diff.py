@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from toolkit.results.archive import open_archive
+from tests.synthetic import manifest_for, write_run
 from toolkit.results.diff import diff_runs, holm
 from toolkit.results.stats import mwu_asymptotic
 from toolkit.schema.metrics import REQUEST_METRICS as SAMPLED
-from toolkit.results.synthetic import manifest_for, write_run
 
 BASE = ["python", "-m", "sglang.launch_server", "--tp", "8"]
 SPEC = BASE + ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]

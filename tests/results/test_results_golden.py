@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 
 from tests.conftest import ROOT, run_cli
+from tests.synthetic import write_run
 from toolkit.results.archive import open_archive
 from toolkit.results.diff import diff_runs
 from toolkit.results.report import build_diff_report, build_run_report, render_html, render_md, render_text
-from toolkit.results.synthetic import write_run
 
 GOLDEN = Path(__file__).parent / "golden"
 RUN = "results/sglang-h200/20261202T190515Z-52c8f2"

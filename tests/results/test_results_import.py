@@ -8,9 +8,10 @@ import json
 
 import numpy as np
 
-from toolkit.results.archive import cell_key, open_archive, verify
+from toolkit.results.archive import cell_key, open_archive
+from toolkit.results.verify import verify_run
 from toolkit.results.diff import diff_runs
-from toolkit.results.synthetic import write_run
+from tests.synthetic import write_run
 
 ARM = {"sglang": ["python", "-m", "sglang.launch_server", "--model-path", "m", "--api-key", "k-123"]}
 
@@ -82,15 +83,15 @@ def test_import_sglang_and_vllm_then_diff_against_native(tmp_path, cli):
     vl_run = json.loads(res.stdout)["run"]
 
     for run in (sg_run, vl_run):
-        assert verify(run) == []
+        assert verify_run(run) == []
         a = open_archive(run)
         (cell,) = a.cells
         assert (cell.arm, cell.domain, cell.concurrency, cell.output_len) == ("sglang", "chat", 8, 32)
         assert cell.n_requests == 200 and len(a.columns(cell_key("sglang", "chat", 8))["ttft_ms"]) == 200
     sgm = open_archive(sg_run).manifest
-    assert sgm["source"]["format"] == "sglang" and sgm["engine_versions"] == {"sglang": "0.5.23"}
-    assert sgm["arms"]["sglang"]["server_args"]["api_key"] == "***"
-    assert open_archive(vl_run).manifest["started_at"].startswith("2026-11-30T10:15:00")
+    assert sgm.source.format == "sglang" and sgm.engine_versions == {"sglang": "0.5.23"}
+    assert sgm.arms["sglang"].preset["api_key"] == "***"
+    assert open_archive(vl_run).manifest.started_at.startswith("2026-11-30T10:15:00")
 
     r = diff_runs(open_archive(native), open_archive(sg_run))
     (c,) = r.cells

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.workloads.loader import bundled, read_prompts
+from toolkit.workloads.bundled import bundled, read_prompts
 
 from tests.conftest import need
 

@@ -13,7 +13,8 @@ import pytest
 from tests.workloads.synth import MIX, write_training
 from toolkit.workloads import load_workload
 from toolkit.workloads.classify import classify
-from toolkit.workloads.loader import allocate, read_prompts
+from toolkit.workloads.bundled import read_prompts
+from toolkit.workloads.loader import allocate
 from toolkit.workloads.represent import js_divergence, representativeness
 
 

@@ -28,7 +28,7 @@ def matrix_cmd(
     The run directory is printed at the end; `toolkit results show RUN` and `toolkit results report
     RUN --html` read it. Ctrl-C leaves a valid partial run that `--resume RUN` completes.
     """
-    from toolkit.bench.matrix import MatrixRunner
+    from toolkit.bench.matrix import run_matrix
     from toolkit.bench.progress import MatrixProgress
     from toolkit.spec import load_spec
 
@@ -36,24 +36,25 @@ def matrix_cmd(
     for w in loaded.warnings:
         warn(w)
     progress = None if json_out else MatrixProgress(err)
-    runner = MatrixRunner(loaded, results_root=results, resume=resume, progress=progress,
-                          log=lambda m: err.print(m, markup=False))
-    run_dir = runner.run()
-    d = runner.derived
-    errors = [c for c in d["methodology"] if c["severity"] == "error"]
+    result = run_matrix(loaded, results_root=results, resume=resume, progress=progress,
+                        log=lambda m: err.print(m, markup=False))
+    run_dir = result.path
+    d = result.derived
+    dd = d.model_dump(mode="json")
+    errors = d.errors()
     if json_out:
-        emit_json({"run": str(run_dir), "status": runner.status, "report": str(run_dir / "report.md"),
-                   "cells": [c.model_dump() for c in runner.cells], "derived": d})
+        emit_json({"run": str(run_dir), "status": result.status, "report": str(result.report),
+                   "cells": [c.model_dump() for c in result.cells], "derived": dd})
     else:  # the runner's tables are `results show`'s: one report model (toolkit/results/report)
         from toolkit.results.archive import open_archive
         from toolkit.results.report import build_run_report, render_text
 
         out.print(render_text(build_run_report(open_archive(run_dir))), markup=False, highlight=False, end="")
         for c in errors:
-            err.print(f"methodology error: [{c['check']}] {c['message']}", markup=False)
-        out.print(f"run {runner.status}: {run_dir}", markup=False, highlight=False)
-        out.print(f"report: {run_dir / 'report.md'}", markup=False, highlight=False)
-    if runner.status == "partial":
+            err.print(f"methodology error: [{c.check}] {c.message}", markup=False)
+        out.print(f"run {result.status}: {run_dir}", markup=False, highlight=False)
+        out.print(f"report: {result.report}", markup=False, highlight=False)
+    if result.status == "partial":
         raise typer.Exit(130)
     if strict and errors:
         raise typer.Exit(1)

@@ -16,7 +16,6 @@ from typing import Iterable
 
 import numpy as np
 
-from toolkit.results.report.run import threshold_advice  # noqa: F401 (the advice line lives with the report)
 from toolkit.schema.metrics import figure_of
 from toolkit.schema.records import CellSummary, RequestRecord
 

@@ -1,6 +1,6 @@
 """Before a matrix runs: what its target needs, checked up front, and how its external servers are reached.
 
-    prepare_target(load_spec("envs/matrices/gateway.yaml"))   # before MatrixRunner(...).run()
+    prepare_target(load_spec("envs/matrices/gateway.yaml"))   # before run_matrix(...)
 
 - the embedded engine (engine: transformers, target local) needs the `local` extra (torch, transformers,
   tokenizers); SGLang in containers needs the docker SDK and an engine that answers. Missing: a one-line
@@ -56,7 +56,7 @@ def prepare_target(spec: LoadedSpec) -> list[endpoints.Endpoint]:
     elif env.engine == "sglang" and not (t.kind == "local" and t.launcher == "process"):
         require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")
         if t.kind == "local":
-            from toolkit.image.docker_api import client
+            from toolkit.docker_api import client
 
             client(timeout=30)  # the local engine answers, or a one-line error now
     return []

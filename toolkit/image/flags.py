@@ -79,7 +79,7 @@ class FlagTable:
 
 
 def parser_deps_dir() -> Path:
-    from toolkit.image.records import cache_dir
+    from toolkit.settings import cache_dir
 
     return cache_dir() / "parser-deps"
 

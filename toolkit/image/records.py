@@ -1,6 +1,6 @@
 """Where the build stage keeps things, and the build record other stages read.
 
-    cache_dir()                       $TOOLKIT_CACHE_DIR, else $XDG_CACHE_HOME/toolkit, else ~/.cache/toolkit
+    cache_dir()                       toolkit.settings: $TOOLKIT_CACHE_DIR, else $XDG_CACHE_HOME/toolkit, else ~/.cache/toolkit
       sglang/<version>/<wheel>/       pinned SGLang wheels and their unpacked source (preflight)
       sglang/git/<url-hash>-<ref>/    git checkouts (source: git)
       parser-deps/                    light packages that let SGLang's own parser import (optional)
@@ -15,18 +15,10 @@ archive copies the record of the image it ran (look it up by the image's dev.too
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from toolkit.fsutil import write_json
-
-
-def cache_dir() -> Path:
-    if os.environ.get("TOOLKIT_CACHE_DIR"):
-        return Path(os.environ["TOOLKIT_CACHE_DIR"]).expanduser()
-    base = Path(os.environ["XDG_CACHE_HOME"]).expanduser() if os.environ.get("XDG_CACHE_HOME") \
-        else Path.home() / ".cache"
-    return base / "toolkit"
+from toolkit.settings import cache_dir
 
 
 def builds_dir() -> Path:

@@ -18,7 +18,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.image.records import cache_dir
+from toolkit.settings import cache_dir
 from toolkit.errors import SpecError, ToolFailure
 from toolkit.patches import PatchInfo
 

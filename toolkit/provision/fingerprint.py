@@ -12,15 +12,15 @@ fingerprint of each host); every provisioning run also keeps a copy in its run f
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
+from toolkit.settings import settings
 
 
 def fingerprint_dir() -> Path:
-    return Path(os.environ.get("TOOLKIT_HOSTS_DIR") or Path.home() / ".cache" / "toolkit" / "hosts").expanduser()
+    return settings().hosts_dir
 
 
 def fingerprint_path(host_name: str) -> Path:

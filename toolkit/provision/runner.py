@@ -24,8 +24,9 @@ from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.fsutil import write_json
 from toolkit.provision.fingerprint import fingerprint_dir, fingerprint_path
 from toolkit.provision.inventory import check_keys, render_inventory
-from toolkit.provision.scrub import scrub_run_dir
 from toolkit.resources import data_dir
+from toolkit.scrub import scrub_run_dir
+from toolkit.settings import HOSTS_DIR_VAR, settings
 from toolkit.spec import LoadedSpec
 
 FINGERPRINT_TASK = "Write the fingerprint on the controller"  # the facts role's last task
@@ -34,12 +35,12 @@ HOST_EVENTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_un
 
 
 def runs_dir() -> Path:
-    return Path(os.environ.get("TOOLKIT_RUNS_DIR") or Path.home() / ".cache" / "toolkit" / "provision").expanduser()
+    return settings().runs_dir
 
 
 def known_hosts_file() -> Path:
     """SSH host keys are checked (new hosts accepted once, changed keys refused); tests point this elsewhere."""
-    return Path(os.environ.get("TOOLKIT_SSH_KNOWN_HOSTS") or Path.home() / ".ssh" / "known_hosts").expanduser()
+    return settings().known_hosts
 
 
 @dataclass
@@ -276,7 +277,7 @@ def provision(spec: LoadedSpec, *, limit: str | None = None, check: bool = False
         "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
         "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"),
         "ANSIBLE_TIMEOUT": "20",
-        "TOOLKIT_HOSTS_DIR": str(facts_dir),
+        HOSTS_DIR_VAR: str(facts_dir),
     }
     collector = _Collector(on_event)
     t0 = time.monotonic()

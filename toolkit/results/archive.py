@@ -34,9 +34,10 @@ from toolkit.gitinfo import git_revision
 from toolkit.spec import sha256_file
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic, write_json
-from toolkit.schema.keys import _SAFE, FORMAT, SCHEMA_VERSION, STATUSES, cell_key  # noqa: F401 (re-exported)
+from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe_name  # noqa: F401 (re-exported)
+from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, load_summary
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
-from toolkit.results.scrub import scrub, scrub_text
+from toolkit.scrub import scrub, scrub_text, secret_values
 
 RESERVED = ("manifest.json", "summary.json", "report.md", "SHA256SUMS")
 def now_utc() -> str:
@@ -66,34 +67,22 @@ def _read_json(path: Path) -> Any:
                            hint="the file was truncated or edited; `toolkit results verify` names what changed") from None
 
 
-def check_schema(manifest: Any, path: Path) -> dict:
-    """Accept the schema versions this toolkit reads; refuse others with what to do."""
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ToolkitError("not a toolkit run archive (manifest.json lacks format: toolkit-run-archive)", file=path)
-    version = manifest.get("schema_version")
-    if not isinstance(version, int):
-        raise ToolkitError(f"schema_version {version!r} is not an integer", file=path)
-    if version > SCHEMA_VERSION:
-        raise ToolkitError(
-            f"archive schema {version} is newer than this toolkit reads (schema {SCHEMA_VERSION})", file=path,
-            hint=f"upgrade the toolkit (this is {__version__}); the archive itself is fine")
-    if version < 1:
-        raise ToolkitError(f"archive schema {version} is older than any this toolkit reads (1..{SCHEMA_VERSION})",
-                           file=path, hint="re-import the raw numbers with `toolkit results import`")
-    return manifest
-
-
 class ArchiveWriter:
     """Writes one run. The matrix runner creates it, writes cells as they finish, then finalizes."""
 
-    def __init__(self, path: Path, manifest: dict):
+    def __init__(self, path: Path, manifest: Manifest):
         self.path = Path(path)
         self.manifest = manifest
-        self.run_id = manifest["run_id"]
+        self.run_id = manifest.run_id
+        self.secrets = secret_values()  # this process's secret variables: masked wherever they turn up
 
     @classmethod
-    def create(cls, root: str | Path, matrix_name: str, manifest: dict | None = None) -> "ArchiveWriter":
-        parent = Path(root) / _SAFE.sub("_", matrix_name)
+    def create(cls, root: str | Path, matrix_name: str, manifest: Manifest | dict | None = None) -> "ArchiveWriter":
+        """A new run folder with its manifest.json (the fields set in `manifest`, scrubbed, plus the
+        archive's own: format, schema_version, run_id, matrix_name, started_at, toolkit)."""
+        if not isinstance(manifest, Manifest):
+            manifest = Manifest.model_validate(manifest or {})
+        parent = Path(root) / safe_name(matrix_name)
         parent.mkdir(parents=True, exist_ok=True)
         while True:  # os.mkdir is atomic: two concurrent runs never get the same folder
             run_id = new_run_id()
@@ -105,18 +94,18 @@ class ArchiveWriter:
         path = parent / run_id
         (path / "cells").mkdir()
         (path / "logs").mkdir()
-        full = scrub(dict(manifest or {}))
+        full = scrub(manifest.written(), secret_values())
         full.setdefault("started_at", now_utc())
         full.setdefault("toolkit", {"version": __version__, "git_sha": git_revision()})
         full.update(format=FORMAT, schema_version=SCHEMA_VERSION, run_id=run_id, matrix_name=matrix_name)
         write_json(path / "manifest.json", full)
-        return cls(path, full)
+        return cls(path, load_manifest(full, path / "manifest.json"))
 
     @classmethod
     def resume(cls, run_dir: str | Path) -> "ArchiveWriter":
         """Continue a partial run: write the missing cells, then finalize again. Complete runs are refused."""
         path = Path(run_dir)
-        manifest = check_schema(_read_json(path / "manifest.json"), path / "manifest.json")
+        manifest = load_manifest(_read_json(path / "manifest.json"), path / "manifest.json")
         if (path / "summary.json").exists():
             status = _read_json(path / "summary.json").get("status")
             if status == "complete":
@@ -139,8 +128,8 @@ class ArchiveWriter:
         if base.with_suffix(".json").exists():
             raise ToolkitError(f"cell {key} is already in run {self.run_id}", file=base.with_suffix(".json"),
                                hint="cells are written once; resume writes only the missing ones (done_cells())")
-        summary = summary.model_copy(update={k: scrub_text(getattr(summary, k)) for k in ("reason", "log_tail")
-                                             if getattr(summary, k)})
+        summary = summary.model_copy(update={k: scrub_text(getattr(summary, k), self.secrets)
+                                             for k in ("reason", "log_tail") if getattr(summary, k)})
         lines = b"".join(r.model_dump_json(exclude_defaults=True).encode() + b"\n" for r in records)
         write_atomic(base.parent / f"{key}.jsonl.gz", gzip.compress(lines, compresslevel=6, mtime=0))
         write_atomic(base.parent / f"{key}.npz", save_columns(columns_from_records(records)))
@@ -160,24 +149,27 @@ class ArchiveWriter:
                 data = data.decode()
             except UnicodeDecodeError:
                 return write_atomic(self.path / rel, data)  # binary: written as is
-        return write_atomic(self.path / rel, scrub_text(data))
+        return write_atomic(self.path / rel, scrub_text(data, self.secrets))
 
     def done_cells(self) -> set[str]:
         """Keys of the cells fully written (their summary, written last, exists)."""
         return {p.name[: -len(".json")] for p in (self.path / "cells").glob("*.json")}
 
-    def finalize(self, status: str, derived: dict | None = None, report_md: str = "") -> Path:
+    def finalize(self, status: str, derived: Derived | dict | None = None, report_md: str = "") -> Path:
         """Write summary.json, report.md and SHA256SUMS. A partial/failed run may be finalized again."""
         if status not in STATUSES:
             raise ToolkitError(f"status {status!r} is not one of {', '.join(STATUSES)}")
         self._check_open()
+        if not isinstance(derived, Derived):
+            derived = Derived.model_validate(derived or {})
         cells = [CellSummary.model_validate_json((self.path / "cells" / f"{k}.json").read_text())
                  for k in sorted(self.done_cells())]
-        summary = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "status": status,
-                   "started_at": self.manifest.get("started_at"), "finished_at": now_utc(),
-                   "cells": [c.model_dump(mode="json") for c in cells], "derived": scrub(derived or {})}
-        write_json(self.path / "summary.json", summary)
-        write_atomic(self.path / "report.md", report_md or f"# {self.manifest.get('matrix_name')} {self.run_id}\n")
+        summary = Summary(run_id=self.run_id, status=status, started_at=self.manifest.started_at,
+                          finished_at=now_utc(), cells=cells, derived=derived)
+        data = summary.model_dump(mode="json")
+        data["derived"] = scrub(derived.model_dump(mode="json", exclude_unset=True), self.secrets)  # as set
+        write_json(self.path / "summary.json", data)
+        write_atomic(self.path / "report.md", report_md or f"# {self.manifest.matrix_name} {self.run_id}\n")
         lines = [f"{sha256_file(self.path / rel)}  {rel}\n" for rel in archive_files(self.path)]
         write_atomic(self.path / "SHA256SUMS", "".join(lines))
         return self.path
@@ -189,8 +181,8 @@ class Archive:
     `cells` is the list, `cell_map` the same keyed by cell_key."""
 
     path: Path
-    manifest: dict
-    summary: dict | None
+    manifest: Manifest
+    summary: Summary | None
     cell_map: dict[str, CellSummary] = field(default_factory=dict)
 
     @property
@@ -199,19 +191,19 @@ class Archive:
 
     @property
     def run_id(self) -> str:
-        return self.manifest.get("run_id", self.path.name)
+        return self.manifest.run_id or self.path.name
 
     @property
     def matrix_name(self) -> str:
-        return self.manifest.get("matrix_name", self.path.parent.name)
+        return self.manifest.matrix_name or self.path.parent.name
 
     @property
     def status(self) -> str:
-        return (self.summary or {}).get("status") or "incomplete"
+        return self.summary.status if self.summary else "incomplete"
 
     @property
-    def derived(self) -> dict:
-        return (self.summary or {}).get("derived") or {}
+    def derived(self) -> Derived:
+        return self.summary.derived if self.summary else Derived()
 
     def iter_records(self, key: str) -> Iterator[RequestRecord]:
         path = self.path / "cells" / f"{key}.jsonl.gz"
@@ -238,8 +230,9 @@ def open_archive(path: str | Path) -> Archive:
     path = Path(path)
     if not path.is_dir():
         raise ToolkitError(f"no run folder at {path}", hint="`toolkit results list` shows the archived runs")
-    manifest = check_schema(_read_json(path / "manifest.json"), path / "manifest.json")
-    summary = _read_json(path / "summary.json") if (path / "summary.json").exists() else None
+    manifest = load_manifest(_read_json(path / "manifest.json"), path / "manifest.json")
+    summary = (load_summary(_read_json(path / "summary.json"), path / "summary.json")
+               if (path / "summary.json").exists() else None)
     cells: dict[str, CellSummary] = {}
     for p in sorted((path / "cells").glob("*.json")):
         try:
@@ -248,28 +241,3 @@ def open_archive(path: str | Path) -> Archive:
             raise ToolkitError(f"cell summary does not match the schema: {exc.errors()[0]['msg']}", file=p,
                                hint="`toolkit results verify` checks every file") from None
     return Archive(path=path, manifest=manifest, summary=summary, cell_map=cells)
-
-
-def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[dict]:
-    """Key facts of every run under root (newest first). A corrupt run is listed with its error."""
-    from toolkit.results.facts import run_facts
-
-    root = Path(root)
-    rows = []
-    for manifest in sorted(root.glob("*/*/manifest.json")):
-        run = manifest.parent
-        if matrix and run.parent.name != matrix:
-            continue
-        try:
-            rows.append(run_facts(open_archive(run)))
-        except ToolkitError as exc:
-            rows.append({"path": str(run), "run_id": run.name, "matrix": run.parent.name, "status": "corrupt",
-                         "error": exc.message})
-    rows.sort(key=lambda r: (r.get("started_at") or "", r["run_id"]), reverse=True)
-    return rows
-
-
-def verify(path: str | Path) -> list:
-    from toolkit.results.verify import verify_run
-
-    return verify_run(Path(path))

@@ -49,7 +49,7 @@ def list_cmd(root: Root = Path("results"),
              json_out: Json = False) -> None:
     """The archived runs, newest first: when, matrix, env hash, host, GPU, arms, status. Corrupt runs are
     listed with their error; the others still list."""
-    from toolkit.results.archive import list_runs
+    from toolkit.results.facts import list_runs
     from toolkit.results.report import build_list_report, render_text
 
     report = build_list_report(list_runs(root, matrix))
@@ -79,7 +79,7 @@ def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(help="runs to
                root: Root = Path("results"), json_out: Json = False) -> None:
     """Check checksums (SHA256SUMS) and schema of runs; every truncated or edited file is named.
     Exit 1 when any run has a problem."""
-    from toolkit.results.archive import verify
+    from toolkit.results.verify import verify_run as verify
 
     paths = [resolve_run(r, root) for r in runs] if runs else sorted(m.parent for m in root.glob("*/*/manifest.json"))
     report, bad = [], 0

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from toolkit.results.facts import normalized
+from toolkit.schema.manifest import Manifest
 
 
 def _scalar(v: Any) -> str:
@@ -86,7 +87,7 @@ def _flat(obj: Any, prefix: str = "") -> dict[str, str]:
     return {k: v for k, v in out.items() if v not in ("null", "{}", "[]")}
 
 
-def sections(m: dict) -> dict[str, dict[str, str]]:
+def sections(m: Manifest) -> dict[str, dict[str, str]]:
     n = normalized(m)
     env = n["environment"]
     spec = dict(env["spec"])
@@ -112,7 +113,7 @@ def sections(m: dict) -> dict[str, dict[str, str]]:
             "toolkit": _flat(n["toolkit"]), "workloads": _flat(n["workloads"]), "source": _flat(n["source"])}
 
 
-def env_diff(ma: dict, mb: dict) -> list[dict]:
+def env_diff(ma: Manifest, mb: Manifest) -> list[dict]:
     """Rows {section, field, a, b}; a or b is None where the field is absent on that side."""
     sa, sb = sections(ma), sections(mb)
     rows = []

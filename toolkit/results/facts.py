@@ -1,88 +1,91 @@
-"""The key facts of a run, read from its manifest and summary (for list, show and report headers)."""
+"""The key facts of a run, read from its typed manifest and summary (for list, show and report headers),
+and the comparable view of a manifest that the environment diff flattens."""
 
 from __future__ import annotations
 
-from toolkit.results.archive import Archive
+from pathlib import Path
+
+from toolkit.errors import ToolkitError
+from toolkit.results.archive import Archive, open_archive
+from toolkit.schema.manifest import BuildRecord, Fingerprint, Manifest
 
 
-def _fingerprints(m: dict) -> tuple[dict, dict]:
-    """(the fingerprint of the host the arms ran on, every host's) from either manifest shape:
-    `host: {controller, hosts: {name: fp}}` (the matrix runner) or `host: fp` / `hosts: {name: fp}`."""
-    raw = m.get("host") if isinstance(m.get("host"), dict) else {}
-    if "controller" in raw or "hosts" in raw:
-        hosts = {k: v for k, v in (raw.get("hosts") or {}).items() if isinstance(v, dict)}
-        primary = next(iter(hosts.values())) if hosts else (raw.get("controller") or {})
-        return primary, hosts
-    hosts = {k: v for k, v in (m.get("hosts") or {}).items() if isinstance(v, dict)}
-    return raw or (next(iter(hosts.values())) if hosts else {}), hosts
-
-
-def host_view(fp: dict) -> dict:
+def host_view(fp: Fingerprint) -> dict:
     """The fields of a fingerprint that matter for a comparison (no per-device serials or UUIDs)."""
-    gpu = fp.get("gpu") if isinstance(fp.get("gpu"), dict) else {}
-    gpus = fp.get("gpus") if isinstance(fp.get("gpus"), list) else gpu.get("gpus") or []
+    gpu = fp.gpu or {}
+    gpus = fp.gpus if fp.gpus is not None else gpu.get("gpus") or []
     names = [g.get("name") or g.get("product_name") or "?" if isinstance(g, dict) else str(g) for g in gpus]
     links = (gpu.get("topology") or {}).get("links") if isinstance(gpu.get("topology"), dict) else None
-    view = {"hostname": fp.get("hostname"), "os": fp.get("os"), "kernel": fp.get("kernel"), "cpu": fp.get("cpu"),
-            "cpu_count": fp.get("cpu_count"), "memory_bytes": fp.get("memory_bytes"),
-            "driver": fp.get("driver") or gpu.get("driver_version"), "cuda": fp.get("cuda") or gpu.get("cuda_version"),
+    view = {"hostname": fp.hostname, "os": fp.os, "kernel": fp.kernel, "cpu": fp.cpu, "cpu_count": fp.cpu_count,
+            "memory_bytes": fp.memory_bytes, "driver": fp.driver or gpu.get("driver_version"),
+            "cuda": fp.cuda or gpu.get("cuda_version"),
             "gpus": (f"{len(names)}x {names[0]}" if names and len(set(names)) == 1 else ", ".join(names)) or None,
             "gpu_links": sorted(set(links.values())) if isinstance(links, dict) and links else None}
     return {k: v for k, v in view.items() if v is not None}
 
 
-def _image(rec: dict) -> dict:
+def _image(rec: BuildRecord | None) -> dict:
     """From a build record: what identifies the image (not build timings, log paths or plans)."""
-    if not isinstance(rec, dict):
+    if rec is None:
         return {}
-    keep = {"id": rec.get("id") or rec.get("image_id"), "tags": rec.get("tags"), "labels": rec.get("labels"),
-            "sglang_version": rec.get("sglang_version"), "patches": rec.get("patches"), "revision": rec.get("revision"),
-            "spec_hash": rec.get("spec_hash")}
+    keep = {"id": rec.id or rec.image_id, "tags": rec.tags, "labels": rec.labels, "sglang_version": rec.sglang_version,
+            "patches": rec.patches, "revision": rec.revision, "spec_hash": rec.spec_hash}
     return {k: v for k, v in keep.items() if v}
 
 
-def normalized(m: dict) -> dict:
-    """One view of a manifest, whichever writer made it (matrix runner, import, older fields)."""
-    env, mat = m.get("environment") or {}, m.get("matrix") or {}
-    primary, hosts = _fingerprints(m)
-    tk = m.get("toolkit") if isinstance(m.get("toolkit"), dict) else {}
-    arms = {}
-    for arm, info in (m.get("arms") or {}).items():
-        info = info or {}
-        arms[arm] = {"command": info.get("command"), "server_args": info.get("server_args") or info.get("preset") or {},
-                     "request_params": info.get("request_params") or {}}
+def normalized(m: Manifest) -> dict:
+    """The comparable view of a manifest (what the environment diff flattens and reports print)."""
+    primary, hosts = m.host.primary, m.host.hosts
     return {
-        "environment": {"name": env.get("name"), "hash": env.get("hash"), "spec": env.get("spec") or env.get("resolved") or {}},
-        "matrix": {"name": mat.get("name"), "hash": mat.get("hash"), "spec": mat.get("spec") or mat.get("resolved") or {}},
-        "image": _image(m.get("image") or m.get("build") or {}),
-        "arms": arms,
+        "environment": {"name": m.environment.name, "hash": m.environment.hash, "spec": m.environment.resolved},
+        "matrix": {"name": m.matrix.name, "hash": m.matrix.hash, "spec": m.matrix.resolved},
+        "image": _image(m.build),
+        "arms": {arm: {"command": a.command, "server_args": a.preset, "request_params": a.request_params}
+                 for arm, a in m.arms.items()},
         "host": host_view(primary),
         "hosts": {h: host_view(fp) for h, fp in hosts.items()} if len(hosts) > 1 else {},
-        "engine_versions": m.get("engine_versions") or primary.get("engines") or {},
-        "toolkit": {"version": m.get("toolkit_version") or tk.get("version"),
-                    "git_sha": m.get("git_revision") or tk.get("git_sha")},
-        "workloads": {k: (v.get("hash") if isinstance(v, dict) else v) for k, v in (m.get("workloads") or {}).items()},
-        "source": m.get("source") or {},
+        "engine_versions": m.engine_versions or dict(primary.engines),
+        "toolkit": {"version": m.toolkit.version, "git_sha": m.toolkit.git_sha},
+        "workloads": {k: w.hash for k, w in m.workloads.items()},
+        "source": m.source.model_dump(mode="json", exclude_none=True) if m.source else {},
     }
 
 
 def run_facts(a: Archive) -> dict:
-    n = normalized(a.manifest)
-    m, host, env, source = a.manifest, n["host"], n["environment"], n["source"]
-    arms = sorted(set(c.arm for c in a.cells) | set(n["arms"]))
+    m = a.manifest
+    host = host_view(m.host.primary)
+    env = m.environment
+    arms = sorted(set(c.arm for c in a.cells) | set(m.arms))
     return {
         "path": str(a.path),
         "run_id": a.run_id,
         "matrix": a.matrix_name,
-        "started_at": m.get("started_at"),
-        "finished_at": (a.summary or {}).get("finished_at"),
+        "started_at": m.started_at,
+        "finished_at": a.summary.finished_at if a.summary else None,
         "status": a.status,
-        "env_hash": (env.get("hash") or "")[:12] or None,
-        "environment": env.get("name") or env["spec"].get("name"),
+        "env_hash": (env.hash or "")[:12] or None,
+        "environment": env.name or env.resolved.get("name"),
         "host": host.get("hostname"),
         "gpu": host.get("gpus"),
         "arms": arms,
         "cells": len(a.cells),
         "requests": sum(c.n_requests for c in a.cells),
-        "source": source.get("format", "toolkit"),
+        "source": m.source.format if m.source else "toolkit",
     }
+
+
+def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[dict]:
+    """Key facts of every run under root (newest first). A corrupt run is listed with its error."""
+    root = Path(root)
+    rows = []
+    for manifest in sorted(root.glob("*/*/manifest.json")):
+        run = manifest.parent
+        if matrix and run.parent.name != matrix:
+            continue
+        try:
+            rows.append(run_facts(open_archive(run)))
+        except ToolkitError as exc:
+            rows.append({"path": str(run), "run_id": run.name, "matrix": run.parent.name, "status": "corrupt",
+                         "error": exc.message})
+    rows.sort(key=lambda r: (r.get("started_at") or "", r["run_id"]), reverse=True)
+    return rows

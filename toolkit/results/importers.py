@@ -18,10 +18,10 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from toolkit.schema.manifest import ArmRecord, Manifest, SourceRecord
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import ArchiveWriter
-from toolkit.results.scrub import scrub
 
 FORMATS = ("sglang", "vllm")
 # archive metric -> key stem in the tools' result files
@@ -140,16 +140,14 @@ def import_file(path: str | Path, fmt: str, root: str | Path = "results", *, mat
     versions = {"sglang": info["version"]} if isinstance(info, dict) and info.get("version") else {}
     meta_keys = ("backend", "endpoint_type", "label", "model_id", "tokenizer_id", "dataset_name", "tag",
                  "num_prompts", "request_rate", "burstiness")
-    manifest = {
-        "source": {"format": fmt, "tool": "sglang.bench_serving" if fmt == "sglang" else "vllm bench serve",
-                   "file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "runs": len(runs),
-                   **{k: first[k] for k in meta_keys if first.get(k) is not None}},
-        "arms": {arm: {"server_args": _server_args(info)}},
-        "engine_versions": versions,
-    }
+    manifest = Manifest(
+        source=SourceRecord(format=fmt, tool="sglang.bench_serving" if fmt == "sglang" else "vllm bench serve",
+                            file=path.name, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), runs=len(runs),
+                            **{k: first[k] for k in meta_keys if first.get(k) is not None}),
+        arms={arm: ArmRecord(preset=_server_args(info))}, engine_versions=versions)
     if started:
-        manifest["started_at"] = started
-    writer = ArchiveWriter.create(root, matrix or f"imported-{fmt}", scrub(manifest))
+        manifest.started_at = started
+    writer = ArchiveWriter.create(root, matrix or f"imported-{fmt}", manifest)  # the writer scrubs it
     repeats: dict[int, int] = {}
     for r in runs:
         mc = r.get("max_concurrency")
@@ -174,7 +172,7 @@ def import_file(path: str | Path, fmt: str, root: str | Path = "results", *, mat
             output_len=output_len or _output_len(r, fmt, recs), workload_hash=workload_hash, sampling={},
             n_requests=total, n_errors=failed, error_rate=failed / total if total else 0.0,
             duration_s=float(r.get("duration") or 0.0),
-            itl_convention=f"per-chunk gap as reported by {manifest['source']['tool']}", metrics=metrics)
+            itl_convention=f"per-chunk gap as reported by {manifest.source.tool}", metrics=metrics)
         writer.write_cell(summary, recs)
         repeats[conc] = repeats.get(conc, 0) + 1
     from toolkit.results.archive import open_archive

@@ -30,12 +30,12 @@ def _png(fig) -> bytes:
 
 
 def baseline_arm(a: Archive) -> str | None:
-    spec = (a.manifest.get("matrix") or {}).get("spec") or {}
+    spec = a.manifest.matrix.resolved
     if spec.get("baseline"):
         return spec["baseline"]
-    for row in a.derived.get("speedups") or []:
-        if row.get("baseline"):
-            return row["baseline"]
+    for row in a.derived.speedups:
+        if row.baseline:
+            return row.baseline
     arms = spec.get("arms") or sorted({c.arm for c in a.cells})
     if "baseline" in arms:
         return "baseline"
@@ -136,9 +136,9 @@ def percentiles(runs: list[tuple[str, Archive]], metric: str, title: str) -> byt
 def speedup_table(a: Archive) -> dict[str, dict[tuple[str, int], float]]:
     """arm -> (domain, concurrency) -> throughput ratio over the baseline (the runner's, else computed)."""
     out: dict[str, dict] = defaultdict(dict)
-    for r in a.derived.get("speedups") or []:
-        if r.get("throughput_ratio") is not None:
-            out[r["arm"]][(r["domain"], int(r["concurrency"]))] = float(r["throughput_ratio"])
+    for r in a.derived.speedups:
+        if r.throughput_ratio is not None:
+            out[r.arm][(r.domain, int(r.concurrency))] = float(r.throughput_ratio)
     if out:
         return dict(out)
     base = baseline_arm(a)

@@ -13,8 +13,9 @@ from pydantic import ValidationError
 from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.errors import ToolkitError
 from toolkit.schema.keys import STATUSES, cell_key
-from toolkit.results.archive import archive_files, check_schema, sha256_file
+from toolkit.results.archive import archive_files, sha256_file
 from toolkit.schema.columns import COLUMNS, load_columns
+from toolkit.schema.manifest import load_derived, load_manifest
 
 
 @dataclass
@@ -118,14 +119,16 @@ def _cells(path: Path, problems: list[Problem]) -> dict[str, dict]:
     return cells
 
 
-def verify_run(path: Path) -> list[Problem]:
+def verify_run(path: str | Path) -> list[Problem]:
+    """Every problem of one run folder (an empty list: it verifies)."""
+    path = Path(path)
     problems: list[Problem] = []
     if not path.is_dir():
         return [Problem(str(path), "no such run folder")]
     manifest = _json(path / "manifest.json", problems, "manifest.json")
     if manifest is not None:
         try:
-            check_schema(manifest, path / "manifest.json")
+            load_manifest(manifest, path / "manifest.json")
         except ToolkitError as exc:
             problems.append(Problem("manifest.json", exc.message))
     summary = _json(path / "summary.json", problems, "summary.json") if (path / "summary.json").exists() else None
@@ -137,6 +140,10 @@ def verify_run(path: Path) -> list[Problem]:
     if summary is not None:
         if summary.get("status") not in STATUSES:
             problems.append(Problem("summary.json", f"status {summary.get('status')!r} is not one of {STATUSES}"))
+        try:
+            load_derived(summary.get("derived"), path / "summary.json")
+        except ToolkitError as exc:
+            problems.append(Problem("summary.json", f"derived: {exc.message}"))
         listed = {}
         for i, c in enumerate(summary.get("cells") or []):
             try:

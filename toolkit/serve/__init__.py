@@ -12,12 +12,13 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.serve.base import BaseLauncher, ExternalLauncher, Launcher, ProcessLauncher, free_port
-from toolkit.serve.sglang import SGLangDockerLauncher, SGLangProcessLauncher, flush_cache, metrics_snapshot, server_info
+from toolkit.serve.sglang import (SGLangDockerLauncher, SGLangExternalLauncher, SGLangProcessLauncher, flush_cache,
+                                  metrics_snapshot, server_info)
 from toolkit.serve.transformers import TransformersLauncher
 
 __all__ = ["Launcher", "BaseLauncher", "ProcessLauncher", "ExternalLauncher", "TransformersLauncher",
-           "SGLangDockerLauncher", "SGLangProcessLauncher", "launcher_for", "model_dir_for", "free_port",
-           "server_info", "metrics_snapshot", "flush_cache"]
+           "SGLangDockerLauncher", "SGLangExternalLauncher", "SGLangProcessLauncher", "launcher_for", "model_dir_for",
+           "free_port", "server_info", "metrics_snapshot", "flush_cache"]
 
 
 def model_dir_for(env_spec) -> Path:
@@ -48,6 +49,8 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
     if kind == "external" or url:
         if not url:
             raise ToolkitError("an external target needs a URL", hint="give `url: http://host:port`")
+        if env.engine == "sglang":  # it says what it is (/server_info)
+            return SGLangExternalLauncher(url, model=kw.get("model"))
         return ExternalLauncher(url, model=kw.get("model"))
     if env.engine == "transformers":
         return TransformersLauncher(model_dir_for(env_spec), args=args, port=port, log_path=log_path)

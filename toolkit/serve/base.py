@@ -29,12 +29,18 @@ from toolkit.errors import ToolFailure
 
 @runtime_checkable
 class Launcher(Protocol):
+    """Everything the matrix runner (toolkit.bench.arm) asks of a server."""
+
     base_url: str
     model: str | None  # the model name requests must carry (None: the server ignores it)
+    command: list[str]  # the exact command line it runs ([] for a server the toolkit does not start)
 
     def start(self) -> None: ...
-    def wait_healthy(self, timeout_s: float = 300.0) -> None: ...
-    def info(self) -> dict: ...
+    def wait_healthy(self, timeout_s: float = 300.0) -> None: ...  # raises ToolFailure (exit code, log tail)
+    def check_alive(self, during: str = "the cell") -> None: ...  # raises ToolFailure if the server exited
+    def info(self) -> dict: ...  # launcher facts (+ engine, version, limits) for the archive
+    def server_info(self) -> dict: ...  # what the server says about itself ({} when it says nothing)
+    def flush_cache(self) -> bool | None: ...  # reset counters and caches; None: nothing the toolkit resets
     def stop(self) -> None: ...
     def log_tail(self, n: int = 40) -> str: ...
     def exit_code(self) -> int | None: ...  # None while running (or not managed)
@@ -44,7 +50,8 @@ _LIVE: "weakref.WeakSet[BaseLauncher]" = weakref.WeakSet()
 _HANDLERS_INSTALLED = False
 
 
-def _stop_all() -> None:
+def stop_all() -> None:
+    """Stop every server this process started (interrupts, exit)."""
     for launcher in list(_LIVE):
         try:
             launcher.stop()
@@ -53,7 +60,7 @@ def _stop_all() -> None:
 
 
 def _on_signal(signum, frame):  # noqa: ARG001
-    _stop_all()
+    stop_all()
     previous = _PREVIOUS.get(signum)
     if callable(previous):
         previous(signum, frame)
@@ -71,7 +78,7 @@ def _install_handlers() -> None:
     if _HANDLERS_INSTALLED:
         return
     _HANDLERS_INSTALLED = True
-    atexit.register(_stop_all)
+    atexit.register(stop_all)
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             _PREVIOUS[sig] = signal.getsignal(sig)
@@ -194,6 +201,14 @@ class BaseLauncher:
     def info(self) -> dict:
         return {"launcher": type(self).__name__, "base_url": self.base_url, "model": self.model,
                 "command": list(self.command), "command_line": shlex.join(self.command) if self.command else None}
+
+    def server_info(self) -> dict:
+        """What the server says about itself: nothing, unless an engine's launcher knows how to ask."""
+        return {}
+
+    def flush_cache(self) -> bool | None:
+        """Nothing to reset, unless an engine's launcher knows how (SGLang: /flush_cache)."""
+        return None
 
     def __enter__(self):
         self.wait_healthy()

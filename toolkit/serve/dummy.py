@@ -1,6 +1,6 @@
 """A tiny model made locally and deterministically (like SGLang's `--load-format dummy`): random Llama
 weights from a seed and a byte-level BPE tokenizer trained with `tokenizers` on a text generated
-from a seeded word list. Nothing is downloaded. Cached in ~/.cache/toolkit/models/<hash>.
+from a seeded word list. Nothing is downloaded. Cached in <cache>/models/<hash> (toolkit.settings).
 
     path = ensure_dummy_model(DummyModel(hidden_size=64, layers=2))   # a directory `transformers serve` loads
 """
@@ -16,9 +16,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from toolkit.settings import cache_dir
 from toolkit.spec.environment import DummyModel
 
-CACHE = Path(os.environ.get("TOOLKIT_CACHE", Path.home() / ".cache" / "toolkit")) / "models"
 RECIPE = "toolkit-dummy-v1"  # bump when the recipe below changes: a new hash, a new directory
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
 CHAT_TEMPLATE = (
@@ -101,7 +101,7 @@ def _build(spec: DummyModel, out: Path) -> None:
 
 def ensure_dummy_model(spec: DummyModel, cache: Path | None = None) -> Path:
     """The model directory for `spec`, made once (under a file lock, written to a temp dir then renamed)."""
-    cache = cache or CACHE
+    cache = cache or cache_dir() / "models"
     target = cache / model_hash(spec)
     if (target / "toolkit-dummy.json").is_file():
         return target

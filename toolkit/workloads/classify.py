@@ -130,7 +130,7 @@ def classify(p: Prompt) -> Label:
 class EmbeddingClassifier:
     """Nearest centroid over all-MiniLM-L6-v2 sentence embeddings of labelled prompts (offline).
 
-    Centroids are cached under ~/.cache/toolkit (or $XDG_CACHE_HOME/toolkit), keyed by the hash of
+    Centroids are cached in the cache folder (toolkit.settings), keyed by the hash of
     the labelled prompts, because embedding them takes about a minute on two CPU cores."""
 
     def __init__(self, labelled: list[Prompt], cache: bool = True):
@@ -181,14 +181,13 @@ class EmbeddingClassifier:
 
 def _cache_path(labelled: list[Prompt]):
     import hashlib
-    import os
-    from pathlib import Path
+
+    from toolkit.settings import cache_dir
 
     h = hashlib.sha256(b"all-MiniLM-L6-v2/nearest-centroid/v1")
     for p in labelled:
         h.update(p.model_dump_json(exclude_none=True).encode())
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolkit"
-    return base / f"centroids-{h.hexdigest()[:16]}.npy"
+    return cache_dir() / f"centroids-{h.hexdigest()[:16]}.npy"
 
 
 def classify_all(prompts: list[Prompt], method: str = "rules", labelled: list[Prompt] | None = None) -> list[Label]:
@@ -198,7 +197,7 @@ def classify_all(prompts: list[Prompt], method: str = "rules", labelled: list[Pr
     if method == "rules":
         return rules
     if labelled is None:
-        from toolkit.workloads.loader import BUNDLED, bundled
+        from toolkit.workloads.bundled import BUNDLED, bundled
 
         labelled = [p for d in BUNDLED for p in bundled(d)]
     emb = EmbeddingClassifier(labelled or []).classify(prompts)

@@ -40,7 +40,8 @@ def representativeness(
     """
     from toolkit.console import emit_json
     from toolkit.spec.matrix import Workload
-    from toolkit.workloads.loader import BUNDLED, MATCH_TRAINING, name_of, load_workload, read_prompts
+    from toolkit.workloads.bundled import BUNDLED, MATCH_TRAINING, read_prompts
+    from toolkit.workloads.loader import load_workload, name_of
     from toolkit.workloads.represent import hf_length_fn, representativeness as compare
 
     train_prompts = read_prompts(train)

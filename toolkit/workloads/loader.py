@@ -21,11 +21,10 @@ from toolkit.schema.records import Prompt
 from toolkit.errors import ToolkitError
 from toolkit.spec import canonical_json
 from toolkit.spec.matrix import Workload
-from toolkit.workloads.formats import normalised_hash, read_jsonl
+from toolkit.workloads.bundled import BUNDLED, MATCH_TRAINING, bundled, read_prompts
+from toolkit.workloads.classify import classify
+from toolkit.workloads.formats import normalised_hash
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
-BUNDLED = ("coding", "agentic", "encyclopedic", "math", "chat")
-MATCH_TRAINING = "match-training"
 MATCH_DEFAULT_N = 100
 
 
@@ -45,17 +44,6 @@ def content_hash(prompts: list[Prompt]) -> str:
         h.update(canonical_json(p.model_dump(exclude_none=True)).encode())
         h.update(b"\n")
     return h.hexdigest()
-
-
-def bundled(name: str) -> list[Prompt]:
-    if name not in BUNDLED:
-        raise ToolkitError(f"unknown bundled workload {name!r}",
-                           hint=f"one of {', '.join(BUNDLED)}, {MATCH_TRAINING}, or a JSON lines file path")
-    return [it.prompt for it in read_jsonl(DATA_DIR / f"{name}.jsonl")]
-
-
-def read_prompts(path: Path) -> list[Prompt]:
-    return [it.prompt for it in read_jsonl(path)]
 
 
 def sample(prompts: list[Prompt], n: int | None, seed: int, what: str) -> list[Prompt]:
@@ -96,8 +84,6 @@ def allocate(mix: dict[str, float], n: int) -> dict[str, int]:
 
 def match_training(training: Path, *, seed: int, n: int | None) -> LoadedWorkload:
     """Bundled prompts drawn so that their domain mix matches the classified mix of the training file."""
-    from toolkit.workloads.classify import classify
-
     train = read_prompts(training)
     mix = Counter(classify(p).domain for p in train)
     n = n or MATCH_DEFAULT_N

@@ -175,7 +175,7 @@ def compare_to_training(training, workload, *, classifier: str = "rules") -> Rep
     """The matrix runner's entry point: a LoadedWorkload against the training file (a path)."""
     from pathlib import Path
 
-    from toolkit.workloads.loader import read_prompts
+    from toolkit.workloads.bundled import read_prompts
 
     training = Path(training)
     return representativeness(read_prompts(training), workload.prompts, classifier=classifier,

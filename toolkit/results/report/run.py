@@ -11,6 +11,7 @@ from toolkit.results.archive import Archive
 from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
                                           fmt_num, fmt_stat)
 from toolkit.schema.keys import cell_key
+from toolkit.schema.manifest import ArmState, Derived
 from toolkit.schema.records import CellSummary, Stat
 
 CELL_COLUMNS = ["arm", "domain", "c", "rep", "n", "err", "tok/s", "req/s", "TTFT p50", "TTFT p99", "TPOT p50",
@@ -30,18 +31,18 @@ class RunView:
     title: str
     facts: list[list[str]]
     cells: list[tuple[str, CellSummary, dict[str, Stat]]]  # key, summary, metrics read through the registry
-    derived: dict
+    derived: Derived
     commands: list[str] = field(default_factory=list)
     description: str = ""
     data: dict = field(default_factory=dict)
     archive: Archive | None = None
 
 
-def threshold_advice(derived: dict, arm: str) -> str:
+def threshold_advice(derived: Derived, arm: str) -> str:
     """The one line of advice per speculative arm, as every renderer prints it."""
-    if arm in (derived.get("never_pays_off") or []):
+    if arm in derived.never_pays_off:
         return "never pays off in the tested range (slower than the baseline at every concurrency): serve the baseline"
-    t = (derived.get("recommended_disable_batch_threshold") or {}).get(arm)
+    t = derived.recommended_disable_batch_threshold.get(arm)
     return f"set speculative-disable-batch-threshold: {t}" if t is not None else "no threshold needed in the tested range"
 
 
@@ -58,48 +59,54 @@ def _matrix_facts(spec: dict) -> list[list[str]]:
     return [[k, str(v)] for k, v in rows if v not in (None, "", [])]
 
 
-def archive_view(a: Archive, *, derived: dict | None = None, status: str | None = None) -> RunView:
+def _derived(d: Derived | dict | None) -> Derived:
+    return d if isinstance(d, Derived) else Derived.model_validate(d or {})
+
+
+def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: str | None = None) -> RunView:
     """A run read back; `derived` and `status` stand in for summary.json while the runner finalizes."""
     from toolkit.results.cells import CellReader
-    from toolkit.results.facts import normalized, run_facts
+    from toolkit.results.facts import run_facts
 
-    f = run_facts(a)
-    n = normalized(a.manifest)
+    f, m = run_facts(a), a.manifest
     if status:
         f["status"] = status
+    image = (m.build.id or m.build.image_id) if m.build else None
+    spec = m.matrix.resolved
     facts = [["run", f"{f['matrix']}/{f['run_id']}"], ["status", f["status"]],
              ["started / finished", f"{f['started_at'] or '-'} / {f['finished_at'] or '-'}"],
              ["environment", f"{f['environment'] or '-'} (hash {f['env_hash'] or '-'})"],
-             ["image", str(n["image"].get("id") or "-")], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
-             ["toolkit", f"{n['toolkit']['version'] or '-'} {n['toolkit']['git_sha'] or ''}".strip()],
-             ["source", f["source"]]] + _matrix_facts(n["matrix"]["spec"])
+             ["image", image or "-"], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
+             ["toolkit", f"{m.toolkit.version or '-'} {m.toolkit.git_sha or ''}".strip()],
+             ["source", f["source"]]] + _matrix_facts(spec)
     reader = CellReader(a)
     cells = [(k, c, reader.cell(k)) for k, c in a.cell_map.items()]
     commands = []
-    for arm, info in n["arms"].items():
-        if info["command"]:
-            cmd = info["command"]
+    for arm, info in m.arms.items():
+        if info.command:
+            cmd = info.command
             commands.append(f"{arm}: {' '.join(map(str, cmd)) if isinstance(cmd, list) else cmd}")
-        elif info["server_args"]:
-            commands.append(f"{arm}: " + " ".join(f"--{k} {v}" for k, v in info["server_args"].items()))
-    derived = a.derived if derived is None else derived
-    data = {"facts": f, "manifest": a.manifest,
-            "cells": {k: c.model_copy(update={"metrics": m}).model_dump(mode="json") for k, c, m in cells},
-            "derived": derived}
+        elif info.preset:
+            commands.append(f"{arm}: " + " ".join(f"--{k} {v}" for k, v in info.preset.items()))
+    derived = a.derived if derived is None else _derived(derived)
+    data = {"facts": f, "manifest": m.model_dump(mode="json"),
+            "cells": {k: c.model_copy(update={"metrics": ms}).model_dump(mode="json") for k, c, ms in cells},
+            "derived": derived.model_dump(mode="json")}
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
-                   commands=commands, description=n["matrix"]["spec"].get("description") or "", data=data, archive=a)
+                   commands=commands, description=spec.get("description") or "", data=data, archive=a)
 
 
-def from_result(matrix, cells: list[CellSummary], derived: dict) -> RunView:
+def from_result(matrix, cells: list[CellSummary], derived: Derived | dict) -> RunView:
     """A run not yet archived (a Matrix spec, its cell summaries and derived results)."""
     from toolkit.results.cells import stored_stats
 
+    derived = _derived(derived)
     view_cells = [(cell_key(c.arm, c.domain, c.concurrency, c.repeat), c, stored_stats(c)) for c in cells]
     spec = matrix.model_dump(mode="json") if hasattr(matrix, "model_dump") else dict(matrix)
     return RunView(title=f"Run {spec.get('name')}", facts=[["matrix", str(spec.get("name"))]] + _matrix_facts(spec),
                    cells=view_cells, derived=derived, description=spec.get("description") or "",
                    data={"cells": {k: c.model_copy(update={"metrics": m}).model_dump(mode="json")
-                                   for k, c, m in view_cells}, "derived": derived})
+                                   for k, c, m in view_cells}, "derived": derived.model_dump(mode="json")})
 
 
 def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Table:
@@ -116,52 +123,49 @@ def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Table:
     return Table(CELL_COLUMNS, rows, align="ll" + "r" * 13 + "l")
 
 
-def speedup_table(derived: dict) -> Table:
-    rows = [[r["arm"], r["domain"], str(r["concurrency"]), fmt_num(r.get("arm_tok_s")), fmt_num(r.get("baseline_tok_s")),
-             fmt_num(r.get("throughput_ratio")), fmt_centre(r.get("paired_ratio"), r.get("ci_low"), r.get("ci_high")),
-             str(r.get("n_pairs", "-"))] for r in derived.get("speedups") or []]
+def speedup_table(derived: Derived) -> Table:
+    rows = [[r.arm, r.domain, str(r.concurrency), fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
+             fmt_num(r.throughput_ratio), fmt_centre(r.paired_ratio, r.ci_low, r.ci_high), str(r.n_pairs)]
+            for r in derived.speedups]
     return Table(SPEEDUP_COLUMNS, rows, align="ll")
 
 
-def _derived_blocks(d: dict) -> list:
+def _derived_blocks(d: Derived) -> list:
     out: list = []
-    if d.get("speedups"):
-        out += [Heading(f"Speedup over the baseline ({d.get('baseline')})"), speedup_table(d), Para(SPEEDUP_NOTE)]
-    advice = [f"{c['arm']} / {c['domain']}: {c['note']}" for c in d.get("crossovers") or []]
-    advice += [f"{arm}: {threshold_advice(d, arm)}" for arm in d.get("recommended_disable_batch_threshold") or {}]
+    if d.speedups:
+        out += [Heading(f"Speedup over the baseline ({d.baseline})"), speedup_table(d), Para(SPEEDUP_NOTE)]
+    advice = [f"{c.arm} / {c.domain}: {c.note}" for c in d.crossovers]
+    advice += [f"{arm}: {threshold_advice(d, arm)}" for arm in d.recommended_disable_batch_threshold]
     if advice:
         out += [Heading("Crossover"), Items(advice)]
-    servers = {a: i for a, i in (d.get("arm_info") or {}).items() if i.get("engine") == "sglang"}
+    servers = {a: i for a, i in d.arm_info.items() if i.engine == "sglang"}
     if servers:
         out += [Heading("What each server said (/server_info)"), Items([_server_line(a, i) for a, i in servers.items()])]
-    checks = d.get("methodology") or []
     out += [Heading("Methodology checks"),
-            Items([f"{c.get('severity', 'warning')} [{c.get('check', '?')}]: {c.get('message')}" for c in checks]
-                  or ["none raised"])]
-    reps = d.get("representativeness") or []
-    if reps:
+            Items([f"{c.severity} [{c.check}]: {c.message}" for c in d.methodology] or ["none raised"])]
+    if d.representativeness:
         out += [Heading("Representativeness of the workloads"),
-                Items([f"{r['workload']}: {r.get('verdict')} (divergence {r.get('divergence', 0):.2f}) "
-                       f"{r.get('reason', '')}".rstrip() for r in reps])]
-    t = d.get("timing") or {}
-    if t.get("wall_s"):
+                Items([f"{r.workload}: {r.verdict} (divergence {r.divergence or 0:.2f}) {r.reason}".rstrip()
+                       for r in d.representativeness])]
+    t = d.timing
+    if t.wall_s:
         out += [Heading("Timing"), Para(
-            f"Wall {t['wall_s']:.1f} s; cells {t.get('cells_s', 0):.1f} s; server starts "
-            + (", ".join(f"{a} {s:.1f} s" for a, s in (t.get("launch_s") or {}).items()) or "-")
-            + "; server stops " + (", ".join(f"{a} {s:.1f} s" for a, s in (t.get("stop_s") or {}).items()) or "-")
-            + (f"; overhead ratio {t['overhead_ratio']:.3f}" if t.get("overhead_ratio") else ""))]
+            f"Wall {t.wall_s:.1f} s; cells {t.cells_s:.1f} s; server starts "
+            + (", ".join(f"{a} {s:.1f} s" for a, s in t.launch_s.items()) or "-")
+            + "; server stops " + (", ".join(f"{a} {s:.1f} s" for a, s in t.stop_s.items()) or "-")
+            + (f"; overhead ratio {t.overhead_ratio:.3f}" if t.overhead_ratio else ""))]
     return out
 
 
-def _server_line(arm: str, i: dict) -> str:
-    if not i.get("server_info_read"):
+def _server_line(arm: str, i: ArmState) -> str:
+    if not i.server_info_read:
         return f"{arm}: no /server_info"
-    spec = ", ".join(f"{k.removeprefix('speculative_')}={v}" for k, v in (i.get("speculative") or {}).items())
-    return (f"{arm}: SGLang {i.get('engine_version')}, max running requests {i.get('max_running_requests')}"
-            + (" (set by SGLang: flag unset)" if i.get("max_running_requests_implicit") else "")
+    spec = ", ".join(f"{k.removeprefix('speculative_')}={v}" for k, v in i.speculative.items())
+    return (f"{arm}: SGLang {i.engine_version}, max running requests {i.max_running_requests}"
+            + (" (set by SGLang: flag unset)" if i.max_running_requests_implicit else "")
             + (f"; speculative: {spec}" if spec else "")
-            + (f"; differs from the preset: {i['preset_mismatches']}" if i.get("preset_mismatches") else "")
-            + (f" ({i['server_info_file']})" if i.get("server_info_file") else ""))
+            + (f"; differs from the preset: {i.preset_mismatches}" if i.preset_mismatches else "")
+            + (f" ({i.server_info_file})" if i.server_info_file else ""))
 
 
 def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Report:

@@ -1,0 +1,77 @@
+"""Manifest and Derived: every shape a version-1 archive carries reads into the one typed model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolkit.errors import ToolkitError
+from toolkit.schema.keys import FORMAT, SCHEMA_VERSION
+from toolkit.schema.manifest import Manifest, load_derived, load_manifest, load_summary
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = sorted(p.parent for p in ROOT.glob("results/*/*/manifest.json"))
+
+
+def _v1(**body) -> dict:
+    return {"format": FORMAT, "schema_version": 1, "run_id": "r", "matrix_name": "m", **body}
+
+
+def test_older_writers_shapes_map_to_the_model():
+    fp = {"hostname": "h1", "gpus": [{"name": "H200"}], "driver": "580"}
+    m = load_manifest(_v1(
+        toolkit_version="0.0.9", git_revision="abc",
+        environment={"name": "e", "spec": {"engine": "sglang"}}, matrix={"name": "m", "spec": {"baseline": "b"}},
+        image={"image_id": "sha256:1", "tags": ["t:1"]}, arms={"b": {"server_args": {"tp": 8}}},
+        host=fp, hosts={"h2": {"hostname": "h2"}}, workloads={"chat": "f" * 64}, future_field={"kept": True}))
+    assert m.toolkit.version == "0.0.9" and m.toolkit.git_sha == "abc"
+    assert m.environment.resolved == {"engine": "sglang"} and m.matrix.resolved["baseline"] == "b"
+    assert m.build.image == "t:1" and m.arms["b"].preset == {"tp": 8}
+    assert m.host.controller.hostname == "h1" and m.host.primary.hostname == "h2"
+    assert m.workloads["chat"].hash == "f" * 64
+    assert m.model_extra == {"future_field": {"kept": True}}  # what a reader does not know survives
+
+
+def test_the_current_shape_wins_over_leftovers():
+    m = load_manifest(_v1(toolkit={"version": "1", "git_sha": "new"}, toolkit_version="0", git_revision="old",
+                          host={"controller": {"hostname": "c"}, "hosts": {}}))
+    assert (m.toolkit.version, m.toolkit.git_sha) == ("1", "new") and m.host.primary.hostname == "c"
+
+
+def test_methodology_under_any_old_key_and_as_strings():
+    for key in ("methodology", "checks", "warnings", "methodology_checks"):
+        d = load_derived({key: [{"check": "no-warmup", "severity": "warning", "message": "x"}, "plain words"]})
+        assert [c.message for c in d.methodology] == ["x", "plain words"]
+    assert load_derived(None).methodology == [] and load_derived({}).timing.cells_s == 0.0
+
+
+def test_versions_outside_the_read_range_are_refused_with_what_to_do(tmp_path):
+    with pytest.raises(ToolkitError, match="newer than this toolkit reads") as e:
+        load_manifest(_v1() | {"schema_version": SCHEMA_VERSION + 1}, tmp_path / "manifest.json")
+    assert "upgrade" in e.value.hint
+    with pytest.raises(ToolkitError, match="older than any"):
+        load_manifest(_v1() | {"schema_version": 0})
+    with pytest.raises(ToolkitError, match="not a toolkit run archive"):
+        load_manifest({"schema_version": 1})
+
+
+def test_a_mistyped_field_names_the_file_and_the_field(tmp_path):
+    with pytest.raises(ToolkitError, match=r"manifest.json: slots.0.name") as e:
+        load_manifest(_v1(slots=[{"arms": ["a"]}]), tmp_path / "manifest.json")
+    assert e.value.file == tmp_path / "manifest.json"
+
+
+def test_the_writer_stores_only_what_was_set():
+    assert Manifest(baseline="b").written() == {"baseline": "b"}
+
+
+@pytest.mark.parametrize("run", COMMITTED, ids=[f"{p.parent.name}/{p.name}" for p in COMMITTED])
+def test_every_committed_archive_reads(run):
+    m = load_manifest(json.loads((run / "manifest.json").read_text()), run / "manifest.json")
+    s = load_summary(json.loads((run / "summary.json").read_text()), run / "summary.json")
+    assert m.run_id == run.name and m.matrix.name and m.environment.hash
+    assert m.host.primary.hostname and set(m.arms) and m.slots
+    assert s.status in ("complete", "partial", "failed") and len(s.cells) == s.derived.cells_done
+    assert s.derived.methodology and all(c.severity in ("warning", "error") for c in s.derived.methodology)

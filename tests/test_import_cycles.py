@@ -1,0 +1,225 @@
+"""No import cycle, between modules or between packages, and the floors of the house hold.
+
+Every `import` and `from ... import` in toolkit/ counts, at module level or inside a function (an
+import inside a function hides a cycle from the interpreter, not from the reader). The graph is read
+from the source with `ast`; nothing is imported.
+
+Packages are toolkit's sub-packages (toolkit.bench, toolkit.results, ...); a top-level module
+(toolkit.cli, toolkit.render, ...) is a package of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "toolkit"
+
+# modules the shared types may use: they import no stage
+SCHEMA_MAY_IMPORT = {"toolkit", "toolkit.errors"}
+# floors, lowest first: a package may import its own floor and the floors below, never one above
+FLOORS = [
+    {"toolkit.schema"},
+    {"toolkit.results"},
+    {"toolkit.bench"},
+    {"toolkit.cli"},
+]
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def _resolve(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports(known: dict[str, Path]) -> dict[str, dict[str, int]]:
+    """module -> {imported toolkit module: line of the first such import}."""
+    graph: dict[str, dict[str, int]] = {}
+    for mod, path in known.items():
+        edges: dict[str, int] = {}
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(mod, is_pkg, node)
+                # `from toolkit.x import y`: y is a module when toolkit/x/y.py exists, else a name in toolkit.x
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+            for t in targets:
+                while t and t not in known and "." in t:  # `import toolkit.x.y as z` of a name: its module
+                    t = t.rsplit(".", 1)[0]
+                if t in known and t != mod and t.startswith("toolkit"):
+                    edges.setdefault(t, node.lineno)
+        graph[mod] = edges
+    return graph
+
+
+def package_of(mod: str) -> str:
+    parts = mod.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else mod
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (a path that returns to its start) per strongly connected component of size > 1."""
+    index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
+
+    def strong(v: str) -> None:  # Tarjan, iterative enough for a few hundred modules
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    out = []
+    for comp in comps:  # a shortest path from the first member back to itself, inside the component
+        start, members = comp[0], set(comp)
+        prev, frontier, found = {start: None}, [start], None
+        while frontier and found is None:
+            nxt = []
+            for v in frontier:
+                for w in sorted(graph.get(v, ())):
+                    if w == start:
+                        found = v
+                        break
+                    if w in members and w not in prev:
+                        prev[w] = v
+                        nxt.append(w)
+                if found is not None:
+                    break
+            frontier = nxt
+        path, v = [], found
+        while v is not None:
+            path.append(v)
+            v = prev[v]
+        out.append(list(reversed(path)) + [start])
+    return out
+
+
+
+
+def _describe(cycle: list[str], graph: dict[str, dict[str, int]], known: dict[str, Path]) -> str:
+    steps = []
+    for a, b in zip(cycle, cycle[1:]):
+        line = graph[a].get(b)
+        where = f"{known[a].relative_to(ROOT)}:{line}" if line else "(via its modules)"
+        steps.append(f"{a} -> {b}  [{where}]")
+    return "\n    ".join(steps)
+
+
+def test_no_module_imports_itself_back():
+    known = modules()
+    graph = imports(known)
+    found = cycles({m: set(e) for m, e in graph.items()})
+    assert not found, "import cycles between modules:\n  " + "\n  ".join(
+        _describe(c, graph, known) for c in found)
+
+
+def test_no_package_imports_itself_back():
+    known = modules()
+    graph = imports(known)
+    pkg: dict[str, set[str]] = defaultdict(set)
+    example: dict[tuple[str, str], str] = {}
+    for mod, edges in graph.items():
+        for t, line in edges.items():
+            a, b = package_of(mod), package_of(t)
+            if a != b:
+                pkg[a].add(b)
+                example.setdefault((a, b), f"{known[mod].relative_to(ROOT)}:{line} imports {t}")
+    found = cycles(pkg)
+    msg = []
+    for c in found:
+        msg.append(" -> ".join(c) + "\n    " + "\n    ".join(example[(a, b)] for a, b in zip(c, c[1:])))
+    assert not found, "import cycles between packages:\n  " + "\n  ".join(msg)
+
+
+def test_the_shared_types_import_no_stage():
+    known = modules()
+    graph = imports(known)
+    bad = [f"{known[m].relative_to(ROOT)}:{line} imports {t}"
+           for m, edges in graph.items() if package_of(m) == "toolkit.schema"
+           for t, line in edges.items() if package_of(t) != "toolkit.schema" and t not in SCHEMA_MAY_IMPORT]
+    assert not bad, "toolkit/schema must import no stage:\n  " + "\n  ".join(bad)
+
+
+def test_floors_import_only_downwards():
+    known = modules()
+    graph = imports(known)
+    floor = {p: i for i, ps in enumerate(FLOORS) for p in ps}
+    bad = []
+    for m, edges in graph.items():
+        a = package_of(m)
+        for t, line in edges.items():
+            b = package_of(t)
+            if a in floor and b in floor and floor[b] > floor[a]:
+                bad.append(f"{known[m].relative_to(ROOT)}:{line}: {a} imports {t}, a floor above it")
+    assert not bad, "imports running up the house:\n  " + "\n  ".join(bad)
+
+
+def test_the_walk_sees_function_level_and_relative_imports(tmp_path):
+    """The reader itself: an import inside a function and a relative import both count."""
+    src = "def f():\n    from toolkit.results import archive\n"
+    tree = ast.parse(src)
+    nodes = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert nodes and _resolve("toolkit.bench.x", False, ast.ImportFrom(module="y", names=[], level=1)) == "toolkit.bench.y"
+    assert _resolve("toolkit.bench", True, ast.ImportFrom(module="y", names=[], level=1)) == "toolkit.bench.y"
+    known = modules()
+    graph = imports(known)
+    assert "toolkit.results.archive" in graph["toolkit.bench.matrix"]  # imported inside a method
+
+
+def test_a_cycle_is_found_and_named():
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(g) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+WRAPPERS = {"docker": "toolkit.docker_api", "ansible_runner": "toolkit.provision.runner"}
+
+
+def test_one_wrapper_per_external_tool():
+    """Only the tool's wrapper imports its SDK; everything else calls the wrapper."""
+    bad = []
+    for mod, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top in WRAPPERS and WRAPPERS[top] != mod:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name} (use {WRAPPERS[top]})")
+    assert not bad, "\n  ".join(["SDKs imported outside their wrapper:"] + bad)

@@ -1,0 +1,209 @@
+"""One arm of a matrix run on its slot: start its server, learn what the server says about itself, run
+the arm's cells in order against it (each archived as soon as it is done), stop it. A server that will
+not start, or dies, fails the arm's remaining cells with the reason and its log tail: failed cells are
+results too."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from toolkit.bench.ledger import Ledger
+from toolkit.bench.plan import Cell, RunPlan, Slot
+from toolkit.errors import ToolFailure, ToolkitError
+from toolkit.schema.records import CellSummary, RequestRecord
+
+START_TIMEOUT_S = 600
+
+
+def make_launchers(plan: RunPlan, log_dir: Path) -> dict[str, Any]:
+    """Every arm's launcher (toolkit.serve.Launcher), made but not started, so that the manifest records
+    the exact command; an arm whose launcher cannot be made maps to the ToolkitError saying why."""
+    from toolkit.serve import launcher_for
+
+    out: dict[str, Any] = {}
+    for slot in plan.slots:
+        for arm in slot.arms:
+            if not plan.todo.get(arm):
+                continue
+            try:
+                out[arm] = launcher_for(plan.env_spec, arm, **plan.launcher_kwargs(slot, arm, log_dir))
+            except ToolkitError as exc:
+                out[arm] = exc
+    return out
+
+
+def command_of(launcher) -> str | dict | None:
+    """What the manifest records as an arm's command."""
+    if isinstance(launcher, ToolkitError):
+        return {"error": launcher.message}
+    return shlex.join(launcher.command) if launcher is not None and launcher.command else None
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, indent=1, sort_keys=True, default=str)
+
+
+class ArmRunner:
+    def __init__(self, plan: RunPlan, ledger: Ledger, slot: Slot, arm: str, launcher):
+        self.plan, self.ledger, self.slot, self.arm = plan, ledger, slot, arm
+        self.launcher = launcher  # a toolkit.serve.Launcher, or the ToolkitError of making one
+
+    def run(self, cells: list[Cell]) -> None:
+        if isinstance(self.launcher, ToolkitError):
+            self.fail(cells, f"cannot launch arm {self.arm}: {self.launcher.message}", self.launcher.hint or "")
+            return
+        if not self._start(cells):
+            return
+        window = {"slot": self.slot.name, "hardware": self.slot.hardware, "start": time.time(), "end": None}
+        self.ledger.set_arm(self.arm, window=window)
+        try:
+            self._run_cells(cells)
+        finally:
+            window["end"] = time.time()
+            t0 = time.monotonic()
+            self.launcher.stop()
+            self.ledger.add_time("stop_s", self.arm, time.monotonic() - t0)
+            self._archive_log()
+
+    def _start(self, cells: list[Cell]) -> bool:
+        launcher, t0 = self.launcher, time.monotonic()
+        try:
+            if self.ledger.progress:
+                self.ledger.progress.arm_starting(self.arm)
+            launcher.start()
+            launcher.wait_healthy(timeout_s=START_TIMEOUT_S)
+            self.ledger.set_arm(self.arm, info=self._server_facts())
+            self.ledger.add_time("launch_s", self.arm, time.monotonic() - t0)
+            return True
+        except ToolkitError as exc:
+            took = time.monotonic() - t0
+            self.ledger.add_time("launch_failed_s", self.arm, took)
+            self.fail(cells, f"{exc.message} ({took:.1f} s after launch)", exc.hint or launcher.log_tail(20))
+            launcher.stop()
+            self._archive_log()
+            return False
+
+    def _run_cells(self, cells: list[Cell]) -> None:
+        for i, cell in enumerate(cells):
+            if self.ledger.stopping.is_set():
+                return
+            try:
+                self._run_cell(cell)
+                self.launcher.check_alive(during=f"cell {cell.key}")
+                self._after_cell(cell)
+            except ToolFailure as exc:
+                reason, tail = f"server died: {exc.message}", self.launcher.log_tail(20)
+                if not self.ledger.is_done(cell):
+                    self.fail([cell], reason, tail, records=getattr(exc, "records", []),
+                              workload_hash=self.plan.workloads[cell.domain].hash)
+                self.fail(cells[i + 1:], reason, tail)
+                return
+
+    def _server_facts(self) -> dict:
+        """The launcher's facts plus, for SGLang (launched or external), what the server says about itself:
+        /server_info archived as servers/<arm>.json, its limits and speculative settings, and each preset flag
+        it reports differently. The 48-request cap is read from the server, not assumed."""
+        from toolkit.serve.sglang import preset_mismatches, server_state
+
+        info = self.launcher.info()
+        preset = self.plan.env_spec.model.servers[self.arm]
+        info["external"] = self.slot.target["kind"] == "external"
+        speculative = "speculative-algorithm" in preset
+        if self.plan.engine != "sglang":
+            return info
+        raw = info.pop("server_info", None) or self.launcher.server_info()
+        info.update(server_state(raw))
+        if raw:
+            from toolkit.scrub import scrub
+
+            self.ledger.write_file(f"servers/{self.arm}.json", _json(scrub(raw)))
+            info["server_info_file"] = f"servers/{self.arm}.json"
+            info["preset_mismatches"] = preset_mismatches(preset, raw)
+            info["max_running_requests_source"] = "server_info"
+        elif speculative and "max-running-requests" not in preset:
+            # no /server_info: SGLang's documented behaviour, marked as assumed
+            info["max_running_requests"] = info.get("max_running_requests") or 48
+            info["max_running_requests_source"] = "assumed (no /server_info)"
+        info["max_running_requests_implicit"] = speculative and "max-running-requests" not in preset
+        info["cells"] = {}
+        return info
+
+    def _after_cell(self, cell: Cell) -> None:
+        """After a cell, SGLang's server-wide acceptance since the flush before it (a cross-check of the
+        per-request figures)."""
+        info = self.ledger.arm_info.get(self.arm)
+        if not info or not info.get("server_info_read"):
+            return
+        from toolkit.serve.sglang import server_state
+
+        st = server_state(self.launcher.server_info())
+        self.ledger.cell_state(self.arm, cell.key, {"avg_spec_accept_length": st.get("avg_spec_accept_length")})
+
+    def _run_cell(self, cell: Cell) -> None:
+        from toolkit.bench.loadgen import run, run_cell
+        from toolkit.bench.metrics import summarize
+
+        m, workload, launcher = self.plan.m, self.plan.workloads[cell.domain], self.launcher
+        prompts = self.plan.prompts(cell)
+        self.ledger.set_flushed(cell.arm, self._flush())
+        on_record = self.ledger.progress.on_record(cell) if self.ledger.progress else None
+        telemetry = _telemetry_start()
+        t0 = time.monotonic()
+        records = run(run_cell(
+            launcher.base_url, m.api, prompts, concurrency=cell.concurrency, requests=m.requests,
+            duration_s=m.duration_s, warmup=m.warmup, output_len=m.output_len, temperature=m.temperature,
+            request_params=self.plan.request_params(cell.arm), arm=cell.arm, domain=cell.domain,
+            repeat=cell.repeat, seed=m.seed, model=launcher.model, on_record=on_record,
+            check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}")))
+        self.ledger.cell_time(cell.arm, time.monotonic() - t0)
+        samples = telemetry.stop() if telemetry else None
+        summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
+                            repeat=cell.repeat, output_len=m.output_len, workload_hash=workload.hash,
+                            sampling=self.plan.sampling())
+        if samples:
+            self.ledger.write_file(f"telemetry/{cell.key}.json", _json(samples))
+        self.ledger.record(cell, summary, records)
+
+    def _flush(self) -> bool:
+        """Reset the server's cumulative counters before a cell; False when that failed (a methodology
+        warning). A server with nothing to reset (flush_cache() is None) counts as fresh."""
+        try:
+            return self.launcher.flush_cache() is not False
+        except Exception:  # noqa: BLE001 - reported as a methodology warning
+            return False
+
+    def fail(self, cells: list[Cell], reason: str, log_tail: str, records: list[RequestRecord] | None = None,
+             workload_hash: str = "") -> None:
+        """Archive cells that could not be measured (server would not start, or died): status failed,
+        with the reason, the log tail and whatever requests did complete."""
+        from toolkit.scrub import scrub_text
+
+        for cell in cells:
+            s = CellSummary(arm=self.arm, domain=cell.domain, concurrency=cell.concurrency, repeat=cell.repeat,
+                            output_len=self.plan.m.output_len, workload_hash=workload_hash, status="failed",
+                            reason=reason, log_tail=scrub_text(log_tail)[-4000:] if log_tail else None,
+                            sampling=self.plan.sampling(), n_requests=len([r for r in records or [] if not r.warmup]))
+            self.ledger.record(cell, s, records or [])
+
+    def _archive_log(self) -> None:
+        tail = self.launcher.log_tail(400)
+        if tail:
+            from toolkit.scrub import scrub_text
+
+            self.ledger.write_file(f"logs/{self.arm}.log", scrub_text(tail) + "\n")
+
+
+def _telemetry_start():
+    try:
+        from toolkit.gpu.telemetry import Telemetry, gpu_present
+    except ImportError:
+        return None
+    if not gpu_present():
+        return None
+    t = Telemetry(interval_s=0.5)
+    t.start()
+    return t

@@ -1,0 +1,75 @@
+"""What a matrix run has measured so far, shared by the arms that run side by side: every cell goes
+to the archive first, then into the ledger, under one lock. A run that is stopping records nothing
+more (the cells it cut short are not archived, and --resume runs them again)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from toolkit.bench.plan import Cell
+from toolkit.schema.records import CellSummary, RequestRecord
+
+
+class Ledger:
+    def __init__(self, writer, progress: Any = None):
+        self.writer = writer  # toolkit.results.archive.ArchiveWriter
+        self.progress = progress  # toolkit.bench.progress.MatrixProgress or None
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.cells: list[CellSummary] = []
+        self.records: dict[tuple, list[RequestRecord]] = {}  # (arm, domain, concurrency) -> records, repeats pooled
+        self.arm_info: dict[str, dict] = {}  # arm -> what its server said about itself
+        self.flushed: dict[str, bool] = {}  # arm -> every /flush_cache before its cells worked
+        self.windows: dict[str, dict] = {}  # arm -> when it was measured (epoch s) and on what hardware
+        self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0, "arm_cells_s": {}}
+
+    def reload(self, archive) -> None:
+        """The cells a resumed run already has (toolkit.results.archive.Archive)."""
+        for c in archive.cells:
+            key = (c.arm, c.domain, c.concurrency)
+            self.cells.append(c)
+            self.records[key] = self.records.get(key, []) + list(archive.iter_records(
+                Cell(c.arm, c.domain, c.concurrency, c.repeat).key))
+
+    def record(self, cell: Cell, summary: CellSummary, records: list[RequestRecord]) -> None:
+        with self.lock:
+            if self.stopping.is_set():
+                return
+            self.writer.write_cell(summary, records)
+            self.cells.append(summary)
+            key = (cell.arm, cell.domain, cell.concurrency)
+            self.records[key] = self.records.get(key, []) + records
+        if self.progress:
+            self.progress.cell_done(cell, summary)
+
+    def is_done(self, cell: Cell) -> bool:
+        return cell.key in self.writer.done_cells()
+
+    def write_file(self, relpath: str, data: str) -> None:
+        self.writer.write_file(relpath, data)
+
+    def add_time(self, kind: str, arm: str, seconds: float) -> None:
+        """Seconds an arm spent on `kind`: launch_s, launch_failed_s, stop_s."""
+        with self.lock:
+            self.timing.setdefault(kind, {})[arm] = seconds
+
+    def cell_time(self, arm: str, seconds: float) -> None:
+        with self.lock:
+            self.timing["cells_s"] += seconds
+            self.timing["arm_cells_s"][arm] = self.timing["arm_cells_s"].get(arm, 0.0) + seconds
+
+    def set_flushed(self, arm: str, ok: bool) -> None:
+        with self.lock:
+            self.flushed[arm] = self.flushed.get(arm, True) and ok
+
+    def set_arm(self, arm: str, info: dict | None = None, window: dict | None = None) -> None:
+        with self.lock:
+            if info is not None:
+                self.arm_info[arm] = info
+            if window is not None:
+                self.windows[arm] = window
+
+    def cell_state(self, arm: str, key: str, state: dict) -> None:
+        with self.lock:
+            self.arm_info[arm].setdefault("cells", {})[key] = state

@@ -1,0 +1,391 @@
+"""What a run archive says about itself: manifest.json (written when the run starts) and summary.json
+(written at finalize), with the derived block (speedups, crossovers, methodology checks, server facts,
+timing) inside it. Typed, so every reader uses the same names and none needs fallbacks.
+
+    Manifest  manifest.json     specs (resolved), image build record, arms (preset, command), slots,
+                                workloads, host fingerprints; for imports: source, engine_versions
+    Summary   summary.json      status, finish time, the cells, and `derived`
+    Derived   summary.derived   what the runner worked out from the cells
+
+The archive's `schema_version` (toolkit.schema.keys.SCHEMA_VERSION) versions all three. The loaders
+(`load_manifest`, `load_summary`) accept every shape an archive of a version this toolkit reads may
+carry, and map it to the model once; an archive on disk is never rewritten:
+
+    version 1, older writers     matrix/environment `spec`  -> `resolved`
+                                 `image` (build record)     -> `build`
+                                 arms.<arm>.`server_args`   -> `preset`
+                                 `toolkit_version`, `git_revision` -> toolkit.version, toolkit.git_sha
+                                 `host: <fingerprint>`, `hosts: {..}` -> host.controller, host.hosts
+                                 workloads.<name>: "<hash>" -> {hash}
+                                 derived `checks` / `warnings` / `methodology_checks` -> methodology
+                                 (a plain string check -> {message})
+
+Fields that readers use are typed; anything else an archive carries is kept as an extra field, so a
+newer writer's additions (or an old writer's leftovers) survive reading. Bump SCHEMA_VERSION only when
+a reader of the current version would misread the written shape, and keep reading the old one here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from toolkit.errors import ToolkitError
+from toolkit.schema.keys import FORMAT, SCHEMA_VERSION
+from toolkit.schema.records import CellSummary
+
+MIN_SCHEMA_VERSION = 1
+
+
+class _Open(BaseModel):
+    """Typed where readers look; any other field the archive holds is kept (extra='allow')."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# -- manifest.json
+
+class SpecRecord(_Open):
+    """The Matrix or Environment spec a run used: where it was, its hash, and the resolved model."""
+
+    name: str | None = None
+    path: str | None = None
+    hash: str | None = None
+    resolved: dict[str, Any] = Field(default_factory=dict, description="the spec after extends, as a dict")
+
+
+class ArmRecord(_Open):
+    """One arm as planned: the server preset (flags without dashes), per-request parameters, and the
+    exact command its launcher runs (a string; a list from older writers; {error} when none could be made)."""
+
+    preset: dict[str, Any] = Field(default_factory=dict)
+    request_params: dict[str, Any] = Field(default_factory=dict)
+    command: str | list[str] | dict[str, Any] | None = None
+
+
+class SlotRecord(_Open):
+    name: str
+    arms: list[str] = Field(default_factory=list)
+    hardware: dict[str, Any] = Field(default_factory=dict, description="{host, gpus}: what 'shared' means")
+    target: dict[str, Any] = Field(default_factory=dict, description="kind (local|hosts|external) and details")
+
+
+class WorkloadRecord(_Open):
+    hash: str | None = None
+    n_prompts: int | None = None
+    source: str | None = None
+
+
+class Fingerprint(_Open):
+    """A host fingerprint (toolkit.bench.hostinfo, toolkit.provision.fingerprint). `gpu` is the GPU
+    stage's fingerprint (driver_version, cuda_version, gpus[], topology); older ones put `gpus`,
+    `driver`, `cuda` at top level."""
+
+    hostname: str | None = None
+    os: str | None = None
+    kernel: str | None = None
+    cpu: str | None = None
+    cpu_count: int | None = None
+    memory_bytes: int | None = None
+    python: str | None = None
+    engines: dict[str, str | None] = Field(default_factory=dict)
+    gpu: dict[str, Any] | None = None
+    gpus: list[Any] | None = None
+    driver: str | None = None
+    cuda: str | None = None
+
+
+class HostRecord(_Open):
+    """The controller (the machine that ran the toolkit) and every provisioned host an arm ran on."""
+
+    controller: Fingerprint | None = None
+    hosts: dict[str, Fingerprint] = Field(default_factory=dict)
+
+    @property
+    def primary(self) -> Fingerprint:
+        """The host the arms ran on: the first provisioned host, else the controller."""
+        return next(iter(self.hosts.values()), None) or self.controller or Fingerprint()
+
+
+class BuildRecord(_Open):
+    """The image's build record (toolkit.image.records), or an import's image facts."""
+
+    image_id: str | None = None
+    id: str | None = None
+    tags: list[str] | None = None
+    labels: dict[str, str] | None = None
+    spec_hash: str | None = None
+    sglang_version: str | None = None
+    patches: list[Any] | dict[str, Any] | None = None
+    revision: str | None = None
+
+    @property
+    def image(self) -> str | None:
+        """What names the image for `docker run`: its first tag, else its id."""
+        return (self.tags or [None])[0] or self.image_id or self.id
+
+
+class ToolkitRecord(_Open):
+    version: str | None = None
+    git_sha: str | None = None
+
+
+class SourceRecord(_Open):
+    """Where an imported run came from (`toolkit results import`)."""
+
+    format: str = "toolkit"
+    tool: str | None = None
+    file: str | None = None
+    sha256: str | None = None
+    runs: int | None = None
+
+
+class Manifest(_Open):
+    """manifest.json. The runner (and the importer) fill the body; the archive writer adds format,
+    schema_version, run_id, matrix_name, started_at and toolkit."""
+
+    format: str = FORMAT
+    schema_version: int = SCHEMA_VERSION
+    run_id: str | None = None
+    matrix_name: str | None = None
+    started_at: str | None = None
+    toolkit: ToolkitRecord = Field(default_factory=ToolkitRecord)
+    matrix: SpecRecord = Field(default_factory=SpecRecord)
+    environment: SpecRecord = Field(default_factory=SpecRecord)
+    build: BuildRecord | None = None
+    arms: dict[str, ArmRecord] = Field(default_factory=dict)
+    baseline: str | None = None
+    slots: list[SlotRecord] = Field(default_factory=list)
+    workloads: dict[str, WorkloadRecord] = Field(default_factory=dict)
+    host: HostRecord = Field(default_factory=HostRecord)
+    engine_versions: dict[str, str] = Field(default_factory=dict, description="imports: what the tool reported")
+    source: SourceRecord | None = None
+
+    def written(self) -> dict:
+        """The JSON the writer stores: only the fields that were set (no defaults invented)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+# -- summary.json: derived
+
+class Speedup(_Open):
+    """A speculative (or any non-baseline) arm against the baseline at one (domain, concurrency)."""
+
+    arm: str
+    baseline: str | None = None
+    domain: str
+    concurrency: int
+    arm_tok_s: float | None = None
+    baseline_tok_s: float | None = None
+    throughput_ratio: float | None = None
+    paired_ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n_pairs: int = 0
+
+
+class Crossover(_Open):
+    arm: str
+    domain: str
+    crossover_concurrency: int | None = None
+    never_pays_off: bool = False
+    recommended_disable_batch_threshold: int | None = None
+    note: str = ""
+
+
+class Check(_Open):
+    """One methodology check that fired. --strict fails on any error."""
+
+    check: str = "unnamed"
+    severity: str = "warning"
+    message: str = ""
+
+
+class Representativeness(_Open):
+    workload: str
+    verdict: str | None = None
+    divergence: float | None = None
+    reason: str = ""
+    report: dict[str, Any] = Field(default_factory=dict)
+
+
+class ArmState(_Open):
+    """What the runner learnt about one arm's server while it ran (launcher facts, /server_info)."""
+
+    launcher: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    command: list[str] | str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    external: bool = False
+    server_info_read: bool = False
+    server_info_file: str | None = None
+    speculative: dict[str, Any] = Field(default_factory=dict)
+    max_running_requests: int | None = None
+    max_running_requests_source: str | None = None
+    max_running_requests_implicit: bool = False
+    preset_mismatches: list[dict[str, Any]] = Field(default_factory=list)
+    avg_spec_accept_length: float | None = None
+    cells: dict[str, dict[str, Any]] = Field(default_factory=dict, description="cell key -> server-wide state after it")
+
+
+class Window(_Open):
+    """When an arm was measured (epoch seconds) and on what hardware."""
+
+    slot: str | None = None
+    hardware: dict[str, Any] = Field(default_factory=dict)
+    start: float
+    end: float | None = None
+
+
+class Timing(_Open):
+    launch_s: dict[str, float] = Field(default_factory=dict)
+    launch_failed_s: dict[str, float] = Field(default_factory=dict)
+    stop_s: dict[str, float] = Field(default_factory=dict)
+    arm_cells_s: dict[str, float] = Field(default_factory=dict)
+    cells_s: float = 0.0
+    wall_s: float | None = None
+    overhead_ratio: float | None = None
+    arms: dict[str, Window] = Field(default_factory=dict)
+
+
+class Derived(_Open):
+    """summary.json's `derived`: what the runner worked out from the cells. Imports leave it empty."""
+
+    baseline: str | None = None
+    speedups: list[Speedup] = Field(default_factory=list)
+    crossovers: list[Crossover] = Field(default_factory=list)
+    speculative_arms: list[str] = Field(default_factory=list)
+    recommended_disable_batch_threshold: dict[str, int | None] = Field(default_factory=dict)
+    never_pays_off: list[str] = Field(default_factory=list)
+    methodology: list[Check] = Field(default_factory=list)
+    representativeness: list[Representativeness] = Field(default_factory=list)
+    arm_info: dict[str, ArmState] = Field(default_factory=dict)
+    timing: Timing = Field(default_factory=Timing)
+    cells_planned: int | None = None
+    cells_done: int | None = None
+
+    def errors(self) -> list[Check]:
+        return [c for c in self.methodology if c.severity == "error"]
+
+
+class Summary(_Open):
+    """summary.json, written at finalize (again after a resume)."""
+
+    format: str = FORMAT
+    schema_version: int = SCHEMA_VERSION
+    run_id: str | None = None
+    status: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    cells: list[CellSummary] = Field(default_factory=list)
+    derived: Derived = Field(default_factory=Derived)
+
+
+# -- reading any version this toolkit reads
+
+def check_schema(raw: Any, path: Path | None = None) -> dict:
+    """Accept the archive schema versions this toolkit reads; refuse others with what to do."""
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise ToolkitError(f"not a toolkit run archive ({_name(path)} lacks format: {FORMAT})", file=path)
+    version = raw.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ToolkitError(f"schema_version {version!r} is not an integer", file=path)
+    if version > SCHEMA_VERSION:
+        from toolkit import __version__
+
+        raise ToolkitError(
+            f"archive schema {version} is newer than this toolkit reads (schema {SCHEMA_VERSION})", file=path,
+            hint=f"upgrade the toolkit (this is {__version__}); the archive itself is fine")
+    if version < MIN_SCHEMA_VERSION:
+        raise ToolkitError(f"archive schema {version} is older than any this toolkit reads "
+                           f"({MIN_SCHEMA_VERSION}..{SCHEMA_VERSION})", file=path,
+                           hint="re-import the raw numbers with `toolkit results import`")
+    return raw
+
+
+def _name(path: Path | None) -> str:
+    return path.name if path is not None else "the file"
+
+
+def _validate(model: type[BaseModel], data: dict, path: Path | None):
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(x) for x in e["loc"])
+        raise ToolkitError(f"{_name(path)}: {where}: {e['msg']}", file=path,
+                           hint="the file was edited or written by another tool; `toolkit results verify` "
+                                "checks every file") from None
+
+
+def _manifest_v1(raw: dict) -> dict:
+    """Every shape version-1 writers left, mapped to the model's names (on a copy)."""
+    m = dict(raw)
+    for part in ("matrix", "environment"):
+        rec = m.get(part)
+        if isinstance(rec, dict) and "spec" in rec and "resolved" not in rec:
+            rec = dict(rec)
+            rec["resolved"] = rec.pop("spec") or {}
+            m[part] = rec
+        elif rec is None:
+            m.pop(part, None)
+    if "image" in m and not m.get("build"):
+        m["build"] = m.pop("image")
+    arms = {}
+    for arm, info in (m.get("arms") or {}).items():
+        info = dict(info or {})
+        if "server_args" in info and not info.get("preset"):
+            info["preset"] = info.pop("server_args") or {}
+        arms[arm] = info
+    m["arms"] = arms
+    tk = dict(m.get("toolkit") or {}) if isinstance(m.get("toolkit"), dict) else {}
+    version, sha = m.pop("toolkit_version", None), m.pop("git_revision", None)
+    tk.setdefault("version", version)
+    if tk.get("git_sha") is None:
+        tk["git_sha"] = sha
+    m["toolkit"] = tk
+    host = m.get("host") if isinstance(m.get("host"), dict) else {}
+    if host and "controller" not in host and "hosts" not in host:
+        host = {"controller": host}  # an older writer's `host: <fingerprint>`
+    host = dict(host)
+    top_hosts = m.pop("hosts", None)
+    if isinstance(top_hosts, dict):
+        host["hosts"] = {**top_hosts, **(host.get("hosts") or {})}
+    host["hosts"] = {k: v for k, v in (host.get("hosts") or {}).items() if isinstance(v, dict)}
+    m["host"] = host
+    m["workloads"] = {k: (v if isinstance(v, dict) else {"hash": v}) for k, v in (m.get("workloads") or {}).items()}
+    return m
+
+
+def _derived_v1(raw: Any) -> dict:
+    d = dict(raw) if isinstance(raw, dict) else {}
+    if not isinstance(d.get("methodology"), list):
+        for key in ("checks", "warnings", "methodology_checks"):
+            if isinstance(d.get(key), list):
+                d["methodology"] = d.pop(key)
+                break
+    d["methodology"] = [w if isinstance(w, dict) else {"message": str(w)} for w in d.get("methodology") or []]
+    return d
+
+
+def load_manifest(raw: Any, path: Path | None = None) -> Manifest:
+    """A manifest.json as read (any version this toolkit reads) -> Manifest."""
+    check_schema(raw, path)
+    return _validate(Manifest, _manifest_v1(raw), path)
+
+
+def load_derived(raw: Any, path: Path | None = None) -> Derived:
+    return _validate(Derived, _derived_v1(raw), path)
+
+
+def load_summary(raw: Any, path: Path | None = None) -> Summary:
+    """A summary.json as read -> Summary (its derived block mapped as load_derived does)."""
+    if not isinstance(raw, dict):
+        raise ToolkitError(f"{_name(path)} is not a JSON object", file=path)
+    data = dict(raw)
+    data["derived"] = _derived_v1(data.get("derived"))
+    return _validate(Summary, data, path)
