@@ -7,15 +7,19 @@ Regenerate after an intended change:  TOOLKIT_REGEN_GOLDEN=1 python -m pytest te
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT, run_cli
 from tests.synthetic import write_run
 from toolkit.results.archive import open_archive
 from toolkit.results.diff import diff_runs
-from toolkit.results.report import build_diff_report, build_run_report, render_html, render_md, render_text
+from toolkit.results.report import (build_diff_report, build_run_report, render_html, render_json, render_md,
+                                    render_text)
 
 GOLDEN = Path(__file__).parent / "golden"
 RUN = "results/sglang-h200/20261202T190515Z-52c8f2"
@@ -54,6 +58,9 @@ def test_text_and_markdown_come_from_one_model() -> None:
     md_rows = {" ".join(" ".join(_split_md_row(line)).split()) for line in md.splitlines() if line.startswith("| eagle3 |")}
     text_rows = {" ".join(line.split()) for line in text.splitlines() if line.startswith("eagle3 ")}
     assert len(text_rows) >= 8 and text_rows <= md_rows
+    doc = json.loads(render_json(report))  # the --json rendering: the same cells, every metric
+    assert set(doc["cells"]) == set(open_archive(ROOT / RUN).cell_map)
+    assert doc["cells"]["eagle3__coding__c16__r0"]["metrics"]["itl_ms"]["p50"] == pytest.approx(4.80, abs=0.005)
 
 
 def _split_md_row(line: str) -> list[str]:
