@@ -143,7 +143,7 @@ def main() -> None:
         proc = subprocess.run([sys.executable, "-m", "toolkit.cli", "results", "diff", str(a), str(b)],
                               capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
         cli_s = time.perf_counter() - t
-        print(f"\ndiff {n:,} vs {n:,} requests, 7 metrics, 32 cells "
+        print(f"\ndiff {n:,} vs {n:,} requests, {len(result.metrics)} metrics, 32 cells "
               f"({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}):")
         print(f"  library diff_runs           {lib_s:6.2f} s   (goal < 5 s; {worse} cell-metrics flagged worse, "
               f"the 3% slowdown of eagle3)")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.schema.records import CellSummary, RequestRecord, Stat
+from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.results.archive import ArchiveWriter
 
 
@@ -26,36 +26,24 @@ def make_records(rng: np.random.Generator, *, arm: str, domain: str, concurrency
         chunk_ms = np.concatenate([[t], t + np.cumsum(gaps)]).round(3).tolist()
         per = [chunk_every] * n_chunks
         per[-1] += toks - chunk_every * n_chunks
+        acc = None if accept is None else round(float(rng.normal(accept, 0.3)), 3)
         recs.append(RequestRecord(
             arm=arm, domain=domain, concurrency=concurrency, repeat=repeat, prompt_id=f"{domain}-{i % 97}",
             warmup=i < warmup, send_s=round((i // concurrency) * (ttft_ms + itl_ms * output_len) * slowdown / 1000, 4), ttft_ms=round(t, 3), e2e_ms=round(chunk_ms[-1] + 0.5, 3),
             input_tokens=int(rng.integers(20, 200)), output_tokens=toks, chunk_ms=chunk_ms, chunk_tokens=per,
             tokens_source="usage", finish_reason="length", status=200,
-            accept_length=None if accept is None else round(float(rng.normal(accept, 0.3)), 3)))
+            accept_length=acc, spec_verify_ct=None if acc is None else max(1, round(toks / acc))))
     return recs
 
 
 def summarize(recs: list[RequestRecord], *, output_len: int, workload_hash: str, sampling: dict) -> CellSummary:
-    from toolkit.schema.columns import columns_from_records
+    from toolkit.schema.metrics import cell_stats
 
     r0 = recs[0]
-    cols = columns_from_records(recs)
-    metrics = {}
-    for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "accept_length"):
-        x = cols[m][np.isfinite(cols[m])].astype(float)
-        if len(x):
-            p50, p90, p99 = np.percentile(x, [50, 90, 99])
-            metrics[m] = Stat(mean=float(x.mean()), p50=float(p50), p90=float(p90), p99=float(p99), n=len(x),
-                              unreliable=[p for p, need in (("p90", 10), ("p99", 100)) if len(x) < need])
-    measured = [r for r in recs if not r.warmup]
-    duration = max((r.send_s + r.e2e_ms / 1000 for r in measured), default=0) - min((r.send_s for r in measured),
-                                                                                   default=0)
-    tput = sum(r.output_tokens for r in measured) / duration if duration else None
-    metrics["output_tok_s"] = Stat(mean=tput, p50=tput, n=1)
-    metrics["request_s"] = Stat(mean=len(measured) / duration if duration else None, n=1)
+    metrics, duration = cell_stats(recs)
     return CellSummary(arm=r0.arm, domain=r0.domain, concurrency=r0.concurrency, repeat=r0.repeat,
                        output_len=output_len, workload_hash=workload_hash, sampling=sampling,
-                       n_requests=len(measured), duration_s=duration, metrics=metrics)
+                       n_requests=len([r for r in recs if not r.warmup]), duration_s=duration, metrics=metrics)
 
 
 def manifest_for(arms: dict[str, list[str]], *, patch_sha: str = "a" * 64, image_id: str = "sha256:" + "1" * 64,

@@ -169,16 +169,24 @@ def test_matrix_with_training_data_scores_workloads_and_strict_fails(tmp_path: P
     m.write_text(m.read_text().replace("workloads: [coding, math]", "workloads: [encyclopedic, match-training]")
                  .replace("requests: 3", "requests: 2"))
     results = tmp_path / "results"
-    r = run_cli("bench", "matrix", str(m), "--results", str(results), "--strict", "--json", timeout=900)
+    r = run_cli("bench", "matrix", str(m), "--results", str(results), "--strict", timeout=900)
     assert r.returncode == 1, r.stderr[-3000:]  # --strict: a workload far from the training data is an error
-    out = json.loads(r.stdout)
-    d = out["derived"]
+    run = only_run(results)
+    assert f"run complete: {run}" in r.stdout
+    # the runner's printed tables are `results show`'s, from the one report model
+    show = run_cli("results", "show", str(run))
+    assert show.returncode == 0 and "Cells\narm " in show.stdout and show.stdout in r.stdout
+    summary = json.loads((run / "summary.json").read_text())
+    d = summary["derived"]
     verdicts = {x["workload"]: x["verdict"] for x in d["representativeness"]}
     assert verdicts["encyclopedic"] == "far" and verdicts["match-training"] == "close"
     far = [c for c in d["methodology"] if c["check"] == "workload-far-from-training-data"]
     assert len(far) == 1 and "encyclopedic" in far[0]["message"]
-    summary = json.loads((Path(out["run"]) / "summary.json").read_text())
+    assert "methodology error: [workload-far-from-training-data]" in r.stderr
     assert {c["domain"] for c in summary["cells"]} == {"encyclopedic", "match-training"}
-    manifest = json.loads((Path(out["run"]) / "manifest.json").read_text())
+    manifest = json.loads((run / "manifest.json").read_text())
     assert set(manifest["workloads"]) == {"encyclopedic", "match-training"}
     assert all(len(w["hash"]) == 64 for w in manifest["workloads"].values())
+    # report.md (written by the runner at finalize) has the same cells table as `results report`
+    cells_md = (run / "report.md").read_text().split("## Cells")[1].split("\n\n")[1]
+    assert cells_md.count("\n| ngram |") == 2 and "| tok/s |" in cells_md

@@ -103,7 +103,7 @@ def test_import_sglang_and_vllm_then_diff_against_native(tmp_path, cli):
     assert c.metrics["e2e_ms"].verdict == "worse"
     res = cli("results", "diff", str(native), vl_run, "--fail-on-regression", "10")
     assert res.returncode == 1 and "sglang chat c=8 out=32 ttft_ms" in res.stderr
-    env = res.stdout.split("environment:")[1]  # the environment diff names where B came from
+    env = res.stdout.split("Environment diff")[1]  # the environment diff names where B came from
     assert "source" in env and "vllm bench serve" in env and "8x NVIDIA RTX PRO 6000 Blackwell" in env
 
 

@@ -30,7 +30,6 @@ def matrix_cmd(
     """
     from toolkit.bench.matrix import run_matrix
     from toolkit.bench.progress import MatrixProgress
-    from toolkit.bench.report import CELL_COLUMNS, SPEEDUP_COLUMNS, cell_rows, rich_table, speedup_rows
     from toolkit.spec import load_spec
 
     loaded = load_spec(spec, expect="Matrix")
@@ -46,24 +45,15 @@ def matrix_cmd(
     if json_out:
         emit_json({"run": str(run_dir), "status": result.status, "report": str(result.report),
                    "cells": [c.model_dump() for c in result.cells], "derived": dd})
-    else:
-        out.print(rich_table("cells", CELL_COLUMNS, cell_rows(result.cells)))
-        if d.speedups:
-            out.print(rich_table(f"speedup over {d.baseline}", SPEEDUP_COLUMNS, speedup_rows(dd)))
-        from toolkit.bench.derive import threshold_advice
+    else:  # the runner's tables are `results show`'s: one report model (toolkit/results/report)
+        from toolkit.results.archive import open_archive
+        from toolkit.results.report import build_run_report, render_text
 
-        for arm in d.recommended_disable_batch_threshold:
-            out.print(f"{arm}: {threshold_advice(dd, arm)}")
-        for c in d.methodology:
-            (warn if c.severity == "warning" else lambda m: err.print(f"methodology error: {m}", markup=False))(
-                f"[{c.check}] {c.message}")
-        t = d.timing
-        if t.overhead_ratio:
-            out.print(f"wall {t.wall_s:.1f} s = {t.overhead_ratio:.3f} x the busiest slot's own time (all "
-                      f"slots: cells {t.cells_s:.1f} s + server starts {sum(t.launch_s.values()):.1f} s + "
-                      f"stops {sum(t.stop_s.values()):.1f} s)")
-        out.print(f"run {result.status}: {run_dir}")
-        out.print(f"report: {result.report}")
+        out.print(render_text(build_run_report(open_archive(run_dir))), markup=False, highlight=False, end="")
+        for c in errors:
+            err.print(f"methodology error: [{c.check}] {c.message}", markup=False)
+        out.print(f"run {result.status}: {run_dir}", markup=False, highlight=False)
+        out.print(f"report: {result.report}", markup=False, highlight=False)
     if result.status == "partial":
         raise typer.Exit(130)
     if strict and errors:

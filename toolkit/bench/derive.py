@@ -3,7 +3,7 @@
 Speedup of a spec arm over the baseline arm, per domain x concurrency (repeats pooled):
 - `throughput_ratio`: output tok/s of the arm / output tok/s of the baseline (the headline figure).
 - `paired_ratio` with a 95% CI: both arms saw the same prompts in the same order, so prompts are
-  resampled *together* (paired bootstrap) and the ratio of per-prompt decode rates
+  resampled *together* (paired bootstrap) and the ratio of the arms' output rates over those prompts
   (sum of output tokens / sum of end-to-end seconds) is recomputed each time.
 The crossover is the lowest concurrency whose throughput ratio falls below 1; SGLang's
 `speculative-disable-batch-threshold` (the patch shipped in envs/patches/) is recommended at it.
@@ -16,6 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
+from toolkit.schema.metrics import figure_of
 from toolkit.schema.records import CellSummary, RequestRecord
 
 BOOTSTRAP = 2000
@@ -27,7 +28,7 @@ def _rate(tokens: np.ndarray, e2e_ms: np.ndarray) -> float:
 
 
 def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0) -> dict:
-    """Ratio of decode rates over prompts both arms completed, with a paired-bootstrap 95% CI."""
+    """Ratio of output rates over prompts both arms completed, with a paired-bootstrap 95% CI."""
     # pair by (repeat, prompt id, occurrence): the same prompt can be sent more than once in a cell
     a_keys = _occurrence_keys(_ok(arm))
     b_keys = _occurrence_keys(_ok(base))
@@ -64,8 +65,8 @@ def _occurrence_keys(records: list[RequestRecord]) -> dict:
 
 
 def _tput(cells: list[CellSummary]) -> float | None:
-    vals = [c.metrics["output_tok_s"].mean for c in cells
-            if c.status == "ok" and "output_tok_s" in c.metrics and c.metrics["output_tok_s"].mean]
+    vals = [figure_of(c.metrics["output_tok_s"]) for c in cells
+            if c.status == "ok" and "output_tok_s" in c.metrics and figure_of(c.metrics["output_tok_s"])]
     return float(np.mean(vals)) if vals else None
 
 
@@ -151,14 +152,6 @@ def recommended_threshold(cross: list[dict], arm: str) -> int | None:
     vals = [c["recommended_disable_batch_threshold"] for c in cross
             if c["arm"] == arm and c.get("recommended_disable_batch_threshold", c["crossover_concurrency"]) is not None]
     return min(vals) if vals else None
-
-
-def threshold_advice(derived: dict, arm: str) -> str:
-    """The one line of advice per speculative arm, as every renderer prints it."""
-    if arm in (derived.get("never_pays_off") or []):
-        return "never pays off in the tested range (slower than the baseline at every concurrency): serve the baseline"
-    t = (derived.get("recommended_disable_batch_threshold") or {}).get(arm)
-    return f"set speculative-disable-batch-threshold: {t}" if t is not None else "no threshold needed in the tested range"
 
 
 def overhead_ratio(timing: dict, slot_arms: list[list[str]]) -> float | None:

@@ -28,6 +28,7 @@ from toolkit.bench.arm import ArmRunner, command_of, make_launchers
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import RunPlan, Slot, load_environment, plan_run, run_manifest
 from toolkit.results.archive import ArchiveWriter, open_archive
+from toolkit.results.report import run_markdown
 from toolkit.schema.manifest import Derived
 from toolkit.schema.records import CellSummary
 from toolkit.spec import LoadedSpec
@@ -70,9 +71,8 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
         shutil.rmtree(log_dir, ignore_errors=True)  # their tails are archived under logs/
     # a run with failed cells is still complete: failed cells are results too, named in the summary
     derived = derive_results(plan, ledger, wall_s)
-    from toolkit.bench.report import markdown_report
-
-    writer.finalize(status, derived, markdown_report(plan.m, ledger.cells, derived.model_dump(mode="json")))
+    derived_doc = derived.model_dump(mode="json")
+    writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status))
     return MatrixResult(writer.path, status, list(ledger.cells), derived)
 
 

@@ -50,29 +50,28 @@ def list_cmd(root: Root = Path("results"),
     """The archived runs, newest first: when, matrix, env hash, host, GPU, arms, status. Corrupt runs are
     listed with their error; the others still list."""
     from toolkit.results.facts import list_runs
-    from toolkit.results.text import list_text
+    from toolkit.results.report import build_list_report, render_text
 
-    rows = list_runs(root, matrix)
+    report = build_list_report(list_runs(root, matrix))
     if json_out:
-        emit_json(rows)
+        emit_json(report.data)
     else:
-        out.print(list_text(rows), markup=False, highlight=False)
+        out.print(render_text(report), markup=False, highlight=False, end="")
 
 
 @app.command("show")
 def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False) -> None:
-    """One run: its facts, the per-cell summary table, speedups and methodology warnings."""
+    """One run: its facts, the per-cell table, speedups, crossovers and methodology checks. Every figure
+    is read through the metric registry (docs/results.md), so it equals what `results diff` shows for
+    the cell. --json gives every metric with mean, p50, p90, p99, the median's 95% CI and n."""
     from toolkit.results.archive import open_archive
-    from toolkit.results.facts import run_facts
-    from toolkit.results.text import show_text
+    from toolkit.results.report import build_run_report, render_text
 
-    a = open_archive(resolve_run(run, root))
+    report = build_run_report(open_archive(resolve_run(run, root)))
     if json_out:
-        emit_json({"facts": run_facts(a), "manifest": a.manifest.model_dump(mode="json"),
-                   "cells": {k: c.model_dump(mode="json") for k, c in a.cell_map.items()},
-                   "derived": a.derived.model_dump(mode="json")})
+        emit_json(report.data)
     else:
-        out.print(show_text(a), markup=False, highlight=False)
+        out.print(render_text(report), markup=False, highlight=False, end="")
 
 
 @app.command("verify")
@@ -107,8 +106,9 @@ def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(help="runs to
 def diff_cmd(
     a: Annotated[str, typer.Argument(help="run A (the reference)")],
     b: Annotated[str, typer.Argument(help="run B (compared with A)")],
-    metric: Annotated[Optional[list[str]], typer.Option("--metric", "-m", help="metric(s) to compare "
-                      "(ttft_ms tpot_ms itl_ms e2e_ms output_tok_s request_s accept_length); default all")] = None,
+    metric: Annotated[Optional[list[str]], typer.Option("--metric", "-m", help="metric(s) to compare, by registry "
+                      "name (ttft_ms tpot_ms itl_ms itl_req_mean_ms e2e_ms req_output_tok_s req_accept_length "
+                      "output_tok_s request_s accept_length; docs/results.md defines each); default all")] = None,
     fail_on_regression: Annotated[Optional[float], typer.Option(
         "--fail-on-regression", metavar="PCT",
         help="exit 1 when a significant change makes any metric worse by more than PCT percent "
@@ -119,26 +119,27 @@ def diff_cmd(
     root: Root = Path("results"),
     json_out: Json = False,
 ) -> None:
-    """Compare run B against run A, benchstat style: per cell and metric the two medians with 95% CIs,
-    the change, and a Mann-Whitney U p-value on the per-request samples (`~`: not significant at 0.05).
-    Cells match on arm, domain, concurrency and output length; the environment diff follows.
+    """Compare run B against run A, benchstat style: per cell and metric the two figures `results show`
+    prints (medians with 95% CIs), the change, and for per-request metrics a Mann-Whitney U p-value on the
+    samples (`~`: not significant at 0.05). Cells match on arm, domain, concurrency and output length;
+    the environment diff follows.
 
     Example (CI gate): toolkit results diff quickstart/20261201T0900Z-1a2b3c latest --fail-on-regression 5"""
     from toolkit.results.archive import open_archive
     from toolkit.results.diff import diff_runs
-    from toolkit.results.facts import run_facts
-    from toolkit.results.text import diff_text
+    from toolkit.results.report import build_diff_report, render_text
 
     ra, rb = open_archive(resolve_run(a, root)), open_archive(resolve_run(b, root))
     result = diff_runs(ra, rb, metric, correction)
     regressions = result.regressions(fail_on_regression) if fail_on_regression is not None else []
+    data = result.to_dict()
+    data["regressions"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj}
+                           for c, m in regressions]
+    report = build_diff_report(ra, rb, result, data=data)
     if json_out:
-        d = result.to_dict()
-        d["regressions"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj}
-                            for c, m in regressions]
-        emit_json(d)
+        emit_json(report.data)
     else:
-        out.print(diff_text(result, run_facts(ra), run_facts(rb)), markup=False, highlight=False)
+        out.print(render_text(report), markup=False, highlight=False, end="")
     if fail_on_regression is not None:
         if regressions:
             err.print(f"{len(regressions)} significant regression(s) beyond {fail_on_regression:g}%:", markup=False)
@@ -165,19 +166,17 @@ def report_cmd(
     (domain x concurrency, crossover outlined), acceptance length per domain. The archive is never touched."""
     from toolkit.results.archive import open_archive
     from toolkit.results.diff import diff_runs
-    from toolkit.results.report import diff_blocks, run_blocks, write_report
+    from toolkit.results.report import build_diff_report, build_run_report, write_report
 
     b = open_archive(resolve_run(run, root))
     if against:
         a = open_archive(resolve_run(against, root))
-        blocks = diff_blocks(a, b, diff_runs(a, b))
+        report = build_diff_report(a, b, diff_runs(a, b), plots=True)
         target = out_dir or Path("reports") / f"{b.run_id}-vs-{a.run_id}"
-        title = f"{b.run_id} against {a.run_id}"
     else:
-        blocks = run_blocks(b)
+        report = build_run_report(b, plots=True)
         target = out_dir or Path("reports") / b.run_id
-        title = f"{b.matrix_name}/{b.run_id}"
-    written = write_report(blocks, target, title, html_too=html_out)
+    written = write_report(report, target, html_too=html_out)
     if json_out:
         emit_json({"out": str(target), "files": [str(w) for w in written]})
         return

@@ -1,27 +1,29 @@
 """Compare two runs cell by cell, benchstat style, with the environment diff beside it.
 
-Cells match on (arm, domain, concurrency, output_len); repeats are pooled. For each metric the A and
-B medians (95% CI), the change in percent, and a Mann-Whitney U p-value over the per-request samples.
-A change is called only when p < ALPHA and both sides have MIN_SAMPLES requests; otherwise `~`.
+Cells match on (arm, domain, concurrency, output_len); repeats are pooled. For each metric of the
+registry (toolkit/schema/metrics.py) the A and B figures as `results show` reads them (toolkit/results/
+cells.py), the change in percent and, for request metrics, a Mann-Whitney U p-value over the
+per-request samples. A change is called only when p < ALPHA and both sides have MIN_SAMPLES requests;
+otherwise `~`. Chunk and cell metrics are shown without a test (the registry says why).
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from toolkit.schema.records import METRICS
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
+from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
-from toolkit.results.stats import ALPHA, MIN_SAMPLES, Centre, clean, delta_pct, geomean, mann_whitney, median_ci
+from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
+from toolkit.schema.metrics import METRICS, NAMES
+from toolkit.schema.records import Stat
 
-HIGHER_IS_BETTER = {"output_tok_s", "request_s", "accept_length"}
-SAMPLED = {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tok_s", "accept_length"}  # per-request columns
 IGNORED_SAMPLING = {"warmup"}  # how many warmup requests ran does not change what a request is
+UNTESTED = {"chunk": "pooled over chunks: not tested (the chunks of one request are not independent)",
+            "cell": "one figure per cell: not tested"}
 
 
 @dataclass
@@ -37,7 +39,7 @@ class MetricDiff:
     b_n: int
     delta_pct: float | None
     p: float | None
-    verdict: str  # better | worse | ~ | too-few | no-samples | no-data
+    verdict: str  # better | worse | ~ | too-few | not-tested | no-samples
     note: str = ""
     p_adj: float | None = None  # Holm-adjusted over every test of the diff (the one the verdict uses)
 
@@ -92,16 +94,6 @@ class DiffResult:
         return d
 
 
-Group = tuple[str, str, int, int]
-
-
-def _groups(a: Archive) -> dict[Group, list[str]]:
-    by: dict[Group, list[str]] = defaultdict(list)
-    for key, c in a.cell_map.items():
-        by[(c.arm, c.domain, c.concurrency, c.output_len)].append(key)
-    return by
-
-
 def _label(g: Group) -> str:
     return f"{g[0]} {g[1]} c={g[2]} out={g[3]}"
 
@@ -126,63 +118,31 @@ def _comparable(a: Archive, ka: list[str], b: Archive, kb: list[str]) -> tuple[b
     return True, "", notes
 
 
-def _pooled(arch: Archive, keys: list[str], cache: dict) -> dict[str, np.ndarray]:
-    cols: dict[str, list] = defaultdict(list)
-    for k in keys:
-        if arch.cell_map[k].status != "ok":
-            continue
-        ck = (id(arch), k)
-        if ck not in cache:
-            cache[ck] = arch.columns(k)
-        for name, v in cache[ck].items():
-            cols[name].append(v)
-    return {n: np.concatenate(v) if v else np.empty(0) for n, v in cols.items()}
-
-
-def _summary_centre(arch: Archive, keys: list[str], metric: str) -> Centre:
-    """Without per-request samples: the p50 of each repeat's Stat (pooled: their median), n = requests."""
-    stats = [arch.cell_map[k].metrics[metric] for k in keys
-             if arch.cell_map[k].status == "ok" and metric in arch.cell_map[k].metrics]
-    vals = [s.p50 if s.p50 is not None else s.mean for s in stats]
-    vals = [v for v in vals if v is not None]
-    if not vals:
-        return Centre(None, None, None, 0)
-    if len(stats) == 1:
-        return Centre(vals[0], stats[0].ci_low, stats[0].ci_high, stats[0].n)
-    return Centre(float(np.median(vals)), min(vals), max(vals), len(vals))
-
-
 def _verdict(metric: str, d: float | None, p: float | None, na: int, nb: int) -> str:
     if p is None:
         return "too-few" if min(na, nb) < MIN_SAMPLES else "no-samples"
     if p >= ALPHA or d is None or d == 0:
         return "~"
-    better = (d > 0) == (metric in HIGHER_IS_BETTER)
+    better = (d > 0) == METRICS[metric].higher_is_better
     return "better" if better else "worse"
 
 
-def compare_metric(metric: str, xa: np.ndarray | None, xb: np.ndarray | None,
-                   ca: Centre | None = None, cb: Centre | None = None) -> MetricDiff:
-    """From per-request samples (xa, xb) when both are given, else from summary centres (no test)."""
+def compare_metric(metric: str, sa: Stat, sb: Stat, xa: np.ndarray | None, xb: np.ndarray | None) -> MetricDiff:
+    """A and B as read by `results show` (sa, sb); a test on the per-request samples when both exist."""
+    kind = METRICS[metric].kind
+    d = delta_pct(sa.p50, sb.p50)
     p, note = None, ""
-    sampled = xa is not None and xb is not None
-    if sampled:
-        ca, cb = median_ci(xa), median_ci(xb)
+    if kind != "request":
+        verdict, note = "not-tested", UNTESTED[kind]
+    elif xa is None or xb is None:
+        verdict, note = "no-samples", "no per-request samples (summary-only import): not tested"
+    else:
         p = mann_whitney(xa, xb)
         if p is None:
             note = f"too few samples to call significance (need {MIN_SAMPLES} per side)"
-    else:
-        ca, cb = ca or Centre(None, None, None, 0), cb or Centre(None, None, None, 0)
-        note = "no per-request samples: no test"
-    d = delta_pct(ca.median, cb.median)
-    if ca.median is None or cb.median is None:
-        verdict = "no-data"
-    elif not sampled:
-        verdict = "no-samples"
-    else:
-        verdict = _verdict(metric, d, p, ca.n, cb.n)
-    return MetricDiff(metric, ca.median, ca.ci_low, ca.ci_high, ca.n, cb.median, cb.ci_low, cb.ci_high, cb.n,
-                      d, p, verdict, note)
+        verdict = _verdict(metric, d, p, len(xa), len(xb))
+    return MetricDiff(metric, sa.p50, sa.ci_low, sa.ci_high, sa.n, sb.p50, sb.ci_low, sb.ci_high, sb.n, d, p,
+                      verdict, note)
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -204,31 +164,30 @@ def _apply_correction(cells: list[CellDiff], correction: str) -> None:
         m.verdict = _verdict(m.metric, m.delta_pct, pa, m.a_n, m.b_n)
 
 
+def _cell_diff(g: Group, ra: CellReader, ka: list[str], rb: CellReader, kb: list[str], metrics: list[str]) -> CellDiff:
+    ok, reason, notes = _comparable(ra.archive, ka, rb.archive, kb)
+    cd = CellDiff(*g, comparable=ok, reason=reason, notes=notes)
+    if not ok:
+        return cd
+    xa, xb = ra.samples(ka), rb.samples(kb)
+    sa, sb = ra.stats(ka, xa), rb.stats(kb, xb)
+    for m in metrics:
+        if m in sa and m in sb:
+            cd.metrics[m] = compare_metric(m, sa[m], sb[m], xa.get(m), xb.get(m))
+    return cd
+
+
 def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correction: str = "holm") -> DiffResult:
-    metrics = list(metrics or METRICS)
+    metrics = list(metrics or NAMES)
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
-        raise ToolkitError(f"unknown metric {', '.join(unknown)}", hint=f"choose from {', '.join(METRICS)}")
+        raise ToolkitError(f"unknown metric {', '.join(unknown)}", hint=f"choose from {', '.join(NAMES)} "
+                           "(docs/results.md defines each)")
     if correction not in ("holm", "none"):
         raise ToolkitError(f"unknown correction {correction!r}", hint="holm or none")
-    ga, gb = _groups(a), _groups(b)
-    cache: dict = {}
-    cells = []
-    for g in sorted(set(ga) & set(gb)):
-        ok, reason, notes = _comparable(a, ga[g], b, gb[g])
-        cd = CellDiff(*g, comparable=ok, reason=reason, notes=notes)
-        if ok:
-            pa, pb = _pooled(a, ga[g], cache), _pooled(b, gb[g], cache)
-            for m in metrics:
-                xa = clean(pa[m]) if m in SAMPLED and m in pa else np.empty(0)
-                xb = clean(pb[m]) if m in SAMPLED and m in pb else np.empty(0)
-                if len(xa) and len(xb):
-                    md = compare_metric(m, xa, xb)
-                else:  # a figure kept once per cell, or a side without per-request samples
-                    md = compare_metric(m, None, None, _summary_centre(a, ga[g], m), _summary_centre(b, gb[g], m))
-                if md.verdict != "no-data":
-                    cd.metrics[m] = md
-        cells.append(cd)
+    ra, rb = CellReader(a), CellReader(b)
+    ga, gb = ra.groups(), rb.groups()
+    cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics) for g in sorted(set(ga) & set(gb))]
     _apply_correction(cells, correction)
     gm = {}
     for m in metrics:
@@ -241,16 +200,3 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
                       only_a=[_label(g) for g in sorted(set(ga) - set(gb))],
                       only_b=[_label(g) for g in sorted(set(gb) - set(ga))],
                       geomean=gm, env=env_diff(a.manifest, b.manifest))
-
-
-def fmt_num(v: float | None) -> str:
-    if v is None or not math.isfinite(v):
-        return "-"
-    av = abs(v)
-    if av >= 1000:
-        return f"{v:,.0f}"
-    if av >= 100:
-        return f"{v:.1f}"
-    if av >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"

@@ -15,6 +15,7 @@ from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from toolkit.results.archive import Archive  # noqa: E402
+from toolkit.results.cells import CellReader  # noqa: E402
 
 STYLES = ("-", "--")
 MARKERS = ("o", "s")
@@ -41,15 +42,28 @@ def baseline_arm(a: Archive) -> str | None:
     return arms[0] if arms else None
 
 
-def cell_stat(a: Archive, metric: str, field: str = "mean") -> dict[tuple[str, str, int], float]:
-    """(arm, domain, concurrency) -> the stat, averaged over repeats of ok cells."""
-    acc: dict[tuple, list[float]] = defaultdict(list)
-    for c in a.cells:
-        s = c.metrics.get(metric)
-        v = getattr(s, field, None) if s is not None else None
-        if c.status == "ok" and v is not None and np.isfinite(v):
-            acc[(c.arm, c.domain, c.concurrency)].append(float(v))
-    return {k: float(np.mean(v)) for k, v in acc.items()}
+_GROUPS: dict[int, tuple[Archive, dict]] = {}
+
+
+def _group_stats(a: Archive) -> dict:
+    """Each (arm, domain, concurrency, output_len) group's metrics, read once per archive."""
+    hit = _GROUPS.get(id(a))
+    if hit is None or hit[0] is not a:
+        if len(_GROUPS) > 8:
+            _GROUPS.clear()
+        hit = _GROUPS[id(a)] = (a, CellReader(a).group_stats())
+    return hit[1]
+
+
+def cell_stat(a: Archive, metric: str, field: str = "p50") -> dict[tuple[str, str, int], float]:
+    """(arm, domain, concurrency) -> one field of a metric, as `results show` and `results diff` read it
+    (toolkit/results/cells.py: the repeats' requests pooled)."""
+    out = {}
+    for (arm, domain, conc, _), stats in _group_stats(a).items():
+        v = getattr(stats.get(metric), field, None)
+        if v is not None and np.isfinite(v):
+            out[(arm, domain, conc)] = float(v)
+    return out
 
 
 def _colors(arms: list[str]) -> dict[str, str]:
@@ -173,14 +187,15 @@ def heatmap(runs: list[tuple[str, Archive]]) -> bytes | None:
 
 
 def acceptance(runs: list[tuple[str, Archive]]) -> bytes | None:
-    """Mean acceptance length per domain and speculative arm (averaged over concurrency, weighted by n)."""
+    """Acceptance length (the cell figure, accept_length) per domain and speculative arm, averaged over
+    concurrency weighted by the requests behind each figure."""
     rows = []
     for label, a in runs:
         acc: dict[tuple, list] = defaultdict(list)
-        for c in a.cells:
-            s = c.metrics.get("accept_length")
-            if c.status == "ok" and s is not None and s.mean is not None and np.isfinite(s.mean):
-                acc[(c.arm, c.domain)].append((s.mean, max(s.n, 1)))
+        for (arm, domain, _, _), stats in _group_stats(a).items():
+            s = stats.get("accept_length")
+            if s is not None and s.p50 is not None and np.isfinite(s.p50):
+                acc[(arm, domain)].append((s.p50, max(s.n, 1)))
         for (arm, d), vals in acc.items():
             w = sum(n for _, n in vals)
             rows.append((label, arm, d, sum(v * n for v, n in vals) / w))
@@ -259,5 +274,5 @@ def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
         out.append(("acceptance.png", "Acceptance length per domain", ac))
     tm = telemetry(runs[0][1])
     if tm:
-        out.append(("telemetry.png", f"GPU telemetry per cell ({runs[0][0]})", tm))
+        out.append(("telemetry.png", "GPU telemetry per cell" + (f" ({runs[0][0]})" if runs[0][0] else ""), tm))
     return out

@@ -1,51 +1,20 @@
 """Statistics for comparing two samples of per-request figures, benchstat style.
 
-- The centre is the median; its 95% confidence interval comes from order statistics (distribution-free,
-  exact for any continuous distribution, no resampling: fast on millions of requests).
-- The test is the two-sided Mann-Whitney U test (scipy) on the per-request samples.
+- The centre is the median, with the registry's 95% CI (toolkit/schema/metrics.py: order statistics,
+  exact binomial; the same interval `results show` prints).
+- The test is the two-sided Mann-Whitney U test on the per-request samples.
 - With fewer than MIN_SAMPLES on either side no significance is called.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
 
 ALPHA = 0.05
 MIN_SAMPLES = 10
-Z95 = 1.959963984540054
-
-
-@dataclass
-class Centre:
-    median: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
-
-
-def clean(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x)
-    if x.dtype.kind != "f":
-        x = x.astype(np.float64)
-    return x[np.isfinite(x)]
-
-
-def median_ci(x: np.ndarray) -> Centre:
-    """Median with its 95% CI: the order statistics at n/2 -+ 1.96*sqrt(n)/2 (binomial argument)."""
-    n = len(x)
-    if n == 0:
-        return Centre(None, None, None, 0)
-    half = Z95 * math.sqrt(n) / 2
-    lo = max(int(math.floor(n / 2 - half)), 0)
-    hi = min(int(math.ceil(n / 2 + half)), n - 1)
-    mid_lo, mid_hi = (n - 1) // 2, n // 2
-    kth = sorted({lo, hi, mid_lo, mid_hi})
-    part = np.partition(x, kth)
-    return Centre(float((part[mid_lo] + part[mid_hi]) / 2), float(part[lo]), float(part[hi]), n)
 
 
 def mann_whitney(a: np.ndarray, b: np.ndarray) -> float | None:

@@ -2,7 +2,8 @@
 serve, workloads, image, provision, gpu); every stage reads and writes through it.
 
     records   Prompt, RequestRecord, Stat, CellSummary
-    columns   the per-request numeric columns stored beside each cell (.npz)
+    metrics   the metric registry: every metric once (name, unit, better, sample kind, CI), describe()
+    columns   the per-request numeric columns stored beside each cell (.npz), under registry names
     keys      SCHEMA_VERSION, FORMAT, STATUSES, cell_key, safe_name
     manifest  Manifest (manifest.json), Summary and Derived (summary.json); loaders for every old shape
 """

@@ -1,17 +1,19 @@
-"""Per-request numeric columns: what diff and report read, so they never parse JSON records.
+"""Per-request numeric columns: what show, diff and report read, so they never parse JSON records.
 
-One `.npz` per cell (uncompressed numpy arrays, float32 unless noted) holds the measured, successful
-requests (warmup and errors excluded), one row per request, in record order:
+One `.npz` per cell (uncompressed numpy arrays) holds the successful measured requests (warmup and
+errors left out), one row per request, in record order: every `request` metric of the registry
+(toolkit/schema/metrics.py) as float32, NaN where a request has no value, under its registry name:
 
-    ttft_ms        time to first token
-    e2e_ms         end-to-end latency
-    tpot_ms        (e2e - ttft) / (output_tokens - 1)                       NaN with < 2 tokens
-    itl_ms         mean over the request's chunks of gap-to-previous-chunk / tokens in the chunk
-                                                                           NaN with < 2 chunks
-    output_tok_s   output_tokens / e2e seconds (the decode rate one user sees)
-    accept_length  output tokens per verification step (speculative), NaN when not reported
-    output_tokens  int32
-    input_tokens   int32, -1 when unknown
+    ttft_ms  tpot_ms  itl_req_mean_ms  e2e_ms  req_output_tok_s  req_accept_length
+
+plus `output_tokens` and `input_tokens` (int32, -1 when unknown).
+
+Archives written before the registry (until 2026-12) stored three of these under older names; they
+are read under the registry's names, the files untouched (an archive is never rewritten):
+
+    itl_ms        -> itl_req_mean_ms    (it was the per-request mean, not the pooled itl_ms)
+    output_tok_s  -> req_output_tok_s   (it was the per-request rate, not the cell throughput)
+    accept_length -> req_accept_length
 """
 
 from __future__ import annotations
@@ -22,53 +24,21 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.schema.records import RequestRecord
 from toolkit.errors import ToolkitError
+from toolkit.schema.metrics import REQUEST_METRICS, request_values, successful
+from toolkit.schema.records import RequestRecord
 
-FLOAT_COLUMNS = ("ttft_ms", "e2e_ms", "tpot_ms", "itl_ms", "output_tok_s", "accept_length")
+FLOAT_COLUMNS = REQUEST_METRICS
 INT_COLUMNS = ("output_tokens", "input_tokens")
 COLUMNS = FLOAT_COLUMNS + INT_COLUMNS
-
-
-def _nan(v: float | None) -> float:
-    return float("nan") if v is None else float(v)
-
-
-def _itl(r: RequestRecord) -> float:
-    ch = r.chunk_ms
-    if len(ch) < 2:
-        return float("nan")
-    toks = r.chunk_tokens if len(r.chunk_tokens) == len(ch) else None
-    if toks is None or toks.count(1) == len(toks):  # one token per chunk: the gaps telescope
-        return (ch[-1] - ch[0]) / (len(ch) - 1)
-    gaps = [(ch[i] - ch[i - 1]) / max(toks[i], 1) for i in range(1, len(ch))]
-    return sum(gaps) / len(gaps)
-
-
-def _accept(r: RequestRecord) -> float:
-    if r.accept_length is not None:
-        return float(r.accept_length)
-    if r.spec_verify_ct:
-        return r.output_tokens / r.spec_verify_ct
-    return float("nan")
+OLD_NAMES = {"itl_ms": "itl_req_mean_ms", "output_tok_s": "req_output_tok_s", "accept_length": "req_accept_length"}
 
 
 def columns_from_records(records: list[RequestRecord]) -> dict[str, np.ndarray]:
-    measured = [r for r in records if not r.warmup and r.ok and r.e2e_ms is not None]
-    cols: dict[str, list] = {c: [] for c in COLUMNS}
-    for r in measured:
-        ttft, e2e = _nan(r.ttft_ms), float(r.e2e_ms)
-        cols["ttft_ms"].append(ttft)
-        cols["e2e_ms"].append(e2e)
-        cols["tpot_ms"].append((e2e - ttft) / (r.output_tokens - 1) if r.output_tokens > 1 and r.ttft_ms is not None
-                               else float("nan"))
-        cols["itl_ms"].append(_itl(r))
-        cols["output_tok_s"].append(r.output_tokens / (e2e / 1000.0) if e2e > 0 else float("nan"))
-        cols["accept_length"].append(_accept(r))
-        cols["output_tokens"].append(r.output_tokens)
-        cols["input_tokens"].append(-1 if r.input_tokens is None else r.input_tokens)
-    out = {c: np.asarray(cols[c], dtype=np.float32) for c in FLOAT_COLUMNS}
-    out.update({c: np.asarray(cols[c], dtype=np.int32) for c in INT_COLUMNS})
+    ok = successful(records)
+    out = {c: request_values(ok, c) for c in FLOAT_COLUMNS}
+    out["output_tokens"] = np.asarray([r.output_tokens for r in ok], dtype=np.int32)
+    out["input_tokens"] = np.asarray([-1 if r.input_tokens is None else r.input_tokens for r in ok], dtype=np.int32)
     return out
 
 
@@ -78,10 +48,18 @@ def save_columns(cols: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
+def registry_names(raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Columns under the registry's names, whichever version wrote them."""
+    if any(new in raw for new in OLD_NAMES.values()):
+        return dict(raw)
+    return {OLD_NAMES.get(k, k): v for k, v in raw.items()}
+
+
 def load_columns(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as z:
-            return {c: z[c] for c in z.files}
+            raw = {c: z[c] for c in z.files}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
         raise ToolkitError(f"cannot read the request columns ({exc})", file=path,
                            hint="the file was truncated or edited; `toolkit results verify` names what changed") from None
+    return registry_names(raw)

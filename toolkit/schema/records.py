@@ -10,9 +10,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tok_s", "request_s", "accept_length")
-
-
 class Prompt(BaseModel):
     """One workload item: OpenAI chat `messages` (with optional `tools`) or a plain `prompt`."""
 
@@ -86,7 +83,7 @@ class Stat(BaseModel):
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
-    ci_low: float | None = Field(None, description="bootstrap 95% CI of the median (p50)")
+    ci_low: float | None = Field(None, description="95% CI of the median (p50); how: toolkit/schema/metrics.py")
     ci_high: float | None = None
     n: int = 0
     unreliable: list[str] = Field(default_factory=list, description="percentiles with too few samples, e.g. ['p99']")

@@ -1,0 +1,115 @@
+"""A cell's metrics read back from an archive, through the metric registry (toolkit/schema/metrics.py).
+`results show`, `results diff`, the report and its plots all read them here, so one cell reads the
+same in every command.
+
+- request metrics: recomputed with `describe` from the per-request columns (.npz), so every archive,
+  whatever CI method or column names its writer used, reads with the registry's conventions. A cell
+  without per-request samples (a summary-only import) falls back to its stored Stat.
+- chunk and cell metrics: the cell summary's stored Stat (computed from the records when the cell was
+  written), normalised to its kind (a chunk metric has no CI; a cell metric is one figure).
+- a group of repeats (one arm, domain, concurrency, output length): request metrics pool the requests;
+  stored figures are averaged over the repeats.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from toolkit.results.archive import Archive
+from toolkit.schema.metrics import METRICS, NAMES, REQUEST_METRICS, describe, figure, figure_of
+from toolkit.schema.records import CellSummary, Stat
+
+Group = tuple[str, str, int, int]  # arm, domain, concurrency, output_len
+
+
+def normalised(name: str, s: Stat) -> Stat:
+    """A stored Stat as the registry defines its metric (old archives kept a bootstrap CI beside pooled
+    figures, and the per-request median beside the cell's acceptance length)."""
+    kind = METRICS[name].kind
+    if kind == "cell":
+        return figure(figure_of(s), s.n)
+    if kind == "chunk":
+        return s.model_copy(update={"ci_low": None, "ci_high": None})
+    return s
+
+
+def stored_stats(c: CellSummary) -> dict[str, Stat]:
+    """The registry metrics a cell summary stores, normalised (no archive needed: the runner's view)."""
+    return {m: normalised(m, c.metrics[m]) for m in NAMES if m in c.metrics and c.status == "ok"}
+
+
+def _mean_of(stats: list[Stat], name: str) -> Stat:
+    if len(stats) == 1:
+        return normalised(name, stats[0])
+    n = sum(s.n for s in stats)
+    if METRICS[name].kind == "cell":
+        vals = [v for v in (figure_of(s) for s in stats) if v is not None]
+        return figure(float(np.mean(vals)) if vals else None, n)
+
+    def avg(field: str) -> float | None:
+        vals = [getattr(s, field) for s in stats if getattr(s, field) is not None]
+        return float(np.mean(vals)) if vals else None
+
+    return Stat(mean=avg("mean"), p50=avg("p50"), p90=avg("p90"), p99=avg("p99"), n=n,
+                unreliable=sorted({u for s in stats for u in s.unreliable}))
+
+
+class CellReader:
+    """Reads the cells of one archive; each cell's columns are loaded once."""
+
+    def __init__(self, archive: Archive):
+        self.archive = archive
+        self._cols: dict[str, dict[str, np.ndarray]] = {}
+
+    def groups(self) -> dict[Group, list[str]]:
+        by: dict[Group, list[str]] = defaultdict(list)
+        for key, c in self.archive.cell_map.items():
+            by[(c.arm, c.domain, c.concurrency, c.output_len)].append(key)
+        return dict(by)
+
+    def _ok(self, keys: list[str]) -> list[str]:
+        return [k for k in keys if self.archive.cell_map[k].status == "ok"]
+
+    def _columns(self, key: str) -> dict[str, np.ndarray]:
+        if key not in self._cols:
+            self._cols[key] = self.archive.columns(key)
+        return self._cols[key]
+
+    def samples(self, keys: list[str]) -> dict[str, np.ndarray]:
+        """Per request metric, the finite per-request values of the ok cells among keys, pooled (float64).
+        Empty when none of them has per-request samples."""
+        ok = self._ok(keys)
+        cols = [self._columns(k) for k in ok]
+        if not any(len(c.get("e2e_ms", ())) for c in cols):
+            return {}
+        out = {}
+        for m in REQUEST_METRICS:
+            parts = [c[m] for c in cols if m in c]
+            x = np.concatenate(parts).astype(np.float64) if parts else np.empty(0)
+            out[m] = x[np.isfinite(x)]
+        return out
+
+    def stats(self, keys: list[str], samples: dict[str, np.ndarray] | None = None) -> dict[str, Stat]:
+        """Every registry metric of the ok cells among keys (one cell, or the repeats of a group)."""
+        ok = self._ok(keys)
+        if not ok:
+            return {}
+        samples = self.samples(keys) if samples is None else samples
+        out: dict[str, Stat] = {}
+        for m in NAMES:
+            if samples and m in REQUEST_METRICS:
+                s = describe(samples[m])
+            else:
+                stored = [self.archive.cell_map[k].metrics[m] for k in ok if m in self.archive.cell_map[k].metrics]
+                s = _mean_of(stored, m) if stored else Stat(n=0)
+            if s.p50 is not None:
+                out[m] = s
+        return out
+
+    def cell(self, key: str) -> dict[str, Stat]:
+        return self.stats([key])
+
+    def group_stats(self) -> dict[Group, dict[str, Stat]]:
+        return {g: self.stats(keys) for g, keys in sorted(self.groups().items())}

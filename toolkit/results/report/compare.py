@@ -1,0 +1,95 @@
+"""The report of run B against run A (`results diff`, `results report --against`): per metric of the
+registry a table of the A and B figures with their 95% CIs, the change, and the test's p-value and
+sample sizes (`~`: no significant change), then notes, unmatched cells and the environment diff."""
+
+from __future__ import annotations
+
+from toolkit.results.archive import Archive
+from toolkit.results.diff import DiffResult, MetricDiff
+from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num, \
+    fmt_pct, short
+from toolkit.results.stats import ALPHA, MIN_SAMPLES
+from toolkit.schema.metrics import METRICS
+
+MARK = {"better": "better", "worse": "WORSE"}
+
+
+def _delta(m: MetricDiff) -> tuple[str, str]:
+    """(the delta column, the p/n column) of one metric of one cell."""
+    p = m.p_adj if m.p_adj is not None else m.p
+    if m.verdict in ("better", "worse"):
+        return fmt_pct(m.delta_pct), f"(p={p:.3f} n={m.a_n}+{m.b_n})  {MARK[m.verdict]}"
+    if m.verdict == "~":
+        return "~", f"(p={p:.3f} n={m.a_n}+{m.b_n})"
+    if m.verdict == "too-few":
+        return fmt_pct(m.delta_pct), f"(n={m.a_n}+{m.b_n}: too few to test)"
+    why = {"chunk": "pooled chunks", "cell": "one figure per cell"}.get(METRICS[m.metric].kind, "no per-request samples")
+    return fmt_pct(m.delta_pct), f"(not tested: {why})"
+
+
+def metric_table(r: DiffResult, metric: str) -> Table | None:
+    rows = []
+    for c in r.cells:
+        m = c.metrics.get(metric) if c.comparable else None
+        if m is not None:
+            d, pn = _delta(m)
+            rows.append([c.label, fmt_centre(m.a, m.a_low, m.a_high), fmt_centre(m.b, m.b_low, m.b_high), d, pn])
+    if not rows:
+        return None
+    g = r.geomean.get(metric)
+    if g:
+        rows.append(["geomean", fmt_num(g["a"]), fmt_num(g["b"]), fmt_pct(g["delta_pct"]), f"({g['cells']} cells)"])
+    return Table(["cell", "A", "B", "delta", "p, n"], rows, align="lrrrl")
+
+
+def _facts(fa: dict, fb: dict) -> Facts:
+    rows = [["run", f"{fa['matrix']}/{fa['run_id']}", f"{fb['matrix']}/{fb['run_id']}"]]
+    for label, key in (("status", "status"), ("started", "started_at"), ("environment hash", "env_hash"),
+                       ("host", "host"), ("GPU", "gpu"), ("source", "source")):
+        rows.append([label, str(fa.get(key) or "-"), str(fb.get(key) or "-")])
+    return Facts(rows, columns=["", "A (reference)", "B"])
+
+
+def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = False, data: dict | None = None) -> Report:
+    from toolkit.results.facts import run_facts
+
+    title = f"{b.matrix_name}/{b.run_id} against {a.matrix_name}/{a.run_id}"
+    rep = Report(title, data=data if data is not None else r.to_dict())
+    rep.add(Heading(title, 1), _facts(run_facts(a), run_facts(b)))
+    for metric in r.metrics:
+        t = metric_table(r, metric)
+        if t is not None:
+            m = METRICS[metric]
+            rep.add(Heading(f"{metric}: {m.label}, {m.unit}, {m.better} is better ({_centre_note(m.kind)})", 3), t)
+    corr = "Holm-adjusted over all tests" if r.correction == "holm" else "not adjusted for multiple tests"
+    rep.add(Para(f"~ : no significant change (Mann-Whitney U on the per-request samples, p >= {ALPHA}, {corr}). "
+                 f"Not tested: fewer than {MIN_SAMPLES} requests on a side; pooled chunk figures (the chunks of one "
+                 "request are not independent samples: itl_req_mean_ms is the tested view of the same gaps); one "
+                 "figure per cell (throughputs, accept_length); summary-only imports."))
+    notes = sorted({f"{c.label}: {n}" for c in r.cells if c.comparable for n in c.notes})
+    if notes:
+        rep.add(Heading("Notes", 3), Items(notes))
+    bad = [f"{c.label}: {c.reason}" for c in r.cells if not c.comparable]
+    if bad:
+        rep.add(Heading("Not comparable", 3), Items(bad))
+    if r.only_a or r.only_b:
+        rep.add(Heading("Unmatched cells", 3),
+                Items([f"only in A: {x}" for x in r.only_a] + [f"only in B: {x}" for x in r.only_b]))
+    rep.add(Heading("Environment diff"))
+    if r.env:
+        rep.add(Para(f"{len(r.env)} difference{'s' if len(r.env) != 1 else ''}"),
+                Table(["section", "field", "A", "B"],
+                      [[e["section"], e["field"], "(absent)" if e["a"] is None else short(e["a"]),
+                        "(absent)" if e["b"] is None else short(e["b"])] for e in r.env], align="llll"))
+    else:
+        rep.add(Para("no differences"))
+    if plots:
+        from toolkit.results.plots import all_plots
+
+        rep.add(Heading("Plots"), *[Image(n, c, png) for n, c, png in all_plots([("A", a), ("B", b)])])
+    return rep
+
+
+def _centre_note(kind: str) -> str:
+    return {"request": "median [95% CI] of the requests", "chunk": "median of the pooled chunks",
+            "cell": "one figure per cell"}[kind]

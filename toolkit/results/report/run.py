@@ -1,0 +1,191 @@
+"""The report of one run: facts, the cells table, speedups, crossovers, what the servers said,
+methodology checks, timing, server commands and (for `results report`) plots. Built from an archive
+(`results show`, `results report`, the runner's report.md) or from a run's results before it is
+archived (`from_result`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from toolkit.results.archive import Archive
+from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
+                                          fmt_num, fmt_stat)
+from toolkit.schema.keys import cell_key
+from toolkit.schema.manifest import ArmState, Derived
+from toolkit.schema.records import CellSummary, Stat
+
+CELL_COLUMNS = ["arm", "domain", "c", "rep", "n", "err", "tok/s", "req/s", "TTFT p50", "TTFT p99", "TPOT p50",
+                "ITL p50", "E2E p50", "E2E p99", "accept", "status"]
+CELLS_NOTE = ("Latencies in ms. tok/s and req/s: the cell's throughput; ITL: per-chunk gap / tokens in the chunk, "
+              "pooled over chunks; TPOT: (E2E - TTFT) / (tokens - 1) per request; accept: output tokens per "
+              "verification step over the cell. * marks a percentile from too few samples. Every metric, with "
+              "CIs, is in `--json`; docs/results.md defines each.")
+SPEEDUP_COLUMNS = ["arm", "domain", "c", "arm tok/s", "base tok/s", "throughput x", "paired x [95% CI]", "pairs"]
+SPEEDUP_NOTE = ("throughput x: the ratio of the cells' output tok/s. paired x: the ratio of per-prompt output rates "
+                "(sum of tokens / sum of E2E) over the same prompts, 95% CI from a paired bootstrap.")
+
+
+@dataclass
+class RunView:
+    """What a run report is built from, whichever source it came from."""
+    title: str
+    facts: list[list[str]]
+    cells: list[tuple[str, CellSummary, dict[str, Stat]]]  # key, summary, metrics read through the registry
+    derived: Derived
+    commands: list[str] = field(default_factory=list)
+    description: str = ""
+    data: dict = field(default_factory=dict)
+    archive: Archive | None = None
+
+
+def threshold_advice(derived: Derived, arm: str) -> str:
+    """The one line of advice per speculative arm, as every renderer prints it."""
+    if arm in derived.never_pays_off:
+        return "never pays off in the tested range (slower than the baseline at every concurrency): serve the baseline"
+    t = derived.recommended_disable_batch_threshold.get(arm)
+    return f"set speculative-disable-batch-threshold: {t}" if t is not None else "no threshold needed in the tested range"
+
+
+def _matrix_facts(spec: dict) -> list[list[str]]:
+    if not spec:
+        return []
+    per_cell = spec.get("requests") or (f"{spec['duration_s']} s" if spec.get("duration_s") else None)
+    rows = [["arms", ", ".join(spec.get("arms") or []) + (f" (baseline: {spec['baseline']})" if spec.get("baseline")
+                                                          else "")],
+            ["concurrency", ", ".join(str(c) for c in spec.get("concurrency") or [])],
+            ["output length", spec.get("output_len")], ["requests per cell", per_cell],
+            ["warmup / repeats / seed", " / ".join(str(spec.get(k, "-")) for k in ("warmup", "repeats", "seed"))],
+            ["api", spec.get("api")]]
+    return [[k, str(v)] for k, v in rows if v not in (None, "", [])]
+
+
+def _derived(d: Derived | dict | None) -> Derived:
+    return d if isinstance(d, Derived) else Derived.model_validate(d or {})
+
+
+def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: str | None = None) -> RunView:
+    """A run read back; `derived` and `status` stand in for summary.json while the runner finalizes."""
+    from toolkit.results.cells import CellReader
+    from toolkit.results.facts import run_facts
+
+    f, m = run_facts(a), a.manifest
+    if status:
+        f["status"] = status
+    image = (m.build.id or m.build.image_id) if m.build else None
+    spec = m.matrix.resolved
+    facts = [["run", f"{f['matrix']}/{f['run_id']}"], ["status", f["status"]],
+             ["started / finished", f"{f['started_at'] or '-'} / {f['finished_at'] or '-'}"],
+             ["environment", f"{f['environment'] or '-'} (hash {f['env_hash'] or '-'})"],
+             ["image", image or "-"], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
+             ["toolkit", f"{m.toolkit.version or '-'} {m.toolkit.git_sha or ''}".strip()],
+             ["source", f["source"]]] + _matrix_facts(spec)
+    reader = CellReader(a)
+    cells = [(k, c, reader.cell(k)) for k, c in a.cell_map.items()]
+    commands = []
+    for arm, info in m.arms.items():
+        if info.command:
+            cmd = info.command
+            commands.append(f"{arm}: {' '.join(map(str, cmd)) if isinstance(cmd, list) else cmd}")
+        elif info.preset:
+            commands.append(f"{arm}: " + " ".join(f"--{k} {v}" for k, v in info.preset.items()))
+    derived = a.derived if derived is None else _derived(derived)
+    data = {"facts": f, "manifest": m.model_dump(mode="json"),
+            "cells": {k: c.model_copy(update={"metrics": ms}).model_dump(mode="json") for k, c, ms in cells},
+            "derived": derived.model_dump(mode="json")}
+    return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
+                   commands=commands, description=spec.get("description") or "", data=data, archive=a)
+
+
+def from_result(matrix, cells: list[CellSummary], derived: Derived | dict) -> RunView:
+    """A run not yet archived (a Matrix spec, its cell summaries and derived results)."""
+    from toolkit.results.cells import stored_stats
+
+    derived = _derived(derived)
+    view_cells = [(cell_key(c.arm, c.domain, c.concurrency, c.repeat), c, stored_stats(c)) for c in cells]
+    spec = matrix.model_dump(mode="json") if hasattr(matrix, "model_dump") else dict(matrix)
+    return RunView(title=f"Run {spec.get('name')}", facts=[["matrix", str(spec.get("name"))]] + _matrix_facts(spec),
+                   cells=view_cells, derived=derived, description=spec.get("description") or "",
+                   data={"cells": {k: c.model_copy(update={"metrics": m}).model_dump(mode="json")
+                                   for k, c, m in view_cells}, "derived": derived.model_dump(mode="json")})
+
+
+def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Table:
+    rows = []
+    for _, c, m in sorted(cells, key=lambda t: (t[1].arm, t[1].domain, t[1].concurrency, t[1].repeat)):
+        head = [c.arm, c.domain, str(c.concurrency), str(c.repeat), str(c.n_requests), str(c.n_errors)]
+        if c.status != "ok":
+            rows.append(head + ["-"] * 9 + ["FAILED"])
+            continue
+        rows.append(head + [fmt_stat(m.get("output_tok_s")), fmt_stat(m.get("request_s")),
+                            fmt_stat(m.get("ttft_ms")), fmt_stat(m.get("ttft_ms"), "p99"), fmt_stat(m.get("tpot_ms")),
+                            fmt_stat(m.get("itl_ms")), fmt_stat(m.get("e2e_ms")), fmt_stat(m.get("e2e_ms"), "p99"),
+                            fmt_stat(m.get("accept_length")), "ok"])
+    return Table(CELL_COLUMNS, rows, align="ll" + "r" * 13 + "l")
+
+
+def speedup_table(derived: Derived) -> Table:
+    rows = [[r.arm, r.domain, str(r.concurrency), fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
+             fmt_num(r.throughput_ratio), fmt_centre(r.paired_ratio, r.ci_low, r.ci_high), str(r.n_pairs)]
+            for r in derived.speedups]
+    return Table(SPEEDUP_COLUMNS, rows, align="ll")
+
+
+def _derived_blocks(d: Derived) -> list:
+    out: list = []
+    if d.speedups:
+        out += [Heading(f"Speedup over the baseline ({d.baseline})"), speedup_table(d), Para(SPEEDUP_NOTE)]
+    advice = [f"{c.arm} / {c.domain}: {c.note}" for c in d.crossovers]
+    advice += [f"{arm}: {threshold_advice(d, arm)}" for arm in d.recommended_disable_batch_threshold]
+    if advice:
+        out += [Heading("Crossover"), Items(advice)]
+    servers = {a: i for a, i in d.arm_info.items() if i.engine == "sglang"}
+    if servers:
+        out += [Heading("What each server said (/server_info)"), Items([_server_line(a, i) for a, i in servers.items()])]
+    out += [Heading("Methodology checks"),
+            Items([f"{c.severity} [{c.check}]: {c.message}" for c in d.methodology] or ["none raised"])]
+    if d.representativeness:
+        out += [Heading("Representativeness of the workloads"),
+                Items([f"{r.workload}: {r.verdict} (divergence {r.divergence or 0:.2f}) {r.reason}".rstrip()
+                       for r in d.representativeness])]
+    t = d.timing
+    if t.wall_s:
+        out += [Heading("Timing"), Para(
+            f"Wall {t.wall_s:.1f} s; cells {t.cells_s:.1f} s; server starts "
+            + (", ".join(f"{a} {s:.1f} s" for a, s in t.launch_s.items()) or "-")
+            + "; server stops " + (", ".join(f"{a} {s:.1f} s" for a, s in t.stop_s.items()) or "-")
+            + (f"; overhead ratio {t.overhead_ratio:.3f}" if t.overhead_ratio else ""))]
+    return out
+
+
+def _server_line(arm: str, i: ArmState) -> str:
+    if not i.server_info_read:
+        return f"{arm}: no /server_info"
+    spec = ", ".join(f"{k.removeprefix('speculative_')}={v}" for k, v in i.speculative.items())
+    return (f"{arm}: SGLang {i.engine_version}, max running requests {i.max_running_requests}"
+            + (" (set by SGLang: flag unset)" if i.max_running_requests_implicit else "")
+            + (f"; speculative: {spec}" if spec else "")
+            + (f"; differs from the preset: {i.preset_mismatches}" if i.preset_mismatches else "")
+            + (f" ({i.server_info_file})" if i.server_info_file else ""))
+
+
+def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Report:
+    v = source if isinstance(source, RunView) else archive_view(source)
+    r = Report(v.title, data=v.data)
+    r.add(Heading(v.title, 1), Facts(v.facts))
+    if v.description:
+        r.add(Para(v.description))
+    r.add(Heading("Cells"), cells_table(v.cells) if v.cells else Para("no cells"), Para(CELLS_NOTE))
+    failed = [f"{c.arm} {c.domain} c={c.concurrency} rep {c.repeat}: {c.reason}" for _, c, _ in v.cells
+              if c.status != "ok"]
+    if failed:
+        r.add(Heading("Failed cells"), Items(failed))
+    r.add(*_derived_blocks(v.derived))
+    if v.commands:
+        r.add(Heading("Server commands"), Code("\n".join(v.commands)))
+    if plots and v.archive is not None:
+        from toolkit.results.plots import all_plots
+
+        r.add(Heading("Plots"), *[Image(name, caption, png) for name, caption, png in all_plots([("", v.archive)])])
+    elif v.archive is not None:
+        r.add(Para(f"Plots: `toolkit results report {v.archive.path}`."))
+    return r

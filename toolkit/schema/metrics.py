@@ -1,0 +1,228 @@
+"""Every metric the toolkit reports, defined once: its name, unit, better direction, what one sample
+is, and how a cell's figures and confidence interval come from the RequestRecords. docs/results.md
+shows the same table, with which peer tool uses which convention.
+
+What one sample is (`Metric.kind`):
+
+    request  one value per successful measured request. Percentiles over the requests; the median has
+             a 95% CI; `results diff` tests a change with Mann-Whitney U on these samples.
+    chunk    one value per streamed chunk, pooled over every chunk of every successful request (what
+             sglang.bench_serving and vLLM report as ITL). Percentiles over the chunks; no CI and no
+             test: the chunks of one request are not independent samples, so an interval or p-value
+             over them would claim more certainty than the data holds (itl_req_mean_ms is the tested
+             per-request view of the same gaps).
+    cell     one figure per cell (a throughput or a ratio of sums): stored as mean = p50, no CI, no test.
+
+The CI of a median, everywhere: the distribution-free interval between two order statistics, chosen
+with the exact binomial distribution (X(k) <= median <= X(n-k+1) holds with probability >= 95% for
+any continuous distribution). Deterministic (no seed, no resampling), O(n), valid for skewed latency
+distributions, and what benchstat reports; with fewer than 6 samples no 95% interval exists and
+none is given.
+
+A successful measured request: not warmup, no error, an end time. Times are ms after the send.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Literal
+
+import numpy as np
+
+from toolkit.schema.records import RequestRecord, Stat
+
+MIN_N = {"p90": 10, "p99": 100}  # fewer samples than this: the percentile is marked unreliable
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    unit: str
+    better: Literal["lower", "higher"]
+    kind: Literal["request", "chunk", "cell"]
+    definition: str
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.better == "higher"
+
+    @property
+    def ci(self) -> str:
+        """How the median's 95% CI is made: `order-statistic` (request metrics) or `none`."""
+        return "order-statistic" if self.kind == "request" else "none"
+
+    @property
+    def tested(self) -> bool:
+        """Does `results diff` test a change of this metric for significance?"""
+        return self.kind == "request"
+
+
+# -- per-request values (None: the request has no such value)
+
+def successful(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    return [r for r in records if not r.warmup and r.error is None and r.e2e_ms is not None]
+
+
+def _tokens_in_chunks(r: RequestRecord) -> list[int]:
+    """Tokens each chunk carried; one per chunk when the client did not record them."""
+    return r.chunk_tokens if len(r.chunk_tokens) == len(r.chunk_ms) else [1] * len(r.chunk_ms)
+
+
+def chunk_itls(r: RequestRecord) -> list[float]:
+    """Per chunk after the first: the gap to the previous chunk divided by the tokens it carries."""
+    t, k = r.chunk_ms, _tokens_in_chunks(r)
+    return [(t[i] - t[i - 1]) / max(k[i], 1) for i in range(1, len(t))]
+
+
+def _ttft(r: RequestRecord) -> float | None:
+    return r.ttft_ms
+
+
+def _e2e(r: RequestRecord) -> float | None:
+    return r.e2e_ms
+
+
+def _tpot(r: RequestRecord) -> float | None:
+    if r.ttft_ms is None or r.e2e_ms is None or r.output_tokens < 2:
+        return None
+    return (r.e2e_ms - r.ttft_ms) / (r.output_tokens - 1)
+
+
+def _itl_req_mean(r: RequestRecord) -> float | None:
+    gaps = chunk_itls(r)
+    return sum(gaps) / len(gaps) if gaps else None
+
+
+def _req_output_tok_s(r: RequestRecord) -> float | None:
+    return r.output_tokens / (r.e2e_ms / 1000.0) if r.e2e_ms else None
+
+
+def _req_accept_length(r: RequestRecord) -> float | None:
+    if r.accept_length is not None:
+        return float(r.accept_length)
+    return r.output_tokens / r.spec_verify_ct if r.spec_verify_ct else None
+
+
+PER_REQUEST: dict[str, Callable[[RequestRecord], float | None]] = {
+    "ttft_ms": _ttft, "tpot_ms": _tpot, "itl_req_mean_ms": _itl_req_mean, "e2e_ms": _e2e,
+    "req_output_tok_s": _req_output_tok_s, "req_accept_length": _req_accept_length}
+
+REGISTRY: tuple[Metric, ...] = (
+    Metric("ttft_ms", "TTFT", "ms", "lower", "request",
+           "time to first token: send -> first content chunk"),
+    Metric("tpot_ms", "TPOT", "ms", "lower", "request",
+           "time per output token after the first: (e2e - ttft) / (output tokens - 1); "
+           "requests with fewer than 2 tokens have none"),
+    Metric("itl_ms", "ITL", "ms", "lower", "chunk",
+           "inter-token latency: per chunk after the first, the gap to the previous chunk divided by the "
+           "tokens in the chunk, pooled over all chunks of all successful requests"),
+    Metric("itl_req_mean_ms", "ITL req mean", "ms", "lower", "request",
+           "per request: the mean over its chunks of gap / tokens in the chunk (the itl_ms gaps, averaged "
+           "within each request first); requests with fewer than 2 chunks have none"),
+    Metric("e2e_ms", "E2E", "ms", "lower", "request", "end-to-end latency: send -> end of stream"),
+    Metric("req_output_tok_s", "req tok/s", "tok/s", "higher", "request",
+           "per request: output tokens / e2e seconds (the speed one user sees, first-token wait included)"),
+    Metric("req_accept_length", "req accept", "tokens/step", "higher", "request",
+           "per request: output tokens per verification step (speculative decoding), as SGLang reports it "
+           "(meta_info), else output tokens / verification steps"),
+    Metric("output_tok_s", "tok/s", "tok/s", "higher", "cell",
+           "cell throughput: output tokens of the successful requests / the measured span (first send -> "
+           "last end)"),
+    Metric("request_s", "req/s", "req/s", "higher", "cell",
+           "cell throughput: successful requests / the measured span"),
+    Metric("accept_length", "accept", "tokens/step", "higher", "cell",
+           "cell acceptance length: sum of output tokens / sum of verification steps over the requests "
+           "that report steps (a ratio of sums, not a mean of ratios)"),
+)
+METRICS: dict[str, Metric] = {m.name: m for m in REGISTRY}
+NAMES: tuple[str, ...] = tuple(METRICS)
+REQUEST_METRICS: tuple[str, ...] = tuple(m.name for m in REGISTRY if m.kind == "request")
+
+
+# -- statistics
+
+def median_ci(x: np.ndarray, level: float = LEVEL) -> tuple[float | None, float | None]:
+    """95% CI of the median: [X(k), X(n-k+1)] (order statistics) with the largest k whose binomial tail
+    P(B <= k-1), B ~ Bin(n, 1/2), is at most (1 - level) / 2. None below 6 samples (at 95%). O(n)."""
+    n = len(x)
+    if n == 0:
+        return None, None
+    from scipy.stats import binom
+
+    tail = (1 - level) / 2
+    m = int(binom.ppf(tail, n, 0.5))  # the smallest m with P(B <= m) >= tail
+    if binom.cdf(m, n, 0.5) > tail:
+        m -= 1
+    if m < 0:
+        return None, None
+    part = np.partition(x, [m, n - 1 - m])
+    return float(part[m]), float(part[n - 1 - m])
+
+
+def describe(values, *, ci: bool = True) -> Stat:
+    """mean, p50, p90, p99 (numpy's linear interpolation), n, unreliable marks and, with ci, the median's
+    CI. Non-finite values (a request without the value) are left out. The one place a Stat is made from
+    samples: the runner's summaries, `results show` and `results diff` all call it."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    n = len(x)
+    if n == 0:
+        return Stat(n=0)
+    p50, p90, p99 = np.percentile(x, [50, 90, 99])
+    lo, hi = median_ci(x) if ci else (None, None)
+    return Stat(mean=float(x.mean()), p50=float(p50), p90=float(p90), p99=float(p99), ci_low=lo, ci_high=hi,
+                n=n, unreliable=[p for p, k in MIN_N.items() if n < k])
+
+
+def figure(value: float | None, n: int) -> Stat:
+    """A cell metric's Stat: one figure (mean = p50), n = the requests behind it."""
+    if value is None or not math.isfinite(value):
+        return Stat(n=n)
+    return Stat(mean=float(value), p50=float(value), n=n)
+
+
+def figure_of(stat: Stat) -> float | None:
+    """The one figure of a cell metric's Stat (older archives kept other fields beside the mean)."""
+    return stat.mean if stat.mean is not None else stat.p50
+
+
+def request_values(records: list[RequestRecord], name: str) -> np.ndarray:
+    """One float32 per successful request (NaN where the request has no value): the stored column."""
+    f = PER_REQUEST[name]
+    return np.asarray([_nan(f(r)) for r in records], dtype=np.float32)
+
+
+def _nan(v: float | None) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def cell_stats(records: list[RequestRecord]) -> tuple[dict[str, Stat], float]:
+    """Every metric of one cell from its records (warmup and failed requests left out of the samples;
+    the span runs from the first measured send to the last measured end, failed requests included).
+    Request metrics are computed from their float32 column, the values the archive stores, so a Stat
+    recomputed from the archive equals the one written. Returns (stats by name, span in seconds)."""
+    measured = [r for r in records if not r.warmup]
+    ok = successful(measured)
+    out: dict[str, Stat] = {}
+    if not measured:
+        return out, 0.0
+    for name in REQUEST_METRICS:
+        s = describe(request_values(ok, name))
+        if s.n:
+            out[name] = s
+    gaps = [g for r in ok for g in chunk_itls(r)]
+    if gaps:
+        out["itl_ms"] = describe(gaps, ci=False)
+    start = min(r.send_s for r in measured)
+    end = max(r.send_s + (r.e2e_ms or 0.0) / 1000.0 for r in measured)
+    span = max(end - start, 1e-9)
+    out["output_tok_s"] = figure(sum(r.output_tokens for r in ok) / span, len(ok))
+    out["request_s"] = figure(len(ok) / span, len(ok))
+    steps = [r for r in ok if r.spec_verify_ct]
+    if steps:
+        out["accept_length"] = figure(sum(r.output_tokens for r in steps) / sum(r.spec_verify_ct for r in steps),
+                                      len(steps))
+    return {m: out[m] for m in NAMES if m in out}, span
