@@ -122,7 +122,7 @@ def collect(plan) -> tuple[InputsRecord, dict[str, bytes]]:
         else:
             data[rel] = raw
         files.append(entry)
-    record = InputsRecord(matrix=files[0].path, files=files, dummy_model=_dummy(plan.env_spec))
+    record = InputsRecord(matrix=files[0].path, files=files, dummy_model=dummy_record(plan.env_spec))
     return record, data
 
 
@@ -139,7 +139,7 @@ def _model_files(d: Path) -> dict[str, str]:
             if (d / n).is_file() and (d / n).stat().st_size <= MODEL_FILE_MAX}
 
 
-def _dummy(env_spec: LoadedSpec) -> dict | None:
+def dummy_record(env_spec: LoadedSpec) -> dict | None:
     env = env_spec.model
     if env.model is None or env.model.dummy is None:
         return None
