@@ -169,7 +169,7 @@ def archive_run(root: Path, plan, manifest: Manifest, origin: Origin | None = No
 # -- replay
 
 def _bad(arch: Archive, rel: str, what: str, hint: str) -> ToolkitError:
-    return ToolkitError(f"{rel}: {what}", file=arch.path / rel, hint=hint)
+    return ToolkitError(f"archived input {what}", file=arch.path / rel, hint=hint)
 
 
 def check_inputs(arch: Archive) -> list[ToolkitError]:
@@ -182,14 +182,14 @@ def check_inputs(arch: Archive) -> list[ToolkitError]:
         rel = f"{FILES}/{f.path}"
         p = arch.path / rel
         if not p.is_file():
-            problems.append(_bad(arch, rel, f"missing: the run read it as {f.source} ({f.key})",
+            problems.append(_bad(arch, rel, f"is missing: the run read it as {f.source} ({f.key})",
                                  "the archive is incomplete; restore the run folder from a copy"))
         elif f.scrubbed:
-            problems.append(_bad(arch, rel, f"secret-looking text in it was masked when it was archived ({f.key}), "
+            problems.append(_bad(arch, rel, f"had secret-looking text masked when it was archived ({f.key}), "
                                  "so these are not the bytes the run read",
                                  "a replay needs the original file; archives never keep secrets"))
         elif sha256_file(p) != f.sha256:
-            problems.append(_bad(arch, rel, f"edited after the run: sha256 {sha256_file(p)[:12]}, the manifest "
+            problems.append(_bad(arch, rel, f"was edited after the run: sha256 {sha256_file(p)[:12]}, the manifest "
                                  f"lists {f.sha256[:12]} ({f.key})", "restore the run folder from a copy"))
     return problems
 

@@ -88,7 +88,8 @@ def open_original(ref: str, root: Path) -> Archive:
     problems = verify_run(arch.path)
     if problems:
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise ToolkitError(f"run {arch.run_id} does not verify: {problems[0]}{more}", file=arch.path / problems[0].file,
+        raise ToolkitError(f"run {arch.run_id} does not verify: {problems[0].message}{more}",
+                           file=arch.path / problems[0].file,
                            hint=f"`toolkit results verify {arch.path}` names every problem; restore the run folder "
                                 "from a copy")
     if arch.manifest.source is not None and arch.manifest.source.format != "toolkit":
