@@ -30,7 +30,7 @@ from toolkit.schema.records import RequestRecord  # noqa: E402
 from toolkit.results.archive import ArchiveWriter, cell_key, open_archive  # noqa: E402
 from toolkit.schema.columns import columns_from_records  # noqa: E402
 from toolkit.results.diff import diff_runs  # noqa: E402
-from toolkit.results.synthetic import manifest_for, summarize  # noqa: E402
+from tests.synthetic import manifest_for, summarize  # noqa: E402
 
 ARMS = {"baseline": ["python", "-m", "sglang.launch_server", "--tp", "8"],
         "eagle3": ["python", "-m", "sglang.launch_server", "--tp", "8", "--speculative-algorithm", "EAGLE3"]}

@@ -33,7 +33,7 @@ tk() { python3 -m toolkit.cli "$@"; }
 date -u; nvidia-smi -L
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
 NAME=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["name"])' "$MATRIX")
-tk env validate $REQUIRE_GPU -o "$DEST/validate.json"                      # the host, before the run
+tk gpu validate $REQUIRE_GPU -o "$DEST/validate.json"                      # the host, before the run
 tk bench matrix "$MATRIX" --results "$RESULTS" ${RESUME:+--resume "$RESUME"}
 echo "bench matrix rc=$?"
 RUN=${RESUME:-$(ls -td "$RESULTS/$NAME"/*/ 2>/dev/null | head -1)}

@@ -6,7 +6,7 @@
 #   topo-m.txt            `nvidia-smi topo -m`          (test data for parse_topo_matrix)
 #   telemetry.csv         the telemetry query, every 200 ms while validation runs (test data)
 #   telemetry-samples.json  toolkit.gpu.telemetry.Telemetry sampling a 6 s bf16 matmul load
-#   validate.json         `toolkit env validate --json --spec SPEC --gpus GPUS`
+#   validate.json         `toolkit gpu validate --json --spec SPEC --gpus GPUS`
 #   log.txt               everything printed, human-readable validation included
 # Multicast stays off in every process (shared GPUs): the variables below are exported first.
 set -uo pipefail
@@ -24,9 +24,9 @@ if ! python3 -c "import pydantic" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; 
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
-if python3 -c 'import toolkit.cli' 2>/dev/null; then ENTRY=toolkit.cli; ENV=env; else  # another stage's imports
-  ENTRY=toolkit.gpu; ENV=; echo "toolkit.cli does not import here: using python3 -m toolkit.gpu"; fi  # may fail
-toolkit_env() { python3 -m $ENTRY $ENV "$@"; }
+if python3 -c 'import toolkit.cli' 2>/dev/null; then ENTRY=toolkit.cli; GROUP=gpu; else  # another stage's imports
+  ENTRY=toolkit.gpu; GROUP=; echo "toolkit.cli does not import here: using python3 -m toolkit.gpu"; fi  # may fail
+toolkit_gpu() { python3 -m $ENTRY $GROUP "$@"; }
 
 echo "== host"; date -u; uname -r; nproc
 python3 -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count())'
@@ -37,11 +37,11 @@ QUERY=$(python3 -c 'from toolkit.gpu.telemetry import QUERY; print(QUERY)')
 nvidia-smi --query-gpu="$QUERY" --format=csv,noheader,nounits -lms 200 > "$DEST/telemetry.csv" &
 TEL=$!
 
-echo "== toolkit env validate --json --spec $SPEC --gpus $GPUS"
-toolkit_env validate --json --spec "$SPEC" --gpus "$GPUS" -o "$DEST/validate.json" > /dev/null
+echo "== toolkit gpu validate --json --spec $SPEC --gpus $GPUS"
+toolkit_gpu validate --json --spec "$SPEC" --gpus "$GPUS" -o "$DEST/validate.json" > /dev/null
 echo "rc=$?"
-echo "== toolkit env validate --spec $SPEC (human output)"
-toolkit_env validate --spec "$SPEC"
+echo "== toolkit gpu validate --spec $SPEC (human output)"
+toolkit_gpu validate --spec "$SPEC"
 echo "rc=$?"
 
 echo "== Telemetry class under a 6 s bf16 matmul load"

@@ -51,9 +51,10 @@ def base_image(docker_client) -> str:
     """Tag of the local debootstrap base image (toolkit/base:bookworm), made once and then cached.
 
     Needs root and debootstrap (tests/run.sh installs it); build test envs and sshd hosts FROM it."""
-    from toolkit.image.base import DEFAULT_NAME, ensure_base_image, image_id
+    from toolkit.docker_api import local_image_id
+    from toolkit.image.base import DEFAULT_NAME, ensure_base_image
 
-    if image_id(docker_client, DEFAULT_NAME) is None:
+    if local_image_id(docker_client, DEFAULT_NAME) is None:
         need(have("debootstrap") and os.geteuid() == 0, "debootstrap as root is needed for the base image")
     ensure_base_image(docker_client, DEFAULT_NAME)
     return DEFAULT_NAME

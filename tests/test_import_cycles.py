@@ -206,3 +206,20 @@ def test_a_cycle_is_found_and_named():
     g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert cycles(g) == [["a", "b", "c", "a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+WRAPPERS = {"docker": "toolkit.docker_api", "ansible_runner": "toolkit.provision.runner"}
+
+
+def test_one_wrapper_per_external_tool():
+    """Only the tool's wrapper imports its SDK; everything else calls the wrapper."""
+    bad = []
+    for mod, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top in WRAPPERS and WRAPPERS[top] != mod:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name} (use {WRAPPERS[top]})")
+    assert not bad, "\n  ".join(["SDKs imported outside their wrapper:"] + bad)

@@ -31,7 +31,7 @@ def _register_stages() -> None:
     from toolkit.bench.commands import app as bench_app
     from toolkit.bench.commands import reproduce_cmd
     from toolkit.image.commands import app as build_app
-    from toolkit.gpu.commands import app as env_app
+    from toolkit.gpu.commands import app as gpu_app, legacy_app as env_app
     from toolkit.provision.commands import app as provision_app
     from toolkit.results.commands import app as results_app
     from toolkit.workloads.commands import representativeness
@@ -43,7 +43,8 @@ def _register_stages() -> None:
     app.add_typer(provision_app, name="provision", help="Provision GPU hosts with Ansible.")
     app.add_typer(bench_app, name="bench", help="Benchmark server presets on domain workloads.")
     app.add_typer(results_app, name="results", help="List, verify, diff and report archived runs.")
-    app.add_typer(env_app, name="env", help="Validate a GPU environment (host or image).")
+    app.add_typer(gpu_app, name="gpu", help="Validate this machine's GPUs for an Environment (host or image).")
+    app.add_typer(env_app, name="env", hidden=True)  # the old name of `gpu validate`
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]

@@ -1,5 +1,5 @@
 """Telemetry: the CSV parser on REAL query output captured on the H200 (200 ms interval, during
-`toolkit env validate` and a bf16 matmul load), and the background sampler driven by a process
+`toolkit gpu validate` and a bf16 matmul load), and the background sampler driven by a process
 that replays those captured lines at the set interval."""
 
 from __future__ import annotations

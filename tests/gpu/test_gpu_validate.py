@@ -1,4 +1,4 @@
-"""`toolkit env validate` on a machine with no GPU (CI): GPU checks skipped with the reason and exit 0,
+"""`toolkit gpu validate` on a machine with no GPU (CI): GPU checks skipped with the reason and exit 0,
 failed under --require-gpu; and the --gpus N path with the gloo backend over real spawned processes
 (the same code the H200 ran with NCCL)."""
 
@@ -35,7 +35,7 @@ def _checks(report: dict) -> dict[str, dict]:
 
 @pytest.mark.slow
 def test_no_gpu_skips_with_reason_and_exits_0(cli, no_gpu, tmp_path):
-    proc = cli("env", "validate", "--json", "--spec", BLACKWELL, env={"PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    proc = cli("gpu", "validate", "--json", "--spec", BLACKWELL, env={"PATH": f"{tmp_path}:{os.environ['PATH']}"})
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     checks = _checks(report)
@@ -51,10 +51,10 @@ def test_no_gpu_skips_with_reason_and_exits_0(cli, no_gpu, tmp_path):
 
 @pytest.mark.slow
 def test_require_gpu_fails(cli, no_gpu):
-    proc = cli("env", "validate", "--require-gpu")
+    proc = cli("gpu", "validate", "--require-gpu")
     assert proc.returncode == 1
     assert "FAIL" in proc.stdout and "cuda_available" in proc.stdout and "(exit 1)" in proc.stdout
-    proc = cli("env", "validate", "--require-gpu", "--gpus", "2", "--json")
+    proc = cli("gpu", "validate", "--require-gpu", "--gpus", "2", "--json")
     checks = _checks(json.loads(proc.stdout))
     assert proc.returncode == 1
     assert checks["allreduce_sum"]["status"] == "fail" and "0 visible" in checks["allreduce_sum"]["detail"]
@@ -63,7 +63,7 @@ def test_require_gpu_fails(cli, no_gpu):
 @pytest.mark.slow
 def test_gloo_two_processes_through_the_cli(cli, tmp_path):
     out = tmp_path / "report.json"
-    proc = cli("env", "validate", "--gpus", "2", "--backend", "gloo", "--json", "-o", str(out), timeout=300)
+    proc = cli("gpu", "validate", "--gpus", "2", "--backend", "gloo", "--json", "-o", str(out), timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert json.loads(out.read_text()) == report
@@ -97,10 +97,10 @@ def test_rank_failures_are_reported_not_hung(no_gpu):
 
 
 def test_bad_arguments(cli):
-    assert cli("env", "validate", "--gpus", "0").returncode == 2
-    proc = cli("env", "validate", "--spec", "envs/missing.yaml")
+    assert cli("gpu", "validate", "--gpus", "0").returncode == 2
+    proc = cli("gpu", "validate", "--spec", "envs/missing.yaml")
     assert proc.returncode == 2 and "missing.yaml" in proc.stderr
-    proc = cli("env", "validate", "--backend", "mpi")
+    proc = cli("gpu", "validate", "--backend", "mpi")
     assert proc.returncode == 2 and "nccl or gloo" in proc.stderr
 
 
@@ -137,3 +137,14 @@ def test_two_h200_reports_committed():
     assert len(REPORTS) >= 2
     latest = json.loads(REPORTS[-1].read_text())
     assert _checks(latest)["spec_flags"]["data"]["sm120_patch"].endswith("sm120-allreduce-symm-mem.patch")
+
+
+def test_the_old_name_still_works_and_points_to_the_new_one(cli):
+    """`toolkit env validate` is a hidden alias: same report, one line on stderr naming `gpu validate`."""
+    old, new = cli("env", "validate", "--json"), cli("gpu", "validate", "--json")
+    assert old.returncode == new.returncode == 0, old.stderr
+    assert [c["name"] for c in json.loads(old.stdout)["checks"]] == [c["name"] for c in json.loads(new.stdout)["checks"]]
+    assert old.stderr.strip().splitlines() == ["warning: `toolkit env validate` is now `toolkit gpu validate`"]
+    top = cli("--help").stdout
+    assert "gpu" in top and " env " not in top
+    assert "--require-gpu" in cli("env", "validate", "--help").stdout

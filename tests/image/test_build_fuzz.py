@@ -80,7 +80,8 @@ def test_shipped_patches_render_with_no_fuzz(cli, tmp_path):
 
 def test_build_record_says_which_hunks_used_fuzz(tmp_path, monkeypatch):
     """build_env end to end with the Docker engine faked: the record carries the allowance and the hunks."""
-    from toolkit.image import builder, docker_api, smoke
+    from toolkit import docker_api
+    from toolkit.image import builder, smoke
 
     spec = write_env(tmp_path, {"fuzzy.patch": fuzzy_patch()})
     allow_fuzz(spec, 1)

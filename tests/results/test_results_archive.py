@@ -14,7 +14,7 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import SCHEMA_VERSION, ArchiveWriter, cell_key, open_archive
 from toolkit.results.facts import list_runs
 from toolkit.results.verify import verify_run
-from toolkit.results.synthetic import make_records, manifest_for, summarize, write_run
+from tests.synthetic import make_records, manifest_for, summarize, write_run
 
 ARMS = {"baseline": ["python", "-m", "sglang.launch_server"]}
 

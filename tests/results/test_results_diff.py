@@ -11,7 +11,7 @@ import pytest
 from toolkit.results.archive import open_archive
 from toolkit.results.diff import SAMPLED, diff_runs, holm
 from toolkit.results.stats import median_ci, mwu_asymptotic
-from toolkit.results.synthetic import manifest_for, write_run
+from tests.synthetic import manifest_for, write_run
 
 BASE = ["python", "-m", "sglang.launch_server", "--tp", "8"]
 SPEC = BASE + ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]

@@ -11,7 +11,7 @@ import numpy as np
 from toolkit.results.archive import cell_key, open_archive
 from toolkit.results.verify import verify_run
 from toolkit.results.diff import diff_runs
-from toolkit.results.synthetic import write_run
+from tests.synthetic import write_run
 
 ARM = {"sglang": ["python", "-m", "sglang.launch_server", "--model-path", "m", "--api-key", "k-123"]}
 

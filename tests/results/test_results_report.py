@@ -13,7 +13,7 @@ from matplotlib.image import imread
 
 from tests.conftest import have, need
 from toolkit.results.archive import open_archive
-from toolkit.results.synthetic import write_run
+from tests.synthetic import write_run
 
 TAB_BLUE, TAB_ORANGE = (31, 119, 180), (255, 127, 14)  # matplotlib's first two line colours
 

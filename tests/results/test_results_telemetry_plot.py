@@ -17,7 +17,7 @@ def test_h200_run_report_has_a_telemetry_plot() -> None:
 
 
 def test_no_telemetry_no_plot(tmp_path) -> None:
-    from toolkit.results.synthetic import write_run  # seeded synthetic archive without telemetry
+    from tests.synthetic import write_run  # seeded synthetic archive without telemetry
 
     run = write_run(tmp_path, seed=1, n=20)
     assert "telemetry.png" not in {name for name, _, _ in all_plots([("A", open_archive(run))])}

@@ -118,7 +118,7 @@ class ArmRunner:
         raw = info.pop("server_info", None) or self.launcher.server_info()
         info.update(server_state(raw))
         if raw:
-            from toolkit.results.scrub import scrub
+            from toolkit.scrub import scrub
 
             self.ledger.write_file(f"servers/{self.arm}.json", _json(scrub(raw)))
             info["server_info_file"] = f"servers/{self.arm}.json"
@@ -180,7 +180,7 @@ class ArmRunner:
              workload_hash: str = "") -> None:
         """Archive cells that could not be measured (server would not start, or died): status failed,
         with the reason, the log tail and whatever requests did complete."""
-        from toolkit.results.scrub import scrub_text
+        from toolkit.scrub import scrub_text
 
         for cell in cells:
             s = CellSummary(arm=self.arm, domain=cell.domain, concurrency=cell.concurrency, repeat=cell.repeat,
@@ -192,7 +192,7 @@ class ArmRunner:
     def _archive_log(self) -> None:
         tail = self.launcher.log_tail(400)
         if tail:
-            from toolkit.results.scrub import scrub_text
+            from toolkit.scrub import scrub_text
 
             self.ledger.write_file(f"logs/{self.arm}.log", scrub_text(tail) + "\n")
 

@@ -7,7 +7,7 @@ import os
 import platform
 from importlib import metadata
 
-from toolkit.results.scrub import scrub, scrub_text  # noqa: F401 - the one scrubber archives use
+from toolkit.scrub import scrub
 
 
 def _version(dist: str) -> str | None:

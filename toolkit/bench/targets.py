@@ -56,7 +56,7 @@ def prepare_target(spec: LoadedSpec) -> list[endpoints.Endpoint]:
     elif env.engine == "sglang" and not (t.kind == "local" and t.launcher == "process"):
         require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")
         if t.kind == "local":
-            from toolkit.image.docker_api import client
+            from toolkit.docker_api import client
 
             client(timeout=30)  # the local engine answers, or a one-line error now
     return []

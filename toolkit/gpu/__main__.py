@@ -1,4 +1,4 @@
-"""`python -m toolkit.gpu validate ...`: `toolkit env validate` without loading the other stages
+"""`python -m toolkit.gpu validate ...`: `toolkit gpu validate` without loading the other stages
 (for an image or host that lacks their dependencies)."""
 
 import sys

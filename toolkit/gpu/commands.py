@@ -1,7 +1,9 @@
-"""`toolkit env ...`: check that a host (or a built image) can run an Environment on its GPUs."""
+"""`toolkit gpu ...`: check that a host (or a built image) can run an Environment on its GPUs.
+(`toolkit env validate`, the old name, still works: a hidden alias that says where the command went.)"""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -36,10 +38,10 @@ def validate_cmd(
 
     \b
     Examples:
-      toolkit env validate                          # what this machine has
-      toolkit env validate --spec envs/sglang-cu13-blackwell.yaml --require-gpu
-      toolkit env validate --gpus 8 --json -o results/gpu-validation/host.json
-      toolkit env validate --gpus 2 --backend gloo  # the same probes on 2 CPU processes
+      toolkit gpu validate                          # what this machine has
+      toolkit gpu validate --spec envs/sglang-cu13-blackwell.yaml --require-gpu
+      toolkit gpu validate --gpus 8 --json -o results/gpu-validation/host.json
+      toolkit gpu validate --gpus 2 --backend gloo  # the same probes on 2 CPU processes
 
     NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0,
     TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1)."""
@@ -61,6 +63,16 @@ def validate_cmd(
             out.print(f"wrote {out_file}")
     if not report["ok"]:
         raise typer.Exit(1)
+
+
+legacy_app = typer.Typer(no_args_is_help=True, hidden=True, help="Deprecated: use `toolkit gpu`.")
+
+
+@legacy_app.command("validate", help="Deprecated: use `toolkit gpu validate` (same options).")
+@functools.wraps(validate_cmd)
+def legacy_validate_cmd(*args, **kwargs) -> None:
+    err.print("warning: `toolkit env validate` is now `toolkit gpu validate`", markup=False)
+    return validate_cmd(*args, **kwargs)
 
 
 def _print(report: dict) -> None:

@@ -1,4 +1,4 @@
-"""`toolkit env validate`: is this host (or image) fit to run an Environment on its GPUs?
+"""`toolkit gpu validate`: is this host (or image) fit to run an Environment on its GPUs?
 
     report = validate(spec_path="envs/sglang-cu13-blackwell.yaml", gpus=2)
     report["ok"], report["checks"]      # each check: name, status (pass|fail|skip), detail, data

@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from toolkit.docker_api import local_image_id
 from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.settings import cache_dir
 
@@ -64,15 +65,6 @@ def apt_mirror(suite: str = "bookworm") -> str:
     return debian[0][0] if debian else FALLBACK_MIRROR
 
 
-def image_id(client, name: str) -> str | None:
-    import docker.errors
-
-    try:
-        return client.images.get(name).id
-    except docker.errors.ImageNotFound:
-        return None
-
-
 def ensure_base_image(client, name: str = DEFAULT_NAME, suite: str = "bookworm", mirror: str | None = None,
                       rebuild: bool = False, log=None) -> str:
     """Return the id of the local image `name`, making it first with debootstrap when it is missing.
@@ -81,7 +73,7 @@ def ensure_base_image(client, name: str = DEFAULT_NAME, suite: str = "bookworm",
     with `docker import`; its apt sources point at `mirror`. A file lock serialises concurrent
     callers (parallel test sessions), and the tag check happens under it.
     """
-    if not rebuild and (found := image_id(client, name)):
+    if not rebuild and (found := local_image_id(client, name)):
         return found
     if shutil.which("debootstrap") is None:
         raise ToolkitError("debootstrap is not installed", hint="apt-get install debootstrap (needs root)")
@@ -90,7 +82,7 @@ def ensure_base_image(client, name: str = DEFAULT_NAME, suite: str = "bookworm",
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not rebuild and (found := image_id(client, name)):
+        if not rebuild and (found := local_image_id(client, name)):
             return found
         return _make(client, name, suite, mirror, log or (lambda msg: None))
 
@@ -124,7 +116,7 @@ def _make(client, name: str, suite: str, mirror: str, log) -> str:
             f'dev.toolkit.base.made-by="toolkit build base"',
         ]
         client.api.import_image_from_file(str(tar), repository=repo, tag=tag, changes=changes)
-    found = image_id(client, name)
+    found = local_image_id(client, name)
     if found is None:
         raise ToolFailure(f"docker import reported no error, but image {name} is not there")
     return found

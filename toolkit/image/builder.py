@@ -54,7 +54,7 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
     h = rendered.hash
     previous = None if (check or no_cache) else find_build_record(h)
     if previous and previous.get("preflight"):
-        from toolkit.image import docker_api
+        from toolkit import docker_api
 
         client = docker_api.client()
         hits = docker_api.images_with_label(client, SPEC_HASH_LABEL, h)
@@ -76,7 +76,7 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
         result["seconds"] = round(time.monotonic() - t0, 3)
         return result
 
-    from toolkit.image import docker_api
+    from toolkit import docker_api
     from toolkit.image.smoke import run_smoke
 
     client = docker_api.client()
@@ -118,7 +118,7 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
 
 def _build(client, spec, rendered, plan, report, no_cache, log, on_step):
     """docker build of the rendered context; returns (image id, seconds, log path, created, revision)."""
-    from toolkit.image import docker_api
+    from toolkit import docker_api
 
     base_id = docker_api.local_image_id(client, spec.model.base_image)
     if base_id is None and spec.model.base_image.startswith("toolkit/base:"):

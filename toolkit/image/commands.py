@@ -15,7 +15,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JS
 
 
 def _client():
-    from toolkit.image.docker_api import client
+    from toolkit.docker_api import client
 
     return client()
 

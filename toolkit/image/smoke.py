@@ -96,7 +96,7 @@ def added_lines(patches: list[dict]) -> dict[str, list[str]]:
 
 
 def run_smoke(client, image: str, env, report) -> dict:
-    from toolkit.image.docker_api import run_python
+    from toolkit.docker_api import run_python
 
     data = {
         "version": env.sglang.version, "deps": env.sglang.deps, "mark": MARK, "exact_script": EXACT_SCRIPT,

@@ -24,8 +24,8 @@ from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.fsutil import write_json
 from toolkit.provision.fingerprint import fingerprint_dir, fingerprint_path
 from toolkit.provision.inventory import check_keys, render_inventory
-from toolkit.provision.scrub import scrub_run_dir
 from toolkit.resources import data_dir
+from toolkit.scrub import scrub_run_dir
 from toolkit.settings import HOSTS_DIR_VAR, settings
 from toolkit.spec import LoadedSpec
 

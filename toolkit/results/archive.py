@@ -37,7 +37,7 @@ from toolkit.fsutil import write_atomic, write_json
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe_name  # noqa: F401 (re-exported)
 from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, load_summary
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
-from toolkit.results.scrub import scrub, scrub_text
+from toolkit.scrub import scrub, scrub_text, secret_values
 
 RESERVED = ("manifest.json", "summary.json", "report.md", "SHA256SUMS")
 def now_utc() -> str:
@@ -74,6 +74,7 @@ class ArchiveWriter:
         self.path = Path(path)
         self.manifest = manifest
         self.run_id = manifest.run_id
+        self.secrets = secret_values()  # this process's secret variables: masked wherever they turn up
 
     @classmethod
     def create(cls, root: str | Path, matrix_name: str, manifest: Manifest | dict | None = None) -> "ArchiveWriter":
@@ -93,7 +94,7 @@ class ArchiveWriter:
         path = parent / run_id
         (path / "cells").mkdir()
         (path / "logs").mkdir()
-        full = scrub(manifest.written())
+        full = scrub(manifest.written(), secret_values())
         full.setdefault("started_at", now_utc())
         full.setdefault("toolkit", {"version": __version__, "git_sha": git_revision()})
         full.update(format=FORMAT, schema_version=SCHEMA_VERSION, run_id=run_id, matrix_name=matrix_name)
@@ -127,8 +128,8 @@ class ArchiveWriter:
         if base.with_suffix(".json").exists():
             raise ToolkitError(f"cell {key} is already in run {self.run_id}", file=base.with_suffix(".json"),
                                hint="cells are written once; resume writes only the missing ones (done_cells())")
-        summary = summary.model_copy(update={k: scrub_text(getattr(summary, k)) for k in ("reason", "log_tail")
-                                             if getattr(summary, k)})
+        summary = summary.model_copy(update={k: scrub_text(getattr(summary, k), self.secrets)
+                                             for k in ("reason", "log_tail") if getattr(summary, k)})
         lines = b"".join(r.model_dump_json(exclude_defaults=True).encode() + b"\n" for r in records)
         write_atomic(base.parent / f"{key}.jsonl.gz", gzip.compress(lines, compresslevel=6, mtime=0))
         write_atomic(base.parent / f"{key}.npz", save_columns(columns_from_records(records)))
@@ -148,7 +149,7 @@ class ArchiveWriter:
                 data = data.decode()
             except UnicodeDecodeError:
                 return write_atomic(self.path / rel, data)  # binary: written as is
-        return write_atomic(self.path / rel, scrub_text(data))
+        return write_atomic(self.path / rel, scrub_text(data, self.secrets))
 
     def done_cells(self) -> set[str]:
         """Keys of the cells fully written (their summary, written last, exists)."""
@@ -166,7 +167,7 @@ class ArchiveWriter:
         summary = Summary(run_id=self.run_id, status=status, started_at=self.manifest.started_at,
                           finished_at=now_utc(), cells=cells, derived=derived)
         data = summary.model_dump(mode="json")
-        data["derived"] = scrub(derived.model_dump(mode="json", exclude_unset=True))  # as the runner set it
+        data["derived"] = scrub(derived.model_dump(mode="json", exclude_unset=True), self.secrets)  # as set
         write_json(self.path / "summary.json", data)
         write_atomic(self.path / "report.md", report_md or f"# {self.manifest.matrix_name} {self.run_id}\n")
         lines = [f"{sha256_file(self.path / rel)}  {rel}\n" for rel in archive_files(self.path)]

@@ -16,7 +16,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-from toolkit.errors import ToolFailure
 from toolkit.serve.base import BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get
 
 LABEL = "toolkit.launcher"
@@ -126,49 +125,25 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
 
     def _docker(self):
         if self._client is None:
-            import docker
+            from toolkit import docker_api
 
-            try:
-                self._client = docker.DockerClient(base_url=self.docker_url, timeout=120) if self.docker_url \
-                    else docker.from_env(timeout=120)
-                self._client.ping()
-            except Exception as exc:  # noqa: BLE001 - report any connection failure the same way
-                raise ToolFailure(f"cannot reach the Docker engine at {self.docker_url or 'the local socket'}: {exc}",
-                                  hint="start dockerd, or check the ssh:// address and that the user may use docker")
+            self._client = docker_api.client(self.docker_url, timeout=120)
         return self._client
 
-    def _device_requests(self):
-        import docker
-
-        if self.gpus is None:
-            return None
-        if self.gpus == "all":
-            return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        if isinstance(self.gpus, int):
-            return [docker.types.DeviceRequest(count=self.gpus, capabilities=[["gpu"]])]
-        return [docker.types.DeviceRequest(device_ids=[str(g) for g in self.gpus], capabilities=[["gpu"]])]
-
     def _spawn(self) -> None:
-        import docker
+        from toolkit import docker_api
 
         client = self._docker()
         reap_orphans(client)
         kw = dict(
-            command=self.command, detach=True, ipc_mode="host", shm_size=self.shm_size, network_mode=self.network,
-            environment=self.env, device_requests=self._device_requests(),
+            ipc_mode="host", shm_size=self.shm_size, network_mode=self.network, environment=self.env,
+            device_requests=docker_api.gpu_requests(self.gpus),
             volumes={h: {"bind": c, "mode": "ro"} for h, c in self.mounts.items()},
-            ulimits=[docker.types.Ulimit(name=k, soft=v, hard=v) for k, v in self.ulimits.items()],
             labels={LABEL: "1", f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}"},
         )
         if self.network != "host":
             kw["ports"] = {f"{self.container_port}/tcp": (self.host, self.port)}
-        try:
-            self.container = client.containers.run(self.image, **kw)
-        except docker.errors.ImageNotFound:
-            raise ToolFailure(f"image {self.image} is not on the Docker engine",
-                              hint="build it first: toolkit build env SPEC") from None
-        except docker.errors.APIError as exc:
-            raise ToolFailure(f"docker could not start {self.image}: {exc.explanation or exc}") from None
+        self.container = docker_api.run_detached(client, self.image, self.command, ulimits=self.ulimits, **kw)
         self._log_thread = threading.Thread(target=self._copy_logs, daemon=True)
         self._log_thread.start()
 
@@ -234,8 +209,10 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
 
 def reap_orphans(client) -> list[str]:
     """Remove toolkit containers on this engine whose owning toolkit process (same host) is gone."""
+    from toolkit.docker_api import containers_with_label
+
     removed = []
-    for c in client.containers.list(all=True, filters={"label": LABEL}):
+    for c in containers_with_label(client, LABEL):
         owner = c.labels.get(f"{LABEL}.owner", "")
         host, _, pid = owner.rpartition(":")
         if host == socket.gethostname() and pid.isdigit() and not _pid_alive(int(pid)):

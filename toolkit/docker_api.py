@@ -1,4 +1,5 @@
-"""The one place that talks to the Docker engine (docker SDK): client, build, run, labels."""
+"""The one place that talks to the Docker engine (docker SDK), for the image stage (build, smoke run,
+push) and the serve stage (SGLang containers, on this machine or a host over ssh://)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,56 @@ from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.settings import settings
 
 
-def client(timeout: int = 900):
-    """A docker SDK client that answers, or a one-line ToolkitError (exit 2) saying how to get one."""
+def _sdk():
     from toolkit.extras import require_module
 
-    docker = require_module("docker", "docker", "talking to the Docker engine")
-    where = settings().docker_host
+    return require_module("docker", "docker", "talking to the Docker engine")
+
+
+def client(url: str | None = None, timeout: int = 900):
+    """A docker SDK client that answers: the engine at `url` (ssh://user@host:port, tcp://, unix://), else
+    this machine's (DOCKER_HOST, else the local socket). Otherwise a one-line ToolkitError saying how."""
+    docker = _sdk()
+    where = url or settings().docker_host
     try:
-        c = docker.from_env(timeout=timeout)
+        c = docker.DockerClient(base_url=url, timeout=timeout) if url else docker.from_env(timeout=timeout)
         c.ping()
         return c
     except Exception as exc:  # noqa: BLE001 - any failure means no usable engine
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise ToolkitError(f"no Docker engine answers at {where} ({reason}): start dockerd, or set DOCKER_HOST "
-                           "to an engine that runs") from None
+        hint = ("check the ssh:// address, that the host runs dockerd and that its user may use docker"
+                if url and url.startswith("ssh://") else "start dockerd, or set DOCKER_HOST to an engine that runs")
+        raise ToolkitError(f"no Docker engine answers at {where} ({reason})", hint=hint) from None
+
+
+def gpu_requests(gpus: str | int | list[str] | None) -> list | None:
+    """Device requests for `gpus`: None (no GPU), "all", a count, or a list of device ids."""
+    docker = _sdk()
+    if gpus is None:
+        return None
+    if gpus == "all":
+        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if isinstance(gpus, int):
+        return [docker.types.DeviceRequest(count=gpus, capabilities=[["gpu"]])]
+    return [docker.types.DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])]
+
+
+def run_detached(client, image: str, command: list[str], *, ulimits: dict[str, int] | None = None, **kw):
+    """Start a container in the background and return it; a missing image or a refused start is a
+    ToolFailure that says what to do. `kw` goes to containers.run (network_mode, environment, ...)."""
+    docker = _sdk()
+    limits = [docker.types.Ulimit(name=k, soft=v, hard=v) for k, v in (ulimits or {}).items()]
+    try:
+        return client.containers.run(image, command=command, detach=True, ulimits=limits, **kw)
+    except docker.errors.ImageNotFound:
+        raise ToolFailure(f"image {image} is not on the Docker engine",
+                          hint="build it first: toolkit build env SPEC") from None
+    except docker.errors.APIError as exc:
+        raise ToolFailure(f"docker could not start {image}: {exc.explanation or exc}") from None
+
+
+def containers_with_label(client, label: str) -> list:
+    return client.containers.list(all=True, filters={"label": label})
 
 
 def images_with_label(client, key: str, value: str) -> list:
@@ -30,11 +67,10 @@ def images_with_label(client, key: str, value: str) -> list:
 
 
 def local_image_id(client, ref: str) -> str | None:
-    import docker.errors
-
+    """The id of the image `ref` on the engine, or None."""
     try:
         return client.images.get(ref).id
-    except docker.errors.ImageNotFound:
+    except _sdk().errors.ImageNotFound:
         return None
 
 
@@ -85,11 +121,9 @@ def build(client, context: Path, tag: str, *, buildargs: dict, labels: dict, noc
 def run_python(client, image: str, code: str, environment: dict, gpus: bool = False,
                timeout: float = 300) -> tuple[int, str]:
     """Run `python -c CODE` in a throw-away container without network; return (exit code, output)."""
-    import docker.types
-
     kw = {}
     if gpus:
-        kw["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        kw["device_requests"] = gpu_requests("all")
     container = client.containers.create(image, ["python", "-c", code], environment=environment,
                                          network_mode="none", **kw)
     try:

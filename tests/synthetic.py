@@ -1,4 +1,4 @@
-"""Seeded synthetic runs written through the real ArchiveWriter (tests, benchmarks/diff_speed.py, demos).
+"""Seeded synthetic runs written through the real ArchiveWriter (tests, benchmarks/diff_speed.py).
 
 Latencies are log-normal around set medians; `slowdown` multiplies TTFT and every token gap, so a
 known change can be injected and must be found by the diff with the right sign.
@@ -60,7 +60,7 @@ def summarize(recs: list[RequestRecord], *, output_len: int, workload_hash: str,
 
 def manifest_for(arms: dict[str, list[str]], *, patch_sha: str = "a" * 64, image_id: str = "sha256:" + "1" * 64,
                  gpu: str = "NVIDIA RTX PRO 6000 Blackwell", driver: str = "580.82.07", cuda: str = "13.0") -> dict:
-    """A manifest in the shape the matrix runner writes (toolkit/bench/matrix.py), plus argv per arm."""
+    """A manifest in the shape the matrix runner writes (toolkit/bench/plan.py run_manifest), argv per arm."""
     env = {"kind": "Environment", "name": "synthetic-env", "engine": "sglang", "cuda": cuda,
            "base_image": "nvidia/cuda:13.0.1-devel-ubuntu24.04",
            "sglang": {"version": "0.5.23", "patches": [{"path": "patches/threshold.patch", "sha256": patch_sha}]},
@@ -68,7 +68,7 @@ def manifest_for(arms: dict[str, list[str]], *, patch_sha: str = "a" * 64, image
     gpu_fp = {"driver_version": driver, "cuda_version": cuda, "count": 8,
               "gpus": [{"index": i, "name": gpu, "uuid": f"GPU-{i:04d}"} for i in range(8)]}
     return {
-        "toolkit_version": "0.1.0", "git_revision": "0" * 40,
+        "toolkit": {"version": "0.1.0", "git_sha": "0" * 40},
         "matrix": {"name": "synthetic", "hash": "m" * 64,
                    "resolved": {"kind": "Matrix", "name": "synthetic", "arms": list(arms), "concurrency": [1, 8]}},
         "environment": {"name": "synthetic-env", "hash": "e" * 64, "resolved": env},
