@@ -45,7 +45,7 @@ def original(tmp_path_factory) -> tuple[Path, Path, Path]:
 def test_reproduce_runs_the_archived_matrix_not_the_checkout(original) -> None:
     envs, results, run = original
     m0 = _manifest(run)
-    listed = {f["key"]: f for f in m0["inputs"]["files"]}
+    listed = {f["ref"]: f for f in m0["inputs"]["files"]}
     assert {"matrix", "environment"} <= set(listed) and m0["inputs"]["dummy_model"]["hash"]
     for f in listed.values():  # bytes archived, listed in SHA256SUMS, so `results verify` covers them
         assert f"inputs/files/{f['path']}" in (run / "SHA256SUMS").read_text()
@@ -147,7 +147,7 @@ def test_inputs_keep_their_layout_and_drift_is_recorded(tmp_path: Path) -> None:
     writer = archive_run(tmp_path / "results", plan, run_manifest(plan, {}), Origin("20261202T000000Z-abcdef", drift))
     m = writer.manifest
     assert m.reproduces == "20261202T000000Z-abcdef" and m.drift[0].what == "gpu"
-    by_key = {f.key: f for f in m.inputs.files}
+    by_key = {f.ref: f for f in m.inputs.files}
     assert by_key["matrix:workloads[1].path"].path == "data/mine.jsonl"
     assert by_key["matrix"].path == "envs/matrices/quickstart.yaml" == m.inputs.matrix
     writer.finalize("complete")
@@ -169,3 +169,36 @@ def test_an_input_with_a_secret_is_masked_and_refused_at_replay(tmp_path: Path) 
     assert key not in (writer.path / "inputs" / "files" / "data" / "mine.jsonl").read_text()
     problems = check_inputs(open_archive(writer.path))
     assert len(problems) == 1 and "masked" in problems[0].message and "mine.jsonl" in str(problems[0].file)
+
+
+def test_a_model_directory_is_referenced_and_its_chat_template_checked(tmp_path: Path) -> None:
+    """`model.path`: the weights stay where they are; the chat template and configs are archived and must
+    still match where the run read them."""
+    from toolkit.bench.inputs import archive_run, materialize
+    from toolkit.bench.plan import plan_run, run_manifest
+    from toolkit.errors import ToolkitError
+    from toolkit.results.archive import open_archive
+    from toolkit.spec import load_spec
+
+    model = tmp_path / "models" / "tiny"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"model_type": "llama"}\n')
+    (model / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}\n")
+    (model / "model.safetensors").write_bytes(b"\0" * 4096)
+    _plan(tmp_path)  # the copy of envs/
+    env = tmp_path / "envs" / "local-cpu.yaml"
+    env.write_text(re.sub(r"model:\n(  .*\n)+", "model:\n  path: ../models/tiny\n", env.read_text()))
+    plan = plan_run(load_spec(tmp_path / "envs" / "matrices" / "quickstart.yaml"))
+    writer = archive_run(tmp_path / "results", plan, run_manifest(plan, {}))
+    writer.finalize("complete")
+    files = {f.ref: f for f in writer.manifest.inputs.files}
+    ref = files["environment:model.path"]
+    assert not ref.archived and set(ref.files) == {"config.json", "chat_template.jinja"}
+    assert files["environment:model.path/chat_template.jinja"].archived
+    assert not (writer.path / "inputs" / "files" / "models" / "tiny" / "model.safetensors").exists()
+    tree = tmp_path / "tree"
+    materialize(open_archive(writer.path), tree)
+    assert (tree / "models" / "tiny").resolve() == model.resolve()
+    (model / "chat_template.jinja").write_text("{{ messages }}\n")
+    with pytest.raises(ToolkitError, match="chat_template.jinja differs"):
+        materialize(open_archive(writer.path), tmp_path / "tree2")

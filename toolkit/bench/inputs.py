@@ -27,7 +27,7 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, ArchiveWriter
-from toolkit.results.scrub import scrub_text
+from toolkit.scrub import scrub_text, secret_values
 from toolkit.schema.manifest import DriftRecord, InputFile, InputsRecord, Manifest
 from toolkit.spec import LoadedSpec, load_spec, referenced_files, sha256_file
 
@@ -83,10 +83,10 @@ def _entries(plan) -> list[tuple[str, str, Path]]:
     return out
 
 
-def _archived_bytes(data: bytes) -> bytes:
+def _archived_bytes(data: bytes, secrets: list[str]) -> bytes:
     """What ArchiveWriter.write_file stores for `data`: text is scrubbed of secrets, binary kept as is."""
     try:
-        return scrub_text(data.decode()).encode()
+        return scrub_text(data.decode(), secrets).encode()
     except UnicodeDecodeError:
         return data
 
@@ -98,6 +98,7 @@ def _abs(p: Path) -> str:
 def collect(plan) -> tuple[InputsRecord, dict[str, bytes]]:
     """The inputs listing of a planned run and the bytes to archive ({tree path: original bytes})."""
     entries = _entries(plan)
+    secrets = secret_values()  # as the archive writer masks them
     root = os.path.commonpath([os.path.dirname(_abs(p)) for _, _, p in entries])
     files: list[InputFile] = []
     data: dict[str, bytes] = {}
@@ -106,17 +107,18 @@ def collect(plan) -> tuple[InputsRecord, dict[str, bytes]]:
         src = _abs(p)
         rel = PurePosixPath(*Path(os.path.relpath(src, root)).parts).as_posix()
         if role == "model":
-            files.append(InputFile(key=key, role=role, path=rel, source=src, archived=False, files=_model_files(p)))
+            files.append(InputFile(ref=key, role=role, path=rel, source=src, archived=False, files=_model_files(p)))
             for name in files[-1].files:
                 raw = (Path(src) / name).read_bytes()
                 data[f"{rel}/{name}"] = raw
-                files.append(_file(f"{key}/{name}", "model_file", f"{rel}/{name}", str(Path(src) / name), raw))
+                files.append(_file(f"{key}/{name}", "model_file", f"{rel}/{name}", str(Path(src) / name), raw,
+                                   secrets))
             continue
         if rel in seen:
             continue  # one file named twice (a spec that is also extended, a patch listed twice)
         seen.add(rel)
         raw = Path(src).read_bytes()
-        entry = _file(key, role, rel, src, raw)
+        entry = _file(key, role, rel, src, raw, secrets)
         if role in REFERENCE_ONLY:
             entry.archived = False
         else:
@@ -126,11 +128,11 @@ def collect(plan) -> tuple[InputsRecord, dict[str, bytes]]:
     return record, data
 
 
-def _file(key: str, role: str, rel: str, src: str, raw: bytes) -> InputFile:
+def _file(key: str, role: str, rel: str, src: str, raw: bytes, secrets: list[str]) -> InputFile:
     import hashlib
 
-    return InputFile(key=key, role=role, path=rel, source=src, sha256=hashlib.sha256(raw).hexdigest(),
-                     size=len(raw), scrubbed=_archived_bytes(raw) != raw)
+    return InputFile(ref=key, role=role, path=rel, source=src, sha256=hashlib.sha256(raw).hexdigest(),
+                     size=len(raw), scrubbed=_archived_bytes(raw, secrets) != raw)
 
 
 def _model_files(d: Path) -> dict[str, str]:
@@ -159,9 +161,9 @@ def archive_run(root: Path, plan, manifest: Manifest, origin: Origin | None = No
     by_path = {f.path: f for f in record.files}
     for rel, raw in data.items():
         written = writer.write_file(f"{FILES}/{rel}", raw)
-        expect = _archived_bytes(raw)
+        expect = _archived_bytes(raw, writer.secrets)
         if written.read_bytes() != expect:  # the listing says what was stored; keep them in step
-            raise ToolkitError(f"{FILES}/{rel} was stored differently than listed ({by_path[rel].key})",
+            raise ToolkitError(f"{FILES}/{rel} was stored differently than listed ({by_path[rel].ref})",
                                hint="a toolkit bug: report it with the file")
     return writer
 
@@ -182,15 +184,15 @@ def check_inputs(arch: Archive) -> list[ToolkitError]:
         rel = f"{FILES}/{f.path}"
         p = arch.path / rel
         if not p.is_file():
-            problems.append(_bad(arch, rel, f"is missing: the run read it as {f.source} ({f.key})",
+            problems.append(_bad(arch, rel, f"is missing: the run read it as {f.source} ({f.ref})",
                                  "the archive is incomplete; restore the run folder from a copy"))
         elif f.scrubbed:
-            problems.append(_bad(arch, rel, f"had secret-looking text masked when it was archived ({f.key}), "
+            problems.append(_bad(arch, rel, f"had secret-looking text masked when it was archived ({f.ref}), "
                                  "so these are not the bytes the run read",
                                  "a replay needs the original file; archives never keep secrets"))
         elif sha256_file(p) != f.sha256:
             problems.append(_bad(arch, rel, f"was edited after the run: sha256 {sha256_file(p)[:12]}, the manifest "
-                                 f"lists {f.sha256[:12]} ({f.key})", "restore the run folder from a copy"))
+                                 f"lists {f.sha256[:12]} ({f.ref})", "restore the run folder from a copy"))
     return problems
 
 
@@ -231,7 +233,7 @@ def materialize(arch: Archive, tree: Path) -> Path:
             continue
         why = _check_reference(f)
         if why:
-            raise ToolkitError(f"{f.key}: {why}", file=arch.path / "manifest.json",
+            raise ToolkitError(f"{f.ref}: {why}", file=arch.path / "manifest.json",
                                hint=f"put the {f.role.replace('_', ' ')} back at {f.source}, then run reproduce again")
         os.symlink(f.source, dest)
     return tree / rec.matrix
@@ -239,7 +241,7 @@ def materialize(arch: Archive, tree: Path) -> Path:
 
 def check_outside(arch: Archive, specs: dict[str, LoadedSpec], tree: Path) -> None:
     """A file a replayed spec names by absolute path is read outside the tree: it must be the run's bytes."""
-    listed = {f.key: f for f in (arch.manifest.inputs.files if arch.manifest.inputs else [])}
+    listed = {f.ref: f for f in (arch.manifest.inputs.files if arch.manifest.inputs else [])}
     for name, spec in specs.items():
         for key, p in referenced_files(spec).items():
             f = listed.get(f"{name}:{key}")

@@ -149,7 +149,7 @@ class InputFile(_Open):
     layout relative to their common folder, so relative paths in the specs still resolve. Archived files
     lie at inputs/files/<path>; references (CA bundles, a model directory) are checked at `source`."""
 
-    key: str = Field(description="what needed it: matrix, environment, <spec>:<field> (e.g. matrix:workloads[0].path)")
+    ref: str = Field(description="what needed it: matrix, environment, <spec>:<field> (e.g. matrix:workloads[0].path)")
     role: str = Field(description="spec | patch | workload | holdout | training_data | ca_bundle | model | model_file")
     path: str = Field(description="place in the replay tree, relative POSIX")
     source: str | None = Field(None, description="where the run read it (absolute)")
