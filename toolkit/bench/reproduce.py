@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import yaml
 
-from toolkit.bench.inputs import FILES, Origin, check_outside, materialize
+from toolkit.bench.inputs import Origin, check_outside, materialize
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, open_archive
 from toolkit.results.diff import DiffResult, diff_runs
@@ -365,4 +365,4 @@ def reproduce_text(rep: Reproduction) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Reproduction", "reproduce", "extract", "open_original", "moved_cells", "reproduce_text", "FILES"]
+__all__ = ["Reproduction", "reproduce", "extract", "open_original", "moved_cells", "reproduce_text"]
