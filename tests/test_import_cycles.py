@@ -195,7 +195,8 @@ def test_the_walk_sees_function_level_and_relative_imports(tmp_path):
     src = "def f():\n    from toolkit.results import archive\n"
     tree = ast.parse(src)
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    assert nodes and _resolve("toolkit.bench.x", False, ast.ImportFrom(module="y", names=[], level=1)) == "toolkit.bench.y"
+    rel = ast.ImportFrom(module="y", names=[], level=1)
+    assert nodes and _resolve("toolkit.bench.x", False, rel) == "toolkit.bench.y"
     assert _resolve("toolkit.bench", True, ast.ImportFrom(module="y", names=[], level=1)) == "toolkit.bench.y"
     known = modules()
     graph = imports(known)

@@ -143,7 +143,8 @@ def test_the_old_name_still_works_and_points_to_the_new_one(cli):
     """`toolkit env validate` is a hidden alias: same report, one line on stderr naming `gpu validate`."""
     old, new = cli("env", "validate", "--json"), cli("gpu", "validate", "--json")
     assert old.returncode == new.returncode == 0, old.stderr
-    assert [c["name"] for c in json.loads(old.stdout)["checks"]] == [c["name"] for c in json.loads(new.stdout)["checks"]]
+    names = [[c["name"] for c in json.loads(p.stdout)["checks"]] for p in (old, new)]
+    assert names[0] == names[1]
     assert old.stderr.strip().splitlines() == ["warning: `toolkit env validate` is now `toolkit gpu validate`"]
     top = cli("--help").stdout
     assert "gpu" in top and " env " not in top
