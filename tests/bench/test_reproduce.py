@@ -79,7 +79,8 @@ def test_reproduce_runs_the_archived_matrix_not_the_checkout(original) -> None:
     cells = json.loads((new / "summary.json").read_text())["cells"]
     assert all(c["status"] == "ok" and c["output_len"] == 8 for c in cells)
     assert run_cli("results", "verify", str(new)).returncode == 0  # its own inputs/ included
-    assert (new / "inputs" / "files" / "local-cpu.yaml").read_bytes() == (run / "inputs/files/local-cpu.yaml").read_bytes()
+    env_bytes = (run / "inputs" / "files" / "local-cpu.yaml").read_bytes()
+    assert (new / "inputs" / "files" / "local-cpu.yaml").read_bytes() == env_bytes
 
 
 @pytest.mark.slow

@@ -86,7 +86,8 @@ def reproduce_cmd(
     extract: Annotated[Optional[Path], typer.Option("--extract", help="only lay the run's archived inputs (specs, "
                                                     "patches, workload files) out in this new folder, and exit")]
     = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print the verdict and per-cell comparisons as JSON")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the verdict and per-cell comparisons as JSON")]
+    = False,
 ) -> None:
     """Replay an archived run from the archive alone (its inputs/: specs, patches, workload files; never
     the checkout's envs/), with the same cells, seeds and prompts, archive the replay as a new run whose

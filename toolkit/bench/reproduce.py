@@ -94,10 +94,12 @@ def open_original(ref: str, root: Path) -> Archive:
                                 "from a copy")
     if arch.manifest.source is not None and arch.manifest.source.format != "toolkit":
         raise ToolkitError(f"run {arch.run_id} was imported from {arch.manifest.source.format}: the toolkit did not "
-                           "run it, so there is nothing to replay", hint="reproduce a run made by `toolkit bench matrix`")
+                           "run it, so there is nothing to replay",
+                           hint="reproduce a run made by `toolkit bench matrix`")
     if arch.status != "complete":
         raise ToolkitError(f"run {arch.run_id} is {arch.status}, not complete: its result is not final",
-                           hint="finish it first (`toolkit bench matrix MATRIX --resume RUN`), or reproduce a complete run")
+                           hint="finish it first (`toolkit bench matrix MATRIX --resume RUN`), or reproduce a "
+                                "complete run")
     return arch
 
 
@@ -180,7 +182,8 @@ def _engine_version(m: Manifest, derived: Any, engine: str) -> str | None:
     return m.host.primary.engines.get(engine)
 
 
-def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec, build: BuildRecord | None) -> list[DriftRecord]:
+def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
+               build: BuildRecord | None) -> list[DriftRecord]:
     """Another GPU model, engine version or dummy-model recipe than the original's."""
     from toolkit.bench.hostinfo import host_fingerprint
     from toolkit.bench.inputs import dummy_record
@@ -254,8 +257,8 @@ def choose_image(original: Archive, env_spec: LoadedSpec, spec: LoadedSpec, imag
                      f"{m.build.image}")
         return m.build
     raise ToolkitError(f"no image for environment {(m.environment.hash or '?')[:12]} on this machine",
-                       hint=f"build it from the archived spec (`toolkit results reproduce {original.run_id} --extract DIR`, "
-                            "then `toolkit build env DIR/<environment spec>`), or pass --image")
+                       hint="build it from the archived spec (`toolkit results reproduce "
+                            f"{original.run_id} --extract DIR`, then `toolkit build env DIR/<environment spec>`), or pass --image")
 
 
 # -- the replay
