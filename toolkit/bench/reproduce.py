@@ -258,7 +258,8 @@ def choose_image(original: Archive, env_spec: LoadedSpec, spec: LoadedSpec, imag
         return m.build
     raise ToolkitError(f"no image for environment {(m.environment.hash or '?')[:12]} on this machine",
                        hint="build it from the archived spec (`toolkit results reproduce "
-                            f"{original.run_id} --extract DIR`, then `toolkit build env DIR/<environment spec>`), or pass --image")
+                            f"{original.run_id} --extract DIR`, then `toolkit build env DIR/<environment spec>`), "
+                            "or pass --image")
 
 
 # -- the replay
