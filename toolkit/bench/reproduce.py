@@ -352,10 +352,9 @@ def moved_cells(original: Archive, new: Archive, diff: DiffResult) -> list[dict]
 
 def reproduce_text(rep: Reproduction) -> str:
     """The diff as `toolkit results diff` prints it, then the verdict and why."""
-    from toolkit.results.facts import run_facts
-    from toolkit.results.text import diff_text
+    from toolkit.results.report import build_diff_report, render_text
 
-    lines = [diff_text(rep.diff, run_facts(rep.original), run_facts(rep.new)), ""]
+    lines = [render_text(build_diff_report(rep.original, rep.new, rep.diff)), ""]
     for d in rep.drift:
         lines.append(f"drift: {d.what} {_short(d.original)} -> {_short(d.current)}")
     lines += [f"note: {n}" for n in rep.notes]
