@@ -4,7 +4,8 @@ generator's timing is compared with (benchmarks/loadgen_workers.py, tests/bench/
     python benchmarks/loadgen_server.py --port 8000 --ttft-ms 20 --itl-ms 5 [--stats-port 8001] [--reuse-port]
 
 It speaks SGLang's OpenAI chat/completions stream (the chunk shape of tests/data/sglang/chat_stream.txt:
-per-chunk usage when `stream_options.continuous_usage_stats` is asked for, a finish chunk, `[DONE]`),
+per-chunk usage when `stream_options.continuous_usage_stats` is asked for or `--always-usage` is given,
+a finish chunk, `[DONE]`),
 one HTTP chunk per SSE event, `max_tokens` content chunks per request. Like SGLang's decode loop it
 is batch-synchronous: a request gets its first chunk `ttft_ms` after it arrived, then joins the running
 batch, and every `itl_ms` one step writes the next chunk of every running request (`--itl-ms 0`: a step
@@ -71,8 +72,8 @@ class Stream:
 
 
 class Server:
-    def __init__(self, ttft_ms: float, itl_ms: float) -> None:
-        self.ttft_s, self.itl_s = ttft_ms / 1000.0, itl_ms / 1000.0
+    def __init__(self, ttft_ms: float, itl_ms: float, always_usage: bool = False) -> None:
+        self.ttft_s, self.itl_s, self.always_usage = ttft_ms / 1000.0, itl_ms / 1000.0, always_usage
         self.stats = Stats()
         self.running: list[Stream] = []
         self.stepping = False
@@ -214,8 +215,9 @@ class Conn(asyncio.Protocol):
         opts = req.get("stream_options") or {}
         self.busy = True
         self.server.rid += 1
-        self.server.admit(Stream(self, path.endswith("chat/completions"), int(req.get("max_tokens") or 16),
-                                 bool(opts.get("continuous_usage_stats")), bool(opts.get("include_usage")),
+        self.server.admit(Stream(self, path.endswith("chat/completions"), int(req.get("max_tokens") or req.get("max_completion_tokens") or 16),
+                                 self.server.always_usage or bool(opts.get("continuous_usage_stats")),
+                                 bool(opts.get("include_usage")),
                                  arrival, self.server.rid))
 
     def _reply(self, status: int, body: bytes) -> None:
@@ -224,9 +226,9 @@ class Conn(asyncio.Protocol):
 
 
 async def serve(port: int, ttft_ms: float, itl_ms: float, stats_port: int | None = None,
-                reuse_port: bool = False, host: str = "127.0.0.1") -> None:
+                reuse_port: bool = False, host: str = "127.0.0.1", always_usage: bool = False) -> None:
     loop = asyncio.get_running_loop()
-    server = Server(ttft_ms, itl_ms)
+    server = Server(ttft_ms, itl_ms, always_usage)
     await loop.create_server(lambda: Conn(server), host, port, reuse_port=reuse_port or None, backlog=4096)
     if stats_port:
         await loop.create_server(lambda: Conn(server), host, stats_port)
@@ -241,13 +243,16 @@ def main() -> None:
     ap.add_argument("--itl-ms", type=float, default=5.0)
     ap.add_argument("--stats-port", type=int)
     ap.add_argument("--reuse-port", action="store_true")
+    ap.add_argument("--always-usage", action="store_true",
+                    help="per-chunk usage whatever the request asks: every client gets the same bytes")
     a = ap.parse_args()
+    coro = serve(a.port, a.ttft_ms, a.itl_ms, a.stats_port, a.reuse_port, a.host, a.always_usage)
     try:
         import uvloop
-
-        uvloop.run(serve(a.port, a.ttft_ms, a.itl_ms, a.stats_port, a.reuse_port, a.host))
     except ImportError:
-        asyncio.run(serve(a.port, a.ttft_ms, a.itl_ms, a.stats_port, a.reuse_port, a.host))
+        asyncio.run(coro)
+    else:
+        uvloop.run(coro)
 
 
 if __name__ == "__main__":

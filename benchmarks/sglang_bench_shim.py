@@ -23,4 +23,10 @@ disagg = types.ModuleType("sglang.srt.disaggregation.utils")
 disagg.FAKE_BOOTSTRAP_HOST = "2.2.2.2"
 sys.modules.update({"sglang.srt.utils": utils, "sglang.srt.utils.hf_transformers_patches": patches,
                     "sglang.srt.utils.network": network, "sglang.srt.disaggregation.utils": disagg})
+try:  # sglang/utils.py imports IPython.display for notebook helpers the client never calls
+    import IPython.display  # noqa: F401
+except ImportError:
+    ipy, display = types.ModuleType("IPython"), types.ModuleType("IPython.display")
+    ipy.__path__, display.HTML, display.display = [], str, print
+    sys.modules.update({"IPython": ipy, "IPython.display": display})
 importlib.import_module("sglang.benchmark.serving").cli_main()

@@ -19,7 +19,7 @@ pool running a `Share` of the cell (toolkit.bench.loadgen), and merges their rec
   on_record as batches arrive (every 20 ms), CellFailed with the records measured so far.
 - no worker outlives the run: the parent stops and reaps them in `finally` (a failure, an exception,
   Ctrl-C); a worker dies with the parent's thread (PR_SET_PDEATHSIG, SIGKILL), so SIGTERM or kill -9
-  of the parent takes it too; it stops on EOF of its control socket; it ignores SIGINT (the terminal
+  of the parent takes it too; it stops on EOF of its control pipe; it ignores SIGINT (the terminal
   sends Ctrl-C to the whole group: the parent decides).
 
 Workers are plain subprocesses, not multiprocessing: its spawn start method launches a resource
@@ -32,13 +32,12 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import pickle
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable
 
@@ -77,6 +76,61 @@ def split(total: int, n: int, w: int) -> int:
     return total // n + (1 if w < total % n else 0)
 
 
+class Channel:
+    """Pickled messages, length-prefixed, over two pipes: send() writes whole messages on a blocking
+    pipe; attach() reads the other on an event loop, which makes that pipe non-blocking (so it must not
+    be the one written to: a non-blocking write would cut a message short)."""
+
+    def __init__(self, rfd: int, wfd: int):
+        self.rfd, self.wfd, self.buf = rfd, wfd, b""
+
+    def send(self, msg) -> None:
+        data = pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
+        view = memoryview(len(data).to_bytes(8, "little") + data)
+        while view:
+            view = view[os.write(self.wfd, view):]
+
+    def recv_blocking(self):
+        """One message, before the pipe is attached to a loop."""
+        while len(self.buf) < 8 or len(self.buf) < 8 + int.from_bytes(self.buf[:8], "little"):
+            chunk = os.read(self.rfd, 1 << 20)
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+        return self._take()
+
+    def _take(self):
+        n = int.from_bytes(self.buf[:8], "little")
+        msg, self.buf = pickle.loads(self.buf[8:8 + n]), self.buf[8 + n:]
+        return msg
+
+    def attach(self, loop, on_msg: Callable, on_eof: Callable[[], None]) -> None:
+        def readable() -> None:
+            try:
+                chunk = os.read(self.rfd, 1 << 20)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                loop.remove_reader(self.rfd)
+                on_eof()
+                return
+            self.buf += chunk
+            while len(self.buf) >= 8 and len(self.buf) >= 8 + int.from_bytes(self.buf[:8], "little"):
+                on_msg(self._take())
+        loop.add_reader(self.rfd, readable)
+
+    def close(self, loop=None) -> None:
+        if loop is not None:
+            loop.remove_reader(self.rfd)
+        for fd in (self.rfd, self.wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 # -- the parent --------------------------------------------------------------------------------------
 
 class _Workers:
@@ -84,47 +138,42 @@ class _Workers:
 
     def __init__(self, n: int, counter_fd: int):
         self.procs: list[subprocess.Popen] = []
-        self.conns: list[Connection] = []
+        self.chans: list[Channel] = []
         self.inbox: asyncio.Queue = asyncio.Queue()
         self.loop = asyncio.get_running_loop()
         root = str(Path(__file__).resolve().parents[2])  # the toolkit a caller imported, not another one
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         for w in range(n):
-            mine, theirs = socket.socketpair()
+            down_r, down_w = os.pipe()  # parent -> worker
+            up_r, up_w = os.pipe()      # worker -> parent
             try:
                 self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "toolkit.bench.workers", str(theirs.fileno()), str(counter_fd),
-                     str(os.getpid())], pass_fds=(theirs.fileno(), counter_fd), env=env, stdin=subprocess.DEVNULL))
+                    [sys.executable, "-m", "toolkit.bench.workers", str(down_r), str(up_w), str(counter_fd),
+                     str(os.getpid())], pass_fds=(down_r, up_w, counter_fd), env=env, stdin=subprocess.DEVNULL))
             finally:
-                theirs.close()
-            conn = Connection(mine.detach())
-            self.conns.append(conn)
-            self.loop.add_reader(conn.fileno(), self._readable, w)
-
-    def _readable(self, w: int) -> None:
-        try:
-            msg = self.conns[w].recv()
-        except (EOFError, OSError):
-            self.loop.remove_reader(self.conns[w].fileno())
-            msg = ("exit", self.procs[w].wait())
-        self.inbox.put_nowait((w, msg))
+                os.close(down_r)
+                os.close(up_w)
+            ch = Channel(up_r, down_w)
+            self.chans.append(ch)
+            ch.attach(self.loop, lambda msg, w=w: self.inbox.put_nowait((w, msg)),
+                      lambda w=w: self.inbox.put_nowait((w, ("exit", self.procs[w].wait()))))
 
     def send(self, msg) -> None:
-        for w, c in enumerate(self.conns):
+        for w, ch in enumerate(self.chans):
             if self.procs[w].poll() is None:
                 try:
-                    c.send(msg)
+                    ch.send(msg)
                 except OSError:
                     pass
 
     def close(self) -> None:
-        """Stop and reap every worker (EOF on its socket stops it; SIGKILL after STOP_TIMEOUT_S)."""
-        for c in self.conns:
+        """Stop and reap every worker (EOF on its pipe stops it; SIGKILL after STOP_TIMEOUT_S)."""
+        for ch in self.chans:
             try:
-                self.loop.remove_reader(c.fileno())
+                self.loop.remove_reader(ch.rfd)
             except (OSError, ValueError):
                 pass
-            c.close()
+            ch.close()
         deadline = time.monotonic() + STOP_TIMEOUT_S
         for p in self.procs:
             try:
@@ -162,7 +211,7 @@ async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: 
         ws = _Workers(n, cf.fileno())
         try:
             for w in range(n):
-                ws.conns[w].send(dict(cfg, index=w))
+                ws.chans[w].send(dict(cfg, index=w))
             await _gather(ws, "ready", records, on_record, alive, failure, READY_TIMEOUT_S)
             phases = (["warmup"] if plan["warmup"] else []) + ["measure"]
             for phase in phases:
@@ -241,11 +290,11 @@ def _die_with_parent(ppid: int) -> None:
         os._exit(1)
 
 
-async def _work(conn: Connection, counter: SharedCounter) -> None:
+async def _work(ch: Channel, counter: SharedCounter) -> None:
     from toolkit import endpoints
     from toolkit.bench.loadgen import Share, _until_failure
 
-    cfg = conn.recv()
+    cfg = ch.recv_blocking()
     if cfg["endpoint"] is not None:
         endpoints.register(cfg["endpoint"])
     w, n, plan = cfg["index"], cfg["n"], cfg["plan"]
@@ -255,7 +304,7 @@ async def _work(conn: Connection, counter: SharedCounter) -> None:
 
     def flush() -> None:
         if pending:
-            conn.send(("recs", pending[:]))
+            ch.send(("recs", pending[:]))
             pending.clear()
 
     def on_record(rec: RequestRecord) -> None:
@@ -263,17 +312,10 @@ async def _work(conn: Connection, counter: SharedCounter) -> None:
             loop.call_later(FLUSH_S, flush)
         pending.append(rec)
 
-    def readable() -> None:
-        try:
-            inbox.put_nowait(conn.recv())
-        except (EOFError, OSError):  # the parent is gone or closed us: stop
-            loop.remove_reader(conn.fileno())
-            inbox.put_nowait(("stop",))
-
     share = Share(cfg["base_url"], cfg["api"], cfg["prompts"], slots=split(plan["concurrency"], n, w), take=counter,
                   t0=cfg["t0"], concurrency=plan["concurrency"], on_record=on_record, **cfg["opts"])
-    loop.add_reader(conn.fileno(), readable)
-    conn.send(("ready",))
+    ch.attach(loop, inbox.put_nowait, lambda: inbox.put_nowait(("stop",)))  # EOF: the parent is gone or done
+    ch.send(("ready",))
     async with share.pool:
         while True:
             msg = await inbox.get()
@@ -297,27 +339,27 @@ async def _work(conn: Connection, counter: SharedCounter) -> None:
             getter.cancel()
             task.result()
             flush()
-            conn.send((phase,))
+            ch.send((phase,))
     try:
         flush()
-        conn.send(("stopped",))
+        ch.send(("stopped",))
     except OSError:  # the parent closed its end: nobody is waiting for these
         pass
 
 
 def main() -> None:
-    """`python -m toolkit.bench.workers SOCKET_FD COUNTER_FD PARENT_PID`: started by run_parallel only."""
-    fd, counter_fd, ppid = (int(x) for x in sys.argv[1:4])
+    """`python -m toolkit.bench.workers IN_FD OUT_FD COUNTER_FD PARENT_PID`: started by run_parallel only."""
+    rfd, wfd, counter_fd, ppid = (int(x) for x in sys.argv[1:5])
     _die_with_parent(ppid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    conn = Connection(fd)
+    ch = Channel(rfd, wfd)
     from toolkit.bench.loadgen import run
 
     try:
-        run(_work(conn, SharedCounter(counter_fd)))
+        run(_work(ch, SharedCounter(counter_fd)))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the cell
         try:
-            conn.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
+            ch.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
         except OSError:
             pass
         sys.exit(1)
