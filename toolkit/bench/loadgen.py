@@ -106,11 +106,13 @@ class Share:
             b = self._bodies[p.id] = json.dumps(build_body(self.api, p, **self._body_args)).encode()
         return b
 
-    async def one(self, p: Prompt, is_warmup: bool, lag_ms: float | None = None) -> None:
+    async def one(self, p: Prompt, is_warmup: bool, scheduled: float | None = None) -> None:
         rec = RequestRecord.model_construct(arm=self.arm, domain=self.domain, concurrency=self.concurrency,
                                             repeat=self.repeat, prompt_id=p.id, warmup=is_warmup, send_s=0.0,
-                                            lag_ms=lag_ms)
+                                            lag_ms=None)
         await send_one(self.pool, self.url, self.api, self.body(p), rec, self.t0)
+        if scheduled is not None:  # open loop: how late it left, from the send time itself
+            rec.lag_ms = (self.t0 + rec.send_s - scheduled) * 1000.0
         self.records.append(rec)
         if self.on_record is not None:
             self.on_record(rec)
@@ -146,7 +148,7 @@ class Share:
 
             async def timed(p=item(self.prompts, i, False), scheduled=start + at) -> None:
                 async with sem:
-                    await self.one(p, False, (time.perf_counter() - scheduled) * 1000.0)
+                    await self.one(p, False, scheduled)
 
             tasks.append(asyncio.ensure_future(timed()))
         await asyncio.gather(*tasks)
