@@ -19,7 +19,7 @@ tree (user+sys).
    its TTFT p50 and its per-chunk-gap ITL p50 are within 1 ms of the server's own (first write -
    arrival, gaps between one request's writes) and the rate it carried is at least 90% of what the
    server's own timing allows; a client's sweep stops when it carries less than that, or after two
-   unfaithful steps in a row. Its sustained chunk rate is the rate it carried at its highest faithful
+   unfaithful steps in a row (or below 80% of it). Its sustained chunk rate is the rate it carried at its highest faithful
    step. CPU per chunk there is the run's CPU less the start-up CPU of part 1's small run.
 
 sglang.bench_serving runs from its wheel unpacked (--sglang DIR, deps in --sglang-deps; the shim
@@ -207,7 +207,7 @@ def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, dead
             log(f"sweep {name:8} C={c:<5} carried {carried:9.0f}/s (allowed {allowed:9.0f})  TTFT {r['ttft']:7.2f} "
                 f"({d_ttft:+6.2f})  ITL {r['itl']:6.3f} ({d_itl:+6.3f})  {'ok' if ok else 'NOT FAITHFUL'}")
             misses = 0 if ok else misses + 1
-            if carried < 0.9 * allowed or misses == 2:  # overloaded, or twice off: higher steps only cost time
+            if carried < 0.8 * allowed or misses == 2:  # overloaded, or twice off: higher steps only cost time
                 break
     return out
 
@@ -223,7 +223,7 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
         lines.append(f"{name:9} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['server_cpu_util']:9.0%}")
     lines += ["", f"Fidelity sweep: TTFT 20 ms, step 5 ms, {args.t} chunks per request; dev = client p50 - server's own "
               "p50 (ms); faithful: both within 1 ms and >= 90% of the allowed rate",
-              f"{'client':9} {'C':>5} {'carried/s':>10} {'TTFT':>8} {'dev':>7} {'ITL':>7} {'dev':>7} {'CPU us/ch':>9} "
+              f"{'client':9} {'C':>5} {'carried/s':>10} {'allowed/s':>10} {'TTFT':>8} {'dev':>7} {'ITL':>7} {'dev':>7} {'CPU us/ch':>9} "
               f"{'srv CPU':>7} ok"]
     sustained = {}
     for name, rows in sw.items():
@@ -231,7 +231,7 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
             if "error" in r:
                 lines.append(f"{name:9} {r['c']:>5} failed: {r['error'][:160]}")
                 continue
-            lines.append(f"{name:9} {r['c']:>5} {r['carried']:10.0f} {r['ttft']:8.2f} {r['d_ttft']:+7.2f} "
+            lines.append(f"{name:9} {r['c']:>5} {r['carried']:10.0f} {r['allowed']:10.0f} {r['ttft']:8.2f} {r['d_ttft']:+7.2f} "
                          f"{r['itl']:7.3f} {r['d_itl']:+7.3f} {r['cpu_us_per_chunk']:9.2f} "
                          f"{r['server_cpu_util']:7.0%} {'yes' if r['ok'] else 'NO'}")
         good = [r for r in rows if r.get("ok")]
@@ -286,7 +286,8 @@ def main() -> None:
     clients["ref"] = (ref, 1)
     skipped = {}
     if a.sglang and (a.sglang / "sglang" / "benchmark" / "serving.py").is_file() and a.tokenizer:
-        clients["sglang"] = (sglang_client(a.sglang, a.sglang_deps or a.sglang, a.tokenizer), 1)
+        clients["sglang"] = (sglang_client(a.sglang.resolve(), (a.sglang_deps or a.sglang).resolve(),
+                                           a.tokenizer.resolve()), 1)
     else:
         skipped["sglang"] = f"no sglang client at --sglang {a.sglang} (or no --tokenizer)"
     log(f"clients: {', '.join(clients)}; {os.cpu_count()} CPUs; server processes {a.server_procs}")
