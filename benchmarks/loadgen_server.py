@@ -6,7 +6,8 @@ generator's timing is compared with (benchmarks/loadgen_workers.py, tests/bench/
 It speaks SGLang's OpenAI chat/completions stream (the chunk shape of tests/data/sglang/chat_stream.txt:
 per-chunk usage when `stream_options.continuous_usage_stats` is asked for or `--always-usage` is given,
 a finish chunk, `[DONE]`),
-one HTTP chunk per SSE event, `max_tokens` content chunks per request. Like SGLang's decode loop it
+one HTTP chunk per SSE event, `max_tokens` content chunks per request (`--vary v`: max_tokens x U(1-v, 1+v),
+seeded, so that requests started together do not all end together and the next ones arrive spread out). Like SGLang's decode loop it
 is batch-synchronous: a request gets its first chunk `ttft_ms` after it arrived, then joins the running
 batch, and every `itl_ms` one step writes the next chunk of every running request (`--itl-ms 0`: a step
 per event-loop turn, as fast as the sockets take it; a request whose socket is full sits a step out).
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import resource
 import socket
 import time
@@ -72,8 +74,9 @@ class Stream:
 
 
 class Server:
-    def __init__(self, ttft_ms: float, itl_ms: float, always_usage: bool = False) -> None:
-        self.ttft_s, self.itl_s, self.always_usage = ttft_ms / 1000.0, itl_ms / 1000.0, always_usage
+    def __init__(self, ttft_ms: float, itl_ms: float, always_usage: bool = False, vary: float = 0.0) -> None:
+        self.ttft_s, self.itl_s, self.always_usage, self.vary = ttft_ms / 1000.0, itl_ms / 1000.0, always_usage, vary
+        self.rng = random.Random(0)
         self.stats = Stats()
         self.running: list[Stream] = []
         self.stepping = False
@@ -215,7 +218,10 @@ class Conn(asyncio.Protocol):
         opts = req.get("stream_options") or {}
         self.busy = True
         self.server.rid += 1
-        self.server.admit(Stream(self, path.endswith("chat/completions"), int(req.get("max_tokens") or req.get("max_completion_tokens") or 16),
+        tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        if self.server.vary:  # lengths spread: requests that started together do not all end together
+            tokens = max(1, round(tokens * (1 - self.server.vary + 2 * self.server.vary * self.server.rng.random())))
+        self.server.admit(Stream(self, path.endswith("chat/completions"), tokens,
                                  self.server.always_usage or bool(opts.get("continuous_usage_stats")),
                                  bool(opts.get("include_usage")),
                                  arrival, self.server.rid))
@@ -226,9 +232,10 @@ class Conn(asyncio.Protocol):
 
 
 async def serve(port: int, ttft_ms: float, itl_ms: float, stats_port: int | None = None,
-                reuse_port: bool = False, host: str = "127.0.0.1", always_usage: bool = False) -> None:
+                reuse_port: bool = False, host: str = "127.0.0.1", always_usage: bool = False,
+                vary: float = 0.0) -> None:
     loop = asyncio.get_running_loop()
-    server = Server(ttft_ms, itl_ms, always_usage)
+    server = Server(ttft_ms, itl_ms, always_usage, vary)
     await loop.create_server(lambda: Conn(server), host, port, reuse_port=reuse_port or None, backlog=4096)
     if stats_port:
         await loop.create_server(lambda: Conn(server), host, stats_port)
@@ -245,8 +252,10 @@ def main() -> None:
     ap.add_argument("--reuse-port", action="store_true")
     ap.add_argument("--always-usage", action="store_true",
                     help="per-chunk usage whatever the request asks: every client gets the same bytes")
+    ap.add_argument("--vary", type=float, default=0.0,
+                    help="output length max_tokens x U(1-v, 1+v), seeded (default 0: exactly max_tokens)")
     a = ap.parse_args()
-    coro = serve(a.port, a.ttft_ms, a.itl_ms, a.stats_port, a.reuse_port, a.host, a.always_usage)
+    coro = serve(a.port, a.ttft_ms, a.itl_ms, a.stats_port, a.reuse_port, a.host, a.always_usage, a.vary)
     try:
         import uvloop
     except ImportError:

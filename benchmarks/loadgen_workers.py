@@ -7,20 +7,20 @@ reference client, against a streaming server that records when it wrote each chu
     python benchmarks/loadgen_workers.py --quick                      # 2 cores: smaller, ~3 min
 
 The server runs as `--server-procs` processes on one port (SO_REUSEPORT), so it is not the bottleneck
-(its CPU use is printed). Every client runs as its own process; its CPU is getrusage of its process
-tree (user+sys).
+(its CPU use is printed). Every client runs as its own process.
 
-1. Capacity: the server at full speed (no TTFT, a step per event-loop turn), C=512, 512 chunks per
-   request. Chunk rate = chunks / (first request's arrival -> last write), both read off the server.
-   CPU per chunk is differential: (CPU of the big run - CPU of a run of one request per worker) /
-   (the chunk difference), so start-up is excluded.
-2. Fidelity sweep: TTFT 20 ms, a step every 5 ms, 128 chunks per request; concurrency raised by 1.5x a
+1. Capacity: the server at full speed (no TTFT, a step per event-loop turn), C=512, 256-768 chunks per
+   request (512 on average). Chunk rate = chunks / (first request's arrival -> last write), both read off the server.
+   Client CPU is what its process tree used in that same window (sampled from /proc every 20 ms),
+   so start-up and shutdown are left out alike for every client.
+2. Fidelity sweep: TTFT 20 ms, a step every 5 ms, 64-192 chunks per request (128 on average, so
+   that requests which started together do not end together), 4 rounds; concurrency raised by 1.5x a
    step, so the offered chunk rate goes from ~19k to ~480k/s. At each step a client is faithful when
    its TTFT p50 and its per-chunk-gap ITL p50 are within 1 ms of the server's own (first write -
-   arrival, gaps between one request's writes) and the rate it carried is at least 90% of what the
-   server's own timing allows; a client's sweep stops when it carries less than that, or after two
-   unfaithful steps in a row (or below 80% of it). Its sustained chunk rate is the rate it carried at its highest faithful
-   step. CPU per chunk there is the run's CPU less the start-up CPU of part 1's small run.
+   arrival, gaps between one request's writes). `allowed` is what the server's own timing allows C
+   streams (the last round's drain keeps every client below it); a client's sweep stops after two
+   unfaithful steps in a row, or below 60% of it. Its sustained chunk rate is the rate it carried
+   (chunks / first arrival -> last write, read off the server) at its highest faithful step. CPU per chunk there is taken the same way as in part 1.
 
 sglang.bench_serving runs from its wheel unpacked (--sglang DIR, deps in --sglang-deps; the shim
 benchmarks/sglang_bench_shim.py stubs the server-side imports); without it that column is skipped
@@ -60,7 +60,8 @@ class Farm:
         for i in range(procs):
             sp = free_port()
             cmd = [PY, str(ROOT / "benchmarks" / "loadgen_server.py"), "--port", str(self.port), "--reuse-port",
-                   "--stats-port", str(sp), "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--always-usage"]
+                   "--stats-port", str(sp), "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--always-usage",
+                   "--vary", "0.5"]
             srv = ProcessLauncher(cmd, log_path=TMP / f"server-{self.port}-{i}.log", port=sp)
             srv.name = "schedule server"
             self.servers.append(srv)
@@ -85,7 +86,7 @@ class Farm:
         ttfts = [t for p in parts for t in p["ttft_ms"]]
         span = (max(lasts) - min(firsts)) if firsts else 0.0
         return {"requests": sum(p["requests"] for p in parts), "chunks": sum(p["chunks"] for p in parts),
-                "span_s": span, "ttft_p50": statistics.median(ttfts) if ttfts else None,
+                "span_s": span, "first": min(firsts) if firsts else None, "last": max(lasts) if lasts else None, "ttft_p50": statistics.median(ttfts) if ttfts else None,
                 "itl_p50": _hist_median(hist), "cpu_s": sum(p["cpu_s"] for p in parts),
                 "max_inflight_sum": sum(p["max_inflight"] for p in parts)}
 
@@ -136,24 +137,69 @@ def sglang_client(sgl_dir: Path, deps: Path, tokenizer: Path):
     return make
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user+sys) of `root` and every live descendant, from /proc."""
+    kids: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            kids.setdefault(int(f[1]), []).append(int(d))
+            cpu[int(d)] = (int(f[11]) + int(f[12])) / TICK
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo += kids.get(pid, [])
+    return total
+
+
+def window_cpu(samples: list[tuple[float, float]], a: float, b: float) -> float:
+    """CPU used between perf_counter times a and b, interpolated from (time, cumulative CPU) samples."""
+    def at(t: float) -> float:
+        prev = samples[0]
+        for cur in samples:
+            if cur[0] >= t:
+                span = cur[0] - prev[0]
+                return prev[1] + (cur[1] - prev[1]) * ((t - prev[0]) / span if span else 1.0)
+            prev = cur
+        return samples[-1][1]
+    return at(b) - at(a)
+
+
 def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
+    """One client run; its CPU is what its process tree used while the server streamed (first request's
+    arrival -> last write), sampled from /proc every 20 ms: start-up and shutdown left out alike."""
     d = TMP / f"{name}-c{c}-n{n}-{time.monotonic_ns()}"
     d.mkdir()
     cmd, parse = make(farm.url, c, n, t, d)
     env = dict(os.environ, NO_COLOR="1", HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     farm.reset()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, env=env, cwd=d, timeout=300)
+    out, err = open(d / "stdout", "w+b"), open(d / "stderr", "w+b")
+    p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=d)
+    samples = []
+    while p.poll() is None:
+        samples.append((time.perf_counter(), tree_cpu(p.pid)))
+        if time.time() - t0 > 300:
+            p.kill()
+        time.sleep(0.02)
     wall = time.time() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out.seek(0), err.seek(0)
+    stdout, stderr = out.read(), err.read()
     if p.returncode:
-        raise RuntimeError(f"{name} failed ({p.returncode}): {(p.stderr or p.stdout).decode(errors='replace')[-800:]}")
-    lines = [ln for ln in p.stdout.decode().splitlines() if ln.startswith("{")]
+        raise RuntimeError(f"{name} failed ({p.returncode}): {(stderr or stdout).decode(errors='replace')[-800:]}")
+    lines = [ln for ln in stdout.decode().splitlines() if ln.startswith("{")]
     ttft, itl = parse(lines[-1] if lines else "")
     s = farm.stats()
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    cpu = window_cpu(samples, s["first"], s["last"]) if samples and s["first"] else float("nan")
     return {"ttft": ttft, "itl": itl, "wall": wall, "cpu": cpu, "server": s}
 
 
@@ -161,7 +207,6 @@ def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dic
     rows = {}
     for name, (make, workers) in clients.items():
         try:
-            small = run_client(name, make, farm, workers, workers, t)
             big = run_client(name, make, farm, c, base_n * max(1, workers // 2), t)
         except (RuntimeError, OSError, KeyError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
             log(f"capacity {name}: FAILED {exc}")
@@ -169,17 +214,16 @@ def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dic
             continue
         s = big["server"]
         rate = s["chunks"] / s["span_s"] if s["span_s"] else 0.0
-        cpu_chunk = (big["cpu"] - small["cpu"]) / max(1, s["chunks"] - small["server"]["chunks"])
+        cpu_chunk = big["cpu"] / max(1, s["chunks"])
         rows[name] = {"chunk_rate": rate, "cpu_us_per_chunk": cpu_chunk * 1e6, "chunks": s["chunks"],
                       "span_s": s["span_s"], "server_cpu_util": s["cpu_s"] / s["span_s"] / len(farm.servers),
-                      "client_cpu_s": big["cpu"], "startup_cpu_s": small["cpu"]}
-        log(f"capacity {name:8} {rate:9.0f} chunks/s  {cpu_chunk * 1e6:5.2f} us/chunk  server CPU "
-            f"{rows[name]['server_cpu_util']:.0%} per process")
+                      "client_cpu_s": big["cpu"], "client_cores": big["cpu"] / s["span_s"], "wall_s": big["wall"]}
+        log(f"capacity {name:8} {rate:9.0f} chunks/s  {cpu_chunk * 1e6:5.2f} us/chunk  client {rows[name]['client_cores']:.2f}"
+            f" cores  server CPU {rows[name]['server_cpu_util']:.0%} per process")
     return rows
 
 
-def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, deadline: float, startup: dict,
-          log) -> dict:
+def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, deadline: float, log) -> dict:
     out: dict[str, list] = {name: [] for name in clients}
     for name, (make, _) in clients.items():
         misses = 0
@@ -196,33 +240,35 @@ def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, dead
             s = r["server"]
             carried = s["chunks"] / s["span_s"] if s["span_s"] else 0.0
             # what the server's own timing allows: c streams, each a TTFT then t-1 gaps
-            allowed = c * t / ((s["ttft_p50"] + (t - 1) * s["itl_p50"]) / 1000.0)
+            tm = s["chunks"] / max(1, s["requests"])  # the mean length (the server varies it by +-50%)
+            allowed = c * tm / ((s["ttft_p50"] + (tm - 1) * s["itl_p50"]) / 1000.0)
             d_ttft, d_itl = r["ttft"] - s["ttft_p50"], r["itl"] - s["itl_p50"]
-            ok = abs(d_ttft) <= 1.0 and abs(d_itl) <= 1.0 and carried >= 0.9 * allowed
+            ok = abs(d_ttft) <= 1.0 and abs(d_itl) <= 1.0
             row = {"c": c, "carried": carried, "allowed": allowed, "ttft": r["ttft"], "itl": r["itl"],
                    "srv_ttft": s["ttft_p50"], "srv_itl": s["itl_p50"], "d_ttft": d_ttft, "d_itl": d_itl,
-                   "ok": ok, "cpu_us_per_chunk": (r["cpu"] - startup.get(name, 0.0)) / max(1, s["chunks"]) * 1e6,
+                   "ok": ok, "cpu_us_per_chunk": r["cpu"] / max(1, s["chunks"]) * 1e6,
                    "server_cpu_util": s["cpu_s"] / s["span_s"] / len(farm.servers)}
             out[name].append(row)
             log(f"sweep {name:8} C={c:<5} carried {carried:9.0f}/s (allowed {allowed:9.0f})  TTFT {r['ttft']:7.2f} "
                 f"({d_ttft:+6.2f})  ITL {r['itl']:6.3f} ({d_itl:+6.3f})  {'ok' if ok else 'NOT FAITHFUL'}")
             misses = 0 if ok else misses + 1
-            if carried < 0.8 * allowed or misses == 2:  # overloaded, or twice off: higher steps only cost time
+            if carried < 0.6 * allowed or misses == 2:  # overloaded, or twice off: higher steps only cost time
                 break
     return out
 
 
 def report(cap: dict, sw: dict, skipped: dict, args) -> str:
     lines = [f"Capacity: server at full speed ({args.server_procs} processes), C={args.cap_c}, {args.cap_t} chunks "
-             "per request; CPU per chunk excludes start-up",
-             f"{'client':9} {'chunks/s':>10} {'CPU us/chunk':>12} {'server CPU':>10}"]
+             "per request; client CPU while the server streamed",
+             f"{'client':9} {'chunks/s':>10} {'CPU us/chunk':>12} {'client cores':>12} {'server CPU':>10}"]
     for name, r in cap.items():
         if "error" in r:
             lines.append(f"{name:9} failed: {r['error'][:200]}")
             continue
-        lines.append(f"{name:9} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['server_cpu_util']:9.0%}")
+        lines.append(f"{name:9} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['client_cores']:12.2f} "
+                     f"{r['server_cpu_util']:9.0%}")
     lines += ["", f"Fidelity sweep: TTFT 20 ms, step 5 ms, {args.t} chunks per request; dev = client p50 - server's own "
-              "p50 (ms); faithful: both within 1 ms and >= 90% of the allowed rate",
+              "p50 (ms); faithful: both within 1 ms",
               f"{'client':9} {'C':>5} {'carried/s':>10} {'allowed/s':>10} {'TTFT':>8} {'dev':>7} {'ITL':>7} {'dev':>7} {'CPU us/ch':>9} "
               f"{'srv CPU':>7} ok"]
     sustained = {}
@@ -276,10 +322,10 @@ def main() -> None:
     a = ap.parse_args()
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),) * 2)
     if a.quick:
-        a.server_procs, a.cap_c, a.cap_t, base_n, a.t, rounds = min(a.server_procs, 1), 64, 256, 128, 64, 3
+        a.server_procs, a.cap_c, a.cap_t, base_n, a.t, rounds = min(a.server_procs, 1), 64, 256, 128, 64, 4
         steps = [32, 64, 128, 256]
     else:
-        a.cap_c, a.cap_t, base_n, a.t, rounds = 512, 512, 1024, 128, 3
+        a.cap_c, a.cap_t, base_n, a.t, rounds = 512, 512, 1024, 128, 4
         steps = [96, 144, 216, 324, 486, 729, 1094, 1640, 2460]
     log = lambda m: print(f"[{time.monotonic() - START:6.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
     clients = {f"ours-{w}": (ours(w), w) for w in map(int, a.workers.split(","))}
@@ -298,8 +344,7 @@ def main() -> None:
         farm.stop()
     farm = Farm(a.server_procs, 20, 5)
     try:
-        startup = {k: v["startup_cpu_s"] for k, v in cap.items() if "startup_cpu_s" in v}
-        sw = sweep(clients, farm, steps, a.t, rounds, START + a.budget_s, startup, log)
+        sw = sweep(clients, farm, steps, a.t, rounds, START + a.budget_s, log)
     finally:
         farm.stop()
     text = report(cap, sw, skipped, a)
