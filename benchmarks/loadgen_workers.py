@@ -14,8 +14,8 @@ The server runs as `--server-procs` processes on one port (SO_REUSEPORT), so it 
    Client CPU is what its process tree used in that same window (sampled from /proc every 20 ms),
    so start-up and shutdown are left out alike for every client.
 2. Fidelity sweep: TTFT 20 ms, a step every 5 ms, 64-192 chunks per request (128 on average, so
-   that requests which started together do not end together), 4 rounds; concurrency raised by 1.5x a
-   step, so the offered chunk rate goes from ~19k to ~480k/s. At each step a client is faithful when
+   that requests which started together do not end together), 4 rounds; concurrency raised by 1.25x a
+   step (96 .. 2183), so the offered chunk rate goes from ~18k to ~400k/s. At each step a client is faithful when
    its TTFT p50 and its per-chunk-gap ITL p50 are within 1 ms of the server's own (first write -
    arrival, gaps between one request's writes). `allowed` is what the server's own timing allows C
    streams (the last round's drain keeps every client below it); a client's sweep stops after two
@@ -326,7 +326,7 @@ def main() -> None:
         steps = [32, 64, 128, 256]
     else:
         a.cap_c, a.cap_t, base_n, a.t, rounds = 512, 512, 1024, 128, 4
-        steps = [96, 144, 216, 324, 486, 729, 1094, 1640, 2460]
+        steps = [round(96 * 1.25 ** k) for k in range(15)]  # 96 .. 2183
     log = lambda m: print(f"[{time.monotonic() - START:6.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
     clients = {f"ours-{w}": (ours(w), w) for w in map(int, a.workers.split(","))}
     clients["ref"] = (ref, 1)

@@ -107,7 +107,11 @@ class _Stream:
                 self.rest = buf
                 return
             whole = buf[:cut] if cut < len(buf) else buf
-            first = min((i for i in map(whole.find, _SPECIAL) if i >= 0), default=-1)
+            first = -1
+            for key in _SPECIAL:  # `in` first: a plain read (the common case) costs six C-level scans
+                if key in whole:
+                    i = whole.find(key)
+                    first = i if first < 0 else min(first, i)
             if first < 0:
                 if self._plain(whole, now):
                     self.rest = buf[cut:]
