@@ -407,7 +407,8 @@ class MatrixRunner:
             duration_s=self.m.duration_s, warmup=self.m.warmup, output_len=self.m.output_len,
             temperature=self.m.temperature, request_params=self.env_spec.model.request_params.get(cell.arm, {}),
             arm=cell.arm, domain=cell.domain, repeat=cell.repeat, seed=self.m.seed, model=launcher.model,
-            on_record=on_record, check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}")))
+            on_record=on_record, check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"),
+            workers=self.m.workers))
         elapsed = time.monotonic() - t0
         samples = telemetry.stop() if telemetry else None
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
