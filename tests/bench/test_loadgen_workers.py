@@ -166,7 +166,10 @@ def test_killed_server_fails_the_cell_cleanly(tmp_path):
     assert time.monotonic() - t0 < 20
     assert "exited" in err.value.message or "died" in err.value.message, err.value.message
     assert all(r.concurrency == 4 for r in err.value.records)
-    assert len(err.value.records) < 200
+    # as with one process: each slot's failed request waits for check_alive, so a dead server is not
+    # raced through (without the wait, all 200 came back as "connection refused"). A few per slot can
+    # fail before the kernel shows the process as exited (its sockets close first): seen up to 13.
+    assert sum(r.error is not None for r in err.value.records) <= 50
     assert not worker_pids(os.getpid())
     srv.stop()
 

@@ -88,7 +88,7 @@ class Share:
                  request_params: dict | None = None, model: str | None = None, arm: str = "", domain: str = "",
                  repeat: int = 0, read_timeout_s: float = 300.0,
                  on_record: Callable[[RequestRecord], None] | None = None,
-                 on_error: Callable[[RequestRecord], None] | None = None):
+                 on_error: Callable[[RequestRecord], object] | None = None):
         self.api, self.prompts, self.slots, self.take, self.t0 = api, prompts, slots, take, t0
         self.concurrency, self.arm, self.domain, self.repeat = concurrency, arm, domain, repeat
         self.on_record, self.on_error = on_record, on_error
@@ -119,7 +119,9 @@ class Share:
         if self.on_record is not None:
             self.on_record(rec)
         if rec.error is not None and self.on_error is not None and not self.failure:
-            self.on_error(rec)
+            waiting = self.on_error(rec)  # this slot goes on only once the server is known alive
+            if waiting is not None:
+                await waiting
 
     async def closed(self, n: int | None, is_warmup: bool, until: float | None) -> None:
         """Keep `slots` requests in flight until the shared counter reaches n (or `until` passes)."""

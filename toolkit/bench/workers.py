@@ -15,7 +15,8 @@ pool running a `Share` of the cell (toolkit.bench.loadgen), and merges their rec
   aggregate is the one-process schedule, arrival for arrival. The concurrency cap is split as above.
 - phases start together: warmup in every worker, all done, then the measured phase, each at a start
   time the parent gives.
-- the parent keeps what needs the launcher: check_alive every 0.5 s and after each failed request,
+- the parent keeps what needs the launcher: check_alive every 0.5 s and after each failed request
+  (the worker's slot waits for the answer, as the slot of one process waits for check_alive),
   on_record as batches arrive (every 20 ms), CellFailed with the records measured so far.
 - no worker outlives the run: the parent stops and reaps them in `finally` (a failure, an exception,
   Ctrl-C); a worker dies with the parent's thread (PR_SET_PDEATHSIG, SIGKILL), so SIGTERM or kill -9
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import itertools
 import os
 import pickle
 import signal
@@ -196,7 +198,7 @@ async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: 
     failure: list[BaseException] = []
     t0 = time.perf_counter()
     cfg = dict(base_url=base_url, api=api, prompts=prompts, t0=t0, n=n, plan=plan, opts=opts,
-               endpoint=endpoints.lookup(base_url))
+               endpoint=endpoints.lookup(base_url), check=check_alive is not None)
 
     def alive() -> None:
         if check_alive is not None and not failure:
@@ -265,6 +267,11 @@ async def _gather(ws: _Workers, phase: str, records: list, on_record, alive, fai
                     on_record(r)
             if alive is not None and any(r.error is not None for r in msg[1]):
                 alive()
+        elif kind == "check":  # a request failed in worker w: is the server alive? (it waits for the answer)
+            if alive is not None:
+                alive()
+                if not failure:
+                    ws.chans[w].send(("checked", msg[1]))
         elif kind == "error":
             failure.append(ToolFailure(f"load worker {w} failed: {msg[1]}"))
             waiting.discard(w)
@@ -312,9 +319,30 @@ async def _work(ch: Channel, counter: SharedCounter) -> None:
             loop.call_later(FLUSH_S, flush)
         pending.append(rec)
 
+    checks: dict[int, asyncio.Future] = {}
+    ids = itertools.count()
+
+    def on_error(rec: RequestRecord) -> asyncio.Future:
+        """As check_alive after a failed request with one process: the parent checks the server, and
+        this slot waits for its answer (a dead server must not be raced through at full speed)."""
+        flush()
+        seq = next(ids)
+        fut = checks[seq] = loop.create_future()
+        ch.send(("check", seq))
+        return fut
+
+    def on_msg(msg) -> None:
+        if msg[0] == "checked":
+            fut = checks.pop(msg[1], None)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+        else:
+            inbox.put_nowait(msg)
+
     share = Share(cfg["base_url"], cfg["api"], cfg["prompts"], slots=split(plan["concurrency"], n, w), take=counter,
-                  t0=cfg["t0"], concurrency=plan["concurrency"], on_record=on_record, **cfg["opts"])
-    ch.attach(loop, inbox.put_nowait, lambda: inbox.put_nowait(("stop",)))  # EOF: the parent is gone or done
+                  t0=cfg["t0"], concurrency=plan["concurrency"], on_record=on_record,
+                  on_error=on_error if cfg["check"] else None, **cfg["opts"])
+    ch.attach(loop, on_msg, lambda: inbox.put_nowait(("stop",)))  # EOF: the parent is gone or done
     ch.send(("ready",))
     async with share.pool:
         while True:
