@@ -21,7 +21,7 @@ from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_w
 from toolkit.schema.metrics import METRICS, NAMES
 from toolkit.schema.records import Stat
 
-IGNORED_SAMPLING = {"warmup"}  # how many warmup requests ran does not change what a request is
+IGNORED_SAMPLING = {"warmup", "workers"}  # warmup count and client processes do not change what a request is
 UNTESTED = {"chunk": "pooled over chunks: not tested (the chunks of one request are not independent)",
             "cell": "one figure per cell: not tested"}
 

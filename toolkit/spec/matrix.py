@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -79,6 +79,8 @@ class Workload(StrictModel):
 
 
 class Matrix(StrictModel):
+    HASH_OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"workers"})  # unset: the hash of a v1 matrix holds
+
     kind: Literal["Matrix"]
     name: Name
     description: str = ""
@@ -94,6 +96,8 @@ class Matrix(StrictModel):
     requests: int | None = Field(None, ge=1, description="measured requests per cell")
     duration_s: float | None = Field(None, gt=0, description="or: measure each cell for this long")
     warmup: int = Field(2, ge=0, description="requests per cell sent first and excluded from the figures")
+    workers: int | None = Field(None, ge=1, description="load generator processes per cell (default: enough for the "
+                                "cell's expected chunk rate, one when it is small; docs/loadgen.md)")
     repeats: int = Field(1, ge=1)
     seed: int = 0
     temperature: float = Field(0.0, ge=0)
