@@ -343,7 +343,9 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
     """
     h = hashlib.sha256()
     h.update(b"toolkit-spec-v1\0")
-    h.update(canonical_json(spec.model.model_dump(mode="json")).encode())
+    # fields a kind marks as analysis (a Matrix's slo) do not change what is built or measured
+    h.update(canonical_json(spec.model.model_dump(mode="json", exclude=set(getattr(spec.model, "HASH_EXCLUDE", ())))
+                            ).encode())
     for key, f in sorted(referenced_files(spec).items()):
         h.update(f"\0{key}\0".encode())
         h.update(sha256_file(f).encode() if f.is_file() else b"<dir>")
