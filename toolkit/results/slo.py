@@ -197,13 +197,13 @@ def parse_slo(specs: list[str], attainment: float | None = None, base: Objective
             raise ToolkitError(f"--slo {s!r}: expected {SLO_FORMAT}")
         metric, bound, value = m.groups()
         if metric not in OBJECTIVE_SAMPLES:
-            close = difflib.get_close_matches(metric, list(OBJECTIVE_SAMPLES), n=1, cutoff=0.5)
+            close = difflib.get_close_matches(metric.lower(), list(OBJECTIVE_SAMPLES), n=1, cutoff=0.5)
             hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(OBJECTIVE_SAMPLES)}"
             if metric == "itl_req_mean_ms":
                 hint = "write itl_ms: ITL objectives are judged on each request's mean ITL (itl_req_mean_ms)"
             raise ToolkitError(f"--slo {s!r}: {metric!r} is not a metric objectives can bound", hint=hint)
         if bound not in BOUNDS:
-            close = difflib.get_close_matches(bound, list(BOUNDS), n=1, cutoff=0.5)
+            close = difflib.get_close_matches(bound.lower(), list(BOUNDS), n=1, cutoff=0.5)
             raise ToolkitError(f"--slo {s!r}: {bound!r} is not a bound",
                                hint=f"did you mean {close[0]!r}?" if close else f"one of {', '.join(BOUNDS)}")
         try:

@@ -43,7 +43,7 @@ def capacity_table(an: SloAnalysis) -> Table:
         rows.append([x.arm, x.domain, "-" if x.capacity is None else f"c={x.capacity}",
                      fmt_num(x.goodput_tok_s) if x.capacity is not None else "-",
                      "-" if x.first_failure is None else f"c={x.first_failure}",
-                     x.first_failure_why or (f"none through c={x.levels[-1]}" if x.levels else "-")
+                     (x.first_failure_why or (f"none through c={x.levels[-1]}" if x.levels else "-"))
                      + (f"; holds again at c={', '.join(map(str, x.holds_again))}" if x.holds_again else "")])
     return Table(["arm", "domain", "capacity", "goodput tok/s there", "first failure", "what failed"], rows,
                  align="llrrrl")
