@@ -108,15 +108,16 @@ def advise(cells: list[CellSlo], derived: Derived, baseline: str) -> list[SloAdv
             levels = sorted(k[3] for k in at if k[:3] == (arm, domain, out_len) and (baseline, domain, out_len, k[3]) in at)
             if not levels:
                 continue
-            adv = SloAdvice(arm=arm, domain=domain, baseline=baseline)
+            adv, choices = SloAdvice(arm=arm, domain=domain, baseline=baseline), []
             for level in levels:
                 a, b = at[(arm, domain, out_len, level)], at[(baseline, domain, out_len, level)]
                 sp = speed.get((arm, domain, level))
                 ratio, hi = (sp.throughput_ratio, sp.ci_high) if sp else (None, None)
                 good = (a.goodput_tok_s / b.goodput_tok_s) if a.goodput_tok_s is not None and b.goodput_tok_s else None
-                adv.levels.append(LevelChoice(concurrency=level, arm_holds=a.holds, baseline_holds=b.holds,
-                                              throughput_ratio=ratio, ci_high=hi, goodput_ratio=good,
-                                              choice=_choice(a, b, ratio, hi)))
+                choices.append(LevelChoice(concurrency=level, arm_holds=a.holds, baseline_holds=b.holds,
+                                           throughput_ratio=ratio, ci_high=hi, goodput_ratio=good,
+                                           choice=_choice(a, b, ratio, hi)))
+            adv.levels = choices  # assigned: summary.json keeps the fields that were set
             if (arm, domain) in raw:
                 adv.raw_crossover_concurrency = raw[(arm, domain)].crossover_concurrency
                 adv.raw_note = raw[(arm, domain)].note

@@ -204,18 +204,18 @@ def evaluate(cells: list[CellSummary], cols: list[dict[str, np.ndarray]], obj: O
         out.attainment_low, out.attainment_high = wilson(out.met, out.n)
     pooled = {o.sample: np.concatenate([np.asarray(k.get(o.sample, np.empty(0)), dtype=np.float64)
                                         for _, k in pairs]) for o in obj.items}
-    fails, certain = [], True
+    fails, certain, results = [], True, []
     for o in obj.items:
         x = pooled[o.sample]
         if o.bound == PER_REQUEST:
             met = int((~(x > o.limit)).sum())
             lo, hi = wilson(met, out.n)
-            out.objectives.append(ObjectiveResult(objective=o.name, limit=o.limit, value=met / out.n if out.n else None,
-                                                  ci_low=lo, ci_high=hi, n=out.n))
+            results.append(ObjectiveResult(objective=o.name, limit=o.limit, value=met / out.n if out.n else None,
+                                           ci_low=lo, ci_high=hi, n=out.n))
             continue
         x = x[np.isfinite(x)]
         if not len(x):
-            out.objectives.append(ObjectiveResult(objective=o.name, limit=o.limit))
+            results.append(ObjectiveResult(objective=o.name, limit=o.limit))
             fails.append(f"{o.name}: no values")
             certain = False
             continue
@@ -223,8 +223,8 @@ def evaluate(cells: list[CellSummary], cols: list[dict[str, np.ndarray]], obj: O
         lo, hi = quantile_ci(x, o.percentile / 100)
         holds = v <= o.limit
         sure = lo is not None and (hi <= o.limit if holds else lo > o.limit)
-        out.objectives.append(ObjectiveResult(objective=o.name, limit=o.limit, value=v, ci_low=lo, ci_high=hi,
-                                              n=len(x), holds=holds, certain=sure))
+        results.append(ObjectiveResult(objective=o.name, limit=o.limit, value=v, ci_low=lo, ci_high=hi,
+                                       n=len(x), holds=holds, certain=sure))
         certain &= sure
         if not holds:
             fails.append(f"{o.name} {v:.4g} > {o.limit:g}")
@@ -233,6 +233,7 @@ def evaluate(cells: list[CellSummary], cols: list[dict[str, np.ndarray]], obj: O
         fails.append(f"attainment {out.attainment or 0:.1%} < {obj.attainment:.0%}")
     lo, hi = out.attainment_low, out.attainment_high
     certain &= lo is not None and (lo >= obj.attainment if att_holds else hi < obj.attainment)
+    out.objectives = results  # assigned, not appended: summary.json keeps what was set (exclude_unset)
     out.holds, out.certain, out.why = not fails, certain, "; ".join(fails)
     return out
 
