@@ -259,7 +259,7 @@ def slo_plot(an) -> bytes:
                            [max((h if h is not None else yi) - yi, 0) for yi, h in zip(y, hi)]]
                     ax.errorbar(x, y, yerr=err, fmt="none", ecolor=colors[arm], alpha=0.6, capsize=2)
             if what == "goodput":
-                ax.set_title(f"{d}: goodput (dotted: raw throughput)")
+                ax.set_title(f"{d}: goodput (filled: objectives hold; dotted: raw tok/s)", fontsize=10)
                 ax.set_ylabel("goodput tok/s")
             elif what == "objective":
                 ax.axhline(o.limit, ls="--", color="black", lw=1.2, label=f"objective {o.limit:g} ms")

@@ -184,7 +184,7 @@ def median_ci(x: np.ndarray, level: float = LEVEL) -> tuple[float | None, float 
 def quantile_ci(x: np.ndarray, q: float, level: float = LEVEL) -> tuple[float | None, float | None]:
     """95% CI of the q-quantile (0 < q < 1), distribution-free like median_ci: [X(l), X(u)] (1-based order
     statistics), l the largest with P(B <= l-1) <= tail and u the smallest with P(B >= u) <= tail, B ~ Bin(n, q).
-    None where the sample is too small for such an interval (a p90 needs n >= 29, a p99 n >= 299)."""
+    None where the sample is too small for such an interval (a p90 needs n >= 36, a p99 n >= 368)."""
     n = len(x)
     if n == 0:
         return None, None
