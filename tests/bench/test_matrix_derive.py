@@ -107,7 +107,8 @@ def _advice(arm_holds: dict, base_holds: dict, ratios: dict):
     from toolkit.results.slo import advise
     from toolkit.schema.manifest import Derived
 
-    cells = [slo_cell("spec", c, h) for c, h in arm_holds.items()] + [slo_cell("base", c, h) for c, h in base_holds.items()]
+    cells = [slo_cell("spec", c, h) for c, h in arm_holds.items()]
+    cells += [slo_cell("base", c, h) for c, h in base_holds.items()]
     derived = Derived.model_validate({
         "baseline": "base", "speculative_arms": ["spec"],
         "speedups": [{"arm": "spec", "domain": "coding", "concurrency": c, "throughput_ratio": r, "ci_high": hi}

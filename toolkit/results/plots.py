@@ -249,7 +249,8 @@ def slo_plot(an) -> bytes:
                     lo = [r.ci_low if r else None for r in res]
                     hi = [r.ci_high if r else None for r in res]
                 else:
-                    y, lo, hi = [c.attainment for c in cs], [c.attainment_low for c in cs], [c.attainment_high for c in cs]
+                    y = [c.attainment for c in cs]
+                    lo, hi = [c.attainment_low for c in cs], [c.attainment_high for c in cs]
                 y = [np.nan if v is None else v for v in y]
                 ax.plot(x, y, "-", color=colors[arm], lw=1.5, label=arm)
                 for xi, yi, c in zip(x, y, cs):

@@ -105,7 +105,8 @@ def advise(cells: list[CellSlo], derived: Derived, baseline: str) -> list[SloAdv
     out = []
     for arm in sorted(set(derived.speculative_arms) - {baseline}):
         for domain, out_len in sorted({(c.domain, c.output_len) for c in cells if c.arm == arm}):
-            levels = sorted(k[3] for k in at if k[:3] == (arm, domain, out_len) and (baseline, domain, out_len, k[3]) in at)
+            levels = sorted(k[3] for k in at
+                            if k[:3] == (arm, domain, out_len) and (baseline, domain, out_len, k[3]) in at)
             if not levels:
                 continue
             adv, choices = SloAdvice(arm=arm, domain=domain, baseline=baseline), []
@@ -139,7 +140,8 @@ def _conclude(adv: SloAdvice) -> None:
                     "this preset never pays off in the tested range; serve the baseline")
     elif adv.crossover_concurrency is not None:
         adv.note = (f"within the objectives speculation is the choice through c={spec[-1]}, the baseline from "
-                    f"c={adv.crossover_concurrency}: set speculative-disable-batch-threshold: {adv.crossover_concurrency}")
+                    f"c={adv.crossover_concurrency}: set speculative-disable-batch-threshold: "
+                    f"{adv.crossover_concurrency}")
     elif spec:
         neither = [x.concurrency for x in adv.levels if x.concurrency > spec[-1]]
         adv.note = (f"within the objectives speculation is the choice through c={spec[-1]}: no threshold needed"
@@ -171,7 +173,9 @@ def threshold_text(an: SloAnalysis, arm: str) -> str:
     if arm in an.never_pays_off:
         return "never pays off within the objectives in the tested range: serve the baseline"
     t = an.recommended_disable_batch_threshold.get(arm)
-    return f"set speculative-disable-batch-threshold: {t}" if t is not None else "no threshold needed within the objectives"
+    if t is None:
+        return "no threshold needed within the objectives"
+    return f"set speculative-disable-batch-threshold: {t}"
 
 
 # -- `--slo METRIC.BOUND=MS`

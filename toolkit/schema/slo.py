@@ -250,7 +250,8 @@ class Capacity(_Model):
     axis: str = Field("concurrency", description="what a level is: concurrency (closed loop)")
     levels: list[int] = Field(default_factory=list, description="the tested levels")
     holding: list[int] = Field(default_factory=list, description="levels at which the objectives hold")
-    capacity: int | None = Field(None, description="the highest level before the first failure; None: fails at the lowest")
+    capacity: int | None = Field(None, description="the highest level before the first failure; None: fails at "
+                                                   "the lowest")
     first_failure: int | None = None
     first_failure_why: str = ""
     holds_again: list[int] = Field(default_factory=list, description="levels above the first failure that hold again")

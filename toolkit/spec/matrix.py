@@ -118,7 +118,8 @@ class Slo(StrictModel):
 
 
 class Matrix(StrictModel):
-    HASH_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"slo"})  # analysis, not measurement: objectives do not change what a run measures
+    # analysis, not measurement: objectives do not change what a run measures, so they are not hashed
+    HASH_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"slo"})
 
     kind: Literal["Matrix"]
     name: Name
