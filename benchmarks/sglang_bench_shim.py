@@ -23,4 +23,16 @@ disagg = types.ModuleType("sglang.srt.disaggregation.utils")
 disagg.FAKE_BOOTSTRAP_HOST = "2.2.2.2"
 sys.modules.update({"sglang.srt.utils": utils, "sglang.srt.utils.hf_transformers_patches": patches,
                     "sglang.srt.utils.network": network, "sglang.srt.disaggregation.utils": disagg})
+try:  # datasets (Hugging Face) is imported for dataset kinds this client is not run with (mmmu, ...)
+    import datasets  # noqa: F401
+except ImportError:
+    hf = types.ModuleType("datasets")
+    hf.load_dataset = lambda *a, **k: (_ for _ in ()).throw(ImportError("datasets is not installed"))
+    sys.modules["datasets"] = hf
+try:  # sglang/utils.py imports IPython.display for notebook helpers the client never calls
+    import IPython.display  # noqa: F401
+except ImportError:
+    ipy, display = types.ModuleType("IPython"), types.ModuleType("IPython.display")
+    ipy.__path__, display.HTML, display.display = [], str, print
+    sys.modules.update({"IPython": ipy, "IPython.display": display})
 importlib.import_module("sglang.benchmark.serving").cli_main()

@@ -29,6 +29,7 @@ app.add_typer(render_app, name="render")
 
 def _register_stages() -> None:
     from toolkit.bench.commands import app as bench_app
+    from toolkit.bench.commands import reproduce_cmd
     from toolkit.image.commands import app as build_app
     from toolkit.gpu.commands import app as gpu_app, legacy_app as env_app
     from toolkit.provision.commands import app as provision_app
@@ -36,6 +37,7 @@ def _register_stages() -> None:
     from toolkit.workloads.commands import representativeness
 
     bench_app.command("representativeness")(representativeness)
+    results_app.command("reproduce")(reproduce_cmd)  # replays through the runner: results must not import bench
 
     app.add_typer(build_app, name="build", help="Build environment images with the Docker engine.")
     app.add_typer(provision_app, name="provision", help="Provision GPU hosts with Ansible.")

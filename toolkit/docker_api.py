@@ -29,7 +29,7 @@ def client(url: str | None = None, timeout: int = 900):
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         hint = ("check the ssh:// address, that the host runs dockerd and that its user may use docker"
                 if url and url.startswith("ssh://") else "start dockerd, or set DOCKER_HOST to an engine that runs")
-        raise ToolkitError(f"no Docker engine answers at {where} ({reason})", hint=hint) from None
+        raise ToolkitError(f"no Docker engine answers at {where} ({reason}): {hint}") from None  # one line
 
 
 def gpu_requests(gpus: str | int | list[str] | None) -> list | None:

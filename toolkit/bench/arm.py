@@ -144,7 +144,7 @@ class ArmRunner:
         self.ledger.cell_state(self.arm, cell.key, {"avg_spec_accept_length": st.get("avg_spec_accept_length")})
 
     def _run_cell(self, cell: Cell) -> None:
-        from toolkit.bench.loadgen import run, run_cell
+        from toolkit.bench.loadgen import resolve_workers, run, run_cell
         from toolkit.bench.metrics import summarize
 
         m, workload, launcher = self.plan.m, self.plan.workloads[cell.domain], self.launcher
@@ -158,12 +158,13 @@ class ArmRunner:
             duration_s=m.duration_s, warmup=m.warmup, output_len=m.output_len, temperature=m.temperature,
             request_params=self.plan.request_params(cell.arm), arm=cell.arm, domain=cell.domain,
             repeat=cell.repeat, seed=m.seed, model=launcher.model, on_record=on_record,
-            check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}")))
+            check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"), workers=m.workers))
         self.ledger.cell_time(cell.arm, time.monotonic() - t0)
         samples = telemetry.stop() if telemetry else None
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
                             repeat=cell.repeat, output_len=m.output_len, workload_hash=workload.hash,
-                            sampling=self.plan.sampling())
+                            sampling={**self.plan.sampling(),  # the client processes, as run (not compared by diff)
+                                      "workers": resolve_workers(m.workers, cell.concurrency, None, m.output_len)})
         if samples:
             self.ledger.write_file(f"telemetry/{cell.key}.json", _json(samples))
         self.ledger.record(cell, summary, records)

@@ -58,3 +58,57 @@ def matrix_cmd(
         raise typer.Exit(130)
     if strict and errors:
         raise typer.Exit(1)
+
+
+def reproduce_cmd(
+    run: Annotated[str, typer.Argument(help="the run to replay: run folder, run id (prefix), <matrix>/<run-id>, "
+                                            "or latest")],
+    results: Annotated[Path, typer.Option("--results", "--root", help="archive root: where RUN is looked up and "
+                                          "the new run is archived (RESULTS/<matrix>/<run-id>/)")] = Path("results"),
+    image: Annotated[Optional[str], typer.Option("--image", help="SGLang in containers: run this image (default: "
+                                                 "the one built from the archived spec's hash, else the original's)")]
+    = None,
+    target: Annotated[Optional[str], typer.Option("--target", help="run elsewhere: `local`, an http(s) URL, or a Hosts "
+                                                  "spec PATH[:GROUP] (recorded as drift)")] = None,
+    allow_drift: Annotated[bool, typer.Option("--allow-drift", help="run even on another GPU model, engine version "
+                                              "or dummy-model recipe; the drift is recorded in the new manifest")]
+    = False,
+    extract: Annotated[Optional[Path], typer.Option("--extract", help="only lay the run's archived inputs (specs, "
+                                                    "patches, workload files) out in this new folder, and exit")]
+    = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the verdict and per-cell comparisons as JSON")]
+    = False,
+) -> None:
+    """Replay an archived run from the archive alone (its inputs/: specs, patches, workload files; never
+    the checkout's envs/), with the same cells, seeds and prompts, archive the replay as a new run whose
+    manifest says `reproduces: RUN`, and compare the two like `toolkit results diff`.
+
+    Verdict `reproduced` (exit 0) when no cell changed significantly (Mann-Whitney U, Holm-adjusted),
+    none went missing or failed; else `differs` (exit 1) with the cells that moved and the environment
+    diff. Bad input (exit 2): an archive that does not verify, a missing or edited input file, an
+    archive from before inputs/ that read files it does not hold, or another GPU model or engine
+    version without --allow-drift.
+
+    Example: toolkit results reproduce quickstart/20261202T111454Z-7d0001 --json
+    """
+    from toolkit.bench.reproduce import extract as extract_inputs
+    from toolkit.bench.reproduce import reproduce, reproduce_text
+
+    if extract is not None:
+        path = extract_inputs(run, results, extract)
+        if json_out:
+            emit_json({"matrix": str(path), "folder": str(extract)})
+        else:
+            out.print(f"inputs of {run} laid out in {extract}; its matrix: {path}", markup=False)
+        return
+    from toolkit.bench.progress import MatrixProgress
+
+    rep = reproduce(run, root=results, image=image, target=target, allow_drift=allow_drift,
+                    progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False))
+    if json_out:
+        emit_json(rep.to_dict())
+    else:
+        out.print(reproduce_text(rep), markup=False, highlight=False)
+    if rep.status == "partial":
+        raise typer.Exit(130)
+    raise typer.Exit(rep.exit_code)

@@ -95,33 +95,37 @@ class _Conn(asyncio.Protocol):
             else:
                 self.state, self.keep = 3, False
         if self.state == 1:  # chunked: size line, data, CRLF
-            parts = []
-            pos, n = 0, len(buf)
-            while True:
-                if self.need == 0:
+            parts: list[bytes] = []
+            append = parts.append
+            pos, n, need = 0, len(buf), self.need
+            while pos < n:
+                if need == 0:
                     nl = buf.find(b"\r\n", pos)
                     if nl < 0:
                         break
-                    size = int(buf[pos:nl].split(b";", 1)[0], 16)
+                    line = buf[pos:nl]
+                    size = int(line.split(b";", 1)[0] if b";" in line else line, 16)
                     if size == 0:
                         if parts:
                             self._body(b"".join(parts), now)
-                        self.buf = b""
+                        self.buf, self.need = b"", 0
                         self._finish()  # trailers (none from these servers) are ignored
                         return
-                    self.need, pos = size + 2, nl + 2
-                take = min(self.need, n - pos)
-                if take <= 0:
-                    break
-                chunk_end = pos + take
-                # the 2 bytes of CRLF after the data are not body
-                data_end = min(chunk_end, pos + self.need - 2) if self.need > 2 else pos
-                if data_end > pos:
-                    parts.append(buf[pos:data_end])
-                self.need -= take
-                pos = chunk_end
-                if self.need:
-                    break
+                    pos = nl + 2
+                    end = pos + size
+                    if end + 2 <= n:  # the whole chunk is in this read: the common case
+                        append(buf[pos:end])
+                        pos = end + 2
+                        continue
+                    need = size + 2
+                # a chunk that goes on in later reads: its data, not the 2 bytes of CRLF after it
+                take = min(need, n - pos)
+                data = min(take, need - 2)
+                if data > 0:
+                    append(buf[pos:pos + data])
+                need -= take
+                pos += take
+            self.need = need
             self.buf = buf[pos:]
             if parts:
                 self._body(parts[0] if len(parts) == 1 else b"".join(parts), now)

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from toolkit.bench import derive
 from toolkit.bench.arm import ArmRunner, command_of, make_launchers
+from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import RunPlan, Slot, load_environment, plan_run, run_manifest
 from toolkit.results.archive import ArchiveWriter, open_archive
@@ -49,20 +50,23 @@ class MatrixResult:
 
 
 def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = None, progress: Any = None,
-               log: Callable[[str], None] = print) -> MatrixResult:
-    """Run (or resume) a matrix and archive it under results_root/<matrix>/<run-id>/."""
+               log: Callable[[str], None] = print, origin: Origin | None = None) -> MatrixResult:
+    """Run (or resume) a matrix and archive it under results_root/<matrix>/<run-id>/. `origin`: the run
+    this one replays (toolkit.bench.reproduce), recorded in the manifest, with the image it runs."""
     from toolkit.bench.targets import prepare_target
 
     load_environment(spec)  # a Matrix whose arms are presets of its Environment, before anything else
     prepare_target(spec)  # extras and engines the target needs; https and API keys of external URLs
     writer = ArchiveWriter.resume(resume) if resume else None
     plan = plan_run(spec, resumed=writer.manifest if writer else None, done=writer.done_cells() if writer else set())
+    if origin is not None and origin.build is not None:
+        plan.build = origin.build
     log_dir = Path(tempfile.mkdtemp(prefix="toolkit-logs-"))
     try:
         launchers = make_launchers(plan, log_dir)
         if writer is None:
             commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
-            writer = ArchiveWriter.create(results_root, plan.m.name, run_manifest(plan, commands))
+            writer = archive_run(results_root, plan, run_manifest(plan, commands), origin)  # + inputs/
         ledger = Ledger(writer, progress)
         if resume:
             ledger.reload(open_archive(writer.path))

@@ -26,7 +26,7 @@ from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
 from toolkit.schema.records import Stat
 from toolkit.schema.slo import Objectives
 
-IGNORED_SAMPLING = {"warmup"}  # how many warmup requests ran does not change what a request is
+IGNORED_SAMPLING = {"warmup", "workers"}  # warmup count and client processes do not change what a request is
 UNTESTED = {"chunk": "pooled over chunks: not tested (the chunks of one request are not independent)",
             "cell": "one figure per cell: not tested"}
 

@@ -3,7 +3,9 @@
 timing) inside it. Typed, so every reader uses the same names and none needs fallbacks.
 
     Manifest  manifest.json     specs (resolved), image build record, arms (preset, command), slots,
-                                workloads, host fingerprints; for imports: source, engine_versions
+                                workloads, host fingerprints, inputs (the files the run read, archived
+                                under inputs/); for imports: source, engine_versions; for a replay:
+                                reproduces (the original's run id) and drift
     Summary   summary.json      status, finish time, the cells, and `derived`
     Derived   summary.derived   what the runner worked out from the cells
 
@@ -143,6 +145,40 @@ class SourceRecord(_Open):
     runs: int | None = None
 
 
+class InputFile(_Open):
+    """One file (or directory) the run read. `path` is its place in the replay tree: the files keep their
+    layout relative to their common folder, so relative paths in the specs still resolve. Archived files
+    lie at inputs/files/<path>; references (CA bundles, a model directory) are checked at `source`."""
+
+    ref: str = Field(description="what needed it: matrix, environment, <spec>:<field> (e.g. matrix:workloads[0].path)")
+    role: str = Field(description="spec | patch | workload | holdout | training_data | ca_bundle | model | model_file")
+    path: str = Field(description="place in the replay tree, relative POSIX")
+    source: str | None = Field(None, description="where the run read it (absolute)")
+    sha256: str | None = Field(None, description="of the bytes the run read (a directory: none, see files)")
+    size: int | None = None
+    archived: bool = Field(True, description="bytes under inputs/files/<path>; false: a reference only")
+    scrubbed: bool = Field(False, description="secret-looking text was masked when archived: not the original bytes")
+    files: dict[str, str] = Field(default_factory=dict, description="a referenced directory: sha256 of its small files")
+
+
+class InputsRecord(_Open):
+    """What `toolkit results reproduce` replays from: the archived files and the references."""
+
+    layout: int = 1
+    matrix: str = Field(description="tree path of the Matrix spec the run loaded")
+    files: list[InputFile] = Field(default_factory=list)
+    dummy_model: dict[str, Any] | None = Field(None, description="{hash, recipe}: the dummy model made from the spec")
+
+
+class DriftRecord(_Open):
+    """Something a reproduction ran with that differs from the original (GPU model, engine version,
+    target, how the spec resolves), accepted with --allow-drift or asked for (--target, --image)."""
+
+    what: str
+    original: Any = None
+    current: Any = None
+
+
 class Manifest(_Open):
     """manifest.json. The runner (and the importer) fill the body; the archive writer adds format,
     schema_version, run_id, matrix_name, started_at and toolkit."""
@@ -163,6 +199,9 @@ class Manifest(_Open):
     host: HostRecord = Field(default_factory=HostRecord)
     engine_versions: dict[str, str] = Field(default_factory=dict, description="imports: what the tool reported")
     source: SourceRecord | None = None
+    inputs: InputsRecord | None = Field(None, description="absent in archives written before inputs/ existed")
+    reproduces: str | None = Field(None, description="run id of the run this one replays")
+    drift: list[DriftRecord] = Field(default_factory=list)
 
     def written(self) -> dict:
         """The JSON the writer stores: only the fields that were set (no defaults invented)."""

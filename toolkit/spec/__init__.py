@@ -344,8 +344,11 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
     h = hashlib.sha256()
     h.update(b"toolkit-spec-v1\0")
     # fields a kind marks as analysis (a Matrix's slo) do not change what is built or measured
-    h.update(canonical_json(spec.model.model_dump(mode="json", exclude=set(getattr(spec.model, "HASH_EXCLUDE", ())))
-                            ).encode())
+    doc = spec.model.model_dump(mode="json", exclude=set(getattr(spec.model, "HASH_EXCLUDE", ())))
+    for name in getattr(spec.model, "HASH_OMIT_NONE", ()):  # fields added after v1: unset, a spec keeps its hash
+        if doc.get(name) is None:
+            doc.pop(name, None)
+    h.update(canonical_json(doc).encode())
     for key, f in sorted(referenced_files(spec).items()):
         h.update(f"\0{key}\0".encode())
         h.update(sha256_file(f).encode() if f.is_file() else b"<dir>")

@@ -120,6 +120,7 @@ class Slo(StrictModel):
 class Matrix(StrictModel):
     # analysis, not measurement: objectives do not change what a run measures, so they are not hashed
     HASH_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"slo"})
+    HASH_OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"workers"})  # unset: the hash of a v1 matrix holds
 
     kind: Literal["Matrix"]
     name: Name
@@ -136,6 +137,8 @@ class Matrix(StrictModel):
     requests: int | None = Field(None, ge=1, description="measured requests per cell")
     duration_s: float | None = Field(None, gt=0, description="or: measure each cell for this long")
     warmup: int = Field(2, ge=0, description="requests per cell sent first and excluded from the figures")
+    workers: int | None = Field(None, ge=1, description="load generator processes per cell (default: enough for the "
+                                "cell's expected chunk rate, one when it is small; docs/loadgen.md)")
     repeats: int = Field(1, ge=1)
     seed: int = 0
     temperature: float = Field(0.0, ge=0)

@@ -6,8 +6,22 @@ import os
 import shutil
 import sys
 
-for _name in filter(None, os.environ.get("TOOLKIT_TEST_BLOCK", "").split(",")):
-    sys.modules[_name] = None  # `import name` raises ModuleNotFoundError; find_spec finds nothing
+_blocked = set(filter(None, os.environ.get("TOOLKIT_TEST_BLOCK", "").split(",")))
+
+
+class _Blocker:
+    """A finder ahead of all others: `import name` (or name.sub) raises ModuleNotFoundError as if it were
+    never installed. Not `sys.modules[name] = None`: libraries that probe sys.modules (scipy's array API
+    check looks up torch there) would see a module that is None instead of an absent one."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] in _blocked:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return None
+
+
+if _blocked:
+    sys.meta_path.insert(0, _Blocker())
 
 _absent = set(filter(None, os.environ.get("TOOLKIT_TEST_NO_TOOLS", "").split(",")))
 if _absent:

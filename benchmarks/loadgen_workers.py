@@ -1,0 +1,362 @@
+"""Worker processes, measured: sustained chunk rate, client CPU per chunk and timing fidelity of the load
+generator with 1, 2, 4, 8 workers, side by side in one run with sglang.bench_serving and the raw
+reference client, against a streaming server that records when it wrote each chunk
+(benchmarks/loadgen_server.py: SGLang's chunk shape with per-chunk usage, batch-synchronous steps).
+
+    python benchmarks/loadgen_workers.py --json out.json              # H200 host: 16 cores, ~5 min
+    python benchmarks/loadgen_workers.py --quick                      # 2 cores: smaller, ~3 min
+
+The server runs as `--server-procs` processes on one port (SO_REUSEPORT), so it is not the bottleneck
+(its CPU use is printed). Every client runs as its own process.
+
+1. Capacity: the server at full speed (no TTFT, a step per event-loop turn), C=512, 256-768 chunks per
+   request (512 on average). Chunk rate = chunks / (first request's arrival -> last write), both read off the server.
+   Client CPU is what its process tree used in that same window (sampled from /proc every 20 ms),
+   so start-up and shutdown are left out alike for every client.
+2. Fidelity sweep: TTFT 20 ms, a step every 5 ms, 64-192 chunks per request (128 on average, so
+   that requests which started together do not end together), 4 rounds; concurrency raised by 1.25x a
+   step (96 .. 2183), so the offered chunk rate goes from ~18k to ~400k/s. At each step a client is faithful when
+   its TTFT p50 and its per-chunk-gap ITL p50 are within 1 ms of the server's own (first write -
+   arrival, gaps between one request's writes). `allowed` is what the server's own timing allows C
+   streams (the last round's drain keeps every client below it); a client's sweep stops after two
+   unfaithful steps in a row, or below 60% of it. Its sustained chunk rate is the rate it carried
+   (chunks / first arrival -> last write, read off the server) at its highest faithful step. CPU per chunk there is taken the same way as in part 1.
+
+sglang.bench_serving runs from its wheel unpacked (--sglang DIR, deps in --sglang-deps; the shim
+benchmarks/sglang_bench_shim.py stubs the server-side imports); without it that column is skipped
+with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from toolkit.serve import ProcessLauncher, free_port  # noqa: E402
+
+PY = sys.executable
+TMP = Path(tempfile.mkdtemp(prefix="loadgen-workers-"))
+START = time.monotonic()
+
+
+class Farm:
+    """`procs` server processes sharing one port; each has its own stats port for /stats and /reset."""
+
+    def __init__(self, procs: int, ttft_ms: float, itl_ms: float):
+        self.port = free_port()
+        self.servers = []
+        for i in range(procs):
+            sp = free_port()
+            cmd = [PY, str(ROOT / "benchmarks" / "loadgen_server.py"), "--port", str(self.port), "--reuse-port",
+                   "--stats-port", str(sp), "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--always-usage",
+                   "--vary", "0.5"]
+            srv = ProcessLauncher(cmd, log_path=TMP / f"server-{self.port}-{i}.log", port=sp)
+            srv.name = "schedule server"
+            self.servers.append(srv)
+        for srv in self.servers:
+            srv.wait_healthy(60)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _get(self, path: str) -> list[dict]:
+        return [json.loads(urllib.request.urlopen(s.base_url + path, timeout=30).read()) for s in self.servers]
+
+    def reset(self) -> None:
+        self._get("/reset")
+
+    def stats(self) -> dict:
+        parts = self._get("/stats")
+        hist: dict[int, int] = {}
+        for p in parts:
+            for b, c in zip(p["gap_hist_us"]["bins"], p["gap_hist_us"]["counts"]):
+                hist[b] = hist.get(b, 0) + c
+        firsts = [p["first_arrival"] for p in parts if p["first_arrival"] is not None]
+        lasts = [p["last_write"] for p in parts if p["last_write"] is not None]
+        ttfts = [t for p in parts for t in p["ttft_ms"]]
+        span = (max(lasts) - min(firsts)) if firsts else 0.0
+        return {"requests": sum(p["requests"] for p in parts), "chunks": sum(p["chunks"] for p in parts),
+                "span_s": span, "first": min(firsts) if firsts else None, "last": max(lasts) if lasts else None, "ttft_p50": statistics.median(ttfts) if ttfts else None,
+                "itl_p50": _hist_median(hist), "cpu_s": sum(p["cpu_s"] for p in parts),
+                "max_inflight_sum": sum(p["max_inflight"] for p in parts)}
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+
+def _hist_median(hist: dict[int, int]) -> float | None:
+    n = sum(hist.values())
+    if not n:
+        return None
+    acc = 0
+    for b in sorted(hist):
+        acc += hist[b]
+        if acc * 2 >= n:
+            return (b + 0.5) / 1000.0  # 1-us bins -> ms
+    return None
+
+
+# -- clients: command + parser of (ttft_p50 ms, itl_p50 ms) -----------------------------------------
+
+def ours(workers: int):
+    def make(url, c, n, t, d):
+        return [PY, "-m", "toolkit.bench.loadgen", url, "--concurrency", str(c), "--requests", str(n),
+                "--output-len", str(t), "--workers", str(workers)], \
+            lambda o: (json.loads(o)["metrics"]["ttft_ms"]["p50"], json.loads(o)["itl_chunk_p50"])
+    return make
+
+
+def ref(url, c, n, t, d):
+    return [PY, str(ROOT / "benchmarks" / "reference_client.py"), url, str(c), str(n), str(t)], \
+        lambda o: (json.loads(o)["ttft_p50"], json.loads(o)["itl_p50"])
+
+
+def sglang_client(sgl_dir: Path, deps: Path, tokenizer: Path):
+    def make(url, c, n, t, d):
+        out = d / "sglang.jsonl"
+
+        def parse(_):
+            j = json.loads(out.read_text().splitlines()[-1])
+            return j["median_ttft_ms"], j["median_itl_ms"]
+        return [PY, str(ROOT / "benchmarks" / "sglang_bench_shim.py"), str(sgl_dir), str(deps), "--", "--backend",
+                "sglang-oai-chat", "--base-url", url, "--dataset-name", "random-ids", "--model", "m", "--tokenizer",
+                str(tokenizer), "--num-prompts", str(n), "--max-concurrency", str(c), "--random-input-len", "16",
+                "--random-output-len", str(t), "--random-range-ratio", "1.0", "--output-file", str(out),
+                "--warmup-requests", "0", "--disable-tqdm"], parse
+    return make
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user+sys) of `root` and every live descendant, from /proc."""
+    kids: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            kids.setdefault(int(f[1]), []).append(int(d))
+            cpu[int(d)] = (int(f[11]) + int(f[12])) / TICK
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo += kids.get(pid, [])
+    return total
+
+
+def window_cpu(samples: list[tuple[float, float]], a: float, b: float) -> float:
+    """CPU used between perf_counter times a and b, interpolated from (time, cumulative CPU) samples."""
+    def at(t: float) -> float:
+        prev = samples[0]
+        for cur in samples:
+            if cur[0] >= t:
+                span = cur[0] - prev[0]
+                return prev[1] + (cur[1] - prev[1]) * ((t - prev[0]) / span if span else 1.0)
+            prev = cur
+        return samples[-1][1]
+    return at(b) - at(a)
+
+
+def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
+    """One client run; its CPU is what its process tree used while the server streamed (first request's
+    arrival -> last write), sampled from /proc every 20 ms: start-up and shutdown left out alike."""
+    d = TMP / f"{name}-c{c}-n{n}-{time.monotonic_ns()}"
+    d.mkdir()
+    cmd, parse = make(farm.url, c, n, t, d)
+    env = dict(os.environ, NO_COLOR="1", HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    farm.reset()
+    t0 = time.time()
+    out, err = open(d / "stdout", "w+b"), open(d / "stderr", "w+b")
+    p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=d)
+    samples = []
+    while p.poll() is None:
+        samples.append((time.perf_counter(), tree_cpu(p.pid)))
+        if time.time() - t0 > 300:
+            p.kill()
+        time.sleep(0.02)
+    wall = time.time() - t0
+    out.seek(0), err.seek(0)
+    stdout, stderr = out.read(), err.read()
+    if p.returncode:
+        raise RuntimeError(f"{name} failed ({p.returncode}): {(stderr or stdout).decode(errors='replace')[-800:]}")
+    lines = [ln for ln in stdout.decode().splitlines() if ln.startswith("{")]
+    ttft, itl = parse(lines[-1] if lines else "")
+    s = farm.stats()
+    cpu = window_cpu(samples, s["first"], s["last"]) if samples and s["first"] else float("nan")
+    return {"ttft": ttft, "itl": itl, "wall": wall, "cpu": cpu, "server": s}
+
+
+def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dict:
+    rows = {}
+    for name, (make, workers) in clients.items():
+        try:
+            big = run_client(name, make, farm, c, base_n * max(1, workers // 2), t)
+        except (RuntimeError, OSError, KeyError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
+            log(f"capacity {name}: FAILED {exc}")
+            rows[name] = {"error": str(exc)[:400]}
+            continue
+        s = big["server"]
+        rate = s["chunks"] / s["span_s"] if s["span_s"] else 0.0
+        cpu_chunk = big["cpu"] / max(1, s["chunks"])
+        rows[name] = {"chunk_rate": rate, "cpu_us_per_chunk": cpu_chunk * 1e6, "chunks": s["chunks"],
+                      "span_s": s["span_s"], "server_cpu_util": s["cpu_s"] / s["span_s"] / len(farm.servers),
+                      "client_cpu_s": big["cpu"], "client_cores": big["cpu"] / s["span_s"], "wall_s": big["wall"]}
+        log(f"capacity {name:8} {rate:9.0f} chunks/s  {cpu_chunk * 1e6:5.2f} us/chunk  client {rows[name]['client_cores']:.2f}"
+            f" cores  server CPU {rows[name]['server_cpu_util']:.0%} per process")
+    return rows
+
+
+def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, deadline: float, log) -> dict:
+    out: dict[str, list] = {name: [] for name in clients}
+    # the peers and the acceptance figures first, should the time budget run out
+    order = sorted(clients, key=lambda k: ["ref", "sglang", "ours-1", "ours-4"].index(k)
+                   if k in ("ref", "sglang", "ours-1", "ours-4") else 4)
+    for name in order:
+        make = clients[name][0]
+        misses = 0
+        for c in steps:
+            if time.monotonic() > deadline:
+                log(f"sweep {name}: out of time at C={c}")
+                break
+            try:
+                r = run_client(name, make, farm, c, rounds * c, t)
+            except (RuntimeError, OSError, KeyError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
+                log(f"sweep {name} C={c}: FAILED {exc}")
+                out[name].append({"c": c, "error": str(exc)[:400]})
+                break
+            s = r["server"]
+            carried = s["chunks"] / s["span_s"] if s["span_s"] else 0.0
+            # what the server's own timing allows: c streams, each a TTFT then t-1 gaps
+            tm = s["chunks"] / max(1, s["requests"])  # the mean length (the server varies it by +-50%)
+            allowed = c * tm / ((s["ttft_p50"] + (tm - 1) * s["itl_p50"]) / 1000.0)
+            d_ttft, d_itl = r["ttft"] - s["ttft_p50"], r["itl"] - s["itl_p50"]
+            ok = abs(d_ttft) <= 1.0 and abs(d_itl) <= 1.0
+            row = {"c": c, "carried": carried, "allowed": allowed, "ttft": r["ttft"], "itl": r["itl"],
+                   "srv_ttft": s["ttft_p50"], "srv_itl": s["itl_p50"], "d_ttft": d_ttft, "d_itl": d_itl,
+                   "ok": ok, "cpu_us_per_chunk": r["cpu"] / max(1, s["chunks"]) * 1e6,
+                   "server_cpu_util": s["cpu_s"] / s["span_s"] / len(farm.servers)}
+            out[name].append(row)
+            log(f"sweep {name:8} C={c:<5} carried {carried:9.0f}/s (allowed {allowed:9.0f})  TTFT {r['ttft']:7.2f} "
+                f"({d_ttft:+6.2f})  ITL {r['itl']:6.3f} ({d_itl:+6.3f})  {'ok' if ok else 'NOT FAITHFUL'}")
+            misses = 0 if ok else misses + 1
+            if carried < 0.6 * allowed or misses == 2:  # overloaded, or twice off: higher steps only cost time
+                break
+    return out
+
+
+def report(cap: dict, sw: dict, skipped: dict, args) -> str:
+    lines = [f"Capacity: server at full speed ({args.server_procs} processes), C={args.cap_c}, {args.cap_t} chunks "
+             "per request; client CPU while the server streamed",
+             f"{'client':9} {'chunks/s':>10} {'CPU us/chunk':>12} {'client cores':>12} {'server CPU':>10}"]
+    for name, r in cap.items():
+        if "error" in r:
+            lines.append(f"{name:9} failed: {r['error'][:200]}")
+            continue
+        lines.append(f"{name:9} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['client_cores']:12.2f} "
+                     f"{r['server_cpu_util']:9.0%}")
+    lines += ["", f"Fidelity sweep: TTFT 20 ms, step 5 ms, {args.t} chunks per request; dev = client p50 - server's own "
+              "p50 (ms); faithful: both within 1 ms",
+              f"{'client':9} {'C':>5} {'carried/s':>10} {'allowed/s':>10} {'TTFT':>8} {'dev':>7} {'ITL':>7} {'dev':>7} {'CPU us/ch':>9} "
+              f"{'srv CPU':>7} ok"]
+    sustained = {}
+    for name, rows in sw.items():
+        for r in rows:
+            if "error" in r:
+                lines.append(f"{name:9} {r['c']:>5} failed: {r['error'][:160]}")
+                continue
+            lines.append(f"{name:9} {r['c']:>5} {r['carried']:10.0f} {r['allowed']:10.0f} {r['ttft']:8.2f} {r['d_ttft']:+7.2f} "
+                         f"{r['itl']:7.3f} {r['d_itl']:+7.3f} {r['cpu_us_per_chunk']:9.2f} "
+                         f"{r['server_cpu_util']:7.0%} {'yes' if r['ok'] else 'NO'}")
+        good = [r for r in rows if r.get("ok")]
+        sustained[name] = max((r["carried"] for r in good), default=0.0)
+    lines += ["", "Sustained (faithful) chunk rate: " + ", ".join(f"{k} {v:.0f}/s" for k, v in sustained.items())]
+    w1, w4 = sustained.get("ours-1"), sustained.get("ours-4")
+    peers = {k: v for k, v in sustained.items() if not k.startswith("ours")}
+    if w1 and w4:
+        lines.append(f"ours-4 / ours-1 sustained: {w4 / w1:.2f}x (goal >= 3)")
+    if w4 and peers:
+        lines.append("ours-4 / peer sustained: " + ", ".join(f"{k} {w4 / v:.2f}x" if v else f"{k} (never faithful)"
+                                                           for k, v in peers.items()))
+    c1, c4 = cap.get("ours-1", {}), cap.get("ours-4", {})
+    if c1.get("chunk_rate") and c4.get("chunk_rate"):
+        lines.append(f"ours-4 / ours-1 capacity: {c4['chunk_rate'] / c1['chunk_rate']:.2f}x; peers: " + ", ".join(
+            f"{k} {c4['chunk_rate'] / v['chunk_rate']:.2f}x" for k, v in cap.items()
+            if not k.startswith("ours") and v.get("chunk_rate")))
+    sg = cap.get("sglang", {})
+    if sg.get("cpu_us_per_chunk"):
+        lines.append("CPU per chunk / sglang.bench_serving's (capacity run): " + ", ".join(
+            f"{k} {v['cpu_us_per_chunk'] / sg['cpu_us_per_chunk']:.2f}x" for k, v in cap.items()
+            if k.startswith("ours") and v.get("cpu_us_per_chunk")) + " (goal <= 0.5 for ours-4)")
+    top4 = next((r for r in reversed(sw.get("ours-4", [])) if r.get("ok")), None)
+    if top4:
+        lines.append(f"ours-4 at its sustained rate ({top4['carried']:.0f}/s, C={top4['c']}): TTFT dev "
+                     f"{top4['d_ttft']:+.2f} ms, ITL dev {top4['d_itl']:+.3f} ms")
+    for name, why in skipped.items():
+        lines.append(f"skipped {name}: {why}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", default="1,2,4,8")
+    ap.add_argument("--server-procs", type=int, default=6)
+    ap.add_argument("--sglang", type=Path, help="sglang's wheel unpacked (the directory holding sglang/)")
+    ap.add_argument("--sglang-deps", type=Path, help="its client's small deps (pybase64, msgspec, orjson)")
+    ap.add_argument("--tokenizer", type=Path, help="a tokenizer directory for sglang.bench_serving")
+    ap.add_argument("--quick", action="store_true", help="2 cores: fewer, smaller steps")
+    ap.add_argument("--budget-s", type=float, default=480, help="stop starting new runs after this long")
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),) * 2)
+    if a.quick:
+        a.server_procs, a.cap_c, a.cap_t, base_n, a.t, rounds = min(a.server_procs, 1), 64, 256, 128, 64, 4
+        steps = [32, 64, 128, 256]
+    else:
+        a.cap_c, a.cap_t, base_n, a.t, rounds = 512, 512, 1024, 128, 4
+        steps = [round(96 * 1.25 ** k) for k in range(15)]  # 96 .. 2183
+    log = lambda m: print(f"[{time.monotonic() - START:6.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
+    clients = {f"ours-{w}": (ours(w), w) for w in map(int, a.workers.split(","))}
+    clients["ref"] = (ref, 1)
+    skipped = {}
+    if a.sglang and (a.sglang / "sglang" / "benchmark" / "serving.py").is_file() and a.tokenizer:
+        clients["sglang"] = (sglang_client(a.sglang.resolve(), (a.sglang_deps or a.sglang).resolve(),
+                                           a.tokenizer.resolve()), 1)
+    else:
+        skipped["sglang"] = f"no sglang client at --sglang {a.sglang} (or no --tokenizer)"
+    log(f"clients: {', '.join(clients)}; {os.cpu_count()} CPUs; server processes {a.server_procs}")
+    farm = Farm(a.server_procs, 0, 0)
+    try:
+        cap = capacity(clients, farm, a.cap_c, a.cap_t, base_n, log)
+    finally:
+        farm.stop()
+    farm = Farm(a.server_procs, 20, 5)
+    try:
+        sw = sweep(clients, farm, steps, a.t, rounds, START + a.budget_s, log)
+    finally:
+        farm.stop()
+    text = report(cap, sw, skipped, a)
+    print(text)
+    if a.json:
+        a.json.write_text(json.dumps({"capacity": cap, "sweep": sw, "skipped": skipped, "cpus": os.cpu_count(),
+                                      "argv": sys.argv[1:], "report": text}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

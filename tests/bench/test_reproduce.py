@@ -1,0 +1,205 @@
+"""`toolkit results reproduce`: a run replayed from its archive alone, through the real CLI and the real
+embedded engine (`transformers serve`), with the checkout's specs changed underneath it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+SMALL = {"workloads": "[coding]", "concurrency": "[1]", "output_len": "8", "requests": "10", "warmup": "1"}
+
+
+def _set(path: Path, key: str, value: str) -> None:
+    text, n = re.subn(rf"^{key}: .*$", f"{key}: {value}", path.read_text(), flags=re.M)
+    assert n == 1, key
+    path.write_text(text)
+
+
+def _manifest(run: Path) -> dict:
+    return json.loads((run / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """The quickstart, kept small (one workload, one concurrency level, 10 requests per cell), run from a
+    copy of envs/; returns (envs copy, results root, run folder)."""
+    tmp = tmp_path_factory.mktemp("reproduce")
+    envs = tmp / "envs"
+    shutil.copytree(ROOT / "envs", envs)
+    for k, v in SMALL.items():
+        _set(envs / "matrices" / "quickstart.yaml", k, v)
+    results = tmp / "results"
+    r = run_cli("bench", "matrix", str(envs / "matrices" / "quickstart.yaml"), "--results", str(results), "--json",
+                timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return envs, results, Path(json.loads(r.stdout)["run"])
+
+
+@pytest.mark.slow
+def test_reproduce_runs_the_archived_matrix_not_the_checkout(original) -> None:
+    envs, results, run = original
+    m0 = _manifest(run)
+    listed = {f["ref"]: f for f in m0["inputs"]["files"]}
+    assert {"matrix", "environment"} <= set(listed) and m0["inputs"]["dummy_model"]["hash"]
+    for f in listed.values():  # bytes archived, listed in SHA256SUMS, so `results verify` covers them
+        assert f"inputs/files/{f['path']}" in (run / "SHA256SUMS").read_text()
+    # the checkout moves on: another output length, another prompt lookup, and a flag the server refuses
+    _set(envs / "matrices" / "quickstart.yaml", "output_len", "16")
+    env = envs / "local-cpu.yaml"
+    text = env.read_text().replace("prompt_lookup_num_tokens: 8", "prompt_lookup_num_tokens: 3")
+    env.write_text(text.replace("  ngram: {}", "  ngram: {no-such-flag: true}"))
+
+    r = run_cli("results", "reproduce", run.name, "--results", str(results), "--json", timeout=900)
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["verdict"] == ("reproduced" if r.returncode == 0 else "differs")
+    assert (out["verdict"] == "differs") == bool(out["moved"])
+    assert out["original"]["run_id"] == run.name and out["reproduction"]["status"] == "complete"
+    labels = {c["label"] for c in out["cells"]}
+    assert labels == {"baseline coding c=1 out=8", "ngram coding c=1 out=8"}
+    for c in out["cells"]:
+        assert c["comparable"], c["reason"]
+        assert {"ttft_ms", "e2e_ms", "output_tok_s"} <= set(c["metrics"])
+        assert all(m["a_n"] == 10 and m["b_n"] == 10 for k, m in c["metrics"].items() if k.endswith("_ms"))
+
+    new = Path(out["reproduction"]["path"])
+    m1 = _manifest(new)
+    assert m1["reproduces"] == run.name and m1["drift"] == []
+    assert m1["matrix"]["resolved"] == m0["matrix"]["resolved"] and m1["matrix"]["resolved"]["output_len"] == 8
+    assert m1["environment"]["resolved"] == m0["environment"]["resolved"]
+    assert (m1["matrix"]["hash"], m1["environment"]["hash"]) == (m0["matrix"]["hash"], m0["environment"]["hash"])
+    assert "no-such-flag" not in m1["arms"]["ngram"]["command"]
+    assert m1["arms"]["ngram"]["request_params"]["generation_config"]["prompt_lookup_num_tokens"] == 8
+    cells = json.loads((new / "summary.json").read_text())["cells"]
+    assert all(c["status"] == "ok" and c["output_len"] == 8 for c in cells)
+    assert run_cli("results", "verify", str(new)).returncode == 0  # its own inputs/ included
+    env_bytes = (run / "inputs" / "files" / "local-cpu.yaml").read_bytes()
+    assert (new / "inputs" / "files" / "local-cpu.yaml").read_bytes() == env_bytes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["edited", "missing"])
+def test_a_missing_or_edited_input_fails_with_exit_2_naming_it(original, tmp_path: Path, damage: str) -> None:
+    _, _, run = original
+    copy = tmp_path / "results" / "quickstart" / run.name
+    shutil.copytree(run, copy)
+    victim = copy / "inputs" / "files" / "local-cpu.yaml"
+    if damage == "edited":
+        victim.write_text(victim.read_text().replace("prompt_lookup_num_tokens: 8", "prompt_lookup_num_tokens: 2"))
+    else:
+        victim.unlink()
+    r = run_cli("results", "reproduce", str(copy), "--results", str(tmp_path / "results"), "--json")
+    assert r.returncode == 2, r.stderr
+    assert "inputs/files/local-cpu.yaml" in r.stderr and ("edited" if damage == "edited" else "missing") in r.stderr
+    assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in (tmp_path / "results" / "quickstart").iterdir()) == [run.name]  # nothing new written
+
+
+def test_another_gpu_and_engine_version_are_refused_without_allow_drift() -> None:
+    """The committed H200 run (transformers 5.17 on one H200) cannot be replayed here as if nothing changed."""
+    from toolkit.bench.hostinfo import local_fingerprint
+    from toolkit.results.facts import host_view
+    from toolkit.schema.manifest import Fingerprint
+
+    if host_view(Fingerprint.model_validate(local_fingerprint())).get("gpus") == "1x NVIDIA H200":
+        pytest.skip("this host is the original's kind: no drift to refuse")
+    r = run_cli("results", "reproduce", "20261202T125115Z-f0ee5a", "--results", str(ROOT / "results"))
+    assert r.returncode == 2, r.stderr
+    assert "gpu 1x NVIDIA H200 -> none" in r.stderr and "engine transformers 5.17.0" in r.stderr
+    assert "--allow-drift" in r.stderr
+
+
+def test_an_archive_from_before_inputs_names_what_it_lacks() -> None:
+    r = run_cli("results", "reproduce", "20261202T185552Z-0086be", "--results", str(ROOT / "results"), "--json")
+    assert r.returncode == 2
+    assert "before runs kept their inputs/" in r.stderr
+    assert "environment sglang.patches[0] (patches/sglang-0.5.17-spec-disable-batch-threshold.patch)" in r.stderr
+
+
+def _plan(tmp: Path, workload_text: str | None = None):
+    from toolkit.bench.plan import plan_run
+    from toolkit.spec import load_spec
+
+    envs = tmp / "envs"
+    shutil.copytree(ROOT / "envs", envs)
+    m = envs / "matrices" / "quickstart.yaml"
+    if workload_text is not None:
+        (tmp / "data").mkdir()
+        (tmp / "data" / "mine.jsonl").write_text(workload_text)
+        _set(m, "workloads", "[coding, {name: mine, path: ../../data/mine.jsonl}]")
+    return plan_run(load_spec(m))
+
+
+def test_inputs_keep_their_layout_and_drift_is_recorded(tmp_path: Path) -> None:
+    """The listing and the bytes of a planned run, and what a replay adds to the manifest (real writer)."""
+    from toolkit.bench.inputs import Origin, archive_run, materialize
+    from toolkit.bench.plan import run_manifest
+    from toolkit.results.archive import open_archive
+    from toolkit.schema.manifest import DriftRecord
+
+    plan = _plan(tmp_path, '{"prompt": "write a function"}\n{"prompt": "sum 2 and 3"}\n')
+    drift = [DriftRecord(what="gpu", original="1x NVIDIA H200", current=None)]
+    writer = archive_run(tmp_path / "results", plan, run_manifest(plan, {}), Origin("20261202T000000Z-abcdef", drift))
+    m = writer.manifest
+    assert m.reproduces == "20261202T000000Z-abcdef" and m.drift[0].what == "gpu"
+    by_key = {f.ref: f for f in m.inputs.files}
+    assert by_key["matrix:workloads[1].path"].path == "data/mine.jsonl"
+    assert by_key["matrix"].path == "envs/matrices/quickstart.yaml" == m.inputs.matrix
+    writer.finalize("complete")
+    tree = materialize(open_archive(writer.path), tmp_path / "tree")
+    assert tree == tmp_path / "tree" / "envs" / "matrices" / "quickstart.yaml"
+    assert (tmp_path / "tree" / "data" / "mine.jsonl").read_bytes() == (tmp_path / "data" / "mine.jsonl").read_bytes()
+    assert run_cli("results", "verify", str(writer.path)).returncode == 0
+
+
+def test_an_input_with_a_secret_is_masked_and_refused_at_replay(tmp_path: Path) -> None:
+    from toolkit.bench.inputs import archive_run, check_inputs
+    from toolkit.bench.plan import run_manifest
+    from toolkit.results.archive import open_archive
+
+    key = "sk-" + "a1B2c3D4e5F6g7H8i9J0"
+    plan = _plan(tmp_path, json.dumps({"prompt": f"why does OPENAI_API_KEY={key} fail?"}) + "\n")
+    writer = archive_run(tmp_path / "results", plan, run_manifest(plan, {}))
+    writer.finalize("complete")
+    assert key not in (writer.path / "inputs" / "files" / "data" / "mine.jsonl").read_text()
+    problems = check_inputs(open_archive(writer.path))
+    assert len(problems) == 1 and "masked" in problems[0].message and "mine.jsonl" in str(problems[0].file)
+
+
+def test_a_model_directory_is_referenced_and_its_chat_template_checked(tmp_path: Path) -> None:
+    """`model.path`: the weights stay where they are; the chat template and configs are archived and must
+    still match where the run read them."""
+    from toolkit.bench.inputs import archive_run, materialize
+    from toolkit.bench.plan import plan_run, run_manifest
+    from toolkit.errors import ToolkitError
+    from toolkit.results.archive import open_archive
+    from toolkit.spec import load_spec
+
+    model = tmp_path / "models" / "tiny"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"model_type": "llama"}\n')
+    (model / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}\n")
+    (model / "model.safetensors").write_bytes(b"\0" * 4096)
+    _plan(tmp_path)  # the copy of envs/
+    env = tmp_path / "envs" / "local-cpu.yaml"
+    env.write_text(re.sub(r"model:\n(  .*\n)+", "model:\n  path: ../models/tiny\n", env.read_text()))
+    plan = plan_run(load_spec(tmp_path / "envs" / "matrices" / "quickstart.yaml"))
+    writer = archive_run(tmp_path / "results", plan, run_manifest(plan, {}))
+    writer.finalize("complete")
+    files = {f.ref: f for f in writer.manifest.inputs.files}
+    ref = files["environment:model.path"]
+    assert not ref.archived and set(ref.files) == {"config.json", "chat_template.jinja"}
+    assert files["environment:model.path/chat_template.jinja"].archived
+    assert not (writer.path / "inputs" / "files" / "models" / "tiny" / "model.safetensors").exists()
+    tree = tmp_path / "tree"
+    materialize(open_archive(writer.path), tree)
+    assert (tree / "models" / "tiny").resolve() == model.resolve()
+    (model / "chat_template.jinja").write_text("{{ messages }}\n")
+    with pytest.raises(ToolkitError, match="chat_template.jinja differs"):
+        materialize(open_archive(writer.path), tmp_path / "tree2")

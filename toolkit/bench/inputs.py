@@ -1,0 +1,254 @@
+"""inputs/: the bytes of every file a run read, so that `toolkit results reproduce` can replay it with no
+checkout at hand.
+
+    writer = archive_run(root, plan, manifest)     # the runner's one call for a new run
+    matrix_path = materialize(archive, tree_dir)   # replay: the files back in their layout, each checked
+
+Archived (bytes under inputs/files/<path>, listed in the manifest's `inputs` and in SHA256SUMS):
+  the Matrix spec and every file it extends, its Environment (and extends chain), the Hosts spec of a
+  hosts target, patches, the user's workload, holdout and training-data files, and the chat template /
+  tokenizer config of a `model.path` model.
+Referenced only (path and sha256, no bytes): CA bundles (trust material stays out of archives) and a
+`model.path` directory (weights are too big); replay checks them where the run read them.
+Not copied: bundled workloads (the manifest's workload hash is matched against the toolkit's own
+prompts at replay) and the dummy model (regenerated from the resolved spec; its recipe hash is kept).
+
+The files keep their layout relative to their common folder, so the relative paths inside the specs
+resolve the same way and the replayed specs hash the same as the original's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from toolkit.errors import ToolkitError
+from toolkit.results.archive import Archive, ArchiveWriter
+from toolkit.scrub import scrub_text, secret_values
+from toolkit.schema.manifest import DriftRecord, InputFile, InputsRecord, Manifest
+from toolkit.spec import LoadedSpec, load_spec, referenced_files, sha256_file
+
+FILES = "inputs/files"
+REFERENCE_ONLY = {"ca_bundle"}  # roles whose bytes never go in an archive
+MODEL_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json", "generation_config.json",
+               "config.json", "special_tokens_map.json")
+MODEL_FILE_MAX = 1 << 20
+
+
+@dataclass
+class Origin:
+    """What a replay adds to the run it starts (toolkit.bench.reproduce): the run it reproduces, the drift
+    it accepted, and the image it runs (None: the plan's own)."""
+
+    run_id: str
+    drift: list[DriftRecord] = field(default_factory=list)
+    build: Any = None  # toolkit.schema.manifest.BuildRecord
+
+
+# -- recording (a new run)
+
+def _role(key: str) -> str:
+    last = key.split(":")[-1]
+    if "ca_bundle" in last:
+        return "ca_bundle"
+    if "patches" in last:
+        return "patch"
+    if last.endswith(".holdout"):
+        return "holdout"
+    if last == "training_data":
+        return "training_data"
+    return "workload" if last.startswith("workloads") else "file"
+
+
+def _entries(plan) -> list[tuple[str, str, Path]]:
+    """(key, role, path) of every file the run reads, specs first."""
+    out: list[tuple[str, str, Path]] = []
+    specs: list[tuple[str, LoadedSpec]] = [("matrix", plan.spec), ("environment", plan.env_spec)]
+    m = plan.spec.model
+    if m.target.hosts:
+        specs.append(("target.hosts", load_spec(plan.spec.path_of(("target", "hosts"), m.target.hosts))))
+    for name, spec in specs:
+        for i, f in enumerate(spec.files or [spec.path]):
+            out.append((name if i == 0 else f"{name}.extends[{i - 1}]", "spec", Path(f)))
+    for name, spec in specs[:2]:
+        for key, f in referenced_files(spec).items():
+            if key not in ("environment", "target.hosts"):  # the specs themselves, listed above
+                out.append((f"{name}:{key}", _role(key), f))
+    env = plan.env_spec.model
+    if env.model is not None and env.model.path:
+        out.append(("environment:model.path", "model", plan.env_spec.path_of(("model", "path"), env.model.path)))
+    return out
+
+
+def _archived_bytes(data: bytes, secrets: list[str]) -> bytes:
+    """What ArchiveWriter.write_file stores for `data`: text is scrubbed of secrets, binary kept as is."""
+    try:
+        return scrub_text(data.decode(), secrets).encode()
+    except UnicodeDecodeError:
+        return data
+
+
+def _abs(p: Path) -> str:
+    return os.path.abspath(os.path.expanduser(str(p)))
+
+
+def collect(plan) -> tuple[InputsRecord, dict[str, bytes]]:
+    """The inputs listing of a planned run and the bytes to archive ({tree path: original bytes})."""
+    entries = _entries(plan)
+    secrets = secret_values()  # as the archive writer masks them
+    root = os.path.commonpath([os.path.dirname(_abs(p)) for _, _, p in entries])
+    files: list[InputFile] = []
+    data: dict[str, bytes] = {}
+    seen: set[str] = set()
+    for key, role, p in entries:
+        src = _abs(p)
+        rel = PurePosixPath(*Path(os.path.relpath(src, root)).parts).as_posix()
+        if role == "model":
+            files.append(InputFile(ref=key, role=role, path=rel, source=src, archived=False, files=_model_files(p)))
+            for name in files[-1].files:
+                raw = (Path(src) / name).read_bytes()
+                data[f"{rel}/{name}"] = raw
+                files.append(_file(f"{key}/{name}", "model_file", f"{rel}/{name}", str(Path(src) / name), raw,
+                                   secrets))
+            continue
+        if rel in seen:
+            continue  # one file named twice (a spec that is also extended, a patch listed twice)
+        seen.add(rel)
+        raw = Path(src).read_bytes()
+        entry = _file(key, role, rel, src, raw, secrets)
+        if role in REFERENCE_ONLY:
+            entry.archived = False
+        else:
+            data[rel] = raw
+        files.append(entry)
+    record = InputsRecord(matrix=files[0].path, files=files, dummy_model=dummy_record(plan.env_spec))
+    return record, data
+
+
+def _file(key: str, role: str, rel: str, src: str, raw: bytes, secrets: list[str]) -> InputFile:
+    import hashlib
+
+    return InputFile(ref=key, role=role, path=rel, source=src, sha256=hashlib.sha256(raw).hexdigest(),
+                     size=len(raw), scrubbed=_archived_bytes(raw, secrets) != raw)
+
+
+def _model_files(d: Path) -> dict[str, str]:
+    """The small files of a model directory that decide how prompts become tokens (chat template, config)."""
+    return {n: sha256_file(d / n) for n in MODEL_FILES
+            if (d / n).is_file() and (d / n).stat().st_size <= MODEL_FILE_MAX}
+
+
+def dummy_record(env_spec: LoadedSpec) -> dict | None:
+    env = env_spec.model
+    if env.model is None or env.model.dummy is None:
+        return None
+    from toolkit.serve.dummy import RECIPE, model_hash
+
+    return {"hash": model_hash(env.model.dummy), "recipe": RECIPE}
+
+
+def archive_run(root: Path, plan, manifest: Manifest, origin: Origin | None = None) -> ArchiveWriter:
+    """The run's archive, with the inputs listing in its manifest and the files' bytes under inputs/files/
+    (and, for a replay, `reproduces` and `drift`). The runner calls this once, when a new run starts."""
+    record, data = collect(plan)
+    update: dict[str, Any] = {"inputs": record}
+    if origin is not None:
+        update.update(reproduces=origin.run_id, drift=origin.drift)
+    writer = ArchiveWriter.create(root, plan.m.name, manifest.model_copy(update=update))
+    by_path = {f.path: f for f in record.files}
+    for rel, raw in data.items():
+        written = writer.write_file(f"{FILES}/{rel}", raw)
+        expect = _archived_bytes(raw, writer.secrets)
+        if written.read_bytes() != expect:  # the listing says what was stored; keep them in step
+            raise ToolkitError(f"{FILES}/{rel} was stored differently than listed ({by_path[rel].ref})",
+                               hint="a toolkit bug: report it with the file")
+    return writer
+
+
+# -- replay
+
+def _bad(arch: Archive, rel: str, what: str, hint: str) -> ToolkitError:
+    return ToolkitError(f"archived input {what}", file=arch.path / rel, hint=hint)
+
+
+def check_inputs(arch: Archive) -> list[ToolkitError]:
+    """Every archived input that is missing, edited or not the original's bytes (empty: all good)."""
+    rec = arch.manifest.inputs
+    problems = []
+    for f in rec.files if rec else []:
+        if not f.archived:
+            continue
+        rel = f"{FILES}/{f.path}"
+        p = arch.path / rel
+        if not p.is_file():
+            problems.append(_bad(arch, rel, f"is missing: the run read it as {f.source} ({f.ref})",
+                                 "the archive is incomplete; restore the run folder from a copy"))
+        elif f.scrubbed:
+            problems.append(_bad(arch, rel, f"had secret-looking text masked when it was archived ({f.ref}), "
+                                 "so these are not the bytes the run read",
+                                 "a replay needs the original file; archives never keep secrets"))
+        elif sha256_file(p) != f.sha256:
+            problems.append(_bad(arch, rel, f"was edited after the run: sha256 {sha256_file(p)[:12]}, the manifest "
+                                 f"lists {f.sha256[:12]} ({f.ref})", "restore the run folder from a copy"))
+    return problems
+
+
+def _check_reference(f: InputFile) -> str | None:
+    """Why a referenced file or directory cannot be used where the run read it (None: it can)."""
+    src = Path(f.source or "")
+    if f.role == "model":
+        if not src.is_dir():
+            return f"model directory {src} is not there (its weights are not archived)"
+        for name, digest in f.files.items():
+            if not (src / name).is_file() or sha256_file(src / name) != digest:
+                return f"{src / name} differs from the run's (sha256 {digest[:12]})"
+        return None
+    if not src.is_file():
+        return f"{src} is not there ({f.role}: archives keep its path and sha256, never its bytes)"
+    if sha256_file(src) != f.sha256:
+        return f"{src} differs from the file the run read (sha256 {f.sha256[:12]})"
+    return None
+
+
+def materialize(arch: Archive, tree: Path) -> Path:
+    """Lay the run's files out under `tree` (archived bytes copied, references linked where the run read
+    them) and return the Matrix spec's path there. Raises ToolkitError (exit 2) naming the first file
+    that is missing, edited, or (a reference) not what the run read."""
+    rec = arch.manifest.inputs
+    if rec is None:
+        raise ToolkitError(f"run {arch.run_id} has no inputs/ listing", file=arch.path / "manifest.json")
+    problems = check_inputs(arch)
+    if problems:
+        raise problems[0]
+    for f in rec.files:
+        dest = tree / f.path
+        if f.role == "model_file":
+            continue  # checked in the model directory itself (its reference entry)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if f.archived:
+            shutil.copyfile(arch.path / FILES / f.path, dest)
+            continue
+        why = _check_reference(f)
+        if why:
+            raise ToolkitError(f"{f.ref}: {why}", file=arch.path / "manifest.json",
+                               hint=f"put the {f.role.replace('_', ' ')} back at {f.source}, then run reproduce again")
+        os.symlink(f.source, dest)
+    return tree / rec.matrix
+
+
+def check_outside(arch: Archive, specs: dict[str, LoadedSpec], tree: Path) -> None:
+    """A file a replayed spec names by absolute path is read outside the tree: it must be the run's bytes."""
+    listed = {f.ref: f for f in (arch.manifest.inputs.files if arch.manifest.inputs else [])}
+    for name, spec in specs.items():
+        for key, p in referenced_files(spec).items():
+            f = listed.get(f"{name}:{key}")
+            inside = Path(_abs(p)).is_relative_to(_abs(tree))
+            if f is None or inside or not f.sha256:
+                continue
+            if not Path(p).is_file() or sha256_file(Path(p)) != f.sha256:
+                raise ToolkitError(f"{name} {key} names {p} by absolute path, and the file there is not the one "
+                                   f"the run read (archived as {FILES}/{f.path})", file=arch.path / FILES / f.path,
+                                   hint=f"copy the archived file to {p}, or write the spec with a relative path")
