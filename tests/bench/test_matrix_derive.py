@@ -6,6 +6,7 @@ import numpy as np
 
 from toolkit.bench import derive
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
+from toolkit.schema.slo import CellSlo
 from toolkit.spec.environment import Environment
 from toolkit.spec.matrix import Matrix
 
@@ -80,3 +81,69 @@ def test_methodology_checks() -> None:
     assert "48" in by["concurrency-above-max-running-requests"]["message"]
     assert {"no-warmup", "percentile-from-few-samples", "arms-saw-different-prompts",
             "acceptance-counters-not-reset", "workload-far-from-training-data"} <= set(by)
+
+
+# -- within service-level objectives (toolkit/results/slo.py): capacity and the advice
+
+def slo_cell(arm: str, conc: int, holds: bool, goodput: float = 100.0) -> CellSlo:
+    return CellSlo(arm=arm, domain="coding", concurrency=conc, output_len=64, holds=holds, goodput_tok_s=goodput,
+                   why="" if holds else "tpot_ms.p90 31 > 30")
+
+
+def test_capacity_is_the_last_level_before_the_first_failure() -> None:
+    from toolkit.results.slo import capacities
+
+    cells = [slo_cell("a", c, h) for c, h in ((1, True), (4, True), (16, False), (64, True))]
+    cells += [slo_cell("b", c, False) for c in (1, 4)] + [slo_cell("c", c, True) for c in (1, 4)]
+    cap = {x.arm: x for x in capacities(cells)}
+    assert (cap["a"].capacity, cap["a"].first_failure, cap["a"].holds_again) == (4, 16, [64])
+    assert "tpot_ms.p90 31 > 30" in cap["a"].note and "holds again at c=64" in cap["a"].note
+    assert (cap["b"].capacity, cap["b"].first_failure) == (None, 1) and "lowest tested" in cap["b"].note
+    assert (cap["c"].capacity, cap["c"].first_failure) == (4, None) and "at least 4" in cap["c"].note
+
+
+def _advice(arm_holds: dict, base_holds: dict, ratios: dict):
+    """The advice for one speculative arm, `ratios`: concurrency -> (throughput ratio, paired CI high)."""
+    from toolkit.results.slo import advise
+    from toolkit.schema.manifest import Derived
+
+    cells = [slo_cell("spec", c, h) for c, h in arm_holds.items()]
+    cells += [slo_cell("base", c, h) for c, h in base_holds.items()]
+    derived = Derived.model_validate({
+        "baseline": "base", "speculative_arms": ["spec"],
+        "speedups": [{"arm": "spec", "domain": "coding", "concurrency": c, "throughput_ratio": r, "ci_high": hi}
+                     for c, (r, hi) in ratios.items()]})
+    (adv,) = advise(cells, derived, "base")
+    return adv
+
+
+def test_within_the_objectives_speculation_can_be_the_only_arm_on_target() -> None:
+    """Speculation significantly slower at 16 and 32 (raw crossover 16), yet at 32 it is the only arm that
+    keeps its objectives: within them no threshold may switch it off there."""
+    ratios = {1: (1.5, 1.7), 4: (1.2, 1.3), 16: (0.8, 0.9), 32: (0.7, 0.8)}
+    adv = _advice({1: True, 4: True, 16: True, 32: True}, {1: True, 4: True, 16: True, 32: False}, ratios)
+    assert [x.choice for x in adv.levels] == ["speculative", "speculative", "baseline", "speculative"]
+    assert adv.crossover_concurrency is None and "only spec meets them at c=32" in adv.note
+    assert "a threshold cannot switch speculation back on" in adv.note
+
+
+def test_within_the_objectives_the_baseline_takes_over_where_speculation_misses_them() -> None:
+    """Not significantly slower anywhere (no raw crossover), but speculation misses the objectives from 16."""
+    ratios = {1: (1.5, 1.7), 4: (1.1, 1.3), 16: (0.98, 1.05), 32: (0.97, 1.02)}
+    adv = _advice({1: True, 4: True, 16: False, 32: False}, {1: True, 4: True, 16: True, 32: False}, ratios)
+    assert [x.choice for x in adv.levels] == ["speculative", "speculative", "baseline", "neither"]
+    assert adv.crossover_concurrency == 16 and "set speculative-disable-batch-threshold: 16" in adv.note
+    from toolkit.results.slo import threshold
+
+    assert threshold([adv], "spec") == 16
+
+
+def test_within_the_objectives_never_pays_off_and_no_arm_on_target() -> None:
+    slower = {1: (0.5, 0.6), 4: (0.5, 0.6)}
+    never = _advice({1: True, 4: False}, {1: True, 4: True}, slower)
+    assert never.never_pays_off and never.crossover_concurrency == 1 and "serve the baseline" in never.note
+    from toolkit.results.slo import never_pays_off, threshold
+
+    assert never_pays_off([never], "spec") and threshold([never], "spec") is None
+    none = _advice({1: False, 4: False}, {1: False, 4: False}, slower)
+    assert [x.choice for x in none.levels] == ["neither", "neither"] and "neither arm meets" in none.note

@@ -140,7 +140,8 @@ def _restore_interrupts(previous: dict) -> None:
 
 
 def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -> Derived:
-    """Speedups, crossovers, threshold advice and methodology checks of what the ledger holds."""
+    """Speedups, crossovers, threshold advice and methodology checks of what the ledger holds; with an slo
+    block, goodput, capacity and the advice within the objectives (toolkit/results/slo.py)."""
     m, env = plan.m, plan.env_spec.model
     rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed)
     spec_arms = {a for a in m.arms if a != m.baseline_arm and derive.is_speculative(env, a)}
@@ -153,7 +154,7 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     if wall_s is not None:
         timing["wall_s"] = wall_s
         timing["overhead_ratio"] = derive.overhead_ratio(timing, [s.arms for s in plan.slots])
-    return Derived.model_validate({
+    derived = Derived.model_validate({
         "baseline": m.baseline_arm,
         "speedups": rows,
         "crossovers": cross,
@@ -167,3 +168,10 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
         "cells_planned": plan.cells_planned,
         "cells_done": len(ledger.cells),
     })
+    if m.slo is not None:  # from the archived cells, as `results slo` recomputes it
+        from toolkit.results.archive import open_archive
+        from toolkit.results.slo import analyse
+        from toolkit.schema.slo import Objectives
+
+        derived.slo = analyse(open_archive(ledger.writer.path), Objectives.from_block(m.slo.model_dump()), derived)
+    return derived

@@ -9,6 +9,8 @@ same in every command.
   written), normalised to its kind (a chunk metric has no CI; a cell metric is one figure).
 - a group of repeats (one arm, domain, concurrency, output length): request metrics pool the requests;
   stored figures are averaged over the repeats.
+- under service-level objectives (toolkit/schema/slo.py) also goodput_req_s, goodput_tok_s and
+  slo_attainment, computed from the per-request columns as the run is read (never stored).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from collections import defaultdict
 import numpy as np
 
 from toolkit.results.archive import Archive
-from toolkit.schema.metrics import METRICS, NAMES, REQUEST_METRICS, describe, figure, figure_of
+from toolkit.schema.metrics import METRICS, NAMES, REQUEST_METRICS, describe, figure, figure_of, share
 from toolkit.schema.records import CellSummary, Stat
+from toolkit.schema.slo import CellSlo, Objectives, evaluate
 
 Group = tuple[str, str, int, int]  # arm, domain, concurrency, output_len
 
@@ -56,11 +59,22 @@ def _mean_of(stats: list[Stat], name: str) -> Stat:
                 unreliable=sorted({u for s in stats for u in s.unreliable}))
 
 
-class CellReader:
-    """Reads the cells of one archive; each cell's columns are loaded once."""
+def slo_stats(c: CellSlo) -> dict[str, Stat]:
+    """A cell's goodput and attainment as registry metrics (what show and diff print and compare)."""
+    if c.status != "ok":
+        return {}
+    out = {"goodput_req_s": figure(c.goodput_req_s, c.met), "goodput_tok_s": figure(c.goodput_tok_s, c.met),
+           "slo_attainment": share(c.met, c.n)}
+    return {m: s for m, s in out.items() if s.p50 is not None}
 
-    def __init__(self, archive: Archive):
+
+class CellReader:
+    """Reads the cells of one archive; each cell's columns are loaded once. With objectives, every
+    cell's metrics include goodput and attainment under them."""
+
+    def __init__(self, archive: Archive, objectives: Objectives | None = None):
         self.archive = archive
+        self.objectives = objectives
         self._cols: dict[str, dict[str, np.ndarray]] = {}
 
     def groups(self) -> dict[Group, list[str]]:
@@ -106,7 +120,14 @@ class CellReader:
                 s = _mean_of(stored, m) if stored else Stat(n=0)
             if s.p50 is not None:
                 out[m] = s
+        if self.objectives is not None:
+            out.update(slo_stats(self.slo(keys)))
         return out
+
+    def slo(self, keys: list[str]) -> CellSlo:
+        """One cell (or the repeats of a group) against the reader's objectives."""
+        assert self.objectives is not None
+        return evaluate([self.archive.cell_map[k] for k in keys], [self._columns(k) for k in keys], self.objectives)
 
     def cell(self, key: str) -> dict[str, Stat]:
         return self.stats([key])

@@ -18,6 +18,14 @@ app = typer.Typer(no_args_is_help=True, help=(
 Root = Annotated[Path, typer.Option("--root", help="folder holding <matrix>/<run-id>/ archives")]
 Json = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
 RunArg = Annotated[str, typer.Argument(help="run folder, run id (prefix), <matrix>/<run-id>, or latest")]
+SloOpt = Annotated[Optional[list[str]], typer.Option(
+    "--slo", metavar="METRIC.BOUND=MS",
+    help="an objective, repeatable: METRIC is ttft_ms, tpot_ms, itl_ms (each request's mean ITL) or e2e_ms; BOUND "
+         "a percentile of the cell (p50 p75 p90 p95 p99) or per_request (a request counts toward goodput only "
+         "within it). E.g. --slo tpot_ms.p90=30 --slo ttft_ms.per_request=500")]
+AttainmentOpt = Annotated[Optional[float], typer.Option(
+    "--attainment", help="share of a cell's requests that must succeed and meet every per-request objective "
+                         "for the objectives to hold there (default: the run's, else 0.9)")]
 
 
 def resolve_run(ref: str, root: Path = Path("results"), matrix: str | None = None) -> Path:
@@ -108,7 +116,8 @@ def diff_cmd(
     b: Annotated[str, typer.Argument(help="run B (compared with A)")],
     metric: Annotated[Optional[list[str]], typer.Option("--metric", "-m", help="metric(s) to compare, by registry "
                       "name (ttft_ms tpot_ms itl_ms itl_req_mean_ms e2e_ms req_output_tok_s req_accept_length "
-                      "output_tok_s request_s accept_length; docs/results.md defines each); default all")] = None,
+                      "output_tok_s request_s accept_length; under objectives also goodput_req_s goodput_tok_s "
+                      "slo_attainment; docs/results.md defines each); default all")] = None,
     fail_on_regression: Annotated[Optional[float], typer.Option(
         "--fail-on-regression", metavar="PCT",
         help="exit 1 when a significant change makes any metric worse by more than PCT percent "
@@ -116,21 +125,30 @@ def diff_cmd(
     correction: Annotated[str, typer.Option(
         "--correction", help="holm: adjust p-values for the many tests of one diff (no false alarms from "
                              "testing dozens of cells); none: per-test alpha, as benchstat")] = "holm",
+    slo: SloOpt = None,
+    attainment: AttainmentOpt = None,
     root: Root = Path("results"),
     json_out: Json = False,
 ) -> None:
     """Compare run B against run A, benchstat style: per cell and metric the two figures `results show`
     prints (medians with 95% CIs), the change, and for per-request metrics a Mann-Whitney U p-value on the
     samples (`~`: not significant at 0.05). Cells match on arm, domain, concurrency and output length;
-    the environment diff follows.
+    the environment diff follows. Under service-level objectives (A's slo block, else B's, else --slo)
+    goodput and attainment are compared too, both runs judged by the same objectives.
 
     Example (CI gate): toolkit results diff quickstart/20261201T0900Z-1a2b3c latest --fail-on-regression 5"""
     from toolkit.results.archive import open_archive
     from toolkit.results.diff import diff_runs
     from toolkit.results.report import build_diff_report, render_text
 
+    from toolkit.results.slo import objectives_for, parse_slo
+
     ra, rb = open_archive(resolve_run(a, root)), open_archive(resolve_run(b, root))
-    result = diff_runs(ra, rb, metric, correction)
+    objectives = None
+    if slo or attainment is not None:
+        own = objectives_for(ra.manifest, ra.derived) or objectives_for(rb.manifest, rb.derived)
+        objectives = parse_slo(slo or [], attainment, base=own)
+    result = diff_runs(ra, rb, metric, correction, objectives)
     regressions = result.regressions(fail_on_regression) if fail_on_regression is not None else []
     data = result.to_dict()
     data["regressions"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj}
@@ -182,6 +200,35 @@ def report_cmd(
         return
     for w in written:
         out.print(f"wrote {w}", markup=False)
+
+
+@app.command("slo")
+def slo_cmd(run: RunArg, slo: SloOpt = None, attainment: AttainmentOpt = None, root: Root = Path("results"),
+            json_out: Json = False) -> None:
+    """A run against service-level objectives, recomputed from its per-request records without rerunning
+    anything: per cell goodput (req/s and tok/s of the requests that met every per-request objective),
+    attainment with a 95% Wilson interval and each percentile objective with its 95% CI; per arm and domain
+    the capacity (the highest concurrency at which the objectives hold) and the first failing level; the
+    speculative advice by raw throughput and within the objectives. Without --slo, the run's own objectives
+    (its Matrix's slo block). The archive is only read. docs/slo.md explains every figure.
+
+    Example: toolkit results slo latest --slo tpot_ms.p90=30 --slo ttft_ms.per_request=500 --json"""
+    from toolkit.results.archive import open_archive
+    from toolkit.results.report import render_text, threshold_advice
+    from toolkit.results.report.slo import build_slo_report
+    from toolkit.results.slo import analyse, objectives_for, parse_slo
+
+    a = open_archive(resolve_run(run, root))
+    objectives = parse_slo(slo or [], attainment, base=objectives_for(a.manifest, a.derived))
+    an = analyse(a, objectives)
+    d = a.derived
+    raw = {arm: threshold_advice(d, arm) for arm in d.recommended_disable_batch_threshold}
+    data = {"run": str(a.path), "run_id": a.run_id, "matrix": a.matrix_name, **an.model_dump(mode="json")}
+    report = build_slo_report(f"Run {a.matrix_name}/{a.run_id} against service-level objectives", an, raw, data)
+    if json_out:
+        emit_json(report.data)
+    else:
+        out.print(render_text(report), markup=False, highlight=False, end="")
 
 
 @app.command("import")

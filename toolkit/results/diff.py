@@ -5,6 +5,10 @@ registry (toolkit/schema/metrics.py) the A and B figures as `results show` reads
 cells.py), the change in percent and, for request metrics, a Mann-Whitney U p-value over the
 per-request samples. A change is called only when p < ALPHA and both sides have MIN_SAMPLES requests;
 otherwise `~`. Chunk and cell metrics are shown without a test (the registry says why).
+
+Under service-level objectives (A's own, else B's, else `--slo`) the cells also carry goodput_req_s,
+goodput_tok_s and slo_attainment, both runs judged by the *same* objectives; attainment, a share, is
+tested with Fisher's exact test on the two counts (met of measured requests).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
 from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
-from toolkit.schema.metrics import METRICS, NAMES
+from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
 from toolkit.schema.records import Stat
+from toolkit.schema.slo import Objectives
 
 IGNORED_SAMPLING = {"warmup", "workers"}  # warmup count and client processes do not change what a request is
 UNTESTED = {"chunk": "pooled over chunks: not tested (the chunks of one request are not independent)",
@@ -77,6 +82,8 @@ class DiffResult:
     env: list[dict]
     alpha: float = ALPHA
     min_samples: int = MIN_SAMPLES
+    slo: dict | None = None  # the objectives goodput and attainment are judged by (the slo block's shape)
+    slo_note: str = ""
 
     def regressions(self, pct: float) -> list[tuple[CellDiff, MetricDiff]]:
         """Significant changes in the worse direction by more than pct percent."""
@@ -132,7 +139,12 @@ def compare_metric(metric: str, sa: Stat, sb: Stat, xa: np.ndarray | None, xb: n
     kind = METRICS[metric].kind
     d = delta_pct(sa.p50, sb.p50)
     p, note = None, ""
-    if kind != "request":
+    if kind == "share":
+        p = fisher(sa, sb)
+        if p is None:
+            note = f"too few requests to call significance (need {MIN_SAMPLES} per side)"
+        verdict = _verdict(metric, d, p, sa.n, sb.n)
+    elif kind != "request":
         verdict, note = "not-tested", UNTESTED[kind]
     elif xa is None or xb is None:
         verdict, note = "no-samples", "no per-request samples (summary-only import): not tested"
@@ -143,6 +155,29 @@ def compare_metric(metric: str, sa: Stat, sb: Stat, xa: np.ndarray | None, xb: n
         verdict = _verdict(metric, d, p, len(xa), len(xb))
     return MetricDiff(metric, sa.p50, sa.ci_low, sa.ci_high, sa.n, sb.p50, sb.ci_low, sb.ci_high, sb.n, d, p,
                       verdict, note)
+
+
+def fisher(sa: Stat, sb: Stat) -> float | None:
+    """Two-sided Fisher exact p-value of two shares (k of n on each side); None below MIN_SAMPLES."""
+    from scipy.stats import fisher_exact
+
+    if sa.n < MIN_SAMPLES or sb.n < MIN_SAMPLES or sa.p50 is None or sb.p50 is None:
+        return None
+    ka, kb = round(sa.p50 * sa.n), round(sb.p50 * sb.n)
+    return float(fisher_exact([[ka, sa.n - ka], [kb, sb.n - kb]]).pvalue)
+
+
+def run_objectives(a: Archive, b: Archive, given: Objectives | None) -> tuple[Objectives | None, str]:
+    """The objectives both runs are judged by: the given ones, else A's, else B's; a note when A and B
+    carry different ones."""
+    from toolkit.results.slo import objectives_for
+
+    oa, ob = objectives_for(a.manifest, a.derived), objectives_for(b.manifest, b.derived)
+    if given is not None:
+        return given, "objectives given on the command line"
+    if oa is not None and ob is not None and oa.block() != ob.block():
+        return oa, f"A and B carry different objectives; both are judged by A's ({oa.text()}); B's: {ob.text()}"
+    return (oa, "A's objectives") if oa is not None else (ob, "B's objectives") if ob is not None else (None, "")
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -177,15 +212,21 @@ def _cell_diff(g: Group, ra: CellReader, ka: list[str], rb: CellReader, kb: list
     return cd
 
 
-def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correction: str = "holm") -> DiffResult:
-    metrics = list(metrics or NAMES)
+def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correction: str = "holm",
+              objectives: Objectives | None = None) -> DiffResult:
+    obj, slo_note = run_objectives(a, b, objectives)
+    asked = list(metrics or [])
+    metrics = asked or [m for m in NAMES if obj is not None or m not in SLO_METRICS]
+    if obj is None and any(m in SLO_METRICS for m in asked):
+        raise ToolkitError(f"{', '.join(m for m in asked if m in SLO_METRICS)} exist only under service-level "
+                           "objectives, and neither run has any", hint="give some: --slo tpot_ms.p90=30 (docs/slo.md)")
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise ToolkitError(f"unknown metric {', '.join(unknown)}", hint=f"choose from {', '.join(NAMES)} "
                            "(docs/results.md defines each)")
     if correction not in ("holm", "none"):
         raise ToolkitError(f"unknown correction {correction!r}", hint="holm or none")
-    ra, rb = CellReader(a), CellReader(b)
+    ra, rb = CellReader(a, obj), CellReader(b, obj)
     ga, gb = ra.groups(), rb.groups()
     cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics) for g in sorted(set(ga) & set(gb))]
     _apply_correction(cells, correction)
@@ -199,4 +240,5 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
     return DiffResult(a=str(a.path), b=str(b.path), metrics=metrics, cells=cells, correction=correction,
                       only_a=[_label(g) for g in sorted(set(ga) - set(gb))],
                       only_b=[_label(g) for g in sorted(set(gb) - set(ga))],
-                      geomean=gm, env=env_diff(a.manifest, b.manifest))
+                      geomean=gm, env=env_diff(a.manifest, b.manifest),
+                      slo=obj.block() if obj is not None else None, slo_note=slo_note)

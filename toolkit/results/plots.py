@@ -219,6 +219,70 @@ def acceptance(runs: list[tuple[str, Archive]]) -> bytes | None:
     return _png(fig)
 
 
+def slo_plot(an) -> bytes:
+    """Service-level objectives (a toolkit.schema.slo.SloAnalysis), one column per domain: goodput tok/s vs
+    concurrency per arm (filled markers where the objectives hold, hollow where not; the raw throughput
+    faint), then each percentile objective's value with its 95% CI against the objective line, then the
+    attainment against its target."""
+    domains = sorted({c.domain for c in an.cells})
+    arms = sorted({c.arm for c in an.cells})
+    colors = _colors(arms)
+    rows = [("goodput", None)] + [("objective", o) for o in an.objectives.percentiles] + [("attainment", None)]
+    fig, axes = plt.subplots(len(rows), max(len(domains), 1), figsize=(4.6 * max(len(domains), 1), 2.9 * len(rows)),
+                             squeeze=False)
+    concs = sorted({c.concurrency for c in an.cells})
+    for col, d in enumerate(domains):
+        for row, (what, o) in enumerate(rows):
+            ax = axes[row][col]
+            for arm in arms:
+                cs = sorted((c for c in an.cells if c.arm == arm and c.domain == d and c.status == "ok"),
+                            key=lambda c: c.concurrency)
+                if not cs:
+                    continue
+                x = [c.concurrency for c in cs]
+                if what == "goodput":
+                    ax.plot(x, [c.output_tok_s for c in cs], ":", color=colors[arm], alpha=0.5, lw=1)
+                    y, lo, hi = [c.goodput_tok_s for c in cs], None, None
+                elif what == "objective":
+                    res = [next((r for r in c.objectives if r.objective == o.name), None) for c in cs]
+                    y = [r.value if r else None for r in res]
+                    lo = [r.ci_low if r else None for r in res]
+                    hi = [r.ci_high if r else None for r in res]
+                else:
+                    y = [c.attainment for c in cs]
+                    lo, hi = [c.attainment_low for c in cs], [c.attainment_high for c in cs]
+                y = [np.nan if v is None else v for v in y]
+                ax.plot(x, y, "-", color=colors[arm], lw=1.5, label=arm)
+                for xi, yi, c in zip(x, y, cs):
+                    ax.plot([xi], [yi], "o", ms=6, color=colors[arm], mfc=colors[arm] if c.holds else "white")
+                if lo is not None:
+                    err = [[max(yi - (l if l is not None else yi), 0) for yi, l in zip(y, lo)],
+                           [max((h if h is not None else yi) - yi, 0) for yi, h in zip(y, hi)]]
+                    ax.errorbar(x, y, yerr=err, fmt="none", ecolor=colors[arm], alpha=0.6, capsize=2)
+            if what == "goodput":
+                ax.set_title(f"{d}: goodput (filled: objectives hold; dotted: raw tok/s)", fontsize=10)
+                ax.set_ylabel("goodput tok/s")
+            elif what == "objective":
+                ax.axhline(o.limit, ls="--", color="black", lw=1.2, label=f"objective {o.limit:g} ms")
+                ax.set_title(f"{d}: {o.metric} {o.bound} [95% CI]")
+                ax.set_ylabel("ms")
+            else:
+                ax.axhline(an.objectives.attainment, ls="--", color="black", lw=1.2,
+                           label=f"target {an.objectives.attainment:.0%}")
+                ax.set_title(f"{d}: attainment [95% CI]")
+                ax.set_ylabel("share of requests")
+                ax.set_ylim(-0.02, 1.02)
+            if concs and concs[0] > 0:
+                ax.set_xscale("log", base=2)
+            ax.minorticks_off()
+            ax.set_xticks(concs, [str(c) for c in concs])
+            ax.set_xlabel("concurrency")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _png(fig)
+
+
 TELEMETRY = (("util_gpu_pct", "GPU utilisation %"), ("power_w", "power W"), ("mem_used_mib", "memory used MiB"),
              ("sm_clock_mhz", "SM clock MHz"))
 

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from toolkit.errors import ToolkitError
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION
 from toolkit.schema.records import CellSummary
+from toolkit.schema.slo import SloAnalysis
 
 MIN_SCHEMA_VERSION = 1
 
@@ -306,6 +307,8 @@ class Derived(_Open):
     timing: Timing = Field(default_factory=Timing)
     cells_planned: int | None = None
     cells_done: int | None = None
+    slo: SloAnalysis | None = Field(None, description="the matrix's service-level objectives against the run "
+                                                      "(toolkit/results/slo.py); absent without an slo block")
 
     def errors(self) -> list[Check]:
         return [c for c in self.methodology if c.severity == "error"]

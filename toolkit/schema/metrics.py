@@ -12,6 +12,14 @@ What one sample is (`Metric.kind`):
              over them would claim more certainty than the data holds (itl_req_mean_ms is the tested
              per-request view of the same gaps).
     cell     one figure per cell (a throughput or a ratio of sums): stored as mean = p50, no CI, no test.
+    share    one proportion per cell: the requests that met something out of the measured requests
+             (slo_attainment). A 95% Wilson score interval; `results diff` tests a change with Fisher's
+             exact test on the two counts.
+
+Goodput and attainment (goodput_req_s, goodput_tok_s, slo_attainment) exist only under service-level
+objectives (toolkit/schema/slo.py, docs/slo.md): a Matrix's `slo:` block, or `--slo` on `results slo`
+and `results diff`. They are computed from the per-request columns when a run is read, never stored
+in a cell summary, so the same archive answers for any objectives.
 
 The CI of a median, everywhere: the distribution-free interval between two order statistics, chosen
 with the exact binomial distribution (X(k) <= median <= X(n-k+1) holds with probability >= 95% for
@@ -42,7 +50,7 @@ class Metric:
     label: str
     unit: str
     better: Literal["lower", "higher"]
-    kind: Literal["request", "chunk", "cell"]
+    kind: Literal["request", "chunk", "cell", "share"]
     definition: str
 
     @property
@@ -51,13 +59,14 @@ class Metric:
 
     @property
     def ci(self) -> str:
-        """How the median's 95% CI is made: `order-statistic` (request metrics) or `none`."""
-        return "order-statistic" if self.kind == "request" else "none"
+        """How the 95% CI is made: `order-statistic` (the median of request metrics), `wilson` (a share) or
+        `none`."""
+        return {"request": "order-statistic", "share": "wilson"}.get(self.kind, "none")
 
     @property
     def tested(self) -> bool:
         """Does `results diff` test a change of this metric for significance?"""
-        return self.kind == "request"
+        return self.kind in ("request", "share")
 
 
 # -- per-request values (None: the request has no such value)
@@ -136,10 +145,20 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("accept_length", "accept", "tokens/step", "higher", "cell",
            "cell acceptance length: sum of output tokens / sum of verification steps over the requests "
            "that report steps (a ratio of sums, not a mean of ratios)"),
+    Metric("goodput_req_s", "goodput req/s", "req/s", "higher", "cell",
+           "under service-level objectives: requests that met every per-request objective / the measured span "
+           "(request_s x met / successful)"),
+    Metric("goodput_tok_s", "goodput tok/s", "tok/s", "higher", "cell",
+           "under service-level objectives: output tokens of the requests that met every per-request objective / "
+           "the measured span (output_tok_s x their tokens / all successful tokens)"),
+    Metric("slo_attainment", "attainment", "share", "higher", "share",
+           "under service-level objectives: the share of measured requests (failed ones included) that succeeded "
+           "and met every per-request objective, with a 95% Wilson interval"),
 )
 METRICS: dict[str, Metric] = {m.name: m for m in REGISTRY}
 NAMES: tuple[str, ...] = tuple(METRICS)
 REQUEST_METRICS: tuple[str, ...] = tuple(m.name for m in REGISTRY if m.kind == "request")
+SLO_METRICS: tuple[str, ...] = ("goodput_req_s", "goodput_tok_s", "slo_attainment")  # only under objectives
 
 
 # -- statistics
@@ -160,6 +179,48 @@ def median_ci(x: np.ndarray, level: float = LEVEL) -> tuple[float | None, float 
         return None, None
     part = np.partition(x, [m, n - 1 - m])
     return float(part[m]), float(part[n - 1 - m])
+
+
+def quantile_ci(x: np.ndarray, q: float, level: float = LEVEL) -> tuple[float | None, float | None]:
+    """95% CI of the q-quantile (0 < q < 1), distribution-free like median_ci: [X(l), X(u)] (1-based order
+    statistics), l the largest with P(B <= l-1) <= tail and u the smallest with P(B >= u) <= tail, B ~ Bin(n, q).
+    None where the sample is too small for such an interval (a p90 needs n >= 36, a p99 n >= 368)."""
+    n = len(x)
+    if n == 0:
+        return None, None
+    from scipy.stats import binom
+
+    tail = (1 - level) / 2
+    k = int(binom.ppf(tail, n, q))  # the smallest k with P(B <= k) >= tail
+    lo = k + 1 if binom.cdf(k, n, q) <= tail else k  # 1-based
+    hi = int(binom.ppf(1 - tail, n, q)) + 1
+    if lo < 1 or hi > n:
+        return None, None
+    part = np.partition(np.asarray(x, dtype=np.float64), [lo - 1, hi - 1])
+    return float(part[lo - 1]), float(part[hi - 1])
+
+
+Z95 = 1.959963984540054  # the standard normal's 97.5% point
+
+
+def wilson(k: int, n: int) -> tuple[float | None, float | None]:
+    """95% Wilson score interval of a share k / n: inside [0, 1] and sensible at 0 or n successes (where the
+    textbook p +- z*se interval collapses to a point). None for n = 0."""
+    if n <= 0:
+        return None, None
+    p, z2 = k / n, Z95 * Z95
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def share(k: int, n: int) -> Stat:
+    """A share-kind metric's Stat: mean = p50 = k / n with its Wilson interval; n = the requests counted."""
+    if n <= 0:
+        return Stat(n=0)
+    lo, hi = wilson(k, n)
+    return Stat(mean=k / n, p50=k / n, ci_low=lo, ci_high=hi, n=n)
 
 
 def describe(values, *, ci: bool = True) -> Stat:

@@ -343,7 +343,8 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
     """
     h = hashlib.sha256()
     h.update(b"toolkit-spec-v1\0")
-    doc = spec.model.model_dump(mode="json")
+    # fields a kind marks as analysis (a Matrix's slo) do not change what is built or measured
+    doc = spec.model.model_dump(mode="json", exclude=set(getattr(spec.model, "HASH_EXCLUDE", ())))
     for name in getattr(spec.model, "HASH_OMIT_NONE", ()):  # fields added after v1: unset, a spec keeps its hash
         if doc.get(name) is None:
             doc.pop(name, None)

@@ -78,7 +78,48 @@ class Workload(StrictModel):
     holdout: str | None = Field(None, description="exclude prompts present in this training file")
 
 
+class Objective(StrictModel):
+    """Bounds on one latency (ms): a percentile over each cell's requests, and/or a per-request limit."""
+
+    p50: float | None = Field(None, gt=0, description="the cell's median of this latency is at most this (ms)")
+    p75: float | None = Field(None, gt=0, description="the cell's p75 is at most this (ms)")
+    p90: float | None = Field(None, gt=0, description="the cell's p90 is at most this (ms)")
+    p95: float | None = Field(None, gt=0, description="the cell's p95 is at most this (ms)")
+    p99: float | None = Field(None, gt=0, description="the cell's p99 is at most this (ms)")
+    per_request: float | None = Field(None, gt=0, description="a request counts toward goodput only when its own "
+                                                              "value is at most this (ms)")
+
+    @model_validator(mode="after")
+    def _some(self) -> "Objective":
+        if all(v is None for v in self.model_dump().values()):
+            raise ValueError("give a percentile (p50, p75, p90, p95, p99) or per_request, e.g. {p90: 50}")
+        return self
+
+
+class Slo(StrictModel):
+    """Service-level objectives (docs/slo.md): per cell goodput, attainment and whether they hold; per arm
+    and domain the capacity (the highest concurrency at which they hold). Analysis only: the block is not
+    part of the matrix hash, and `toolkit results slo RUN --slo ...` recomputes for other objectives."""
+
+    ttft_ms: Objective | None = Field(None, description="time to first token, per request")
+    tpot_ms: Objective | None = Field(None, description="time per output token after the first, per request")
+    itl_ms: Objective | None = Field(None, description="inter-token latency, judged on each request's mean ITL "
+                                                       "(itl_req_mean_ms): the pooled itl_ms has no per-request value")
+    e2e_ms: Objective | None = Field(None, description="end-to-end latency, per request")
+    attainment: float = Field(0.9, gt=0, le=1, description="the share of a cell's requests that must succeed and "
+                                                           "meet every per-request objective for the cell to hold")
+
+    @model_validator(mode="after")
+    def _some(self) -> "Slo":
+        if not any(getattr(self, m) for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")):
+            raise ValueError("name at least one objective: ttft_ms, tpot_ms, itl_ms or e2e_ms, e.g. "
+                             "`tpot_ms: {p90: 50}`")
+        return self
+
+
 class Matrix(StrictModel):
+    # analysis, not measurement: objectives do not change what a run measures, so they are not hashed
+    HASH_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"slo"})
     HASH_OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"workers"})  # unset: the hash of a v1 matrix holds
 
     kind: Literal["Matrix"]
@@ -101,6 +142,8 @@ class Matrix(StrictModel):
     repeats: int = Field(1, ge=1)
     seed: int = 0
     temperature: float = Field(0.0, ge=0)
+    slo: Slo | None = Field(None, description="service-level objectives: goodput, attainment and capacity per arm "
+                                              "(docs/slo.md)")
 
     @model_validator(mode="after")
     def _check(self) -> "Matrix":

@@ -7,7 +7,7 @@ from __future__ import annotations
 from toolkit.results.archive import Archive
 from toolkit.results.diff import DiffResult, MetricDiff
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num, \
-    fmt_pct, short
+    fmt_pct, fmt_share, short
 from toolkit.results.stats import ALPHA, MIN_SAMPLES
 from toolkit.schema.metrics import METRICS
 
@@ -29,11 +29,12 @@ def _delta(m: MetricDiff) -> tuple[str, str]:
 
 def metric_table(r: DiffResult, metric: str) -> Table | None:
     rows = []
+    centre = fmt_share if METRICS[metric].kind == "share" else fmt_centre
     for c in r.cells:
         m = c.metrics.get(metric) if c.comparable else None
         if m is not None:
             d, pn = _delta(m)
-            rows.append([c.label, fmt_centre(m.a, m.a_low, m.a_high), fmt_centre(m.b, m.b_low, m.b_high), d, pn])
+            rows.append([c.label, centre(m.a, m.a_low, m.a_high), centre(m.b, m.b_low, m.b_high), d, pn])
     if not rows:
         return None
     g = r.geomean.get(metric)
@@ -56,6 +57,11 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
     title = f"{b.matrix_name}/{b.run_id} against {a.matrix_name}/{a.run_id}"
     rep = Report(title, data=data if data is not None else r.to_dict())
     rep.add(Heading(title, 1), _facts(run_facts(a), run_facts(b)))
+    if r.slo is not None:
+        from toolkit.schema.slo import Objectives
+
+        rep.add(Para(f"Goodput and attainment under the service-level objectives {Objectives.from_block(r.slo).text()} "
+                     f"({r.slo_note}; docs/slo.md)."))
     for metric in r.metrics:
         t = metric_table(r, metric)
         if t is not None:
@@ -65,7 +71,9 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
     rep.add(Para(f"~ : no significant change (Mann-Whitney U on the per-request samples, p >= {ALPHA}, {corr}). "
                  f"Not tested: fewer than {MIN_SAMPLES} requests on a side; pooled chunk figures (the chunks of one "
                  "request are not independent samples: itl_req_mean_ms is the tested view of the same gaps); one "
-                 "figure per cell (throughputs, accept_length); summary-only imports."))
+                 "figure per cell (throughputs, accept_length); summary-only imports."
+                 + (" Goodput is one figure per cell (not tested); slo_attainment, a share of the requests, is tested "
+                    "with Fisher's exact test on the two counts (Wilson 95% intervals)." if r.slo is not None else "")))
     notes = sorted({f"{c.label}: {n}" for c in r.cells if c.comparable for n in c.notes})
     if notes:
         rep.add(Heading("Notes", 3), Items(notes))
@@ -92,4 +100,4 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
 
 def _centre_note(kind: str) -> str:
     return {"request": "median [95% CI] of the requests", "chunk": "median of the pooled chunks",
-            "cell": "one figure per cell"}[kind]
+            "cell": "one figure per cell", "share": "share of the measured requests [95% Wilson interval]"}[kind]

@@ -103,6 +103,15 @@ def fmt_centre(v: float | None, lo: float | None, hi: float | None) -> str:
     return f"{fmt_num(v)} [{fmt_num(lo)}, {fmt_num(hi)}]"
 
 
+def fmt_share(v: float | None, lo: float | None = None, hi: float | None = None) -> str:
+    """A share as a percentage, with its interval when given: 93.8% [85.0%, 97.6%]."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    if lo is None or hi is None:
+        return f"{v:.1%}"
+    return f"{v:.1%} [{lo:.1%}, {hi:.1%}]"
+
+
 def fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.2f}%"
 

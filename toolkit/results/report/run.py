@@ -13,6 +13,7 @@ from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Pa
 from toolkit.schema.keys import cell_key
 from toolkit.schema.manifest import ArmState, Derived
 from toolkit.schema.records import CellSummary, Stat
+from toolkit.schema.slo import SloAnalysis
 
 CELL_COLUMNS = ["arm", "domain", "c", "rep", "n", "err", "tok/s", "req/s", "TTFT p50", "TTFT p99", "TPOT p50",
                 "ITL p50", "E2E p50", "E2E p99", "accept", "status"]
@@ -36,6 +37,7 @@ class RunView:
     description: str = ""
     data: dict = field(default_factory=dict)
     archive: Archive | None = None
+    slo: SloAnalysis | None = None  # the run against its service-level objectives, when it has some
 
 
 def threshold_advice(derived: Derived, arm: str) -> str:
@@ -79,7 +81,14 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
              ["image", image or "-"], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
              ["toolkit", f"{m.toolkit.version or '-'} {m.toolkit.git_sha or ''}".strip()],
              ["source", f["source"]]] + _matrix_facts(spec)
-    reader = CellReader(a)
+    from toolkit.results.slo import analyse, objectives_for
+
+    derived = a.derived if derived is None else _derived(derived)
+    objectives = objectives_for(m, derived)
+    slo = analyse(a, objectives, derived) if objectives is not None else None  # recomputed, like the metrics
+    if slo is not None:
+        derived = derived.model_copy(update={"slo": slo})
+    reader = CellReader(a, objectives)
     cells = [(k, c, reader.cell(k)) for k, c in a.cell_map.items()]
     commands = []
     for arm, info in m.arms.items():
@@ -88,12 +97,11 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
             commands.append(f"{arm}: {' '.join(map(str, cmd)) if isinstance(cmd, list) else cmd}")
         elif info.preset:
             commands.append(f"{arm}: " + " ".join(f"--{k} {v}" for k, v in info.preset.items()))
-    derived = a.derived if derived is None else _derived(derived)
     data = {"facts": f, "manifest": m.model_dump(mode="json"),
             "cells": {k: c.model_copy(update={"metrics": ms}).model_dump(mode="json") for k, c, ms in cells},
             "derived": derived.model_dump(mode="json")}
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
-                   commands=commands, description=spec.get("description") or "", data=data, archive=a)
+                   commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo)
 
 
 def from_result(matrix, cells: list[CellSummary], derived: Derived | dict) -> RunView:
@@ -104,7 +112,7 @@ def from_result(matrix, cells: list[CellSummary], derived: Derived | dict) -> Ru
     view_cells = [(cell_key(c.arm, c.domain, c.concurrency, c.repeat), c, stored_stats(c)) for c in cells]
     spec = matrix.model_dump(mode="json") if hasattr(matrix, "model_dump") else dict(matrix)
     return RunView(title=f"Run {spec.get('name')}", facts=[["matrix", str(spec.get("name"))]] + _matrix_facts(spec),
-                   cells=view_cells, derived=derived, description=spec.get("description") or "",
+                   cells=view_cells, derived=derived, description=spec.get("description") or "", slo=derived.slo,
                    data={"cells": {k: c.model_copy(update={"metrics": m}).model_dump(mode="json")
                                    for k, c, m in view_cells}, "derived": derived.model_dump(mode="json")})
 
@@ -130,7 +138,7 @@ def speedup_table(derived: Derived) -> Table:
     return Table(SPEEDUP_COLUMNS, rows, align="ll")
 
 
-def _derived_blocks(d: Derived) -> list:
+def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
     out: list = []
     if d.speedups:
         out += [Heading(f"Speedup over the baseline ({d.baseline})"), speedup_table(d), Para(SPEEDUP_NOTE)]
@@ -138,6 +146,10 @@ def _derived_blocks(d: Derived) -> list:
     advice += [f"{arm}: {threshold_advice(d, arm)}" for arm in d.recommended_disable_batch_threshold]
     if advice:
         out += [Heading("Crossover"), Items(advice)]
+    if slo is not None:
+        from toolkit.results.report.slo import slo_blocks
+
+        out += slo_blocks(slo, {arm: threshold_advice(d, arm) for arm in d.recommended_disable_batch_threshold})
     servers = {a: i for a, i in d.arm_info.items() if i.engine == "sglang"}
     if servers:
         out += [Heading("What each server said (/server_info)"), Items([_server_line(a, i) for a, i in servers.items()])]
@@ -179,13 +191,19 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
               if c.status != "ok"]
     if failed:
         r.add(Heading("Failed cells"), Items(failed))
-    r.add(*_derived_blocks(v.derived))
+    r.add(*_derived_blocks(v.derived, v.slo))
     if v.commands:
         r.add(Heading("Server commands"), Code("\n".join(v.commands)))
     if plots and v.archive is not None:
         from toolkit.results.plots import all_plots
 
-        r.add(Heading("Plots"), *[Image(name, caption, png) for name, caption, png in all_plots([("", v.archive)])])
+        images = all_plots([("", v.archive)])
+        if v.slo is not None:
+            from toolkit.results.plots import slo_plot
+
+            images.append(("slo.png", "Goodput vs concurrency (filled: the objectives hold), and each objective "
+                                      "against its limit (dashed line)", slo_plot(v.slo)))
+        r.add(Heading("Plots"), *[Image(name, caption, png) for name, caption, png in images])
     elif v.archive is not None:
         r.add(Para(f"Plots: `toolkit results report {v.archive.path}`."))
     return r

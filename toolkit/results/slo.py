@@ -1,0 +1,230 @@
+"""A run against service-level objectives (toolkit/schema/slo.py says what one cell's figures are):
+per cell goodput, attainment and whether the objectives hold; per arm and domain the capacity; per
+speculative arm the speculative-disable-batch-threshold advice by raw throughput and within the
+objectives. Everything is computed from the per-request columns of the archive, which is only read:
+the runner stores the result in summary.json (derived.slo), and `toolkit results slo RUN --slo ...`
+recomputes it for any other objectives without touching the archive.
+
+Capacity (per arm, domain): the highest tested concurrency at which the objectives hold *and hold at
+every lower tested level*; the next level up is the first failure, named with what failed. Levels
+above it that hold again are listed, not counted: a service that meets its targets at 16 but not at 4
+cannot be run at 16 without passing through 4. Holding is judged on point estimates, so tightening
+an objective can only lower a capacity and loosening it only raise it.
+
+Within the objectives, at each level a speculative arm is compared with the baseline:
+    both hold        the raw rule decides: the baseline if the arm is significantly slower (throughput
+                     ratio < 1 and the paired 95% CI below 1), else speculation
+    only one holds   that one (speculation may lose throughput and still be the only arm on target)
+    neither holds    neither (no threshold choice serves that level within the objectives)
+The crossover within the objectives is the first level, after the last level where speculation is the
+choice, where the baseline is; the threshold per arm is the lowest crossover over its domains, like the
+raw advice (toolkit/bench/derive.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import defaultdict
+
+from toolkit.errors import ToolkitError
+from toolkit.results.archive import Archive
+from toolkit.results.cells import CellReader
+from toolkit.schema.manifest import Derived, Manifest
+from toolkit.schema.slo import (BOUNDS, OBJECTIVE_SAMPLES, Capacity, CellSlo, LevelChoice, Objectives, SloAdvice,
+                                SloAnalysis)
+
+
+def objectives_for(manifest: Manifest, derived: Derived | None) -> Objectives | None:
+    """A run's own objectives: the ones its analysis used (derived.slo), else its Matrix's slo block."""
+    if derived is not None and derived.slo is not None:
+        return derived.slo.objectives
+    return Objectives.from_block(manifest.matrix.resolved.get("slo"))
+
+
+def analyse(a: Archive, objectives: Objectives, derived: Derived | None = None) -> SloAnalysis:
+    """The run against the objectives. `derived` stands in for summary.json while the runner finalizes
+    (its speedups, crossovers and speculative arms feed the advice)."""
+    derived = a.derived if derived is None else derived
+    reader = CellReader(a, objectives)
+    cells = [reader.slo(keys) for _, keys in sorted(reader.groups().items())]
+    baseline = derived.baseline or a.manifest.baseline or a.manifest.matrix.resolved.get("baseline")
+    advice = advise(cells, derived, baseline) if baseline else []
+    arms = sorted({x.arm for x in advice})
+    return SloAnalysis(objectives=objectives, baseline=baseline, cells=cells, capacity=capacities(cells),
+                       advice=advice, recommended_disable_batch_threshold={arm: threshold(advice, arm) for arm in arms},
+                       never_pays_off=[arm for arm in arms if never_pays_off(advice, arm)])
+
+
+def _levels(xs: list[int]) -> str:
+    return ", ".join(f"c={x}" for x in xs)
+
+
+def capacities(cells: list[CellSlo]) -> list[Capacity]:
+    by: dict[tuple, list[CellSlo]] = defaultdict(list)
+    for c in cells:
+        by[(c.arm, c.domain, c.output_len)].append(c)
+    out = []
+    for (arm, domain, out_len), cs in sorted(by.items()):
+        cs = sorted(cs, key=lambda c: c.concurrency)
+        levels = [c.concurrency for c in cs]
+        cap = Capacity(arm=arm, domain=domain, output_len=out_len, levels=levels,
+                       holding=[c.concurrency for c in cs if c.holds])
+        fail = next((c for c in cs if not c.holds), None)
+        if fail is None:
+            cap.capacity, cap.goodput_tok_s = levels[-1], cs[-1].goodput_tok_s
+            cap.note = (f"holds at every tested concurrency ({levels[0]} to {levels[-1]}): the capacity is at least "
+                        f"{levels[-1]}; test higher levels to find the limit")
+        else:
+            below = [c for c in cs if c.concurrency < fail.concurrency]
+            cap.first_failure, cap.first_failure_why = fail.concurrency, fail.why
+            cap.holds_again = [c.concurrency for c in cs if c.concurrency > fail.concurrency and c.holds]
+            if below:
+                cap.capacity, cap.goodput_tok_s = below[-1].concurrency, below[-1].goodput_tok_s
+                cap.note = f"holds up to c={cap.capacity}; fails at c={fail.concurrency} ({fail.why})"
+            else:
+                cap.note = f"fails already at the lowest tested concurrency c={fail.concurrency} ({fail.why})"
+            if cap.holds_again:
+                cap.note += f"; holds again at {_levels(cap.holds_again)} (not counted: the level below fails)"
+        out.append(cap)
+    return out
+
+
+def _choice(a: CellSlo, b: CellSlo, ratio: float | None, ci_high: float | None) -> str:
+    if a.holds and b.holds:
+        slower = ratio is not None and ratio < 1 and ci_high is not None and ci_high < 1
+        return "baseline" if slower else "speculative"
+    return "speculative" if a.holds else "baseline" if b.holds else "neither"
+
+
+def advise(cells: list[CellSlo], derived: Derived, baseline: str) -> list[SloAdvice]:
+    """Per (speculative arm, domain): the choice at each level within the objectives, and the crossover."""
+    at = {(c.arm, c.domain, c.output_len, c.concurrency): c for c in cells}
+    speed = {(s.arm, s.domain, s.concurrency): s for s in derived.speedups}
+    raw = {(x.arm, x.domain): x for x in derived.crossovers}
+    out = []
+    for arm in sorted(set(derived.speculative_arms) - {baseline}):
+        for domain, out_len in sorted({(c.domain, c.output_len) for c in cells if c.arm == arm}):
+            levels = sorted(k[3] for k in at
+                            if k[:3] == (arm, domain, out_len) and (baseline, domain, out_len, k[3]) in at)
+            if not levels:
+                continue
+            adv, choices = SloAdvice(arm=arm, domain=domain, baseline=baseline), []
+            for level in levels:
+                a, b = at[(arm, domain, out_len, level)], at[(baseline, domain, out_len, level)]
+                sp = speed.get((arm, domain, level))
+                ratio, hi = (sp.throughput_ratio, sp.ci_high) if sp else (None, None)
+                good = (a.goodput_tok_s / b.goodput_tok_s) if a.goodput_tok_s is not None and b.goodput_tok_s else None
+                choices.append(LevelChoice(concurrency=level, arm_holds=a.holds, baseline_holds=b.holds,
+                                           throughput_ratio=ratio, ci_high=hi, goodput_ratio=good,
+                                           choice=_choice(a, b, ratio, hi)))
+            adv.levels = choices  # assigned: summary.json keeps the fields that were set
+            if (arm, domain) in raw:
+                adv.raw_crossover_concurrency = raw[(arm, domain)].crossover_concurrency
+                adv.raw_note = raw[(arm, domain)].note
+            _conclude(adv)
+            out.append(adv)
+    return out
+
+
+def _conclude(adv: SloAdvice) -> None:
+    choices = [x.choice for x in adv.levels]
+    spec = [x.concurrency for x in adv.levels if x.choice == "speculative"]
+    base = [x.concurrency for x in adv.levels if x.choice == "baseline"]
+    after = [x.concurrency for x in adv.levels if x.choice == "baseline" and (not spec or x.concurrency > spec[-1])]
+    adv.crossover_concurrency = after[0] if after else None
+    only_spec = [x.concurrency for x in adv.levels if x.arm_holds and not x.baseline_holds]
+    if "speculative" not in choices and base:
+        adv.never_pays_off = True
+        adv.note = (f"within the objectives the baseline is the choice wherever an arm meets them ({_levels(base)}): "
+                    "this preset never pays off in the tested range; serve the baseline")
+    elif adv.crossover_concurrency is not None:
+        adv.note = (f"within the objectives speculation is the choice through c={spec[-1]}, the baseline from "
+                    f"c={adv.crossover_concurrency}: set speculative-disable-batch-threshold: "
+                    f"{adv.crossover_concurrency}")
+    elif spec:
+        neither = [x.concurrency for x in adv.levels if x.concurrency > spec[-1]]
+        adv.note = (f"within the objectives speculation is the choice through c={spec[-1]}: no threshold needed"
+                    + (f" (neither arm meets them at {_levels(neither)})" if neither else ""))
+    else:
+        adv.note = "neither arm meets the objectives at any tested concurrency: no advice within them"
+    if only_spec:
+        adv.note += f"; only {adv.arm} meets them at {_levels(only_spec)}"
+    if base and spec and base[0] < spec[-1]:
+        adv.note += f" (the baseline is the choice at {_levels([c for c in base if c < spec[-1]])}, below a level " \
+                    "where speculation is: a threshold cannot switch speculation back on)"
+
+
+def never_pays_off(advice: list[SloAdvice], arm: str) -> bool:
+    rows = [x for x in advice if x.arm == arm]
+    return bool(rows) and all(x.never_pays_off for x in rows)
+
+
+def threshold(advice: list[SloAdvice], arm: str) -> int | None:
+    """The lowest crossover within the objectives over the arm's domains (as derive.recommended_threshold)."""
+    if never_pays_off(advice, arm):
+        return None
+    vals = [x.crossover_concurrency for x in advice if x.arm == arm and not x.never_pays_off
+            and x.crossover_concurrency is not None]
+    return min(vals) if vals else None
+
+
+def threshold_text(an: SloAnalysis, arm: str) -> str:
+    if arm in an.never_pays_off:
+        return "never pays off within the objectives in the tested range: serve the baseline"
+    t = an.recommended_disable_batch_threshold.get(arm)
+    if t is None:
+        return "no threshold needed within the objectives"
+    return f"set speculative-disable-batch-threshold: {t}"
+
+
+# -- `--slo METRIC.BOUND=MS`
+
+SLO_FORMAT = "METRIC.BOUND=MS, e.g. tpot_ms.p90=30 or ttft_ms.per_request=200"
+
+
+def parse_slo(specs: list[str], attainment: float | None = None, base: Objectives | None = None) -> Objectives:
+    """`--slo` options (and `--attainment`) -> Objectives. With no --slo, the base objectives (the run's
+    own) with the new attainment."""
+    from pydantic import ValidationError
+
+    from toolkit.spec.matrix import Slo
+
+    if not specs:
+        if base is None:
+            raise ToolkitError("this run has no service-level objectives (its Matrix has no slo block)",
+                               hint=f"give some: --slo {SLO_FORMAT.split(', e.g. ')[1]}")
+        return base.model_copy(update={"attainment": attainment}) if attainment is not None else base
+    block: dict = {}
+    for s in specs:
+        m = re.fullmatch(r"\s*([A-Za-z0-9_]+)\.([A-Za-z0-9_]+)\s*=\s*([^\s=]+)\s*", s)
+        if not m:
+            raise ToolkitError(f"--slo {s!r}: expected {SLO_FORMAT}")
+        metric, bound, value = m.groups()
+        if metric not in OBJECTIVE_SAMPLES:
+            close = difflib.get_close_matches(metric.lower(), list(OBJECTIVE_SAMPLES), n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(OBJECTIVE_SAMPLES)}"
+            if metric == "itl_req_mean_ms":
+                hint = "write itl_ms: ITL objectives are judged on each request's mean ITL (itl_req_mean_ms)"
+            raise ToolkitError(f"--slo {s!r}: {metric!r} is not a metric objectives can bound", hint=hint)
+        if bound not in BOUNDS:
+            close = difflib.get_close_matches(bound.lower(), list(BOUNDS), n=1, cutoff=0.5)
+            raise ToolkitError(f"--slo {s!r}: {bound!r} is not a bound",
+                               hint=f"did you mean {close[0]!r}?" if close else f"one of {', '.join(BOUNDS)}")
+        try:
+            limit = float(value)
+        except ValueError:
+            raise ToolkitError(f"--slo {s!r}: {value!r} is not a number of milliseconds") from None
+        if bound in block.get(metric, {}):
+            raise ToolkitError(f"--slo {s!r}: {metric}.{bound} is given twice")
+        block.setdefault(metric, {})[bound] = limit
+    if attainment is not None:
+        block["attainment"] = attainment
+    try:
+        slo = Slo.model_validate(block)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(x) for x in e["loc"])
+        raise ToolkitError(f"--slo: {where}: {e['msg'].removeprefix('Value error, ')}",
+                           hint="limits are milliseconds > 0; --attainment is a share in (0, 1]") from None
+    return Objectives.from_block(slo.model_dump())
