@@ -34,7 +34,7 @@ from toolkit.gitinfo import git_revision
 from toolkit.spec import sha256_file
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic, write_json
-from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key  # noqa: F401 (re-exported)
+from toolkit.schema.keys import _SAFE, FORMAT, SCHEMA_VERSION, STATUSES, cell_key  # noqa: F401 (re-exported)
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
 from toolkit.results.scrub import scrub, scrub_text
 
