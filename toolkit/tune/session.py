@@ -146,8 +146,8 @@ class TuneSession:
         state = json.loads(f.read_text())
         if state.get("format") != FORMAT:
             raise ToolkitError("tune.json is not a tune session's state", file=f)
-        if state.get("status") == "complete":
-            raise ToolkitError(f"tune session {state['id']} is complete", file=f, hint="start a new one")
+        if state.get("status") in ("complete", "failed"):
+            raise ToolkitError(f"tune session {state['id']} is {state['status']}", file=f, hint="start a new one")
         changed = [what for what, old, new in (
             ("the arm", state["arm"], self.arm), ("the matrix", state["matrix"]["hash"], self._hash()),
             ("the tune block", state["tune"], self.m.tune.model_dump(mode="json")))
@@ -315,6 +315,8 @@ class TuneSession:
             per = {t: search.pooled_cells(records, t, baseline, self.again, seed=self.m.seed) for t in rung["trials"]}
             scores = {t: search.score(cells) for t, cells in per.items()}
             rung["scores"] = {t: vars(s) for t, s in scores.items()}
+            if all(s.geomean is None for s in scores.values()):
+                self._fail(f"rung {k}: no trial could be measured against {baseline}", rung["runs"])
             order = search.ranking(scores)
             lead = scores[order[0]]
             self.progress.set_best(f"{order[0]} {_fmt(lead.geomean)}x [{_fmt(lead.low)}, {_fmt(lead.high)}]")
@@ -346,13 +348,29 @@ class TuneSession:
         self.state["confirmation"] = {"runs": runs, "status": status, "trials": [self.arm, best],
                                       "requests": self.confirm_requests}
         self._save()
+        pairs = search.pooled_cells([_records(self.folder / r) for r in runs], best, self.m.baseline_arm)
+        if status == "complete" and not any(r["ratio"] for r in pairs.values()):
+            self._fail(f"the confirmation measured no pair of {best} and {self.m.baseline_arm}", runs)
         return status
+
+    def _fail(self, what: str, runs: list[str]) -> None:
+        """Nothing to rank: say why (the first failed cell's reason), mark the session failed (not resumable)."""
+        from toolkit.errors import ToolFailure
+        from toolkit.results.archive import open_archive
+
+        reasons = [c.reason for r in runs for c in open_archive(self.folder / r).cells if c.status == "failed"]
+        self.state["status"] = "failed"
+        self.state["error"] = what
+        self._save()
+        raise ToolFailure(f"{what}: {reasons[0] if reasons else 'every request failed'}",
+                          hint=f"the runs are in {self.folder}; fix the cause and start a new session")
 
 
 def _port_free(port: int) -> bool:
     import socket
 
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: a port in TIME_WAIT is free
         try:
             s.bind(("127.0.0.1", int(port)))
             return True

@@ -187,6 +187,15 @@ def canonical_sglang(params: dict[str, Any]) -> tuple[dict[str, Any] | None, str
     return p, ""
 
 
+def _tree_reason(draft: int, knobs: dict, preset: dict) -> str:
+    """Why no combination holds `draft` tokens: the largest draft tree the space allows is too small."""
+    steps = max(knobs.get(STEPS) or [preset.get(STEPS) or 1])
+    topk = max(knobs.get(TOPK) or [preset.get(TOPK) or 1])
+    return (f"the largest draft tree here ({steps} steps x topk {topk}) holds {topk + (steps - 1) * topk * topk} "
+            f"candidates (topk + (steps-1) x topk^2) and SGLang verifies draft tokens - 1 of them: torch.topk "
+            "fails at start-up (sglang 0.5.17 srt/speculative/eagle_utils.py:106-110)")
+
+
 def _sglang(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
     preset = dict(env.servers[arm])
     for knob, values in knobs.items():
@@ -221,6 +230,8 @@ def _sglang(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
             if not used.get((k, i)):
                 reason = why.get((k, i)) or (f"SGLang rewrites it in every combination: with topk 1 it sets "
                                               f"draft tokens to num-steps + 1 ({SG}:657-665)")
+                if k == DRAFT and "torch.topk" in reason:
+                    reason = _tree_reason(v, knobs, preset)
                 raise mspec.error(_where(arm, k, i), f"{k}: {v!r} is never run as written: {reason}",
                                   hint="remove the value, or change the other knobs so some combination uses it")
     notes = []

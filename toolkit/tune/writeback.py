@@ -63,7 +63,9 @@ def _rebase(data, src_dir: Path, out_dir: Path) -> None:
     def fix(holder, key) -> None:
         v = holder.get(key) if hasattr(holder, "get") else None
         if isinstance(v, str) and v and not os.path.isabs(os.path.expanduser(v)):
-            holder[key] = os.path.relpath((src_dir / v).resolve(), out_dir.resolve())
+            target = (src_dir / v).resolve()
+            near = os.path.commonpath([target, out_dir.resolve()]) != os.sep
+            holder[key] = os.path.relpath(target, out_dir.resolve()) if near else str(target)
 
     fix(data, "extends")
     for section, key in (("ca_bundle", "path"), ("model", "path")):
@@ -96,6 +98,8 @@ def write_tuned(env_spec: LoadedSpec, out: Path, *, arm: str, engine: str, param
     else:
         servers = data["servers"]
         gen = _own_map(servers, arm, [v for k, v in servers.items() if k != arm])
+    if gen.fa.flow_style():
+        gen.fa.set_block_style()  # a comment per value needs one value per line
     for knob, value in params.items():
         gen[knob] = value
         gen.yaml_add_eol_comment(f"tuned: {note}", knob)
