@@ -48,10 +48,11 @@ def _own_map(parent, key: str, siblings: list):
         node = CommentedMap()
         parent[key] = node
     elif any(s is node for s in siblings):
-        copy = CommentedMap()
-        for k, v in node.items():
-            copy[k] = v
-        parent[key] = node = copy
+        import copy
+
+        node = copy.deepcopy(node)  # nested mappings too: they are shared through the alias as well
+        node.anchor.value, node.anchor.always_dump = None, False
+        parent[key] = node
     return node
 
 
