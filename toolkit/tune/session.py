@@ -184,8 +184,10 @@ class TuneSession:
         if self.server is None:
             info = self.state.get("server") or {}
             port = info.get("port") if info.get("port") and _port_free(info["port"]) else free_port()
+            import tempfile
+
             self.server = launcher_for(self.env_spec, self.arm, port=port,
-                                       log_path=self.folder / "logs" / "server.log")
+                                       log_path=Path(tempfile.mkdtemp(prefix="toolkit-tune-")) / "server.log")
             self.state["server"] = {"port": port, "command": shlex.join(self.server.command),
                                     "shared_by": "every run of this session (request-level knobs)"}
             self._save()
@@ -193,6 +195,19 @@ class TuneSession:
             self.server.start()
             self.server.wait_healthy(timeout_s=600)
         return self.server.base_url
+
+    def _keep_log(self) -> None:
+        """The shared server's log tail (as the runner keeps an arm's), scrubbed, under logs/."""
+        import shutil
+
+        from toolkit.fsutil import write_atomic
+        from toolkit.results.scrub import scrub_text
+
+        tail = self.server.log_tail(400)
+        if tail:  # a resumed session's server gets a file of its own
+            n = len(list((self.folder / "logs").glob("server*.log"))) if (self.folder / "logs").is_dir() else 0
+            write_atomic(self.folder / "logs" / (f"server.{n}.log" if n else "server.log"), scrub_text(tail) + "\n")
+        shutil.rmtree(Path(self.server.log_path).parent, ignore_errors=True)
 
     def _write_env(self) -> None:
         env = specs.trial_environment(self.env_spec, self.arm, self.m.baseline_arm, self.space.level,
@@ -248,6 +263,7 @@ class TuneSession:
         finally:
             if self.server is not None:
                 self.server.stop()
+                self._keep_log()
             self.progress.finish()
         self.state["status"] = "complete" if status == "complete" else "partial"
         self.state["wall_s"] = round(self.state.get("wall_s", 0.0) + time.monotonic() - t0, 1)
