@@ -40,7 +40,7 @@ def _merged(folder: Path, runs: list[str]) -> dict[tuple, list]:
 
 
 def result(state: dict, folder: Path) -> dict:
-    baseline, again = state["baseline"], state.get("again")
+    baseline, again, seed = state["baseline"], state.get("again"), state.get("seed", 0)
     done = [r for r in state["rungs"] if r.get("status") == "complete"]
     records = [_merged(folder, r["runs"]) for r in done]
     trials, per = [], {}
@@ -48,7 +48,7 @@ def result(state: dict, folder: Path) -> dict:
         ran = [r for r in done if name in r["trials"]]
         if not ran:
             continue
-        cells = search.pooled_cells(records, name, baseline, again)
+        cells = search.pooled_cells(records, name, baseline, again, seed=seed)
         per[name] = cells
         s = search.score(cells)
         trials.append({"name": name, "params": params, "rungs": len(ran),
@@ -61,7 +61,7 @@ def result(state: dict, folder: Path) -> dict:
            "candidates": state["candidates"], "space": state["tune"]["space"][state["arm"]], "notes": state["notes"],
            "incumbent": state["incumbent"], "server": state.get("server"), "split": state["split"],
            "trials": trials, "winners": search.cell_winners(per), "best": None, "confirmation": None,
-           "noise": _cell_rows(search.pooled_cells(records, again, baseline)) if again else None,
+           "noise": _cell_rows(search.pooled_cells(records, again, baseline, seed=seed)) if again else None,
            "runs": [str(folder / r) for rung in done for r in rung["runs"]], "wall_s": state.get("wall_s")}
     best = state.get("best")
     if best:
@@ -80,11 +80,11 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
     from toolkit.bench import derive
     from toolkit.results.archive import open_archive
 
-    baseline, again, arm = state["baseline"], state.get("again"), state["arm"]
+    baseline, again, arm, seed = state["baseline"], state.get("again"), state["arm"], state.get("seed", 0)
     recs = [_merged(folder, conf["runs"])]
-    mine = search.pooled_cells(recs, best, baseline, again)
-    inc = search.pooled_cells(recs, arm, baseline, again)
-    aa = search.pooled_cells(recs, again, baseline) if again else {}
+    mine = search.pooled_cells(recs, best, baseline, again, seed=seed)
+    inc = search.pooled_cells(recs, arm, baseline, again, seed=seed)
+    aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}
     cells = []
     for (d, c), r in mine.items():
         i, n = inc.get((d, c)) or {}, aa.get((d, c))
@@ -164,7 +164,8 @@ def blocks(res: dict) -> list[tuple]:
     out: list[tuple] = [("h1", f"Tune {res['matrix']} / {res['arm']}"), ("table", None, facts),
                         ("h2", "Search space"),
                         ("table", ["knob", "values", f"{res['arm']} now"],
-                         [[k, ", ".join(map(str, v)), str(res["incumbent"].get(k))] for k, v in res["space"].items()])]
+                         [[k, ", ".join(map(str, v)), "unset" if res["incumbent"].get(k) is None else str(res["incumbent"][k])]
+                          for k, v in res["space"].items()])]
     if res["notes"]:
         out.append(("list", res["notes"]))
     out += [("h2", "Trials"),
