@@ -41,6 +41,8 @@ def _merged(folder: Path, runs: list[str]) -> dict[tuple, list]:
 
 def result(state: dict, folder: Path) -> dict:
     baseline, again, seed = state["baseline"], state.get("again"), state.get("seed", 0)
+    knobs = list(state["tune"]["space"][state["arm"]])
+    state = {**state, "trials": {t: {k: p[k] for k in knobs if k in p} for t, p in state["trials"].items()}}
     done = [r for r in state["rungs"] if r.get("status") == "complete"]
     records = [_merged(folder, r["runs"]) for r in done]
     trials, per = [], {}
@@ -85,14 +87,16 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
     mine = search.pooled_cells(recs, best, baseline, again, seed=seed)
     inc = search.pooled_cells(recs, arm, baseline, again, seed=seed)
     aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}
+    head = search.pooled_cells(recs, best, arm, seed=seed)  # the winner against the preset it would replace
     cells = []
     for (d, c), r in mine.items():
-        i, n = inc.get((d, c)) or {}, aa.get((d, c))
+        i, n, h = inc.get((d, c)) or {}, aa.get((d, c)), head.get((d, c)) or {}
         drift = bool(n and n["ci_low"] is not None and (n["ci_low"] > 1 or n["ci_high"] < 1))
         cells.append({"domain": d, "concurrency": c, "speedup": r["ratio"], "ci_low": r["ci_low"],
                       "ci_high": r["ci_high"], "n_pairs": r["n_pairs"],
                       "incumbent": {"speedup": i.get("ratio"), "ci_low": i.get("ci_low"), "ci_high": i.get("ci_high")},
                       "noise": {"speedup": n["ratio"], "ci_low": n["ci_low"], "ci_high": n["ci_high"]} if n else None,
+                      "vs_incumbent": {"speedup": h.get("ratio"), "ci_low": h.get("ci_low"), "ci_high": h.get("ci_high")},
                       "drift": drift})
     rows = [{"arm": best, "domain": x["domain"], "concurrency": x["concurrency"], "throughput_ratio": x["speedup"],
              "ci_low": x["ci_low"], "ci_high": x["ci_high"]} for x in cells]
@@ -107,9 +111,22 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
                f"{x['noise']['speedup']:.2f}x [{x['noise']['ci_low']:.2f}, {x['noise']['ci_high']:.2f}]): the machine's "
                "load changed during the cell, so its speedups are not a claim" for x in cells if x["drift"]]
     return {"runs": [str(folder / r) for r in conf["runs"]], "prompts": "held-out (never seen by the search)",
+            "verdict": _verdict(cells, best, arm),
             "held_out": {w: s["held_out"] for w, s in state["split"].items()}, "requests": conf["requests"],
             "cells": cells, "crossovers": cross, "recommended_disable_batch_threshold": threshold,
             "never_pays_off": never, "advice": advice, "methodology": errors}
+
+
+def _verdict(cells: list[dict], best: str, arm: str) -> str:
+    """The winner against the preset it replaces, both measured on the same held-out prompts."""
+    better = [c for c in cells if (c["vs_incumbent"]["ci_low"] or 0) > 1]
+    worse = [c for c in cells if c["vs_incumbent"]["ci_high"] is not None and c["vs_incumbent"]["ci_high"] < 1]
+    where = lambda cs: ", ".join(f"{c['domain']} c={c['concurrency']}" for c in cs)  # noqa: E731
+    if not better and not worse:
+        return f"{best} and {arm} as it was are not significantly different on held-out prompts in any cell"
+    parts = ([f"significantly faster than {arm} as it was at {where(better)}"] if better else []) + \
+            ([f"significantly slower at {where(worse)}"] if worse else [])
+    return f"{best} is " + "; ".join(parts) + (f" (the rest ~)" if len(better) + len(worse) < len(cells) else "")
 
 
 def heatmap(res: dict) -> bytes | None:
@@ -195,11 +212,13 @@ def blocks(res: dict) -> list[tuple]:
                       f"against {res['baseline']}, {conf['requests']} requests per cell on prompts the search never "
                       f"saw ({', '.join(f'{w}: {n}' for w, n in conf['held_out'].items())})."),
                 ("table", ["domain", "c", f"{best.get('trial')} x [95% CI]", f"{res['arm']} now x [95% CI]",
-                           f"A/A {res['baseline']} x [95% CI]", "pairs"],
+                           f"{best.get('trial')} / {res['arm']} now", f"A/A {res['baseline']} x [95% CI]", "pairs"],
                  [[c["domain"], str(c["concurrency"]), _ci(c["speedup"], c["ci_low"], c["ci_high"]),
                    _ci(c["incumbent"]["speedup"], c["incumbent"]["ci_low"], c["incumbent"]["ci_high"]),
+                   _ci(c["vs_incumbent"]["speedup"], c["vs_incumbent"]["ci_low"], c["vs_incumbent"]["ci_high"]),
                    (_ci(*(c["noise"][k] for k in ("speedup", "ci_low", "ci_high"))) if c["noise"] else "-")
                    + (" DRIFT" if c["drift"] else ""), str(c["n_pairs"])] for c in conf["cells"]]),
+                ("p", f"Against the preset it would replace: {conf['verdict']}."),
                 ("p", f"Advice for {best.get('trial')}: {conf['advice']}.")]
         if conf["methodology"]:
             out.append(("list", [f"methodology error: {m}" for m in conf["methodology"]]))
