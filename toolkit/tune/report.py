@@ -41,7 +41,7 @@ def _merged(folder: Path, runs: list[str]) -> dict[tuple, list]:
 
 def result(state: dict, folder: Path) -> dict:
     baseline, again, seed = state["baseline"], state.get("again"), state.get("seed", 0)
-    knobs = list(state["tune"]["space"][state["arm"]])
+    knobs = state.get("knobs") or list(state["tune"]["space"][state["arm"]])  # tune.json sorts its keys
     state = {**state, "trials": {t: {k: p[k] for k in knobs if k in p} for t, p in state["trials"].items()}}
     done = [r for r in state["rungs"] if r.get("status") == "complete"]
     records = [_merged(folder, r["runs"]) for r in done]
@@ -60,7 +60,8 @@ def result(state: dict, folder: Path) -> dict:
                                t["name"]))
     out = {"session": str(folder), "status": state["status"], "matrix": state["matrix"]["name"], "arm": state["arm"],
            "baseline": baseline, "engine": state["engine"], "level": state["level"], "budget": state["budget"],
-           "candidates": state["candidates"], "space": state["tune"]["space"][state["arm"]], "notes": state["notes"],
+           "candidates": state["candidates"], "notes": state["notes"],
+           "space": {k: state["tune"]["space"][state["arm"]][k] for k in knobs},
            "incumbent": state["incumbent"], "server": state.get("server"), "split": state["split"],
            "trials": trials, "winners": search.cell_winners(per), "best": None, "confirmation": None,
            "noise": _cell_rows(search.pooled_cells(records, again, baseline, seed=seed)) if again else None,

@@ -128,7 +128,7 @@ class TuneSession:
                 "budget": self.budget, "candidates": len(self.space.candidates), "notes": self.space.notes,
                 "incumbent": self.space.base, "trials": trials, "schedule": sizes, "first_requests": self.first,
                 "confirm_requests": self.confirm_requests, "split": split, "server": None, "again": self.again,
-                "seed": self.m.seed,
+                "seed": self.m.seed, "knobs": self.space.knobs,
                 "rungs": [{"index": 0, "trials": list(trials), "requests": self.first}], "confirmation": None}
 
     def _hash(self) -> str:
