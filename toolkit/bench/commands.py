@@ -131,10 +131,12 @@ def _write_back(session, res: dict, out_env: Path) -> Path:
     sid = f"{PurePath(res['session']).parent.name}/{PurePath(res['session']).name}"
     speedups = [c["speedup"] for c in conf["cells"] if c["speedup"] is not None]
     held = f", {min(speedups):.2f}-{max(speedups):.2f}x on held-out prompts" if speedups else ""
-    if not any((c["vs_incumbent"]["ci_low"] or 0) > 1 for c in conf["cells"]):
-        held += f"; not significantly faster than {res['arm']} as it was in any cell"
-        warn(f"the tuned setting is not significantly faster than {res['arm']} as it was on held-out prompts "
-             f"({conf['verdict']}); {out_env} holds it all the same: compare before you adopt it")
+    faster = any((c["vs_incumbent"]["ci_low"] or 0) > 1 for c in conf["cells"])
+    slower = any((c["vs_incumbent"]["ci_high"] or 2) < 1 for c in conf["cells"])
+    if slower or not faster:
+        held += f"; {'slower than' if slower else 'not faster than'} {res['arm']} as it was in some cells"
+        warn(f"on held-out prompts, {conf['verdict']}; {out_env} holds the tuned setting all the same: "
+             "compare before you adopt it")
     drift = sum(c["drift"] for c in conf["cells"])
     held += f"; load drift in {drift} of {len(conf['cells'])} cells: see its report" if drift else ""
     note = f"bench tune {sid} (trial {best['trial']}{held})"
