@@ -149,3 +149,62 @@ def test_ctrl_c_leaves_valid_archives_and_resume_finishes(tmp_path):
     assert complete_before <= {Path(p) for p in res["runs"]}  # finished runs were reused, not run again
     again = run_cli("bench", "tune", str(m), "--arm", "ngram", "--resume", str(session))
     assert again.returncode == 2 and "is complete" in again.stderr
+
+
+def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path):
+    """SGLang's speculative flags against the fake launch_server of tests/bench/fake_sglang (SGLang's flag
+    parser, /server_info, streamed /generate): the flags are checked against 0.5.17's source first (preflight,
+    static), every trial is a launch with its own flags, and --out puts the winner in servers.eagle3."""
+    from tests.bench.test_matrix_sglang_process import ENV, process_target
+
+    env = tmp_path / "env.yaml"
+    env.write_text(ENV)
+    m = tmp_path / "m.yaml"
+    m.write_text(textwrap.dedent(f"""\
+        kind: Matrix
+        name: sg
+        environment: env.yaml
+        arms: [baseline, eagle3]
+        target: {process_target()}
+        workloads: [coding]
+        api: generate
+        concurrency: [1, 4]
+        output_len: 12
+        requests: 8
+        warmup: 1
+        tune:
+          space:
+            eagle3:
+              speculative-num-steps: [1, 2, 5]
+              speculative-eagle-topk: [1]
+              speculative-num-draft-tokens: [2, 3, 6]
+          budget: 3
+          first_requests: 4
+          confirm_requests: 8
+        """))
+    out = tmp_path / "tuned.yaml"
+    r = run_cli("bench", "tune", str(m), "--arm", "eagle3", "--out", str(out), "--json",
+                "--results", str(tmp_path / "results"), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout)
+    assert res["level"] == "server" and res["engine"] == "sglang" and res["noise"] is None
+    # topk 1: SGLang sets draft tokens = steps + 1, so 9 combinations are 3 settings
+    assert sorted(tuple(t["params"].values()) for t in res["trials"]) == [(1, 1, 2), (2, 1, 3), (5, 1, 6)]
+    assert any("topk 1 sets draft tokens" in n for n in res["notes"])
+    # one run per rung, every trial launched with its own flags
+    from toolkit.results.archive import open_archive
+
+    first = open_archive(res["runs"][0])
+    assert sorted(first.manifest["arms"]) == ["baseline", "t00", "t01", "t02"]
+    for t in res["trials"]:
+        cmd = first.manifest["arms"][t["name"]]["command"]
+        assert f"--speculative-num-steps {t['params']['speculative-num-steps']}" in cmd
+        preset = first.manifest["arms"][t["name"]]["preset"]  # (the command masks --*tokens* values: scrub.py)
+        assert {k: preset[k] for k in t["params"]} == t["params"]
+    conf = open_archive(res["confirmation"]["runs"][0])
+    assert sorted(conf.manifest["arms"]) == sorted(["baseline", "eagle3", res["best"]["trial"]])
+    assert all(c["speedup"] for c in res["confirmation"]["cells"])
+    tuned = load_spec(out).model.servers["eagle3"]
+    assert {k: tuned[k] for k in res["best"]["params"]} == res["best"]["params"]
+    assert "speculative-num-steps: {}  # tuned: bench tune".format(res["best"]["params"]["speculative-num-steps"]) \
+        in out.read_text()
