@@ -24,6 +24,7 @@ FLOORS = [
     {"toolkit.schema"},
     {"toolkit.results"},
     {"toolkit.bench"},
+    {"toolkit.tune"},
     {"toolkit.cli"},
 ]
 

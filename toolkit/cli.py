@@ -34,9 +34,11 @@ def _register_stages() -> None:
     from toolkit.gpu.commands import app as gpu_app, legacy_app as env_app
     from toolkit.provision.commands import app as provision_app
     from toolkit.results.commands import app as results_app
+    from toolkit.tune.commands import tune_cmd
     from toolkit.workloads.commands import representativeness
 
     bench_app.command("representativeness")(representativeness)
+    bench_app.command("tune")(tune_cmd)  # tune runs matrices through bench: bench must not import tune
     results_app.command("reproduce")(reproduce_cmd)  # replays through the runner: results must not import bench
 
     app.add_typer(build_app, name="build", help="Build environment images with the Docker engine.")

@@ -30,8 +30,8 @@ def _rate(tokens: np.ndarray, e2e_ms: np.ndarray) -> float:
 def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0) -> dict:
     """Ratio of output rates over prompts both arms completed, with a paired-bootstrap 95% CI."""
     # pair by (repeat, prompt id, occurrence): the same prompt can be sent more than once in a cell
-    a_keys = _occurrence_keys(_ok(arm))
-    b_keys = _occurrence_keys(_ok(base))
+    a_keys = occurrence_keys(measured_ok(arm))
+    b_keys = occurrence_keys(measured_ok(base))
     common = sorted(set(a_keys) & set(b_keys))
     n = len(common)
     if n < 2:
@@ -50,11 +50,11 @@ def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int 
     return {"ratio": point, "ci_low": float(lo), "ci_high": float(hi), "n_pairs": n}
 
 
-def _ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+def measured_ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.ok and not r.warmup and r.e2e_ms and r.output_tokens > 0]
 
 
-def _occurrence_keys(records: list[RequestRecord]) -> dict:
+def occurrence_keys(records: list[RequestRecord]) -> dict:
     seen: dict = defaultdict(int)
     out = {}
     for r in records:

@@ -30,7 +30,7 @@ from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import RunPlan, Slot, load_environment, plan_run, run_manifest
 from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
-from toolkit.schema.manifest import Derived
+from toolkit.schema.manifest import BuildRecord, Derived
 from toolkit.schema.records import CellSummary
 from toolkit.spec import LoadedSpec
 
@@ -50,15 +50,20 @@ class MatrixResult:
 
 
 def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = None, progress: Any = None,
-               log: Callable[[str], None] = print, origin: Origin | None = None) -> MatrixResult:
+               log: Callable[[str], None] = print, origin: Origin | None = None,
+               build: BuildRecord | None = None) -> MatrixResult:
     """Run (or resume) a matrix and archive it under results_root/<matrix>/<run-id>/. `origin`: the run
-    this one replays (toolkit.bench.reproduce), recorded in the manifest, with the image it runs."""
+    this one replays (toolkit.bench.reproduce), recorded in the manifest, with the image it runs.
+    `build`: run this image instead of the one built from the environment's hash (bench tune's trials
+    change the presets, hence the hash, not the image)."""
     from toolkit.bench.targets import prepare_target
 
     load_environment(spec)  # a Matrix whose arms are presets of its Environment, before anything else
     prepare_target(spec)  # extras and engines the target needs; https and API keys of external URLs
     writer = ArchiveWriter.resume(resume) if resume else None
     plan = plan_run(spec, resumed=writer.manifest if writer else None, done=writer.done_cells() if writer else set())
+    if build is not None:
+        plan.build = build
     if origin is not None and origin.build is not None:
         plan.build = origin.build
     log_dir = Path(tempfile.mkdtemp(prefix="toolkit-logs-"))

@@ -117,6 +117,43 @@ class Slo(StrictModel):
         return self
 
 
+Knob = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$", description="a knob name: an SGLang server flag "
+                            "without dashes in front (speculative-num-steps) or a generation_config key of the embedded "
+                            "engine (prompt_lookup_num_tokens)")]
+KnobValue = int | float | str | bool
+
+
+class Tune(StrictModel):
+    """`tune:` of a Matrix: the search space of `toolkit bench tune MATRIX --arm ARM` (docs/tune.md).
+
+    `space` maps an arm (a preset of the environment) to its knobs and the values each may take. What a
+    knob is (a server flag that needs a restart, or a request-level parameter that does not) and which
+    values the engine accepts are checked by toolkit.tune.space before anything runs. The block does not
+    change what the matrix measures, so it is left out of the matrix's spec hash (`bench matrix` runs and
+    resumes ignore it)."""
+
+    space: dict[Name, dict[Knob, Annotated[list[KnobValue], Field(min_length=1)]]] = Field(
+        min_length=1, description="arm -> knob -> the values to try, e.g. {ngram: {prompt_lookup_num_tokens: [2, 4, 8]}}")
+    budget: int = Field(8, ge=2, description="trials: distinct settings evaluated (--budget overrides)")
+    holdout: float = Field(0.5, gt=0, lt=1, description="share of each workload's prompts kept out of the search "
+                                                         "and used only to confirm the winner")
+    first_requests: int | None = Field(None, ge=1, description="measured requests per cell in the first rung "
+                                                                "(default: a quarter of `requests`, at least 2); "
+                                                                "each later rung adds eta times more")
+    eta: int = Field(2, ge=2, le=4, description="successive halving: each rung keeps 1/eta of the trials")
+    confirm_requests: int | None = Field(None, ge=2, description="measured requests per cell of the confirmation on "
+                                                                  "held-out prompts (default: `requests`, else 32)")
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Tune":
+        for arm, knobs in self.space.items():
+            for knob, values in knobs.items():
+                seen = [repr(v) for v in values]
+                if len(set(seen)) != len(seen):
+                    raise ValueError(f"space.{arm}.{knob} lists a value twice: each value may appear once")
+        return self
+
+
 class Matrix(StrictModel):
     # analysis, not measurement: objectives do not change what a run measures, so they are not hashed
     HASH_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"slo"})
@@ -144,6 +181,8 @@ class Matrix(StrictModel):
     temperature: float = Field(0.0, ge=0)
     slo: Slo | None = Field(None, description="service-level objectives: goodput, attainment and capacity per arm "
                                               "(docs/slo.md)")
+    tune: Tune | None = Field(None, exclude=True, description="search space of `toolkit bench tune` (not part of "
+                                                              "what the matrix measures, nor of its hash)")
 
     @model_validator(mode="after")
     def _check(self) -> "Matrix":

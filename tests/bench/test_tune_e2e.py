@@ -1,0 +1,210 @@
+"""`toolkit bench tune` end to end on the embedded engine, through the real CLI: the quickstart's space (a
+lighter load per cell), the acceptance JSON, every run a normal archive, the tuned environment valid and
+usable by `bench matrix`; Ctrl-C leaves valid archives and `--resume` finishes the session."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+from toolkit.spec import load_spec
+
+pytestmark = pytest.mark.slow
+
+
+def light_quickstart(tmp: Path, budget: int = 4) -> Path:
+    """envs/matrices/quickstart.yaml (its environment and tune space) with fewer, shorter requests."""
+    m = tmp / "quick.yaml"
+    m.write_text(textwrap.dedent(f"""\
+        extends: {ROOT / "envs" / "matrices" / "quickstart.yaml"}
+        name: quick
+        output_len: 16
+        requests: 4
+        warmup: 1
+        tune:
+          budget: {budget}
+          first_requests: 2
+          confirm_requests: 6
+        """))
+    return m
+
+
+def test_tune_acceptance_json_archives_and_the_tuned_environment(tmp_path):
+    m = light_quickstart(tmp_path)
+    out = tmp_path / "OUT.yaml"
+    r = run_cli("bench", "tune", str(m), "--arm", "ngram", "--budget", "4", "--out", str(out), "--json",
+                "--results", str(tmp_path / "results"), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout)
+    assert res["status"] == "complete" and res["level"] == "request"
+    assert len(res["trials"]) >= 2
+    for t in res["trials"]:
+        assert t["params"] and set(t["params"]) <= {"prompt_lookup_num_tokens", "max_matching_ngram_size"}
+        assert len(t["cells"]) == 4 and all(c["speedup"] and c["ci_low"] <= c["speedup"] <= c["ci_high"]
+                                            for c in t["cells"])
+    assert res["best"]["params"] == next(t["params"] for t in res["trials"] if t["name"] == res["best"]["trial"])
+    conf = res["confirmation"]
+    assert {(c["domain"], c["concurrency"]) for c in conf["cells"]} == {
+        ("coding", 1), ("coding", 4), ("encyclopedic", 1), ("encyclopedic", 4)}
+    for c in conf["cells"]:
+        assert c["ci_low"] <= c["speedup"] <= c["ci_high"] and c["n_pairs"] == 6
+    assert conf["held_out"] == {"coding": 50, "encyclopedic": 50}
+
+    # held out: no prompt of the confirmation was in the tune sample
+    session = Path(res["session"])
+    tune_ids = {json.loads(ln)["id"] for w in ("coding", "encyclopedic")
+                for ln in (session / "prompts" / f"{w}.tune.jsonl").read_text().splitlines()}
+    from toolkit.results.archive import open_archive
+
+    for run in conf["runs"]:
+        a = open_archive(run)
+        assert a.status == "complete"
+        for c in a.cells:
+            from toolkit.schema.keys import cell_key
+
+            sent = {rec.prompt_id for rec in a.iter_records(cell_key(c.arm, c.domain, c.concurrency, c.repeat))}
+            assert sent and not (sent & tune_ids)
+
+    # every run is a normal archive the results commands read
+    assert len(res["runs"]) >= 8
+    for run in res["runs"]:
+        assert run_cli("results", "verify", run).returncode == 0
+    shown = run_cli("results", "show", res["runs"][0])
+    assert shown.returncode == 0 and "baseline-again" in shown.stdout
+    assert (session / "report.md").is_file() and (session / "plots" / "tune-heatmap.png").is_file()
+    assert "Confirmation on held-out prompts" in (session / "report.md").read_text()
+
+    # the tuned environment: valid, the ngram preset changed and commented, the rest as it was
+    src = ROOT / "envs" / "local-cpu.yaml"
+    assert run_cli("validate", str(out)).returncode == 0
+    tuned, before = load_spec(out).model, load_spec(src).model
+    gen = tuned.request_params["ngram"]["generation_config"]
+    assert gen == {**before.request_params["ngram"]["generation_config"], **res["best"]["params"]}
+    assert gen != before.request_params["ngram"]["generation_config"]
+    assert tuned.servers == before.servers and tuned.request_params["baseline"] == before.request_params["baseline"]
+    text = out.read_text()
+    assert f"# tuned: bench tune quick-tune/{session.name} (trial {res['best']['trial']}" in text
+    assert text.startswith(src.read_text().splitlines()[0])  # the original's comments, in place
+
+    # `bench matrix` on a matrix that uses the tuned preset
+    mx = tmp_path / "tuned-matrix.yaml"
+    mx.write_text(textwrap.dedent(f"""\
+        kind: Matrix
+        name: tuned
+        environment: {out}
+        arms: [baseline, ngram]
+        workloads: [coding]
+        concurrency: [1]
+        output_len: 8
+        requests: 2
+        warmup: 1
+        """))
+    r = run_cli("bench", "matrix", str(mx), "--results", str(tmp_path / "results"), "--json", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = json.loads(r.stdout)
+    manifest = json.loads((Path(run["run"]) / "manifest.json").read_text())
+    assert manifest["arms"]["ngram"]["request_params"]["generation_config"] == gen
+
+
+def test_ctrl_c_leaves_valid_archives_and_resume_finishes(tmp_path):
+    m = light_quickstart(tmp_path, budget=3)
+    env = dict(os.environ, NO_COLOR="1")
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "bench", "tune", str(m), "--arm", "ngram",
+                             "--results", str(tmp_path / "results"), "--json"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parent = tmp_path / "results" / "quick-tune"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:  # wait until two runs are complete, then interrupt mid-search
+        done = list(parent.glob("*/quick-tune-*/*/summary.json")) if parent.is_dir() else []
+        if len(done) >= 2 or proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "--resume" in stderr
+    session = next(parent.iterdir())
+    state = json.loads((session / "tune.json").read_text())
+    assert state["status"] == "partial"
+    runs_before = sorted(p.parent for p in session.glob("quick-tune-*/*/manifest.json"))
+    for run in runs_before:
+        assert run_cli("results", "verify", str(run)).returncode == 0, run
+    complete_before = {p for p in runs_before if json.loads((p / "summary.json").read_text())["status"] == "complete"}
+
+    r = run_cli("bench", "tune", str(m), "--arm", "ngram", "--results", str(tmp_path / "results"), "--resume",
+                str(session), "--json", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout)
+    assert res["status"] == "complete" and res["confirmation"]["cells"]
+    assert complete_before <= {Path(p) for p in res["runs"]}  # finished runs were reused, not run again
+    again = run_cli("bench", "tune", str(m), "--arm", "ngram", "--resume", str(session))
+    assert again.returncode == 2 and "is complete" in again.stderr
+
+
+def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path):
+    """SGLang's speculative flags against the fake launch_server of tests/bench/fake_sglang (SGLang's flag
+    parser, /server_info, streamed /generate): the flags are checked against 0.5.17's source first (preflight,
+    static), every trial is a launch with its own flags, and --out puts the winner in servers.eagle3."""
+    from tests.bench.test_matrix_sglang_process import ENV, process_target
+
+    env = tmp_path / "env.yaml"
+    env.write_text(ENV)
+    m = tmp_path / "m.yaml"
+    m.write_text(textwrap.dedent(f"""\
+        kind: Matrix
+        name: sg
+        environment: env.yaml
+        arms: [baseline, eagle3]
+        target: {process_target()}
+        workloads: [coding]
+        api: generate
+        concurrency: [1, 4]
+        output_len: 12
+        requests: 8
+        warmup: 1
+        tune:
+          space:
+            eagle3:
+              speculative-num-steps: [1, 2, 5]
+              speculative-eagle-topk: [1]
+              speculative-num-draft-tokens: [2, 3, 6]
+          budget: 3
+          first_requests: 4
+          confirm_requests: 8
+        """))
+    out = tmp_path / "tuned.yaml"
+    r = run_cli("bench", "tune", str(m), "--arm", "eagle3", "--out", str(out), "--json",
+                "--results", str(tmp_path / "results"), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout)
+    assert res["level"] == "server" and res["engine"] == "sglang" and res["noise"] is None
+    # topk 1: SGLang sets draft tokens = steps + 1, so 9 combinations are 3 settings
+    assert sorted(tuple(t["params"].values()) for t in res["trials"]) == [(1, 1, 2), (2, 1, 3), (5, 1, 6)]
+    assert any("topk 1 sets draft tokens" in n for n in res["notes"])
+    # one run per rung, every trial launched with its own flags
+    from toolkit.results.archive import open_archive
+
+    first = open_archive(res["runs"][0])
+    assert sorted(first.manifest["arms"]) == ["baseline", "t00", "t01", "t02"]
+    for t in res["trials"]:
+        cmd = first.manifest["arms"][t["name"]]["command"]
+        assert f"--speculative-num-steps {t['params']['speculative-num-steps']}" in cmd
+        preset = first.manifest["arms"][t["name"]]["preset"]  # (the command masks --*tokens* values: scrub.py)
+        assert {k: preset[k] for k in t["params"]} == t["params"]
+    conf = open_archive(res["confirmation"]["runs"][0])
+    assert sorted(conf.manifest["arms"]) == sorted(["baseline", "eagle3", res["best"]["trial"]])
+    assert all(c["speedup"] for c in res["confirmation"]["cells"])
+    tuned = load_spec(out).model.servers["eagle3"]
+    assert {k: tuned[k] for k in res["best"]["params"]} == res["best"]["params"]
+    assert "speculative-num-steps: {}  # tuned: bench tune".format(res["best"]["params"]["speculative-num-steps"]) \
+        in out.read_text()

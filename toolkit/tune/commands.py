@@ -1,0 +1,98 @@
+"""`toolkit bench tune`: the search over one speculative arm's settings (docs/tune.md). Registered under
+`toolkit bench` by toolkit/cli.py: tune runs matrices through bench, so bench must not import it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from toolkit.console import emit_json, err, out, warn
+
+
+def tune_cmd(
+    spec: Annotated[Path, typer.Argument(help="a Matrix spec with a `tune:` block, e.g. envs/matrices/quickstart.yaml")],
+    arm: Annotated[str, typer.Option("--arm", help="the arm (a preset of the environment) whose knobs are searched")],
+    budget: Annotated[Optional[int], typer.Option("--budget", help="trials: distinct settings to evaluate "
+                                                  "(default: tune.budget of the spec)")] = None,
+    out_env: Annotated[Optional[Path], typer.Option("--out", help="write the environment with the tuned preset "
+                                                    "here (comments and order kept, each tuned value commented)")]
+    = None,
+    results: Annotated[Path, typer.Option("--results", help="sessions go to RESULTS/<matrix>-tune/<id>/")]
+    = Path("results"),
+    resume: Annotated[Optional[Path], typer.Option("--resume", help="continue an interrupted session (its folder)")]
+    = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,
+) -> None:
+    """Find the best settings of one speculative arm per domain and concurrency, confirm them on held-out
+    prompts, and write them back into the environment.
+
+    The search space is the Matrix's `tune:` block (docs/tune.md); it is checked before anything runs, SGLang's
+    rules between its speculative flags included. Trials are measured by successive halving over requests per
+    cell on a seeded sample of each workload: every trial runs every cell with few requests, the best go on
+    with more. Request-level knobs (the embedded engine's prompt lookup) share one server; SGLang flags launch
+    one server per trial. The winner and the arm as it was are then measured against the baseline on prompts
+    the search never saw: paired speedup with a 95 % CI per domain and concurrency, and the concurrency from
+    which speculation should be off.
+
+    Every rung and the confirmation is a normal run archive (arms = trials) under the session folder; the
+    session's report.md has the trial x cell heatmap, the winner per cell and the confirmation table. Ctrl-C
+    leaves the finished work in place; `--resume SESSION` goes on from there.
+    """
+    from toolkit.spec import load_spec
+    from toolkit.tune.session import TuneSession
+
+    loaded = load_spec(spec, expect="Matrix")
+    for w in loaded.warnings:
+        warn(w)
+    session = TuneSession(loaded, arm, budget=budget, results_root=results, resume=resume, console=err,
+                          log=lambda m: err.print(m, markup=False))
+    for w in session.warnings:
+        warn(w)
+    res = session.run()
+    if res["status"] == "complete" and out_env is not None:
+        res["out"] = str(_write_back(session, res, out_env))
+    if json_out:
+        emit_json(res)
+    else:
+        _print_result(res)
+    if res["status"] != "complete":
+        err.print(f"tune stopped: resume with `toolkit bench tune {spec} --arm {arm} --resume {res['session']}`",
+                  markup=False)
+        raise typer.Exit(130)
+
+
+def _write_back(session, res: dict, out_env: Path) -> Path:
+    from pathlib import PurePath
+
+    from toolkit.tune.writeback import write_tuned
+
+    conf, best = res["confirmation"], res["best"]
+    sid = f"{PurePath(res['session']).parent.name}/{PurePath(res['session']).name}"
+    speedups = [c["speedup"] for c in conf["cells"] if c["speedup"] is not None]
+    held = f", {min(speedups):.2f}-{max(speedups):.2f}x on held-out prompts" if speedups else ""
+    faster = any((c["vs_incumbent"]["ci_low"] or 0) > 1 for c in conf["cells"])
+    slower = any((c["vs_incumbent"]["ci_high"] or 2) < 1 for c in conf["cells"])
+    if slower or not faster:
+        held += f"; {'slower than' if slower else 'not faster than'} {res['arm']} as it was in some cells"
+        warn(f"on held-out prompts, {conf['verdict']}; {out_env} holds the tuned setting all the same: "
+             "compare before you adopt it")
+    drift = sum(c["drift"] for c in conf["cells"])
+    held += f"; load drift in {drift} of {len(conf['cells'])} cells: see its report" if drift else ""
+    note = f"bench tune {sid} (trial {best['trial']}{held})"
+    return write_tuned(session.env_spec, out_env, arm=res["arm"], engine=res["engine"], params=best["params"],
+                       note=note, threshold=conf["recommended_disable_batch_threshold"],
+                       threshold_note=f"{conf['advice']} (bench tune {sid})")
+
+
+def _print_result(res: dict) -> None:
+    """The session's report on the terminal: the same model as report.md."""
+    from toolkit.results.report import render_text
+    from toolkit.tune.report import build_tune_report
+
+    out.print(render_text(build_tune_report(res)), markup=False, highlight=False)
+    if res.get("report"):
+        out.print(f"report: {res['report']}", markup=False)
+    if res.get("out"):
+        out.print(f"tuned environment: {res['out']}", markup=False)

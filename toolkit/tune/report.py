@@ -1,0 +1,255 @@
+"""What a tune session found, read back from its state and its run archives: the result (the JSON of
+`bench tune --json`), and the report (report.md, report.html, plots/) built once as blocks and rendered by
+toolkit.results.report like every other report.
+
+    result(state, folder)          # trials, best, winners, confirmation, runs
+    write_tune_report(state, folder)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolkit.tune import search
+from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table
+
+
+def _fmt(v, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _ci(v, lo, hi) -> str:
+    return f"{_fmt(v)} [{_fmt(lo)}, {_fmt(hi)}]" if v is not None else "-"
+
+
+def _params(p: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in p.items())
+
+
+def _cell_rows(cells: dict) -> list[dict]:
+    return [{"domain": d, "concurrency": c, "speedup": r["ratio"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+             "n_pairs": r["n_pairs"]} for (d, c), r in cells.items()]
+
+
+def run_records(run_dir: Path) -> dict[tuple, list]:
+    """(arm, domain, concurrency) -> every record of a run's cells (repeats together)."""
+    from toolkit.results.archive import open_archive
+    from toolkit.schema.keys import cell_key
+
+    arch = open_archive(run_dir)
+    out: dict[tuple, list] = {}
+    for c in arch.cells:
+        out.setdefault((c.arm, c.domain, c.concurrency), []).extend(
+            arch.iter_records(cell_key(c.arm, c.domain, c.concurrency, c.repeat)))
+    return out
+
+
+def _merged(folder: Path, runs: list[str]) -> dict[tuple, list]:
+    out: dict[tuple, list] = {}
+    for r in runs:
+        out.update(run_records(folder / r))
+    return out
+
+
+def result(state: dict, folder: Path) -> dict:
+    baseline, again, seed = state["baseline"], state.get("again"), state.get("seed", 0)
+    knobs = state.get("knobs") or list(state["tune"]["space"][state["arm"]])  # tune.json sorts its keys
+    state = {**state, "trials": {t: {k: p[k] for k in knobs if k in p} for t, p in state["trials"].items()}}
+    done = [r for r in state["rungs"] if r.get("status") == "complete"]
+    records = [_merged(folder, r["runs"]) for r in done]
+    trials, per = [], {}
+    for name, params in state["trials"].items():
+        ran = [r for r in done if name in r["trials"]]
+        if not ran:
+            continue
+        cells = search.pooled_cells(records, name, baseline, again, seed=seed)
+        per[name] = cells
+        s = search.score(cells)
+        trials.append({"name": name, "params": params, "rungs": len(ran),
+                       "requests_per_cell": sum(r["requests"] for r in ran),
+                       "score": {"geomean": s.geomean, "ci_low": s.low, "ci_high": s.high}, "cells": _cell_rows(cells)})
+    trials.sort(key=lambda t: (-t["rungs"], t["score"]["geomean"] is None, -(t["score"]["geomean"] or 0.0),
+                               t["name"]))
+    out = {"session": str(folder), "status": state["status"], "matrix": state["matrix"]["name"], "arm": state["arm"],
+           "baseline": baseline, "engine": state["engine"], "level": state["level"], "budget": state["budget"],
+           "candidates": state["candidates"], "notes": state["notes"],
+           "space": {k: state["tune"]["space"][state["arm"]][k] for k in knobs},
+           "incumbent": state["incumbent"], "server": state.get("server"), "split": state["split"],
+           "trials": trials, "winners": search.cell_winners(per), "best": None, "confirmation": None,
+           "noise": _cell_rows(search.pooled_cells(records, again, baseline, seed=seed)) if again else None,
+           "runs": [str(folder / r) for rung in done for r in rung["runs"]], "wall_s": state.get("wall_s")}
+    best = state.get("best")
+    if best:
+        score = next(t["score"] for t in trials if t["name"] == best)
+        out["best"] = {"trial": best, "params": state["trials"][best], "score": score}
+    conf = state.get("confirmation") or {}
+    if conf.get("status") == "complete":
+        out["confirmation"] = _confirmation(state, folder, conf, best)
+        out["runs"] += out["confirmation"]["runs"]
+    return out
+
+
+def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
+    """The winner and the arm as it was against the baseline on held-out prompts; the A/A check of the
+    baseline against itself where the runs have one; the disable threshold by derive's crossover rule."""
+    from toolkit.bench import derive
+    from toolkit.results.archive import open_archive
+    from toolkit.results.report.run import threshold_advice
+    from toolkit.schema.manifest import Derived
+
+    baseline, again, arm, seed = state["baseline"], state.get("again"), state["arm"], state.get("seed", 0)
+    recs = [_merged(folder, conf["runs"])]
+    mine = search.pooled_cells(recs, best, baseline, again, seed=seed)
+    inc = search.pooled_cells(recs, arm, baseline, again, seed=seed)
+    aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}
+    head = search.pooled_cells(recs, best, arm, seed=seed)  # the winner against the preset it would replace
+    cells = []
+    for (d, c), r in mine.items():
+        i, n, h = inc.get((d, c)) or {}, aa.get((d, c)), head.get((d, c)) or {}
+        drift = bool(n and n["ci_low"] is not None and (n["ci_low"] > 1 or n["ci_high"] < 1))
+        cells.append({"domain": d, "concurrency": c, "speedup": r["ratio"], "ci_low": r["ci_low"],
+                      "ci_high": r["ci_high"], "n_pairs": r["n_pairs"],
+                      "incumbent": {"speedup": i.get("ratio"), "ci_low": i.get("ci_low"), "ci_high": i.get("ci_high")},
+                      "noise": {"speedup": n["ratio"], "ci_low": n["ci_low"], "ci_high": n["ci_high"]} if n else None,
+                      "vs_incumbent": {"speedup": h.get("ratio"), "ci_low": h.get("ci_low"), "ci_high": h.get("ci_high")},
+                      "drift": drift})
+    rows = [{"arm": best, "domain": x["domain"], "concurrency": x["concurrency"], "throughput_ratio": x["speedup"],
+             "ci_low": x["ci_low"], "ci_high": x["ci_high"]} for x in cells]
+    cross = derive.crossovers(rows, {best})
+    threshold = derive.recommended_threshold(cross, best)
+    never = derive.never_pays_off(cross, best)
+    advice = threshold_advice(Derived(never_pays_off=[best] if never else [],
+                                      recommended_disable_batch_threshold={best: threshold}), best)
+    errors = sorted({c.message for r in conf["runs"] for c in open_archive(folder / r).derived.errors()})
+    errors += [f"{x['domain']} c={x['concurrency']}: the baseline measured twice differs (A/A "
+               f"{x['noise']['speedup']:.2f}x [{x['noise']['ci_low']:.2f}, {x['noise']['ci_high']:.2f}]): the machine's "
+               "load changed during the cell, so its speedups are not a claim" for x in cells if x["drift"]]
+    return {"runs": [str(folder / r) for r in conf["runs"]], "prompts": "held-out (never seen by the search)",
+            "verdict": _verdict(cells, best, arm),
+            "held_out": {w: s["held_out"] for w, s in state["split"].items()}, "requests": conf["requests"],
+            "cells": cells, "crossovers": cross, "recommended_disable_batch_threshold": threshold,
+            "never_pays_off": never, "advice": advice, "methodology": errors}
+
+
+def _verdict(cells: list[dict], best: str, arm: str) -> str:
+    """The winner against the preset it replaces, both measured on the same held-out prompts."""
+    better = [c for c in cells if (c["vs_incumbent"]["ci_low"] or 0) > 1]
+    worse = [c for c in cells if c["vs_incumbent"]["ci_high"] is not None and c["vs_incumbent"]["ci_high"] < 1]
+    where = lambda cs: ", ".join(f"{c['domain']} c={c['concurrency']}" for c in cs)  # noqa: E731
+    if not better and not worse:
+        return f"{best} and {arm} as it was are not significantly different on held-out prompts in any cell"
+    parts = ([f"significantly faster than {arm} as it was at {where(better)}"] if better else []) + \
+            ([f"significantly slower at {where(worse)}"] if worse else [])
+    return f"{best} is " + "; ".join(parts) + (f" (the rest ~)" if len(better) + len(worse) < len(cells) else "")
+
+
+def heatmap(res: dict) -> bytes | None:
+    """Trial x cell: each trial's pooled paired speedup over the baseline (the search's own data)."""
+    from toolkit.results.plots import _png
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+
+    trials = res["trials"]
+    cells = sorted({(c["domain"], c["concurrency"]) for t in trials for c in t["cells"]})
+    if not trials or not cells:
+        return None
+    grid = np.full((len(trials), len(cells)), np.nan)
+    for y, t in enumerate(trials):
+        for c in t["cells"]:
+            if c["speedup"] is not None:
+                grid[y, cells.index((c["domain"], c["concurrency"]))] = c["speedup"]
+    lo, hi = np.nanmin(grid) if np.isfinite(grid).any() else 1, np.nanmax(grid) if np.isfinite(grid).any() else 1
+    norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.99), vmax=max(hi, 1.01))
+    fig, ax = plt.subplots(figsize=(1.6 + 1.25 * len(cells), 1.0 + 0.42 * len(trials)))
+    im = ax.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
+    best = (res.get("best") or {}).get("trial")
+    for y, t in enumerate(trials):
+        for x in range(len(cells)):
+            if np.isfinite(grid[y, x]):
+                dark = abs(float(norm(grid[y, x])) - 0.5) > 0.35
+                ax.text(x, y, f"{grid[y, x]:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if dark else "black", fontweight="bold" if t["name"] == best else None)
+    ax.set_xticks(range(len(cells)), [f"{d}\nc={c}" for d, c in cells], fontsize=8)
+    ax.set_yticks(range(len(trials)), [f"{t['name']}{' *' if t['name'] == best else ''}: {_params(t['params'])} "
+                                       f"({t['requests_per_cell']} req)" for t in trials], fontsize=8)
+    ax.set_title(f"paired speedup over {res['baseline']}, pooled over each trial's rungs (* = chosen)", fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    return _png(fig)
+
+
+def build_tune_report(res: dict) -> Report:
+    """The session's report in the one report model (toolkit/results/report): rendered as report.md,
+    HTML and terminal text like every other report."""
+    best = res.get("best") or {}
+    conf = res.get("confirmation") or {}
+    facts = [["session", res["session"]], ["matrix / arm", f"{res['matrix']} / {res['arm']} (baseline "
+                                                          f"{res['baseline']})"],
+             ["engine / knobs", f"{res['engine']} / " + ("request-level: every trial on one server"
+                                                         if res["level"] == "request" else
+                                                         "server flags: one launch per trial and rung")],
+             ["space", f"{res['candidates']} candidate(s); {len(res['trials'])} trial(s) (budget {res['budget']})"],
+             ["prompts", "; ".join(f"{w}: {s['tune']} to tune, {s['held_out']} held out" for w, s in
+                                    res["split"].items())],
+             ["wall time", f"{_fmt(res.get('wall_s'), 1)} s"], ["status", res["status"]]]
+    if res.get("server"):
+        facts.append(["shared server", res["server"].get("command", "-")])
+    out: list = [Facts(facts), Heading("Search space"),
+                 Table(["knob", "values", f"{res['arm']} now"],
+                         [[k, ", ".join(map(str, v)), "unset" if res["incumbent"].get(k) is None else str(res["incumbent"][k])]
+                          for k, v in res["space"].items()], align="lll")]
+    if res["notes"]:
+        out.append(Items(res["notes"]))
+    out += [Heading("Trials"),
+            Table(["trial", "params", "rungs", "req/cell", "speedup geomean [95% CI]"],
+             [[t["name"] + (" (chosen)" if t["name"] == best.get("trial") else ""), _params(t["params"]),
+               str(t["rungs"]), str(t["requests_per_cell"]),
+               _ci(t["score"]["geomean"], t["score"]["ci_low"], t["score"]["ci_high"])] for t in res["trials"]],
+                  align="llrrr")]
+    png = heatmap(res)
+    if png:
+        out.append(Image("tune-heatmap.png", "Trial x cell: paired speedup over the baseline on the tune sample", png))
+    if res.get("noise"):
+        out += [Para(f"Noise floor of the search: {res['baseline']} measured again after the trials of each cell, "
+                      "against itself (A/A; 1.00 means no drift): " + "; ".join(
+                          f"{n['domain']} c={n['concurrency']} {_ci(n['speedup'], n['ci_low'], n['ci_high'])}"
+                          for n in res["noise"]) + ". The reference of every speedup is the mean of both measurements.")]
+    out += [Heading("Winner per domain and concurrency (tune sample)"),
+            Table(["domain", "c", "trial", "params", "speedup [95% CI]", "pairs", "advice"],
+             [[w["domain"], str(w["concurrency"]), w["trial"], _params(res_params(res, w["trial"])),
+               _ci(w["speedup"], w["ci_low"], w["ci_high"]), str(w["n_pairs"]),
+               "speculation off: even the best trial is significantly slower" if w["speculation_off"] else ""]
+              for w in res["winners"]], align="lrllrrl"),
+            Para("A trial stopped in an early rung has fewer requests behind its figures; only the chosen "
+                  "setting is confirmed and written back.")]
+    if conf:
+        out += [Heading("Confirmation on held-out prompts"),
+                Para(f"{best.get('trial')} ({_params(best.get('params') or {})}) and {res['arm']} as it was, "
+                      f"against {res['baseline']}, {conf['requests']} requests per cell on prompts the search never "
+                      f"saw ({', '.join(f'{w}: {n}' for w, n in conf['held_out'].items())})."),
+                Table(["domain", "c", f"{best.get('trial')} x [95% CI]", f"{res['arm']} now x [95% CI]",
+                           f"{best.get('trial')} / {res['arm']} now", f"A/A {res['baseline']} x [95% CI]", "pairs"],
+                 [[c["domain"], str(c["concurrency"]), _ci(c["speedup"], c["ci_low"], c["ci_high"]),
+                   _ci(c["incumbent"]["speedup"], c["incumbent"]["ci_low"], c["incumbent"]["ci_high"]),
+                   _ci(c["vs_incumbent"]["speedup"], c["vs_incumbent"]["ci_low"], c["vs_incumbent"]["ci_high"]),
+                   (_ci(*(c["noise"][k] for k in ("speedup", "ci_low", "ci_high"))) if c["noise"] else "-")
+                   + (" DRIFT" if c["drift"] else ""), str(c["n_pairs"])] for c in conf["cells"]], align="lrrrrrr"),
+                Para(f"Against the preset it would replace: {conf['verdict']}."),
+                Para(f"Advice for {best.get('trial')}: {conf['advice']}.")]
+        if conf["methodology"]:
+            out.append(Items([f"methodology error: {m}" for m in conf["methodology"]]))
+    out += [Heading("Runs"), Items(res["runs"]),
+            Para("Each is a normal run archive: `toolkit results show|report|diff RUN`.")]
+    return Report(f"Tune {res['matrix']} / {res['arm']}", out, res)
+
+
+def res_params(res: dict, trial: str) -> dict:
+    return next((t["params"] for t in res["trials"] if t["name"] == trial), {})
+
+
+def write_tune_report(state: dict, folder: Path) -> Path:
+    from toolkit.results.report import write_report
+
+    res = state["result"]
+    write_report(build_tune_report(res), folder)
+    return folder / "report.md"

@@ -1,0 +1,137 @@
+"""The search itself, on numbers only (no servers, no files): which trials, how many requests per rung,
+how trials are scored and which survive. Deterministic: the same per-request records give the same
+choices, which is what `--resume` and the tests rely on.
+
+Successive halving over requests per cell: every trial runs every cell with `first` requests; the best
+1/eta (by score) go on to the next rung, which adds requests so that each survivor's pooled total is
+first x eta^k; and so on until one is left. A rung stops the search early when its ranking is already
+sure (the leader's 95 % interval lies above every other trial's): the rest of the budget is not spent on
+a question that is answered.
+
+Score of a trial: the geometric mean over cells (domain x concurrency) of its paired speedup over the
+baseline (toolkit.bench.derive.paired_ratio: both arms saw the same prompts; decode rates compared on
+the pairs), pooled over the rungs it ran in. Its interval combines the cells' bootstrap intervals in log
+space (independent cells, the width of each 95 % interval taken as 2 x 1.96 standard errors).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Iterable
+
+from toolkit.bench.derive import paired_ratio
+from toolkit.schema.records import RequestRecord
+
+Z95 = 1.959964
+
+
+@dataclass(frozen=True)
+class Score:
+    geomean: float | None
+    low: float | None
+    high: float | None
+    cells: int
+
+
+def choose_trials(candidates: list[dict], budget: int, seed: int) -> list[dict]:
+    """All candidates when the budget covers them; else a seeded sample of `budget`, kept in grid order."""
+    if len(candidates) <= budget:
+        return list(candidates)
+    picked = sorted(random.Random(f"tune:{seed}").sample(range(len(candidates)), budget))
+    return [candidates[i] for i in picked]
+
+
+def schedule(n: int, eta: int) -> list[int]:
+    """Trials per rung: n, ceil(n/eta), ... while more than one is left (the last rung picks the winner)."""
+    sizes = [n]
+    while sizes[-1] > eta:
+        sizes.append(math.ceil(sizes[-1] / eta))
+    return sizes
+
+
+def rung_requests(first: int, eta: int, k: int) -> int:
+    """Measured requests per cell that rung k adds, so that a survivor's pooled total is first x eta^k."""
+    return first if k == 0 else first * eta ** (k - 1) * (eta - 1)
+
+
+def _bracket(before: list[RequestRecord], after: list[RequestRecord]) -> list[RequestRecord]:
+    """The baseline measured before and after the trials of a run, as one reference: per prompt occurrence the
+    mean of the two end-to-end times (a drift linear in time cancels out at the trials' midpoint)."""
+    from toolkit.bench.derive import measured_ok, occurrence_keys
+
+    a, b = occurrence_keys(measured_ok(before)), occurrence_keys(measured_ok(after))
+    return [r.model_copy(update={"e2e_ms": (r.e2e_ms + b[k].e2e_ms) / 2,
+                                 "output_tokens": round((r.output_tokens + b[k].output_tokens) / 2)})
+            for k, r in a.items() if k in b]
+
+
+def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, baseline: str,
+                 again: str | None = None, seed: int = 0) -> dict[tuple[str, int], dict]:
+    """(domain, concurrency) -> paired ratio of `trial` over `baseline` with its 95 % CI and n, pooled over the
+    rungs both ran in. Each rung's records are keyed (arm, domain, concurrency); a rung's pairs stay its own
+    (the prompt ids of two rungs are not the same requests). With `again` (the baseline measured once more
+    after the trials), the reference is the mean of both measurements (_bracket)."""
+    arm: dict[tuple, list[RequestRecord]] = {}
+    base: dict[tuple, list[RequestRecord]] = {}
+    for k, recs in enumerate(rungs):
+        for (a, d, c), rs in recs.items():
+            if a != trial or (baseline, d, c) not in recs:
+                continue
+            ref = recs[(baseline, d, c)]
+            if again and (again, d, c) in recs:
+                ref = _bracket(ref, recs[(again, d, c)])
+            arm.setdefault((d, c), []).extend(r.model_copy(update={"repeat": k * 1000 + r.repeat}) for r in rs)
+            base.setdefault((d, c), []).extend(r.model_copy(update={"repeat": k * 1000 + r.repeat}) for r in ref)
+    return {cell: paired_ratio(arm[cell], base.get(cell, []), seed) for cell in sorted(arm)}
+
+
+def score(cells: dict[tuple[str, int], dict]) -> Score:
+    logs, var = [], 0.0
+    for r in cells.values():
+        if not r.get("ratio") or r["ratio"] <= 0:
+            continue
+        logs.append(math.log(r["ratio"]))
+        if r.get("ci_low") and r.get("ci_high") and r["ci_low"] > 0:
+            var += ((math.log(r["ci_high"]) - math.log(r["ci_low"])) / (2 * Z95)) ** 2
+    if not logs:
+        return Score(None, None, None, 0)
+    mean = sum(logs) / len(logs)
+    se = math.sqrt(var) / len(logs)
+    return Score(math.exp(mean), math.exp(mean - Z95 * se), math.exp(mean + Z95 * se), len(logs))
+
+
+def ranking(scores: dict[str, Score]) -> list[str]:
+    """Best first; ties and unscored trials (all cells failed) by name, unscored last."""
+    return sorted(scores, key=lambda t: (scores[t].geomean is None, -(scores[t].geomean or 0.0), t))
+
+
+def survivors(scores: dict[str, Score], keep: int) -> list[str]:
+    return ranking(scores)[:keep]
+
+
+def settled(scores: dict[str, Score]) -> bool:
+    """Is the leader's interval above every other trial's? Then more requests would not change the answer."""
+    order = [t for t in ranking(scores) if scores[t].geomean is not None]
+    if len(order) < 2:
+        return len(order) == 1
+    lead = scores[order[0]]
+    return lead.low is not None and all(scores[t].high is not None and lead.low > scores[t].high for t in order[1:])
+
+
+def cell_winners(per_trial: dict[str, dict[tuple[str, int], dict]]) -> list[dict]:
+    """Per (domain, concurrency): the trial with the highest paired speedup there, and whether speculation
+    should be off (even that trial is significantly slower than the baseline: its CI lies below 1)."""
+    cells = sorted({c for cs in per_trial.values() for c in cs})
+    out = []
+    for cell in cells:
+        rows = [(t, cs[cell]) for t, cs in per_trial.items() if cell in cs and cs[cell].get("ratio")]
+        if not rows:
+            continue
+        trial, r = min(rows, key=lambda tr: (-tr[1]["ratio"], tr[0]))
+        off = r.get("ci_high") is not None and r["ci_high"] < 1
+        out.append({"domain": cell[0], "concurrency": cell[1], "trial": trial, "speedup": r["ratio"],
+                    "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high"), "n_pairs": r.get("n_pairs"),
+                    "speculation_off": off})
+    return out

@@ -1,0 +1,282 @@
+"""The search space of `toolkit bench tune`: which knobs an engine has, which values it accepts, and
+SGLang's own rules between its speculative flags, all checked before any server starts.
+
+    space = check_space(matrix_spec, env_spec, "ngram")
+    space.candidates      # distinct settings SGLang (or transformers) would really run, in grid order
+    space.level           # "request" (no restart between trials) or "server"
+
+Knobs of the embedded engine (`engine: transformers`) are per-request `generation_config` keys: every
+trial runs on one server. Knobs of SGLang are server flags: every trial is a server launch. SGLang's rules
+are those of 0.5.17 (sglang/srt/arg_groups/speculative_hook.py, sglang/srt/speculative/eagle_utils.py);
+each message names the line it comes from. A value SGLang rejects, or a value no feasible combination
+can use, is an error at its line in the spec; a combination SGLang would silently rewrite into another
+one (topk 1 forces draft tokens = steps + 1) is dropped and named in `notes`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkit.spec import LoadedSpec
+
+SG = "sglang 0.5.17 srt/arg_groups/speculative_hook.py"
+
+
+@dataclass(frozen=True)
+class KnobInfo:
+    name: str
+    level: str          # "request": a generation_config key per request; "server": a server flag
+    minimum: int
+    help: str
+
+
+TRANSFORMERS_KNOBS = {k.name: k for k in (
+    KnobInfo("prompt_lookup_num_tokens", "request", 1, "tokens drafted per step by prompt lookup (n-gram "
+             "speculation of transformers' generate)"),
+    KnobInfo("max_matching_ngram_size", "request", 1, "longest n-gram prompt lookup matches (transformers "
+             "default 2); needs prompt_lookup_num_tokens"),
+)}
+
+SGLANG_KNOBS = {k.name: k for k in (
+    KnobInfo("speculative-num-steps", "server", 1, "draft steps per verification (EAGLE family)"),
+    KnobInfo("speculative-eagle-topk", "server", 1, "branches per draft step (EAGLE family)"),
+    KnobInfo("speculative-num-draft-tokens", "server", 2, "tokens verified per step"),
+    KnobInfo("speculative-ngram-max-bfs-breadth", "server", 1, "NGRAM: widest draft tree (becomes the topk)"),
+    KnobInfo("speculative-ngram-min-bfs-breadth", "server", 1, "NGRAM: narrowest draft tree"),
+    KnobInfo("speculative-ngram-max-trie-depth", "server", 1, "NGRAM: longest suffix matched"),
+    KnobInfo("max-running-requests", "server", 1, "requests a server runs at once (48 with speculation unset)"),
+    KnobInfo("speculative-disable-batch-threshold", "server", 1, "stop drafting from this many running "
+             "requests (the toolkit's patch in envs/patches/)"),
+)}
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+STEPS, TOPK, DRAFT = "speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens"
+
+
+@dataclass
+class Space:
+    arm: str
+    engine: str
+    level: str                                   # "request" or "server"
+    knobs: list[str]
+    candidates: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+    base: dict[str, Any] = field(default_factory=dict)  # the arm's own values of the knobs (the incumbent)
+
+
+def _where(arm: str, knob: str, i: int | None = None) -> tuple:
+    return ("tune", "space", arm, knob) + ((i,) if i is not None else ())
+
+
+def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
+    """The checked space of one arm; SpecError at the tune block's line on the first problem."""
+    m, env = mspec.model, env_spec.model
+    if m.tune is None:
+        raise mspec.error((), "this matrix has no `tune:` block: nothing to search",
+                          hint=f"add `tune: {{space: {{{arm}: {{KNOB: [values]}}}}}}` (docs/tune.md)")
+    if arm not in m.tune.space:
+        raise mspec.error(("tune", "space"), f"no search space for arm {arm!r}",
+                          hint=f"spaces here: {', '.join(m.tune.space)}; or add `{arm}:` under tune.space")
+    if arm not in m.arms:
+        raise mspec.error(("arms",), f"arm {arm!r} is not one of the matrix's arms {m.arms}",
+                          hint="tune an arm the matrix compares, so its baseline is the matrix's baseline")
+    if arm == m.baseline_arm:
+        raise mspec.error(("tune", "space", arm), f"{arm!r} is the baseline: trials are measured against it",
+                          hint="tune a speculative arm; the baseline stays as it is")
+    if arm not in env.servers:
+        raise mspec.error(("arms",), f"arm {arm!r} is not a server preset of {m.environment}",
+                          hint=f"presets there: {', '.join(env.servers)}")
+    knobs = m.tune.space[arm]
+    if env.engine == "transformers":
+        return _transformers(mspec, env, arm, knobs)
+    return _sglang(mspec, env, arm, knobs)
+
+
+def _unknown(mspec: LoadedSpec, arm: str, knob: str, catalogue: dict, engine: str) -> None:
+    names = list(catalogue)
+    alt = knob.replace("-", "_") if engine == "transformers" else knob.replace("_", "-")
+    close = [alt] if alt in catalogue else difflib.get_close_matches(knob, names, n=1, cutoff=0.75)
+    if engine == "transformers":
+        what = ("a generation_config key of the embedded engine (engine: transformers), which has no server "
+                "flags to tune" if "-" in knob else "a generation_config key the embedded engine's tuner knows")
+        raise mspec.error(_where(arm, knob), f"unknown knob {knob!r}: not {what}",
+                          hint=f"did you mean {close[0]!r}?" if close else f"knobs here: {', '.join(names)}")
+    raise mspec.error(_where(arm, knob), f"unknown knob {knob!r}: SGLang's flags are written with dashes "
+                      f"and without the leading --", hint=f"did you mean {close[0]!r}?" if close else
+                      f"e.g. {', '.join(names[:3])}")
+
+
+def _ints(mspec: LoadedSpec, arm: str, knob: str, values: list, info: KnobInfo) -> None:
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise mspec.error(_where(arm, knob, i), f"{knob} takes whole numbers, got {v!r}",
+                              hint="write the value without quotes or decimals, e.g. 4")
+        if v < info.minimum:
+            raise mspec.error(_where(arm, knob, i), f"{knob}: {v} is out of range: it must be >= {info.minimum}",
+                              hint=f"{info.help}; allowed: a whole number >= {info.minimum}")
+
+
+def _transformers(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
+    gen = dict((env.request_params.get(arm) or {}).get("generation_config") or {})
+    for knob, values in knobs.items():
+        info = TRANSFORMERS_KNOBS.get(knob)
+        if info is None:
+            _unknown(mspec, arm, knob, TRANSFORMERS_KNOBS, "transformers")
+        _ints(mspec, arm, knob, values, info)
+    if "max_matching_ngram_size" in knobs and "prompt_lookup_num_tokens" not in knobs \
+            and not gen.get("prompt_lookup_num_tokens"):
+        raise mspec.error(_where(arm, "max_matching_ngram_size"), "max_matching_ngram_size has no effect without "
+                          "prompt lookup: neither the space nor the preset sets prompt_lookup_num_tokens",
+                          hint=f"add prompt_lookup_num_tokens to tune.space.{arm} or to request_params.{arm}")
+    names = list(knobs)
+    cands = [dict(zip(names, combo)) for combo in itertools.product(*(knobs[k] for k in names))]
+    return Space(arm, "transformers", "request", names, cands, base={k: gen.get(k) for k in names})
+
+
+def _algorithm(params: dict) -> str | None:
+    algo = params.get("speculative-algorithm")
+    return str(algo).upper() if algo else None
+
+
+def canonical_sglang(params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """What SGLang 0.5.17 would run for these preset values: (the values, "") or (None, why it refuses).
+    A rewrite SGLang makes by itself is applied, so two spellings of one setting compare equal."""
+    p = dict(params)
+    algo = _algorithm(p)
+    steps, topk, draft = p.get(STEPS), p.get(TOPK), p.get(DRAFT)
+    tuned_spec = any(k in p for k in (STEPS, TOPK, DRAFT))
+    if algo is None:
+        return (None, f"{', '.join(k for k in (STEPS, TOPK, DRAFT) if k in p)} without speculative-algorithm "
+                      "does nothing") if tuned_spec else (p, "")
+    adaptive = bool(p.get("speculative-adaptive"))
+    if algo in ("DFLASH", "DSPARK") and (steps not in (None, 1) or topk not in (None, 1)):
+        line = 175 if algo == "DFLASH" else 325
+        return None, f"{algo} runs one step with topk 1 and overrides other values ({SG}:{line})"
+    if algo == "NGRAM" and TOPK in p:
+        return None, (f"with NGRAM SGLang replaces speculative-eagle-topk by speculative-ngram-max-bfs-breadth "
+                      f"({SG}:699); tune that flag instead")
+    if algo not in EAGLE_FAMILY:
+        return p, ""
+    if adaptive:
+        if DRAFT in p:
+            return None, f"with speculative-adaptive SGLang sets draft tokens to num-steps + 1 ({SG}:796)"
+        return p, ""
+    if steps is None:
+        if topk is not None or draft is not None:
+            return None, (f"speculative-eagle-topk and speculative-num-draft-tokens need speculative-num-steps: "
+                          f"without it SGLang chooses all three and asserts the other two are unset ({SG}:588-595)")
+        return p, ""
+    if topk is None or draft is None:
+        return None, (f"give speculative-num-steps, speculative-eagle-topk and speculative-num-draft-tokens together: "
+                      f"SGLang asserts them set or unset as one ({SG}:588-595)")
+    if topk > 1 and str(p.get("attention-backend", "")) == "trtllm_mha":
+        return None, f"attention-backend trtllm_mha supports topk 1 only ({SG}:603-606)"
+    if topk != 1 and p.get("speculative-use-rejection-sampling"):
+        return None, f"speculative-use-rejection-sampling requires topk 1 ({SG}:620-623)"
+    backend = p.get("attention-backend")
+    if topk > 1 and int(p.get("page-size", 1) or 1) > 1 and backend and backend not in ("flashinfer", "fa3", "triton"):
+        return None, f"topk > 1 with page-size > 1 needs attention-backend flashinfer, fa3 or triton ({SG}:666-681)"
+    if topk == 1:
+        p[DRAFT] = steps + 1  # SGLang's own rewrite, with a warning (speculative_hook.py:657-665)
+    elif draft - 1 > topk + (steps - 1) * topk * topk:
+        return None, (f"{draft} draft tokens need more than the {topk + (steps - 1) * topk * topk} candidates a tree "
+                      f"of {steps} steps x topk {topk} holds (topk + (steps-1) x topk^2): torch.topk fails at start-up "
+                      "(sglang 0.5.17 srt/speculative/eagle_utils.py:106-110)")
+    return p, ""
+
+
+def _tree_reason(draft: int, knobs: dict, preset: dict) -> str:
+    """Why no combination holds `draft` tokens: the largest draft tree the space allows is too small."""
+    steps = max(knobs.get(STEPS) or [preset.get(STEPS) or 1])
+    topk = max(knobs.get(TOPK) or [preset.get(TOPK) or 1])
+    return (f"the largest draft tree here ({steps} steps x topk {topk}) holds {topk + (steps - 1) * topk * topk} "
+            f"candidates (topk + (steps-1) x topk^2) and SGLang verifies draft tokens - 1 of them: torch.topk "
+            "fails at start-up (sglang 0.5.17 srt/speculative/eagle_utils.py:106-110)")
+
+
+def _sglang(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
+    preset = dict(env.servers[arm])
+    for knob, values in knobs.items():
+        if "_" in knob:
+            _unknown(mspec, arm, knob, SGLANG_KNOBS, "sglang")
+        info = SGLANG_KNOBS.get(knob)
+        if info is not None:
+            _ints(mspec, arm, knob, values, info)
+        elif difflib.get_close_matches(knob, list(SGLANG_KNOBS), n=1, cutoff=0.85):
+            _unknown(mspec, arm, knob, SGLANG_KNOBS, "sglang")  # a near miss of a known flag: say so now
+    names = list(knobs)
+    seen: dict[str, dict] = {}
+    used: dict[tuple[str, int], bool] = {}
+    why: dict[tuple[str, int], str] = {}
+    rewritten = refused = 0
+    for combo in itertools.product(*(list(enumerate(knobs[k])) for k in names)):
+        given = {k: v for k, (_, v) in zip(names, combo)}
+        canon, reason = canonical_sglang({**preset, **given})
+        if canon is None:
+            refused += 1
+            for k, (i, _) in zip(names, combo):
+                why.setdefault((k, i), reason)
+            continue
+        cand = {k: canon.get(k) for k in names}
+        for k, (i, _) in zip(names, combo):
+            if cand[k] == given[k]:
+                used[(k, i)] = True
+        rewritten += cand != given
+        seen.setdefault(repr(sorted(cand.items())), cand)
+    for k in names:
+        for i, v in enumerate(knobs[k]):
+            if not used.get((k, i)):
+                reason = why.get((k, i)) or (f"SGLang rewrites it in every combination: with topk 1 it sets "
+                                              f"draft tokens to num-steps + 1 ({SG}:657-665)")
+                if k == DRAFT and "torch.topk" in reason:
+                    reason = _tree_reason(v, knobs, preset)
+                raise mspec.error(_where(arm, k, i), f"{k}: {v!r} is never run as written: {reason}",
+                                  hint="remove the value, or change the other knobs so some combination uses it")
+    notes = []
+    if rewritten:
+        notes.append(f"{rewritten} combination(s) run as SGLang rewrites them (topk 1 sets draft tokens = "
+                     f"num-steps + 1, {SG}:657-665); duplicates merged")
+    if refused:
+        notes.append(f"{refused} combination(s) SGLang refuses were left out (the rules: docs/tune.md)")
+    if not seen:
+        raise mspec.error(("tune", "space", arm), "no combination of these values is one SGLang accepts")
+    return Space(arm, "sglang", "server", names, list(seen.values()), notes, base={k: preset.get(k) for k in names})
+
+
+def check_sglang_flags(mspec: LoadedSpec, env_spec: LoadedSpec, space: Space, log=print) -> list[str]:
+    """Every knob value as a flag of the pinned SGLang (with the environment's patches), through the same
+    preflight `toolkit build env` runs: one preset per knob value, each error at the value's line in the tune
+    block. Needs SGLang's source (fetched once with `pip download`, then cached). Returns warnings."""
+    from toolkit.errors import SpecError
+    from toolkit.image.preflight import preflight
+    from toolkit.spec.yamlsrc import Marks
+
+    env, arm = env_spec.model, space.arm
+    preset = dict(env.servers[arm])
+    knobs = mspec.model.tune.space[arm]
+    servers: dict[str, dict] = {}
+    marks = Marks(env_spec.marks)
+    for k, values in knobs.items():
+        for i, v in enumerate(values):
+            name = f"tune-{len(servers)}"
+            servers[name] = {**preset, k: v}
+            for key in preset:
+                if env_spec.mark(("servers", arm, key)):
+                    marks[("servers", name, key)] = env_spec.mark(("servers", arm, key))
+            marks[("servers", name, k)] = mspec.mark(_where(arm, k, i))
+    derived = env.model_copy(update={"servers": servers, "request_params": {}})
+    probe = LoadedSpec(path=env_spec.path, model=derived, marks=marks, files=env_spec.files)
+    try:
+        report = preflight(probe, flag_mode="static", log=log)
+    except SpecError as exc:
+        for name in sorted(servers, key=len, reverse=True):
+            exc.message = exc.message.replace(f"servers.{name}", f"tune.space.{arm}")
+        raise
+    out = set()
+    for w in report.warnings:
+        for name in sorted(servers, key=len, reverse=True):
+            w = w.replace(f"servers.{name}", f"servers.{arm} (tuned)")
+        out.add(w)
+    return sorted(out)

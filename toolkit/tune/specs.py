@@ -1,0 +1,127 @@
+"""The files a tune session writes before it runs anything: the prompt split and the specs of its runs.
+
+    <session>/prompts/<workload>.all.jsonl     the matrix's workload as it loads (sample, holdout applied)
+    <session>/prompts/<workload>.tune.jsonl    a seeded sample of it: the only prompts the search sees
+    <session>/specs/environment.yaml           the environment with one preset per trial (t00, t01, ...)
+    <session>/specs/<matrix>-tune-r<k>.yaml    rung k: arms = baseline + the trials still in the race
+    <session>/specs/<matrix>-tune-confirm.yaml the confirmation on held-out prompts: the workload's
+                                               `holdout:` drops every prompt of the tune sample
+
+Every run is an ordinary Matrix run of these files, so `toolkit results` reads its archive, and the spec
+hash of a run names exactly what it measured.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from toolkit.errors import ToolkitError
+from toolkit.fsutil import write_atomic
+from toolkit.spec import LoadedSpec
+
+
+def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[str, dict]:
+    """Write each workload's prompts and its tune sample; returns {workload: {all, tune, held_out, files}}."""
+    from toolkit.workloads.loader import load_workload, sample
+
+    m = mspec.model
+    training = mspec.path_of(("training_data",), m.training_data) if m.training_data else None
+    out = {}
+    for i, ref in enumerate(m.workloads):
+        try:
+            w = load_workload(ref, base_dir=mspec.path.parent, seed=m.seed, training=training)
+        except ToolkitError as exc:
+            if exc.file is None:
+                raise mspec.error(("workloads", i), exc.message, exc.hint) from None
+            raise
+        n = len(w.prompts)
+        n_tune = n - max(1, round(n * share_held))
+        if n_tune < 1:
+            raise mspec.error(("workloads", i), f"workload {w.name!r} has {n} prompt(s): too few to keep some out "
+                              "of the search for the confirmation", hint="give the workload more prompts")
+        tune = sample(w.prompts, n_tune, m.seed, f"{w.name} (tune sample)")
+        files = {"all": f"prompts/{w.name}.all.jsonl", "tune": f"prompts/{w.name}.tune.jsonl"}
+        write_atomic(folder / files["all"], _jsonl(w.prompts))
+        write_atomic(folder / files["tune"], _jsonl(tune))
+        out[w.name] = {"all": n, "tune": n_tune, "held_out": n - n_tune, "files": files, "source": w.source}
+    return out
+
+
+def _jsonl(prompts) -> str:
+    return "".join(json.dumps(p.model_dump(exclude_none=True), sort_keys=True, ensure_ascii=False) + "\n"
+                   for p in prompts)
+
+
+def _abs_paths(env: dict, env_spec: LoadedSpec) -> dict:
+    """The environment's relative paths made absolute: its copy lives in another folder."""
+    env = copy.deepcopy(env)
+    m = env_spec.model
+    if m.sglang:
+        for i, p in enumerate(m.sglang.patches):
+            env["sglang"]["patches"][i]["path"] = str(env_spec.path_of(("sglang", "patches", i, "path"), p.path))
+    if m.ca_bundle:
+        env["ca_bundle"]["path"] = str(env_spec.path_of(("ca_bundle", "path"), m.ca_bundle.path))
+    if m.model and m.model.path:
+        env["model"]["path"] = str(env_spec.path_of(("model", "path"), m.model.path))
+    return env
+
+
+def trial_environment(env_spec: LoadedSpec, arm: str, baseline: str, level: str,
+                      trials: dict[str, dict[str, Any]], again: str | None = None) -> dict:
+    """The environment whose presets are the baseline (and, as `again`, its twin measured after the trials),
+    the arm as it is, and one preset per trial."""
+    env = env_spec.model
+    data = _abs_paths(env.model_dump(mode="json"), env_spec)
+    servers = {baseline: env.servers[baseline], arm: env.servers[arm]}
+    rp = {a: env.request_params[a] for a in (baseline, arm) if a in env.request_params}
+    if again:
+        servers[again] = env.servers[baseline]
+        if baseline in env.request_params:
+            rp[again] = copy.deepcopy(env.request_params[baseline])
+    for name, params in trials.items():
+        if level == "request":
+            servers[name] = dict(env.servers[arm])
+            own = copy.deepcopy(env.request_params.get(arm) or {})
+            own["generation_config"] = {**(own.get("generation_config") or {}), **params}
+            rp[name] = own
+        else:
+            servers[name] = {**env.servers[arm], **params}
+            if arm in env.request_params:
+                rp[name] = copy.deepcopy(env.request_params[arm])
+    data.update(servers=servers, request_params=rp,
+                description=f"{env.description} [tune trials of preset {arm}]".strip())
+    return data
+
+
+def run_matrix(mspec: LoadedSpec, *, name: str, arms: list[str], baseline: str, workloads: list[dict],
+               requests: int, seed: int, repeats: int, target: dict, description: str) -> dict:
+    """A Matrix like the user's (api, concurrency, output length, warmup, temperature), for one tune run."""
+    m = mspec.model
+    data = {"kind": "Matrix", "name": name, "description": description, "environment": "environment.yaml",
+            "arms": arms, "baseline": baseline, "target": target, "workloads": workloads, "api": m.api,
+            "concurrency": list(m.concurrency), "output_len": m.output_len, "requests": requests,
+            "warmup": m.warmup, "repeats": repeats, "seed": seed, "temperature": m.temperature}
+    if m.training_data:
+        data["training_data"] = str(mspec.path_of(("training_data",), m.training_data))
+    return data
+
+
+def user_target(mspec: LoadedSpec) -> dict:
+    """The matrix's own target with its relative paths made absolute."""
+    m = mspec.model
+    t = m.target.model_dump(mode="json", exclude_defaults=True)
+    if m.target.hosts:
+        t["hosts"] = str(mspec.path_of(("target", "hosts"), m.target.hosts))
+    if m.target.ca_bundle:
+        t["ca_bundle"] = str(mspec.path_of(("target", "ca_bundle"), m.target.ca_bundle))
+    return t
+
+
+def write_yaml(path: Path, data: dict, header: str) -> Path:
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
+    return write_atomic(path, "".join(f"# {line}\n" for line in header.splitlines()) + body)
