@@ -140,7 +140,7 @@ def _verdict(cells: list[dict], best: str, arm: str) -> str:
         return f"{best} and {arm} as it was are not significantly different on held-out prompts in any cell"
     parts = ([f"significantly faster than {arm} as it was at {where(better)}"] if better else []) + \
             ([f"significantly slower at {where(worse)}"] if worse else [])
-    return f"{best} is " + "; ".join(parts) + (f" (the rest ~)" if len(better) + len(worse) < len(cells) else "")
+    return f"{best} is " + "; ".join(parts) + (" (the rest ~)" if len(better) + len(worse) < len(cells) else "")
 
 
 def heatmap(res: dict) -> bytes | None:
