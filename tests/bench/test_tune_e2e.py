@@ -195,14 +195,14 @@ def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path)
     from toolkit.results.archive import open_archive
 
     first = open_archive(res["runs"][0])
-    assert sorted(first.manifest["arms"]) == ["baseline", "t00", "t01", "t02"]
+    assert sorted(first.manifest.arms) == ["baseline", "t00", "t01", "t02"]
     for t in res["trials"]:
-        cmd = first.manifest["arms"][t["name"]]["command"]
+        cmd = first.manifest.arms[t["name"]].command
         assert f"--speculative-num-steps {t['params']['speculative-num-steps']}" in cmd
-        preset = first.manifest["arms"][t["name"]]["preset"]  # (the command masks --*tokens* values: scrub.py)
+        preset = first.manifest.arms[t["name"]].preset
         assert {k: preset[k] for k in t["params"]} == t["params"]
     conf = open_archive(res["confirmation"]["runs"][0])
-    assert sorted(conf.manifest["arms"]) == sorted(["baseline", "eagle3", res["best"]["trial"]])
+    assert sorted(conf.manifest.arms) == sorted(["baseline", "eagle3", res["best"]["trial"]])
     assert all(c["speedup"] for c in res["confirmation"]["cells"])
     tuned = load_spec(out).model.servers["eagle3"]
     assert {k: tuned[k] for k in res["best"]["params"]} == res["best"]["params"]

@@ -12,11 +12,11 @@ from toolkit.schema.records import CellSummary, RequestRecord
 
 
 class Ledger:
-    def __init__(self, writer, progress: Any = None):
+    def __init__(self, writer, progress: Any = None, stopping: threading.Event | None = None):
         self.writer = writer  # toolkit.results.archive.ArchiveWriter
         self.progress = progress  # toolkit.bench.progress.MatrixProgress or None
         self.lock = threading.Lock()
-        self.stopping = threading.Event()
+        self.stopping = stopping or threading.Event()  # set by SIGINT/SIGTERM (toolkit.bench.matrix)
         self.cells: list[CellSummary] = []
         self.records: dict[tuple, list[RequestRecord]] = {}  # (arm, domain, concurrency) -> records, repeats pooled
         self.arm_info: dict[str, dict] = {}  # arm -> what its server said about itself

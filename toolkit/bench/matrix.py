@@ -66,22 +66,39 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
         plan.build = build
     if origin is not None and origin.build is not None:
         plan.build = origin.build
+    # Ctrl-C / SIGTERM from here to the end: once an archive exists, it is finalized (partial) whatever
+    # phase the signal lands in (creating the archive, between cells, deriving); a second signal waits
+    stopping = threading.Event()
+    previous = _install_interrupts(stopping)
     log_dir = Path(tempfile.mkdtemp(prefix="toolkit-logs-"))
+    ledger = None
     try:
-        launchers = make_launchers(plan, log_dir)
-        if writer is None:
-            commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
-            writer = archive_run(results_root, plan, run_manifest(plan, commands), origin)  # + inputs/
-        ledger = Ledger(writer, progress)
-        if resume:
-            ledger.reload(open_archive(writer.path))
-        status, wall_s = _run_slots(plan, ledger, launchers, log)
+        try:
+            launchers = make_launchers(plan, log_dir)
+            if writer is None:
+                commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
+                writer = archive_run(results_root, plan, run_manifest(plan, commands), origin)  # + inputs/
+            ledger = Ledger(writer, progress, stopping)
+            if resume:
+                ledger.reload(open_archive(writer.path))
+            status, wall_s = _run_slots(plan, ledger, launchers, log)
+        except KeyboardInterrupt:
+            if writer is None:
+                raise  # nothing written yet
+            log("interrupted: writing a partial run (resume with --resume)")
+            status, wall_s = "partial", None
+            if ledger is None:
+                ledger = Ledger(writer, None, stopping)
+                if resume:
+                    ledger.reload(open_archive(writer.path))
+        finally:
+            shutil.rmtree(log_dir, ignore_errors=True)  # their tails are archived under logs/
+        # a run with failed cells is still complete: failed cells are results too, named in the summary
+        derived = derive_results(plan, ledger, wall_s)
+        derived_doc = derived.model_dump(mode="json")
+        writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status))
     finally:
-        shutil.rmtree(log_dir, ignore_errors=True)  # their tails are archived under logs/
-    # a run with failed cells is still complete: failed cells are results too, named in the summary
-    derived = derive_results(plan, ledger, wall_s)
-    derived_doc = derived.model_dump(mode="json")
-    writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status))
+        _restore_interrupts(previous)
     return MatrixResult(writer.path, status, list(ledger.cells), derived)
 
 
@@ -98,7 +115,6 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
         ledger.progress.start(plan.todo, plan.m)
     t0 = time.monotonic()
     status = "complete"
-    previous = _install_interrupts(ledger.stopping)
     threads = [threading.Thread(target=run_slot, args=(s,), name=s.name, daemon=True) for s in plan.slots]
     try:
         for t in threads:
@@ -116,9 +132,10 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
         for t in threads:
             t.join(30)
     finally:
-        _restore_interrupts(previous)
         if ledger.progress:
             ledger.progress.stop()
+    if ledger.stopping.is_set():
+        status = "partial"  # a signal landed between the slots' end and here
     return status, time.monotonic() - t0
 
 
@@ -129,6 +146,8 @@ def _install_interrupts(stopping: threading.Event) -> dict:
         return {}
 
     def interrupt(signum, frame):  # noqa: ARG001
+        if stopping.is_set():
+            return  # already stopping: the partial run is being written
         stopping.set()
         raise KeyboardInterrupt
 

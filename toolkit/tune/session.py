@@ -182,7 +182,7 @@ class TuneSession:
         import shutil
 
         from toolkit.fsutil import write_atomic
-        from toolkit.results.scrub import scrub_text
+        from toolkit.scrub import scrub_text
 
         tail = self.server.log_tail(400)
         if tail:  # a resumed session's server gets a file of its own
