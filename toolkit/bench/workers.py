@@ -3,14 +3,14 @@
 One Python process streams some tens of thousands of chunks per second (docs/loadgen.md); a GPU host
 at high concurrency streams more, and past its limit a client measures its own queue. run_parallel
 starts N processes (`python -m toolkit.bench.workers`), each with its own event loop and connection
-pool running a `Share` of the cell (toolkit.bench.loadgen), and merges their records into the one cell:
+pool running a `Share` of the cell (toolkit.bench.share), and merges their records into the one cell:
 
 - one clock: send times and chunk arrivals are time.perf_counter, CLOCK_MONOTONIC on Linux, the same
   clock in every process; the cell's t0 is the parent's.
 - closed loop: worker w keeps its share of the concurrency in flight (C // N, one more for the first
   C % N) and takes the next request index from a counter all of them share, so the cell has exactly C
   requests in flight until the last ones drain, as with one process. Request i is the same prompt
-  whoever sends it (loadgen.item), so arms stay paired.
+  whoever sends it (share.item), so arms stay paired.
 - open loop: every worker walks the same seeded Poisson schedule and sends arrivals i = w (mod N): the
   aggregate is the one-process schedule, arrival for arrival. The concurrency cap is split as above.
 - phases start together: warmup in every worker, all done, then the measured phase, each at a start
@@ -191,7 +191,7 @@ async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: 
     """run_cell over n worker processes (see the module's docstring); same records, same failures."""
     from toolkit import endpoints
     from toolkit.bench.client import make_pool
-    from toolkit.bench.loadgen import cell_failed
+    from toolkit.bench.share import cell_failed
 
     make_pool(base_url)  # a bad URL is the caller's error, raised here, before any process starts
     records: list[RequestRecord] = []
@@ -299,7 +299,7 @@ def _die_with_parent(ppid: int) -> None:
 
 async def _work(ch: Channel, counter: SharedCounter) -> None:
     from toolkit import endpoints
-    from toolkit.bench.loadgen import Share, _until_failure
+    from toolkit.bench.share import Share, until_failure
 
     cfg = ch.recv_blocking()
     if cfg["endpoint"] is not None:
@@ -357,7 +357,7 @@ async def _work(ch: Channel, counter: SharedCounter) -> None:
                 work = share.open_loop(plan["rate"], plan["seed"], plan["requests"], until, start, n, w)
             else:
                 work = share.closed(plan["requests"], False, until)
-            task = asyncio.ensure_future(_until_failure(work, share.failure))
+            task = asyncio.ensure_future(until_failure(work, share.failure))
             getter = asyncio.ensure_future(inbox.get())
             await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
             if getter.done():  # stop (or EOF) in the middle of a phase: cancel what is in flight
@@ -381,7 +381,7 @@ def main() -> None:
     _die_with_parent(ppid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     ch = Channel(rfd, wfd)
-    from toolkit.bench.loadgen import run
+    from toolkit.bench.share import run
 
     try:
         run(_work(ch, SharedCounter(counter_fd)))

@@ -1,0 +1,170 @@
+"""One process's part of a cell, shared by the load generator (toolkit.bench.loadgen, one process) and
+its worker processes (toolkit.bench.workers): the event loop, which prompt request i sends, the seeded
+open-loop schedule, the request slots of one process, and how a cell fails. Both import this module,
+never each other's internals (loadgen starts workers; workers run these parts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from typing import Callable
+
+from toolkit.bench.client import PATHS, Api, build_body, make_pool, send_one
+from toolkit.errors import ToolFailure
+from toolkit.schema.records import Prompt, RequestRecord
+
+
+class CellFailed(ToolFailure):
+    """The server died (or stopped answering) during a cell. `.records` holds what was measured."""
+
+    def __init__(self, message: str, records: list[RequestRecord], hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.records = records
+
+
+def run(coro):
+    """Run a coroutine on uvloop when installed (less client CPU per chunk), else asyncio
+    (TOOLKIT_EVENT_LOOP=asyncio forces the standard loop)."""
+    if os.environ.get("TOOLKIT_EVENT_LOOP") != "asyncio":
+        try:
+            import uvloop
+
+            return uvloop.run(coro)
+        except ImportError:
+            pass
+    return asyncio.run(coro)
+
+
+def item(prompts: list[Prompt], i: int, warmup: bool) -> Prompt:
+    """Request i of a phase: the same prompt in every arm and whichever process sends it (warmup
+    requests are taken from the end of the list)."""
+    return prompts[-(i % len(prompts)) - 1] if warmup else prompts[i % len(prompts)]
+
+
+def schedule(rate: float, seed: int):
+    """The open-loop arrival times (seconds after the start): the seeded Poisson process."""
+    rng = random.Random(seed)
+    at = 0.0
+    while True:
+        at += rng.expovariate(rate)
+        yield at
+
+
+class Share:
+    """One process's part of a cell: `slots` requests in flight at most, the next request index from
+    `take(limit)` (a counter shared by every process of the cell; None when the phase is used up)."""
+
+    def __init__(self, base_url: str, api: Api, prompts: list[Prompt], *, slots: int, take: Callable,
+                 t0: float, concurrency: int, output_len: int = 128, temperature: float = 0.0,
+                 request_params: dict | None = None, model: str | None = None, arm: str = "", domain: str = "",
+                 repeat: int = 0, read_timeout_s: float = 300.0,
+                 on_record: Callable[[RequestRecord], None] | None = None,
+                 on_error: Callable[[RequestRecord], object] | None = None):
+        self.api, self.prompts, self.slots, self.take, self.t0 = api, prompts, slots, take, t0
+        self.concurrency, self.arm, self.domain, self.repeat = concurrency, arm, domain, repeat
+        self.on_record, self.on_error = on_record, on_error
+        self.pool, prefix = make_pool(base_url, read_timeout_s)
+        self.url = prefix + PATHS[api]
+        self.failure: list[BaseException] = []
+        self.records: list[RequestRecord] = []
+        self._bodies: dict[str, bytes] = {}
+        self._body_args = dict(model=model, output_len=output_len, temperature=temperature,
+                               request_params=request_params)
+
+    def body(self, p: Prompt) -> bytes:
+        b = self._bodies.get(p.id)
+        if b is None:
+            b = self._bodies[p.id] = json.dumps(build_body(self.api, p, **self._body_args)).encode()
+        return b
+
+    async def one(self, p: Prompt, is_warmup: bool, scheduled: float | None = None) -> None:
+        # every field with a default_factory given: pydantic would otherwise inspect the factory's
+        # signature per record (1.4 ms a record, more than its chunks cost; docs/loadgen.md, profile)
+        rec = RequestRecord.model_construct(arm=self.arm, domain=self.domain, concurrency=self.concurrency,
+                                            repeat=self.repeat, prompt_id=p.id, warmup=is_warmup, send_s=0.0,
+                                            lag_ms=None, chunk_ms=[], chunk_tokens=[])
+        await send_one(self.pool, self.url, self.api, self.body(p), rec, self.t0)
+        if scheduled is not None:  # open loop: how late it left, from the send time itself
+            rec.lag_ms = (self.t0 + rec.send_s - scheduled) * 1000.0
+        self.records.append(rec)
+        if self.on_record is not None:
+            self.on_record(rec)
+        if rec.error is not None and self.on_error is not None and not self.failure:
+            waiting = self.on_error(rec)  # this slot goes on only once the server is known alive
+            if waiting is not None:
+                await waiting
+
+    async def closed(self, n: int | None, is_warmup: bool, until: float | None) -> None:
+        """Keep `slots` requests in flight until the shared counter reaches n (or `until` passes)."""
+        async def slot() -> None:
+            while not self.failure:
+                if until is not None and time.perf_counter() >= until:
+                    return
+                i = self.take(n)
+                if i is None:
+                    return
+                await self.one(item(self.prompts, i, is_warmup), is_warmup)
+
+        await asyncio.gather(*(slot() for _ in range(self.slots)))
+
+    async def open_loop(self, rate: float, seed: int, n: int | None, until: float | None, start: float,
+                        stride: int = 1, offset: int = 0) -> None:
+        """Send arrival i of the seeded schedule (every `stride`-th from `offset`) at start + its time."""
+        sem = asyncio.Semaphore(self.slots)
+        tasks = []
+        for i, at in enumerate(schedule(rate, seed)):
+            if self.failure or (n is not None and i >= n) or (until is not None and start + at >= until):
+                break
+            if i % stride != offset:
+                continue
+            delay = start + at - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+
+            async def timed(p=item(self.prompts, i, False), scheduled=start + at) -> None:
+                async with sem:
+                    await self.one(p, False, scheduled)
+
+            tasks.append(asyncio.ensure_future(timed()))
+        await asyncio.gather(*tasks)
+
+
+class Counter:
+    """Request indices of a phase, for one process: take(limit) -> the next index, or None once
+    `limit` is reached (toolkit.bench.workers.SharedCounter is the same, shared by processes)."""
+
+    def __init__(self) -> None:
+        self.i = 0
+
+    def reset(self) -> None:
+        self.i = 0
+
+    def __call__(self, limit: int | None) -> int | None:
+        if limit is not None and self.i >= limit:
+            return None
+        self.i += 1
+        return self.i - 1
+
+
+def cell_failed(exc: ToolFailure, records: list[RequestRecord], opts: dict, plan: dict) -> CellFailed:
+    return CellFailed(f"cell {opts['arm']}/{opts['domain']}/c{plan['concurrency']} failed: {exc.message}", records,
+                      hint=exc.hint)
+
+
+async def until_failure(work, failure: list) -> None:
+    """Await `work`, but cancel it as soon as a failure is recorded (a dead server must not hang a cell)."""
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        await asyncio.wait({task}, timeout=0.25)
+        if failure and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            return
+    task.result()
