@@ -20,25 +20,18 @@ from typing import Any
 
 import yaml
 
-from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.spec import LoadedSpec
 
 
 def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[str, dict]:
     """Write each workload's prompts and its tune sample; returns {workload: {all, tune, held_out, files}}."""
-    from toolkit.workloads.loader import load_workload, sample
+    from toolkit.bench.plan import load_workloads
+    from toolkit.workloads.loader import sample
 
     m = mspec.model
-    training = mspec.path_of(("training_data",), m.training_data) if m.training_data else None
     out = {}
-    for i, ref in enumerate(m.workloads):
-        try:
-            w = load_workload(ref, base_dir=mspec.path.parent, seed=m.seed, training=training)
-        except ToolkitError as exc:
-            if exc.file is None:
-                raise mspec.error(("workloads", i), exc.message, exc.hint) from None
-            raise
+    for i, w in enumerate(load_workloads(mspec).values()):  # in the matrix's order: i is its workloads index
         n = len(w.prompts)
         n_tune = n - max(1, round(n * share_held))
         if n_tune < 1:
