@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from itertools import repeat
+from operator import sub
 from typing import Literal
 
 from urllib.parse import urlsplit
@@ -32,10 +34,24 @@ _QUOTE, _BRACE, _BRACKET = 34, 123, 91
 # Per read, not per event: when none of these occurs in the complete lines of a read, every event in
 # it is a content chunk (with or without a per-chunk usage object) or an empty one: one regex count
 # gives the content chunks, one findall the usage totals; no JSON is decoded (docs/loadgen.md, profile).
-# (bytes.find per literal: a regex alternation of them scans every quote and cost 30x more per read)
 _SPECIAL = (b'"finish_reason":"', b'"finish_reason": "', b'"error"', b'"tool_calls":[', b'"tool_calls": [', b'[DONE]')
 _CONTENT_RE = re.compile(rb'"(?:text|content|reasoning_content)": ?"(?!")')
 _USAGE_RE = re.compile(rb'"completion_tokens": ?(\d+)')
+# _ordinary: compact JSON, finish reason null in every event, and the content key with a non-empty
+# string (chat: `content` and `reasoning_content`, both end in `content":"`)
+_NULL_FINISH = b'"finish_reason":null'
+_TAIL = 2048  # bytes at the end of a read where a stream's last events are looked for first
+_COMPACT = ((b'content":"', b'content":""'), (b'"text":"', b'"text":""'))
+
+
+def _first_special(whole: bytes, lo: int) -> int:
+    """Where the first special key is in whole[lo:] (an index into whole), or -1."""
+    first = -1
+    for key in _SPECIAL:  # bytes.find per literal: a regex alternation of them scans every quote (30x slower)
+        i = whole.find(key, lo)
+        if i >= 0 and (first < 0 or i < first):
+            first = i
+    return first
 
 
 def _value_at(p: bytes, key: bytes) -> int:
@@ -107,19 +123,10 @@ class _Stream:
                 self.rest = buf
                 return
             whole = buf[:cut] if cut < len(buf) else buf
-            first = -1
-            for key in _SPECIAL:  # `in` first: a plain read (the common case) costs six C-level scans
-                if key in whole:
-                    i = whole.find(key)
-                    first = i if first < 0 else min(first, i)
-            if first < 0:
-                if self._plain(whole, now):
-                    self.rest = buf[cut:]
-                    return
-            else:  # the lines before the first special one by regex, the rest event by event
-                head = whole.rfind(b"\n", 0, first) + 1
-                if head and self._plain(whole[:head], now):
-                    start = head
+            start = self._bulk(whole, now)
+            if start == cut:
+                self.rest = buf[cut:]
+                return
         while True:
             nl = buf.find(b"\n", start)
             if nl < 0:
@@ -136,6 +143,54 @@ class _Stream:
             else:
                 self._openai(payload, now)
         self.rest = buf[start:]
+
+    def _bulk(self, whole: bytes, now: float) -> int:
+        """Take complete lines in bulk, without a loop turn per event: all of them (an ordinary read),
+        or those before the first special event (the rest goes event by event). Returns how many bytes
+        were taken (0: none). A stream's end, its finish chunk and [DONE], is in its last events: the
+        special keys are looked for in the last _TAIL bytes first."""
+        n = len(whole)
+        if self._ordinary(whole, now):
+            return n
+        if n > _TAIL:
+            first = _first_special(whole, n - _TAIL)
+            head = whole.rfind(b"\n", 0, first) + 1 if first >= 0 else 0
+            if head and self._ordinary(whole[:head], now):
+                return head
+        first = _first_special(whole, 0)
+        if first < 0:
+            return n if self._plain(whole, now) else 0
+        head = whole.rfind(b"\n", 0, first) + 1  # the lines before the first special one
+        if head and (self._ordinary(whole[:head], now) or self._plain(whole[:head], now)):
+            return head
+        return 0
+
+    def _ordinary(self, whole: bytes, now: float) -> bool:
+        """The common read, in a few counts over its bytes: every event a content chunk whose finish
+        reason is null, each with a per-chunk usage total or none with one (SGLang, vLLM, OpenAI write
+        compact JSON). Then nothing in it is special (a finish reason, [DONE], an error or a usage-only
+        event has no `"finish_reason":null`) and each event is a chunk; False otherwise, nothing changed."""
+        events = whole.count(b"data:")
+        if not events or whole.count(_NULL_FINISH) != events:
+            return False
+        key, empty = _COMPACT[self.api == "completions"]
+        if whole.count(key) - whole.count(empty) != events:
+            return False
+        totals = _USAGE_RE.findall(whole)
+        if not totals:
+            self.times.extend(repeat(now, events))
+            self.tokens.extend(repeat(1, events))
+            return True
+        if len(totals) != events:
+            return False
+        ints = list(map(int, totals))
+        prev = [self.last_usage]
+        prev += ints[:-1]
+        self.tokens.extend(map(sub, ints, prev))
+        self.times.extend(repeat(now, events))
+        self.last_usage = self.usage_total = ints[-1]
+        self.usage_deltas = True
+        return True
 
     def _plain(self, whole: bytes, now: float) -> bool:
         """Complete lines with no finish, error or tool call: content chunks counted by regex, usage
