@@ -14,11 +14,25 @@ per event-loop turn, as fast as the sockets take it; a request whose socket is f
 
 What it records, per process (GET /stats as JSON; GET /reset clears it): requests, content chunks
 written, the first request's arrival and the last write (perf_counter: CLOCK_MONOTONIC, the clock of
-every process on the host), the most requests in flight at once (arrival to the final write), TTFT
-per request (first content write - arrival, ms) and a 1-us histogram of the gaps between one
-request's writes, and the process's own CPU seconds. Several processes can share one port
-(`--reuse-port`, SO_REUSEPORT) so the server is never the bottleneck; `--stats-port` gives each its
-own address for /stats and /reset.
+every process on the host), the most requests in flight at once (arrival to the final write), per
+request its TTFT and the tag of its prompt, and a 1-us histogram of the gaps between one request's
+writes, and the process's own CPU seconds.
+
+Arrival is when the request's bytes reached the server's socket: the kernel's receive timestamp
+(SO_TIMESTAMPNS, read with recvmsg, CLOCK_REALTIME turned into CLOCK_MONOTONIC), not when this process
+got round to reading them. A busy server reads late (a request that arrives while it writes a step of
+hundreds of chunks waits for the step), and a client sees that wait as TTFT; a truth that starts the
+clock at the read leaves it out and charges it to the client. So the TTFT truth is first write -
+arrival (`ttft_ms`), the time from the read is kept beside it (`ttft_read_ms`), and their difference
+is the server's own read delay. A write's time is taken when send() has returned: on loopback the
+bytes are then in the client's socket. Sockets are written with send() directly (no transport
+buffer) and read with recvmsg, on the event loop's add_reader/add_writer.
+
+A prompt ending in ` #N` (the load generator's `--prompts`) gives the request the tag `#N`, so the
+benchmark can pair the server's TTFT with the client's request by request.
+
+Several processes can share one port (`--reuse-port`, SO_REUSEPORT) so the server is never the
+bottleneck; `--stats-port` gives each its own address for /stats and /reset.
 """
 
 from __future__ import annotations
@@ -30,11 +44,27 @@ import json
 import random
 import resource
 import socket
+import struct
 import time
 
 _perf = time.perf_counter
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 GAP_BINS = 100_000  # 1 us bins up to 100 ms; larger gaps land in the last bin
+
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux (x86, arm): 35; the cmsg type is the same
+_ANC = socket.CMSG_SPACE(16)  # one struct timespec
+
+
+def _kernel_time(anc: list, fallback: float) -> float:
+    """The kernel's receive timestamp of the bytes just read, on the perf_counter clock."""
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = struct.unpack_from("qq", data)
+            # CLOCK_REALTIME -> CLOCK_MONOTONIC: their offset, read now (it only moves when the clock is stepped)
+            off = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            return (sec * 1_000_000_000 + nsec - off) / 1e9
+    return fallback
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -45,7 +75,9 @@ class Stats:
     def __init__(self) -> None:
         self.requests = self.chunks = self.inflight = self.max_inflight = 0
         self.first_arrival = self.last_write = None
-        self.ttft_ms: list[float] = []
+        self.ttft_ms: list[float] = []       # first write - arrival at the socket (the truth)
+        self.ttft_read_ms: list[float] = []  # first write - when this process read the request
+        self.tags: list[str | None] = []
         self.gaps: list[float] = []
         self.cpu0 = _cpu()
 
@@ -55,8 +87,8 @@ class Stats:
         bins = sorted(hist)
         return {"requests": self.requests, "chunks": self.chunks, "first_arrival": self.first_arrival,
                 "last_write": self.last_write, "max_inflight": self.max_inflight, "inflight": self.inflight,
-                "ttft_ms": self.ttft_ms, "gap_hist_us": {"bins": bins, "counts": [hist[b] for b in bins]},
-                "cpu_s": _cpu() - self.cpu0}
+                "ttft_ms": self.ttft_ms, "ttft_read_ms": self.ttft_read_ms, "tags": self.tags,
+                "gap_hist_us": {"bins": bins, "counts": [hist[b] for b in bins]}, "cpu_s": _cpu() - self.cpu0}
 
 
 def _cpu() -> float:
@@ -65,11 +97,13 @@ def _cpu() -> float:
 
 
 class Stream:
-    __slots__ = ("proto", "chat", "left", "n", "usage", "final_usage", "arrival", "last", "rid")
+    __slots__ = ("proto", "chat", "left", "n", "usage", "final_usage", "arrival", "read", "last", "rid", "tag")
 
-    def __init__(self, proto, chat: bool, tokens: int, usage: bool, final_usage: bool, arrival: float, rid: int):
+    def __init__(self, proto, chat: bool, tokens: int, usage: bool, final_usage: bool, arrival: float,
+                 read: float, rid: int, tag: str | None):
         self.proto, self.chat, self.left, self.n = proto, chat, tokens, 0
-        self.usage, self.final_usage, self.arrival, self.last, self.rid = usage, final_usage, arrival, None, rid
+        self.usage, self.final_usage, self.arrival, self.read, self.last = usage, final_usage, arrival, read, None
+        self.rid, self.tag = rid, tag
 
 
 class Server:
@@ -88,10 +122,10 @@ class Server:
         s.max_inflight = max(s.max_inflight, s.inflight)
         if s.first_arrival is None:
             s.first_arrival = st.arrival
-        st.proto.transport.write(HEAD)
+        st.proto.write(HEAD)
         loop = asyncio.get_running_loop()
-        if self.ttft_s > 0:
-            loop.call_later(self.ttft_s, self._first, st)
+        if self.ttft_s > 0:  # the schedule counts from the arrival, as an engine's queue would
+            loop.call_later(max(0.0, st.arrival + self.ttft_s - _perf()), self._first, st)
         else:
             self._first(st)
 
@@ -126,8 +160,8 @@ class Server:
 
     def _write(self, st: Stream) -> bool:
         """Write the next chunk of `st`; False when it is finished (or its connection is gone)."""
-        s, t = self.stats, st.proto.transport
-        if st.proto.closed:
+        s, conn = self.stats, st.proto
+        if conn.closed:
             s.inflight -= 1
             return False
         st.n += 1
@@ -142,11 +176,13 @@ class Server:
         obj = b'chat.completion.chunk' if st.chat else b'text_completion'
         ev = b'data: {"id":"r%d","object":"%s","created":1,"model":"m","choices":[%s]%s}\n\n' % (
             st.rid, obj, choice, usage)
-        now = _perf()
-        t.write(_chunk(ev))
+        conn.write(_chunk(ev))
+        now = _perf()  # send() has returned: on loopback the bytes are in the client's socket
         s.chunks += 1
         if st.last is None:
             s.ttft_ms.append((now - st.arrival) * 1000.0)
+            s.ttft_read_ms.append((now - st.read) * 1000.0)
+            s.tags.append(st.tag)
         else:
             s.gaps.append(now - st.last)
         st.last = s.last_write = now
@@ -156,34 +192,50 @@ class Server:
                b'{"index":0,"text":"","finish_reason":"length","matched_stop":null}')
         usage = (b',"usage":{"prompt_tokens":8,"total_tokens":%d,"completion_tokens":%d}' % (8 + st.n, st.n)
                  if st.usage or st.final_usage else b"")
-        t.write(_chunk(b'data: {"id":"r%d","object":"%s","choices":[%s]%s}\n\n' % (st.rid, obj, fin, usage))
-                + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        conn.write(_chunk(b'data: {"id":"r%d","object":"%s","choices":[%s]%s}\n\n' % (st.rid, obj, fin, usage))
+                   + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         s.inflight -= 1
-        st.proto.busy = False
+        conn.busy = False
+        if conn.buf:  # a request that came in while this one streamed (none from a one-at-a-time client)
+            conn.parse()
         return False
 
 
-class Conn(asyncio.Protocol):
-    def __init__(self, server: Server) -> None:
-        self.server, self.buf, self.transport = server, b"", None
+class Conn:
+    """One connection on a raw non-blocking socket: recvmsg (for the kernel's receive timestamp) when
+    readable, send() at once when written (what does not fit waits for writable)."""
+
+    __slots__ = ("server", "sock", "fd", "buf", "out", "paused", "closed", "busy", "arrival", "read", "loop")
+
+    def __init__(self, server: "Server", sock: socket.socket) -> None:
+        self.server, self.sock, self.fd = server, sock, sock.fileno()
+        self.buf, self.out = b"", bytearray()
         self.paused = self.closed = self.busy = False
+        self.arrival = self.read = 0.0
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.loop = asyncio.get_running_loop()
+        self.loop.add_reader(self.fd, self.readable)
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def connection_lost(self, exc) -> None:
-        self.closed = True
-
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
-
-    def data_received(self, data: bytes) -> None:
+    def readable(self) -> None:
+        try:
+            data, anc, _, _ = self.sock.recvmsg(1 << 16, _ANC)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return self.close()
+        now = _perf()
+        if not data:
+            return self.close()
+        if not self.buf:  # a request's first bytes: when they reached the socket, and when they were read
+            self.arrival, self.read = _kernel_time(anc, now), now
         self.buf += data
-        while not self.busy:
+        if not self.busy:
+            self.parse()
+
+    def parse(self) -> None:
+        while not self.busy and not self.closed:
             end = self.buf.find(b"\r\n\r\n")
             if end < 0:
                 return
@@ -198,8 +250,45 @@ class Conn(asyncio.Protocol):
             body, self.buf = self.buf[end + 4:end + 4 + length], self.buf[end + 4 + length:]
             self.request(head[0].split(" ")[:2], body)
 
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.out:
+            try:
+                n = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError:
+                return self.close()
+            if n == len(data):
+                return
+            data = data[n:]
+            self.paused = True
+            self.loop.add_writer(self.fd, self.writable)
+        self.out += data
+
+    def writable(self) -> None:
+        try:
+            n = self.sock.send(self.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return self.close()
+        del self.out[:n]
+        if not self.out:
+            self.loop.remove_writer(self.fd)
+            self.paused = False
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.loop.remove_reader(self.fd)
+        if self.out:
+            self.loop.remove_writer(self.fd)
+        self.sock.close()
+
     def request(self, line: list[str], body: bytes) -> None:
-        arrival = _perf()
         method, path = line[0], line[1] if len(line) > 1 else "/"
         if method == "GET":
             if path == "/stats":
@@ -222,22 +311,58 @@ class Conn(asyncio.Protocol):
             tokens = max(1, round(tokens * (1 - self.server.vary + 2 * self.server.vary * self.server.rng.random())))
         self.server.admit(Stream(self, path.endswith("chat/completions"), tokens,
                                  self.server.always_usage or bool(opts.get("continuous_usage_stats")),
-                                 bool(opts.get("include_usage")),
-                                 arrival, self.server.rid))
+                                 bool(opts.get("include_usage")), self.arrival, self.read, self.server.rid,
+                                 _tag(req)))
 
     def _reply(self, status: int, body: bytes) -> None:
-        self.transport.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                             % (status, len(body), body))
+        self.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                   % (status, len(body), body))
+
+
+def _tag(req: dict) -> str | None:
+    """`#N` when the prompt (or the last message) ends in ` #N`, else None."""
+    text = req.get("prompt")
+    if text is None and req.get("messages"):
+        text = req["messages"][-1].get("content")
+    if isinstance(text, str):
+        last = text.rsplit(" ", 1)[-1]
+        if last.startswith("#"):
+            return last
+    return None
+
+
+def _listen(server: Server, host: str, port: int, reuse_port: bool) -> socket.socket:
+    loop = asyncio.get_running_loop()
+    ls = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    ls.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # on before any request arrives (accepted sockets too)
+    ls.bind((host, port))
+    ls.listen(4096)
+    ls.setblocking(False)
+
+    def accept() -> None:
+        while True:
+            try:
+                sock, _ = ls.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of descriptors and the like: the client sees a reset
+                return
+            Conn(server, sock)
+
+    loop.add_reader(ls.fileno(), accept)
+    return ls
 
 
 async def serve(port: int, ttft_ms: float, itl_ms: float, stats_port: int | None = None,
                 reuse_port: bool = False, host: str = "127.0.0.1", always_usage: bool = False,
                 vary: float = 0.0) -> None:
-    loop = asyncio.get_running_loop()
     server = Server(ttft_ms, itl_ms, always_usage, vary)
-    await loop.create_server(lambda: Conn(server), host, port, reuse_port=reuse_port or None, backlog=4096)
+    socks = [_listen(server, host, port, reuse_port)]
     if stats_port:
-        await loop.create_server(lambda: Conn(server), host, stats_port)
+        socks.append(_listen(server, host, stats_port, False))
     await asyncio.Event().wait()
 
 

@@ -5,6 +5,7 @@ reference client, against a streaming server that records when it wrote each chu
 
     python benchmarks/loadgen_workers.py --json out.json              # H200 host: 16 cores, ~5 min
     python benchmarks/loadgen_workers.py --quick                      # 2 cores: smaller, ~3 min
+    ... --baseline ../main                                            # + another checkout's client (capacity)
 
 The server runs as `--server-procs` processes on one port (SO_REUSEPORT), so it is not the bottleneck
 (its CPU use is printed). Every client runs as its own process.
@@ -17,7 +18,12 @@ The server runs as `--server-procs` processes on one port (SO_REUSEPORT), so it 
    that requests which started together do not end together), 4 rounds; concurrency raised by 1.25x a
    step (96 .. 2183), so the offered chunk rate goes from ~18k to ~400k/s. At each step a client is faithful when
    its TTFT p50 and its per-chunk-gap ITL p50 are within 1 ms of the server's own (first write -
-   arrival, gaps between one request's writes). `allowed` is what the server's own timing allows C
+   arrival, gaps between one request's writes). Arrival is when the request reached the server's
+   socket (the kernel's receive timestamp), not when the server read it: a busy server reads late, and
+   a client rightly counts that wait as TTFT (the server's read delay and the TTFT from the read, the
+   earlier truth, are printed beside it). Our client sends distinct prompts ('hi #i') and writes its
+   records, so its TTFT is also paired with the server's request by request (`paired`: what the
+   client added to each request's TTFT). `allowed` is what the server's own timing allows C
    streams (the last round's drain keeps every client below it); a client's sweep stops after two
    unfaithful steps in a row, or below 60% of it. Its sustained chunk rate is the rate it carried
    (chunks / first arrival -> last write, read off the server) at its highest faithful step. CPU per chunk there is taken the same way as in part 1.
@@ -49,6 +55,7 @@ from toolkit.serve import ProcessLauncher, free_port  # noqa: E402
 PY = sys.executable
 TMP = Path(tempfile.mkdtemp(prefix="loadgen-workers-"))
 START = time.monotonic()
+PEERS = ("ref", "sglang")
 
 
 class Farm:
@@ -84,9 +91,15 @@ class Farm:
         firsts = [p["first_arrival"] for p in parts if p["first_arrival"] is not None]
         lasts = [p["last_write"] for p in parts if p["last_write"] is not None]
         ttfts = [t for p in parts for t in p["ttft_ms"]]
+        reads = [t for p in parts for t in p["ttft_read_ms"]]
+        waits = sorted(a - b for a, b in zip(ttfts, reads))  # read - arrival: the server's own read delay
         span = (max(lasts) - min(firsts)) if firsts else 0.0
+        med = lambda v: statistics.median(v) if v else None  # noqa: E731
         return {"requests": sum(p["requests"] for p in parts), "chunks": sum(p["chunks"] for p in parts),
-                "span_s": span, "first": min(firsts) if firsts else None, "last": max(lasts) if lasts else None, "ttft_p50": statistics.median(ttfts) if ttfts else None,
+                "span_s": span, "first": min(firsts) if firsts else None, "last": max(lasts) if lasts else None,
+                "ttft_p50": med(ttfts), "ttft_read_p50": med(reads), "wait_p50": med(waits),
+                "wait_p90": waits[int(0.9 * (len(waits) - 1))] if waits else None,
+                "ttft_by_tag": {g: t for p in parts for g, t in zip(p["tags"], p["ttft_ms"]) if g},
                 "itl_p50": _hist_median(hist), "cpu_s": sum(p["cpu_s"] for p in parts),
                 "max_inflight_sum": sum(p["max_inflight"] for p in parts)}
 
@@ -109,17 +122,34 @@ def _hist_median(hist: dict[int, int]) -> float | None:
 
 # -- clients: command + parser of (ttft_p50 ms, itl_p50 ms) -----------------------------------------
 
-def ours(workers: int):
+def ours(workers: int, tree: Path = ROOT, pair: bool = True):
+    """The load generator of `tree` (this one, or a baseline checkout). pair: distinct prompts ('hi #i')
+    and every record written, so each request's TTFT pairs with the server's for the same request."""
     def make(url, c, n, t, d):
-        return [PY, "-m", "toolkit.bench.loadgen", url, "--concurrency", str(c), "--requests", str(n),
-                "--output-len", str(t), "--workers", str(workers)], \
-            lambda o: (json.loads(o)["metrics"]["ttft_ms"]["p50"], json.loads(o)["itl_chunk_p50"])
+        cmd = [PY, "-m", "toolkit.bench.loadgen", url, "--concurrency", str(c), "--requests", str(n),
+               "--output-len", str(t), "--workers", str(workers)]
+        if pair:
+            cmd += ["--prompts", str(n), "--records", str(d / "records.jsonl")]
+
+        def parse(o):
+            j = json.loads(o)
+            per_req = None
+            if pair:
+                per_req = {}
+                with open(d / "records.jsonl") as f:
+                    for line in f:
+                        r = json.loads(line)
+                        if r["error"] is None and r["ttft_ms"] is not None:
+                            per_req["#" + r["prompt_id"][1:]] = r["ttft_ms"]
+            return j["metrics"]["ttft_ms"]["p50"], j["itl_chunk_p50"], per_req
+        return cmd, parse
+    make.tree = tree
     return make
 
 
 def ref(url, c, n, t, d):
     return [PY, str(ROOT / "benchmarks" / "reference_client.py"), url, str(c), str(n), str(t)], \
-        lambda o: (json.loads(o)["ttft_p50"], json.loads(o)["itl_p50"])
+        lambda o: (json.loads(o)["ttft_p50"], json.loads(o)["itl_p50"], None)
 
 
 def sglang_client(sgl_dir: Path, deps: Path, tokenizer: Path):
@@ -128,7 +158,7 @@ def sglang_client(sgl_dir: Path, deps: Path, tokenizer: Path):
 
         def parse(_):
             j = json.loads(out.read_text().splitlines()[-1])
-            return j["median_ttft_ms"], j["median_itl_ms"]
+            return j["median_ttft_ms"], j["median_itl_ms"], None
         return [PY, str(ROOT / "benchmarks" / "sglang_bench_shim.py"), str(sgl_dir), str(deps), "--", "--backend",
                 "sglang-oai-chat", "--base-url", url, "--dataset-name", "random-ids", "--model", "m", "--tokenizer",
                 str(tokenizer), "--num-prompts", str(n), "--max-concurrency", str(c), "--random-input-len", "16",
@@ -180,7 +210,7 @@ def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
     d.mkdir()
     cmd, parse = make(farm.url, c, n, t, d)
     env = dict(os.environ, NO_COLOR="1", HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+        p for p in (str(getattr(make, "tree", ROOT)), os.environ.get("PYTHONPATH")) if p))
     farm.reset()
     t0 = time.time()
     out, err = open(d / "stdout", "w+b"), open(d / "stderr", "w+b")
@@ -197,10 +227,17 @@ def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
     if p.returncode:
         raise RuntimeError(f"{name} failed ({p.returncode}): {(stderr or stdout).decode(errors='replace')[-800:]}")
     lines = [ln for ln in stdout.decode().splitlines() if ln.startswith("{")]
-    ttft, itl = parse(lines[-1] if lines else "")
+    ttft, itl, per_req = parse(lines[-1] if lines else "")
     s = farm.stats()
     cpu = window_cpu(samples, s["first"], s["last"]) if samples and s["first"] else float("nan")
-    return {"ttft": ttft, "itl": itl, "wall": wall, "cpu": cpu, "server": s}
+    paired = None
+    if per_req:  # client TTFT - server TTFT, request by request: what the client added
+        diffs = sorted(v - s["ttft_by_tag"][k] for k, v in per_req.items() if k in s["ttft_by_tag"])
+        if diffs:
+            paired = {"n": len(diffs), "p50": statistics.median(diffs), "p90": diffs[int(0.9 * (len(diffs) - 1))],
+                      "p99": diffs[int(0.99 * (len(diffs) - 1))]}
+    del s["ttft_by_tag"]
+    return {"ttft": ttft, "itl": itl, "wall": wall, "cpu": cpu, "server": s, "paired": paired}
 
 
 def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dict:
@@ -246,15 +283,23 @@ def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, dead
             # what the server's own timing allows: c streams, each a TTFT then t-1 gaps
             tm = s["chunks"] / max(1, s["requests"])  # the mean length (the server varies it by +-50%)
             allowed = c * tm / ((s["ttft_p50"] + (tm - 1) * s["itl_p50"]) / 1000.0)
+            # truth: the server's TTFT from the request's arrival at its socket (d_ttft); beside it the
+            # figure the earlier truth used, from when the server read the request (d_read)
             d_ttft, d_itl = r["ttft"] - s["ttft_p50"], r["itl"] - s["itl_p50"]
+            d_read = r["ttft"] - s["ttft_read_p50"]
             ok = abs(d_ttft) <= 1.0 and abs(d_itl) <= 1.0
+            pr = r["paired"] or {}
             row = {"c": c, "carried": carried, "allowed": allowed, "ttft": r["ttft"], "itl": r["itl"],
-                   "srv_ttft": s["ttft_p50"], "srv_itl": s["itl_p50"], "d_ttft": d_ttft, "d_itl": d_itl,
+                   "srv_ttft": s["ttft_p50"], "srv_ttft_read": s["ttft_read_p50"], "srv_itl": s["itl_p50"],
+                   "d_ttft": d_ttft, "d_read": d_read, "d_itl": d_itl, "wait_p50": s["wait_p50"],
+                   "wait_p90": s["wait_p90"], "paired": r["paired"],
                    "ok": ok, "cpu_us_per_chunk": r["cpu"] / max(1, s["chunks"]) * 1e6,
                    "server_cpu_util": s["cpu_s"] / s["span_s"] / len(farm.servers)}
             out[name].append(row)
             log(f"sweep {name:8} C={c:<5} carried {carried:9.0f}/s (allowed {allowed:9.0f})  TTFT {r['ttft']:7.2f} "
-                f"({d_ttft:+6.2f})  ITL {r['itl']:6.3f} ({d_itl:+6.3f})  {'ok' if ok else 'NOT FAITHFUL'}")
+                f"({d_ttft:+6.2f}; from the read {d_read:+6.2f}; server read delay p50 {s['wait_p50']:.2f} "
+                f"p90 {s['wait_p90']:.2f}" + (f"; paired p50 {pr['p50']:+.2f} p90 {pr['p90']:+.2f}" if pr else "") +
+                f")  ITL {r['itl']:6.3f} ({d_itl:+6.3f})  {'ok' if ok else 'NOT FAITHFUL'}")
             misses = 0 if ok else misses + 1
             if carried < 0.6 * allowed or misses == 2:  # overloaded, or twice off: higher steps only cost time
                 break
@@ -272,23 +317,32 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
         lines.append(f"{name:9} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['client_cores']:12.2f} "
                      f"{r['server_cpu_util']:9.0%}")
     lines += ["", f"Fidelity sweep: TTFT 20 ms, step 5 ms, {args.t} chunks per request; dev = client p50 - server's own "
-              "p50 (ms); faithful: both within 1 ms",
-              f"{'client':9} {'C':>5} {'carried/s':>10} {'allowed/s':>10} {'TTFT':>8} {'dev':>7} {'ITL':>7} {'dev':>7} {'CPU us/ch':>9} "
-              f"{'srv CPU':>7} ok"]
-    sustained = {}
+              "p50 (ms), TTFT from the request's arrival at the server's socket; faithful: both within 1 ms",
+              "(read dev: against the server's TTFT from when it read the request, the earlier truth; srv wait: "
+              "read - arrival, p50/p90; paired: client - server TTFT request by request, p50/p90)",
+              f"{'client':9} {'C':>5} {'carried/s':>10} {'allowed/s':>10} {'TTFT':>8} {'dev':>7} {'read dev':>8} "
+              f"{'srv wait':>11} {'paired':>13} {'ITL':>7} {'dev':>7} {'CPU us/ch':>9} {'srv CPU':>7} ok"]
+    sustained, sustained_read = {}, {}
     for name, rows in sw.items():
         for r in rows:
             if "error" in r:
                 lines.append(f"{name:9} {r['c']:>5} failed: {r['error'][:160]}")
                 continue
+            pr = r.get("paired")
+            paired = f"{pr['p50']:+6.2f}/{pr['p90']:+6.2f}" if pr else "-"
             lines.append(f"{name:9} {r['c']:>5} {r['carried']:10.0f} {r['allowed']:10.0f} {r['ttft']:8.2f} {r['d_ttft']:+7.2f} "
+                         f"{r['d_read']:+8.2f} {r['wait_p50']:5.2f}/{r['wait_p90']:5.2f} {paired:>13} "
                          f"{r['itl']:7.3f} {r['d_itl']:+7.3f} {r['cpu_us_per_chunk']:9.2f} "
                          f"{r['server_cpu_util']:7.0%} {'yes' if r['ok'] else 'NO'}")
         good = [r for r in rows if r.get("ok")]
         sustained[name] = max((r["carried"] for r in good), default=0.0)
-    lines += ["", "Sustained (faithful) chunk rate: " + ", ".join(f"{k} {v:.0f}/s" for k, v in sustained.items())]
+        read_ok = [r for r in rows if "error" not in r and abs(r["d_read"]) <= 1.0 and abs(r["d_itl"]) <= 1.0]
+        sustained_read[name] = max((r["carried"] for r in read_ok), default=0.0)
+    lines += ["", "Sustained (faithful) chunk rate: " + ", ".join(f"{k} {v:.0f}/s" for k, v in sustained.items()),
+              "(judged against the server's TTFT from its read, the earlier truth: " +
+              ", ".join(f"{k} {v:.0f}/s" for k, v in sustained_read.items()) + ")"]
     w1, w4 = sustained.get("ours-1"), sustained.get("ours-4")
-    peers = {k: v for k, v in sustained.items() if not k.startswith("ours")}
+    peers = {k: v for k, v in sustained.items() if k in PEERS}
     if w1 and w4:
         lines.append(f"ours-4 / ours-1 sustained: {w4 / w1:.2f}x (goal >= 3)")
     if w4 and peers:
@@ -298,12 +352,18 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
     if c1.get("chunk_rate") and c4.get("chunk_rate"):
         lines.append(f"ours-4 / ours-1 capacity: {c4['chunk_rate'] / c1['chunk_rate']:.2f}x; peers: " + ", ".join(
             f"{k} {c4['chunk_rate'] / v['chunk_rate']:.2f}x" for k, v in cap.items()
-            if not k.startswith("ours") and v.get("chunk_rate")))
+            if k in PEERS and v.get("chunk_rate")))
     sg = cap.get("sglang", {})
     if sg.get("cpu_us_per_chunk"):
         lines.append("CPU per chunk / sglang.bench_serving's (capacity run): " + ", ".join(
             f"{k} {v['cpu_us_per_chunk'] / sg['cpu_us_per_chunk']:.2f}x" for k, v in cap.items()
-            if k.startswith("ours") and v.get("cpu_us_per_chunk")) + " (goal <= 0.5 for ours-4)")
+            if k not in PEERS and v.get("cpu_us_per_chunk")) + " (goal <= 0.5 for ours-4)")
+    for w in ("1", "4"):
+        a, b = cap.get(f"ours-{w}", {}), cap.get(f"base-{w}", {})
+        if a.get("cpu_us_per_chunk") and b.get("cpu_us_per_chunk"):
+            lines.append(f"ours-{w} / base-{w} (the baseline tree's client, same run): CPU per chunk "
+                         f"{a['cpu_us_per_chunk'] / b['cpu_us_per_chunk']:.2f}x, chunk rate "
+                         f"{a['chunk_rate'] / b['chunk_rate']:.2f}x")
     top4 = next((r for r in reversed(sw.get("ours-4", [])) if r.get("ok")), None)
     if top4:
         lines.append(f"ours-4 at its sustained rate ({top4['carried']:.0f}/s, C={top4['c']}): TTFT dev "
@@ -320,6 +380,8 @@ def main() -> None:
     ap.add_argument("--sglang", type=Path, help="sglang's wheel unpacked (the directory holding sglang/)")
     ap.add_argument("--sglang-deps", type=Path, help="its client's small deps (pybase64, msgspec, orjson)")
     ap.add_argument("--tokenizer", type=Path, help="a tokenizer directory for sglang.bench_serving")
+    ap.add_argument("--baseline", type=Path, help="another checkout whose client also runs in the capacity part "
+                    "(base-1, base-4): before/after in one run")
     ap.add_argument("--quick", action="store_true", help="2 cores: fewer, smaller steps")
     ap.add_argument("--budget-s", type=float, default=480, help="stop starting new runs after this long")
     ap.add_argument("--json", type=Path)
@@ -334,16 +396,20 @@ def main() -> None:
     log = lambda m: print(f"[{time.monotonic() - START:6.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
     clients = {f"ours-{w}": (ours(w), w) for w in map(int, a.workers.split(","))}
     clients["ref"] = (ref, 1)
+    cap_clients = {f"ours-{w}": (ours(w, pair=False), w) for w in map(int, a.workers.split(","))}
+    if a.baseline:  # the same run, another tree's client (before/after), capacity only
+        cap_clients.update({f"base-{w}": (ours(w, a.baseline.resolve(), pair=False), w) for w in (1, 4)})
+    cap_clients["ref"] = (ref, 1)
     skipped = {}
     if a.sglang and (a.sglang / "sglang" / "benchmark" / "serving.py").is_file() and a.tokenizer:
-        clients["sglang"] = (sglang_client(a.sglang.resolve(), (a.sglang_deps or a.sglang).resolve(),
-                                           a.tokenizer.resolve()), 1)
+        clients["sglang"] = cap_clients["sglang"] = (sglang_client(a.sglang.resolve(), (a.sglang_deps or a.sglang)
+                                                                   .resolve(), a.tokenizer.resolve()), 1)
     else:
         skipped["sglang"] = f"no sglang client at --sglang {a.sglang} (or no --tokenizer)"
     log(f"clients: {', '.join(clients)}; {os.cpu_count()} CPUs; server processes {a.server_procs}")
     farm = Farm(a.server_procs, 0, 0)
     try:
-        cap = capacity(clients, farm, a.cap_c, a.cap_t, base_n, log)
+        cap = capacity(cap_clients, farm, a.cap_c, a.cap_t, base_n, log)
     finally:
         farm.stop()
     farm = Farm(a.server_procs, 20, 5)

@@ -123,7 +123,7 @@ class _Stream:
                 self.rest = buf
                 return
             whole = buf[:cut] if cut < len(buf) else buf
-            start = self._bulk(whole, now)
+            start = cut if self._ordinary(whole, now) else self._bulk(whole, now)
             if start == cut:
                 self.rest = buf[cut:]
                 return
@@ -145,13 +145,11 @@ class _Stream:
         self.rest = buf[start:]
 
     def _bulk(self, whole: bytes, now: float) -> int:
-        """Take complete lines in bulk, without a loop turn per event: all of them (an ordinary read),
-        or those before the first special event (the rest goes event by event). Returns how many bytes
-        were taken (0: none). A stream's end, its finish chunk and [DONE], is in its last events: the
-        special keys are looked for in the last _TAIL bytes first."""
+        """Complete lines that are not one ordinary block (feed tried that), taken in bulk where they can
+        be: all of them (no special key: _plain), or those before the first special event (the rest goes
+        event by event). Returns how many bytes were taken (0: none). A stream's end, its finish chunk
+        and [DONE], is in its last events: the special keys are looked for in the last _TAIL bytes first."""
         n = len(whole)
-        if self._ordinary(whole, now):
-            return n
         if n > _TAIL:
             first = _first_special(whole, n - _TAIL)
             head = whole.rfind(b"\n", 0, first) + 1 if first >= 0 else 0

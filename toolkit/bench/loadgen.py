@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--prompt", default="hi")
+    ap.add_argument("--prompts", type=int, default=1,
+                    help="N distinct prompts, 'PROMPT #i' (ids p0..pN-1): with N >= requests every request is "
+                         "told apart, by a server's log or a benchmark pairing it with the server's view")
     ap.add_argument("--model", default="m")
     ap.add_argument("--workers", type=int, default=None,
                     help="processes to spread the load over (default: enough for the expected chunk rate, "
@@ -140,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
                          "plain body, the reference client's")
     ap.add_argument("--records", help="also write every record (JSON lines) to this file")
     a = ap.parse_args(argv)
-    prompts = [Prompt(id="p0", domain="cli", prompt=a.prompt)]
+    prompts = ([Prompt(id="p0", domain="cli", prompt=a.prompt)] if a.prompts <= 1 else
+               [Prompt(id=f"p{i}", domain="cli", prompt=f"{a.prompt} #{i}") for i in range(a.prompts)])
     params = {} if a.usage else {"stream_options": None, "temperature": None}
     recs = run(run_cell(a.url, a.api, prompts, concurrency=a.concurrency, requests=a.requests, output_len=a.output_len,
                         model=a.model, request_params=params, workers=a.workers))
