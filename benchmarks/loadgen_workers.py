@@ -56,6 +56,7 @@ PY = sys.executable
 TMP = Path(tempfile.mkdtemp(prefix="loadgen-workers-"))
 START = time.monotonic()
 PEERS = ("ref", "sglang")
+FIRST = ("ref", "sglang", "ours-1", "ours-4")  # the sweep's order: the peers and the acceptance figures first
 
 
 class Farm:
@@ -98,6 +99,7 @@ class Farm:
         return {"requests": sum(p["requests"] for p in parts), "chunks": sum(p["chunks"] for p in parts),
                 "span_s": span, "first": min(firsts) if firsts else None, "last": max(lasts) if lasts else None,
                 "ttft_p50": med(ttfts), "ttft_read_p50": med(reads), "wait_p50": med(waits),
+                "read_arrivals": sum(p.get("read_arrivals", 0) for p in parts),
                 "wait_p90": waits[int(0.9 * (len(waits) - 1))] if waits else None,
                 "ttft_by_tag": {g: t for p in parts for g, t in zip(p["tags"], p["ttft_ms"]) if g},
                 "itl_p50": _hist_median(hist), "cpu_s": sum(p["cpu_s"] for p in parts),
@@ -140,7 +142,7 @@ def ours(workers: int, tree: Path = ROOT, pair: bool = True):
                     for line in f:
                         r = json.loads(line)
                         if r["error"] is None and r["ttft_ms"] is not None:
-                            per_req["#" + r["prompt_id"][1:]] = r["ttft_ms"]
+                            per_req["#" + r["prompt_id"][1:]] = (r["ttft_ms"], r["send_s"])
             return j["metrics"]["ttft_ms"]["p50"], j["itl_chunk_p50"], per_req
         return cmd, parse
     make.tree = tree
@@ -231,8 +233,11 @@ def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
     s = farm.stats()
     cpu = window_cpu(samples, s["first"], s["last"]) if samples and s["first"] else float("nan")
     paired = None
-    if per_req:  # client TTFT - server TTFT, request by request: what the client added
-        diffs = sorted(v - s["ttft_by_tag"][k] for k, v in per_req.items() if k in s["ttft_by_tag"])
+    if per_req:  # client TTFT - server TTFT, request by request: what the client added. The first round
+        # (the first c sent) opens its connections, which the client's clock includes and the server's
+        # cannot; the figures are over the later requests, on kept-alive connections.
+        later = sorted(per_req.items(), key=lambda kv: kv[1][1])[c:]
+        diffs = sorted(v[0] - s["ttft_by_tag"][k] for k, v in later if k in s["ttft_by_tag"])
         if diffs:
             paired = {"n": len(diffs), "p50": statistics.median(diffs), "p90": diffs[int(0.9 * (len(diffs) - 1))],
                       "p99": diffs[int(0.99 * (len(diffs) - 1))]}
@@ -260,15 +265,17 @@ def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dic
     return rows
 
 
-def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, deadline: float, log) -> dict:
+def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, deadline: float, log,
+          extra_from: int = 0) -> dict:
     out: dict[str, list] = {name: [] for name in clients}
     # the peers and the acceptance figures first, should the time budget run out
-    order = sorted(clients, key=lambda k: ["ref", "sglang", "ours-1", "ours-4"].index(k)
-                   if k in ("ref", "sglang", "ours-1", "ours-4") else 4)
+    order = sorted(clients, key=lambda k: FIRST.index(k) if k in FIRST else len(FIRST))
     for name in order:
         make = clients[name][0]
         misses = 0
         for c in steps:
+            if name not in FIRST and c < extra_from:  # the other worker counts: from where it gets interesting
+                continue
             if time.monotonic() > deadline:
                 log(f"sweep {name}: out of time at C={c}")
                 break
@@ -295,6 +302,10 @@ def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, dead
                    "wait_p90": s["wait_p90"], "paired": r["paired"],
                    "ok": ok, "cpu_us_per_chunk": r["cpu"] / max(1, s["chunks"]) * 1e6,
                    "server_cpu_util": s["cpu_s"] / s["span_s"] / len(farm.servers)}
+            if s["read_arrivals"]:
+                row["read_arrivals"] = s["read_arrivals"]
+                log(f"sweep {name} C={c}: {s['read_arrivals']} of {s['requests']} requests without a kernel receive "
+                    "timestamp: their arrival is the server's read")
             out[name].append(row)
             log(f"sweep {name:8} C={c:<5} carried {carried:9.0f}/s (allowed {allowed:9.0f})  TTFT {r['ttft']:7.2f} "
                 f"({d_ttft:+6.2f}; from the read {d_read:+6.2f}; server read delay p50 {s['wait_p50']:.2f} "
@@ -319,7 +330,8 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
     lines += ["", f"Fidelity sweep: TTFT 20 ms, step 5 ms, {args.t} chunks per request; dev = client p50 - server's own "
               "p50 (ms), TTFT from the request's arrival at the server's socket; faithful: both within 1 ms",
               "(read dev: against the server's TTFT from when it read the request, the earlier truth; srv wait: "
-              "read - arrival, p50/p90; paired: client - server TTFT request by request, p50/p90)",
+              "read - arrival, p50/p90; paired: client - server TTFT request by request, p50/p90, after the "
+              "first round, which opens the connections)",
               f"{'client':9} {'C':>5} {'carried/s':>10} {'allowed/s':>10} {'TTFT':>8} {'dev':>7} {'read dev':>8} "
               f"{'srv wait':>11} {'paired':>13} {'ITL':>7} {'dev':>7} {'CPU us/ch':>9} {'srv CPU':>7} ok"]
     sustained, sustained_read = {}, {}
@@ -366,8 +378,10 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
                          f"{a['chunk_rate'] / b['chunk_rate']:.2f}x")
     top4 = next((r for r in reversed(sw.get("ours-4", [])) if r.get("ok")), None)
     if top4:
+        pr = top4.get("paired") or {}
         lines.append(f"ours-4 at its sustained rate ({top4['carried']:.0f}/s, C={top4['c']}): TTFT dev "
-                     f"{top4['d_ttft']:+.2f} ms, ITL dev {top4['d_itl']:+.3f} ms")
+                     f"{top4['d_ttft']:+.2f} ms, ITL dev {top4['d_itl']:+.3f} ms" +
+                     (f", paired TTFT p50 {pr['p50']:+.2f} ms" if pr else ""))
     for name, why in skipped.items():
         lines.append(f"skipped {name}: {why}")
     return "\n".join(lines)
@@ -384,6 +398,8 @@ def main() -> None:
                     "(base-1, base-4): before/after in one run")
     ap.add_argument("--quick", action="store_true", help="2 cores: fewer, smaller steps")
     ap.add_argument("--budget-s", type=float, default=480, help="stop starting new runs after this long")
+    ap.add_argument("--extra-from", type=int, default=0, help="sweep the worker counts other than 1 and 4 from "
+                    "this concurrency up (default: every step)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),) * 2)
@@ -414,7 +430,7 @@ def main() -> None:
         farm.stop()
     farm = Farm(a.server_procs, 20, 5)
     try:
-        sw = sweep(clients, farm, steps, a.t, rounds, START + a.budget_s, log)
+        sw = sweep(clients, farm, steps, a.t, rounds, START + a.budget_s, log, a.extra_from)
     finally:
         farm.stop()
     text = report(cap, sw, skipped, a)
