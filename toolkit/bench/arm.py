@@ -153,18 +153,18 @@ class ArmRunner:
         on_record = self.ledger.progress.on_record(cell) if self.ledger.progress else None
         telemetry = _telemetry_start()
         t0 = time.monotonic()
+        workers = resolve_workers(m.workers, cell.concurrency, None, m.output_len)  # the client processes
         records = run(run_cell(
             launcher.base_url, m.api, prompts, concurrency=cell.concurrency, requests=m.requests,
             duration_s=m.duration_s, warmup=m.warmup, output_len=m.output_len, temperature=m.temperature,
             request_params=self.plan.request_params(cell.arm), arm=cell.arm, domain=cell.domain,
             repeat=cell.repeat, seed=m.seed, model=launcher.model, on_record=on_record,
-            check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"), workers=m.workers))
+            check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"), workers=workers))
         self.ledger.cell_time(cell.arm, time.monotonic() - t0)
         samples = telemetry.stop() if telemetry else None
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
                             repeat=cell.repeat, output_len=m.output_len, workload_hash=workload.hash,
-                            sampling={**self.plan.sampling(),  # the client processes, as run (not compared by diff)
-                                      "workers": resolve_workers(m.workers, cell.concurrency, None, m.output_len)})
+                            sampling={**self.plan.sampling(), "workers": workers})  # as run; diff ignores it
         if samples:
             self.ledger.write_file(f"telemetry/{cell.key}.json", _json(samples))
         self.ledger.record(cell, summary, records)

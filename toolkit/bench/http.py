@@ -115,15 +115,7 @@ class _Conn(asyncio.Protocol):
             datas.insert(0, head)
         if datas:
             data = datas[0] if len(datas) == 1 else b"".join(datas)
-            if self.status == 200:  # _body, inlined: this is the path of almost every read
-                try:
-                    self.sink.feed(data, now)
-                except Exception as exc:  # noqa: BLE001 - a malformed stream fails this request only
-                    if self.done is not None and not self.done.done():
-                        self.done.set_exception(exc)
-                    self.keep = False
-            else:
-                self._body(data, now)
+            self._body(data, now)
         if last:
             self._finish()
         return True

@@ -11,15 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolkit.tune import search
-from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table
-
-
-def _fmt(v, digits: int = 2) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
-
-
-def _ci(v, lo, hi) -> str:
-    return f"{_fmt(v)} [{_fmt(lo)}, {_fmt(hi)}]" if v is not None else "-"
+from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num
 
 
 def _params(p: dict) -> str:
@@ -191,7 +183,7 @@ def build_tune_report(res: dict) -> Report:
              ["space", f"{res['candidates']} candidate(s); {len(res['trials'])} trial(s) (budget {res['budget']})"],
              ["prompts", "; ".join(f"{w}: {s['tune']} to tune, {s['held_out']} held out" for w, s in
                                     res["split"].items())],
-             ["wall time", f"{_fmt(res.get('wall_s'), 1)} s"], ["status", res["status"]]]
+             ["wall time", f"{fmt_num(res.get('wall_s'))} s"], ["status", res["status"]]]
     if res.get("server"):
         facts.append(["shared server", res["server"].get("command", "-")])
     out: list = [Facts(facts), Heading("Search space"),
@@ -204,7 +196,7 @@ def build_tune_report(res: dict) -> Report:
             Table(["trial", "params", "rungs", "req/cell", "speedup geomean [95% CI]"],
              [[t["name"] + (" (chosen)" if t["name"] == best.get("trial") else ""), _params(t["params"]),
                str(t["rungs"]), str(t["requests_per_cell"]),
-               _ci(t["score"]["geomean"], t["score"]["ci_low"], t["score"]["ci_high"])] for t in res["trials"]],
+               fmt_centre(t["score"]["geomean"], t["score"]["ci_low"], t["score"]["ci_high"])] for t in res["trials"]],
                   align="llrrr")]
     png = heatmap(res)
     if png:
@@ -212,12 +204,12 @@ def build_tune_report(res: dict) -> Report:
     if res.get("noise"):
         out += [Para(f"Noise floor of the search: {res['baseline']} measured again after the trials of each cell, "
                       "against itself (A/A; 1.00 means no drift): " + "; ".join(
-                          f"{n['domain']} c={n['concurrency']} {_ci(n['speedup'], n['ci_low'], n['ci_high'])}"
+                          f"{n['domain']} c={n['concurrency']} {fmt_centre(n['speedup'], n['ci_low'], n['ci_high'])}"
                           for n in res["noise"]) + ". The reference of every speedup is the mean of both measurements.")]
     out += [Heading("Winner per domain and concurrency (tune sample)"),
             Table(["domain", "c", "trial", "params", "speedup [95% CI]", "pairs", "advice"],
              [[w["domain"], str(w["concurrency"]), w["trial"], _params(res_params(res, w["trial"])),
-               _ci(w["speedup"], w["ci_low"], w["ci_high"]), str(w["n_pairs"]),
+               fmt_centre(w["speedup"], w["ci_low"], w["ci_high"]), str(w["n_pairs"]),
                "speculation off: even the best trial is significantly slower" if w["speculation_off"] else ""]
               for w in res["winners"]], align="lrllrrl"),
             Para("A trial stopped in an early rung has fewer requests behind its figures; only the chosen "
@@ -229,10 +221,10 @@ def build_tune_report(res: dict) -> Report:
                       f"saw ({', '.join(f'{w}: {n}' for w, n in conf['held_out'].items())})."),
                 Table(["domain", "c", f"{best.get('trial')} x [95% CI]", f"{res['arm']} now x [95% CI]",
                            f"{best.get('trial')} / {res['arm']} now", f"A/A {res['baseline']} x [95% CI]", "pairs"],
-                 [[c["domain"], str(c["concurrency"]), _ci(c["speedup"], c["ci_low"], c["ci_high"]),
-                   _ci(c["incumbent"]["speedup"], c["incumbent"]["ci_low"], c["incumbent"]["ci_high"]),
-                   _ci(c["vs_incumbent"]["speedup"], c["vs_incumbent"]["ci_low"], c["vs_incumbent"]["ci_high"]),
-                   (_ci(*(c["noise"][k] for k in ("speedup", "ci_low", "ci_high"))) if c["noise"] else "-")
+                 [[c["domain"], str(c["concurrency"]), fmt_centre(c["speedup"], c["ci_low"], c["ci_high"]),
+                   fmt_centre(c["incumbent"]["speedup"], c["incumbent"]["ci_low"], c["incumbent"]["ci_high"]),
+                   fmt_centre(c["vs_incumbent"]["speedup"], c["vs_incumbent"]["ci_low"], c["vs_incumbent"]["ci_high"]),
+                   (fmt_centre(*(c["noise"][k] for k in ("speedup", "ci_low", "ci_high"))) if c["noise"] else "-")
                    + (" DRIFT" if c["drift"] else ""), str(c["n_pairs"])] for c in conf["cells"]], align="lrrrrrr"),
                 Para(f"Against the preset it would replace: {conf['verdict']}."),
                 Para(f"Advice for {best.get('trial')}: {conf['advice']}.")]

@@ -29,6 +29,7 @@ from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_json
 from toolkit.spec import LoadedSpec, load_spec, spec_hash
 from toolkit.tune import search, specs
+from toolkit.results.report.model import fmt_centre
 from toolkit.tune.report import run_records
 from toolkit.tune.space import Space, check_sglang_flags, check_space
 
@@ -316,7 +317,7 @@ class TuneSession:
                 self._fail(f"rung {k}: no trial could be measured against {baseline}", rung["runs"])
             order = search.ranking(scores)
             lead = scores[order[0]]
-            self.progress.set_best(f"{order[0]} {_fmt(lead.geomean)}x [{_fmt(lead.low)}, {_fmt(lead.high)}]")
+            self.progress.set_best(f"{order[0]} {fmt_centre(lead.geomean, lead.low, lead.high)} x")
             sizes = self.state["schedule"]
             if k + 1 < len(sizes) and not search.settled(scores):
                 if len(rungs) == k + 1:
@@ -373,7 +374,3 @@ def _port_free(port: int) -> bool:
             return True
         except OSError:
             return False
-
-
-def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
