@@ -68,8 +68,8 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
         plan.build = origin.build
     # Ctrl-C / SIGTERM from here to the end: once an archive exists, it is finalized (partial) whatever
     # phase the signal lands in (creating the archive, between cells, deriving); a second signal waits
-    stopping = threading.Event()
-    previous = _install_interrupts(stopping)
+    stopping, hold = threading.Event(), threading.Event()
+    previous = _install_interrupts(stopping, hold)
     log_dir = Path(tempfile.mkdtemp(prefix="toolkit-logs-"))
     ledger = None
     try:
@@ -77,7 +77,13 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
             launchers = make_launchers(plan, log_dir)
             if writer is None:
                 commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
-                writer = archive_run(results_root, plan, run_manifest(plan, commands), origin)  # + inputs/
+                hold.set()  # a signal while the archive is being made only marks the run as stopping
+                try:
+                    writer = archive_run(results_root, plan, run_manifest(plan, commands), origin)  # + inputs/
+                finally:
+                    hold.clear()
+                if stopping.is_set():
+                    raise KeyboardInterrupt
             ledger = Ledger(writer, progress, stopping)
             if resume:
                 ledger.reload(open_archive(writer.path))
@@ -139,7 +145,7 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
     return status, time.monotonic() - t0
 
 
-def _install_interrupts(stopping: threading.Event) -> dict:
+def _install_interrupts(stopping: threading.Event, hold: threading.Event | None = None) -> dict:
     """SIGINT/SIGTERM: mark the run as stopping *before* servers go down, so that requests failing
     because of the stop are not archived as failed cells (resume reruns those cells)."""
     if threading.current_thread() is not threading.main_thread():
@@ -149,7 +155,8 @@ def _install_interrupts(stopping: threading.Event) -> dict:
         if stopping.is_set():
             return  # already stopping: the partial run is being written
         stopping.set()
-        raise KeyboardInterrupt
+        if hold is None or not hold.is_set():  # while `hold` is set, the caller checks `stopping` itself
+            raise KeyboardInterrupt
 
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
