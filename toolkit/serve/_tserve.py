@@ -12,8 +12,8 @@ The streamer moved between releases; the shape present is detected, never the ve
   prompt, `total_tokens` counts.
 - `cli.serving.utils._TokenStreamer` (5.25 on): in the model's process (spawned: it imports this module
   again as `__mp_main__`, so the patch applies there too), `prompt` marks the prompt.
-Neither found: exit at once with one line naming the supported range (toolkit.serve.transformers checks
-the same before a launch).
+Neither found: the server exits at once with one line naming the supported range, which the launcher's
+health wait reports as the arm's failure.
 """
 
 import sys
