@@ -26,13 +26,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
-# Python environment: the toolkit with every extra, plus test-only tools.
+# Python environment: every extra plus test-only tools, exactly as locked (requirements/dev.txt, with
+# hashes; docs/install.md), then the toolkit itself from this checkout.
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e ".[all,test]" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q -e ".[all,test]" >/dev/null 2>&1  # fail loudly if the first did not finish
+quiet() { "$@" 2>&1 | { grep -v "^WARNING: Location" || true; }; }  # pipefail: pip's own status
+quiet .venv/bin/python -m pip install -q --require-hashes -r requirements/dev.txt
+quiet .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
 export PATH="$ROOT/.venv/bin:$PATH"
 
 # Docker engine: start one when none answers.
