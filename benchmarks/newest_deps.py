@@ -30,7 +30,7 @@ DEFAULT_TESTS = ["tests/spec", "tests/schema", "tests/results", "tests/bench/tes
 
 def locked() -> dict[str, str]:
     text = (ROOT / "requirements" / "dev.txt").read_text()
-    return {m.group(1).lower().replace("_", "-"): m.group(2)
+    return {re.sub(r"[-_.]+", "-", m.group(1)).lower(): m.group(2)
             for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+?)[\s;\\]", text, re.M)}
 
 
@@ -69,7 +69,7 @@ def main() -> int:
         sh([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(ROOT)], check=True)
         print(f"scratch venv {venv} installed in {time.monotonic() - t:.0f} s "
               f"({'upper bounds dropped' if args.beyond_bounds else 'within pyproject ranges'})")
-        now = {d["name"].lower().replace("_", "-"): d["version"]
+        now = {re.sub(r"[-_.]+", "-", d["name"]).lower(): d["version"]
                for d in json.loads(sh([str(py), "-m", "pip", "list", "--format", "json"]).stdout)}
         lock = locked()
         moved = sorted((n, lock[n], now.get(n)) for n in lock if now.get(n) != lock[n])

@@ -12,54 +12,10 @@
 #   bash benchmarks/sglang_h200/run.sh [DEST]
 # docs/gpu.md says how to run it on the device tool (the wheels arrive in two calls; this runs detached).
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 NO_COLOR=1
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 cd "$(dirname "$0")/../.."
 DEST=${1:-/tmp/sglang-h200-out}
-SITE=${SITE:-/tmp/site}
-RESULTS=${RESULTS:-$DEST/results}
-REPORTS=${REPORTS:-$DEST/reports}
-mkdir -p "$DEST"
-[ -n "${SGL_COPY:-}" ] || exec > >(tee -a "$DEST/log.txt") 2>&1
-T0=$(date +%s)
-stamp() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
-# Detached on the device tool, the checkout may be synced again under us: work from a private copy.
-if [ -z "${SGL_COPY:-}" ]; then
-  rm -rf "$DEST/repo" && mkdir -p "$DEST/repo"
-  tar --exclude=./.sglwheels --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$DEST/repo"
-  for a in .sglwheels/part*.tar.xz; do [ -e "$a" ] && python3 benchmarks/sglang_h200/unpack.py "$a" --dest "$SITE"; done
-  cd "$DEST/repo" && SGL_COPY=1 exec bash benchmarks/sglang_h200/run.sh "$DEST"
-fi
-
-stamp "wheels (the carried archives are unpacked into $SITE above)"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
-fi
-export PYTHONPATH=$SITE:$PWD
-python3 -c 'import sglang, torch, transformers, pydantic; print("sglang", sglang.__version__, "torch", torch.__version__, "transformers", transformers.__version__, "pydantic", pydantic.__version__)' || exit 1
-nvidia-smi -L || [ -n "${SGL_DRY:-}" ] || exit 1
-tk() { python3 -m toolkit.cli "$@"; }
-
-stamp "patches of the Environment, applied to the installed sglang as the image build does"
-python3 - <<'EOF' > /tmp/patches.txt
-from toolkit.spec import load_spec
-s = load_spec("envs/sglang-0.5.17-h200.yaml")
-for i, p in enumerate(s.model.sglang.patches):
-    print(s.path_of(("sglang", "patches", i, "path"), p.path).resolve())
-EOF
-while read -r p; do
-  if grep -q toolkit-applied "$SITE/sglang/.toolkit-patches" 2>/dev/null && grep -qF "$p" "$SITE/sglang/.toolkit-patches"; then
-    echo "already applied: $p"; continue
-  fi
-  if command -v patch >/dev/null; then
-    patch -p2 -d "$SITE" --forward --fuzz=0 < "$p"
-  else  # no GNU patch on the machine: git's applier, as strict (no fuzz)
-    (cd "$SITE" && git apply -p2 --verbose "$p")
-  fi && echo "toolkit-applied $p" >> "$SITE/sglang/.toolkit-patches" || { echo "PATCH FAILED: $p"; exit 1; }
-done < <([ -n "${SGL_DRY:-}" ] || cat /tmp/patches.txt)
-
-stamp "config-only models"
-python3 benchmarks/sglang_h200/make_models.py /tmp/toolkit-sglang/models
+SCRIPT=benchmarks/sglang_h200/run.sh ENV_SPEC=envs/sglang-0.5.17-h200.yaml
+source benchmarks/sglang_h200/setup.sh
 
 stamp "a misspelt flag through real SGLang"
 tk bench matrix benchmarks/sglang_h200/matrix-typo.yaml --results "$RESULTS"; echo "typo matrix rc=$?"

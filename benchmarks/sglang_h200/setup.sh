@@ -1,0 +1,52 @@
+# Sourced by run.sh and run_noise.sh (bash): everything an H200 run needs before the toolkit runs, once the
+# wheels have arrived. Expects DEST (output folder), SCRIPT (the caller, re-executed from a private copy)
+# and ENV_SPEC (the Environment whose patches are applied). After it: cwd is the private copy, PYTHONPATH
+# holds the carried SGLang set, the patches are applied, the models are made, `tk` runs the toolkit, `stamp`
+# prints elapsed seconds.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 NO_COLOR=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+SITE=${SITE:-/tmp/site}
+RESULTS=${RESULTS:-$DEST/results}
+REPORTS=${REPORTS:-$DEST/reports}
+mkdir -p "$DEST"
+[ -n "${SGL_COPY:-}" ] || exec > >(tee -a "$DEST/log.txt") 2>&1
+T0=${T0:-$(date +%s)}; export T0
+stamp() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
+tk() { python3 -m toolkit.cli "$@"; }
+# Detached on the device tool, the checkout may be synced again under us: work from a private copy.
+if [ -z "${SGL_COPY:-}" ]; then
+  rm -rf "$DEST/repo" && mkdir -p "$DEST/repo"
+  tar --exclude=./.sglwheels --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$DEST/repo"
+  for a in .sglwheels/part*.tar.xz; do [ -e "$a" ] && python3 benchmarks/sglang_h200/unpack.py "$a" --dest "$SITE"; done
+  cd "$DEST/repo" && SGL_COPY=1 exec bash "$SCRIPT" "$DEST"
+fi
+
+stamp "wheels (the carried archives are unpacked into $SITE above)"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+fi
+export PYTHONPATH=$SITE:$PWD
+python3 -c 'import sglang, torch, transformers, pydantic; print("sglang", getattr(sglang, "__version__", "(no version: the fake)"), "torch", torch.__version__, "transformers", transformers.__version__, "pydantic", pydantic.__version__)' || exit 1
+nvidia-smi -L || [ -n "${SGL_DRY:-}" ] || exit 1
+
+stamp "patches of $ENV_SPEC, applied to the installed sglang as the image build does"
+ENV_SPEC=$ENV_SPEC python3 - <<'PY' > /tmp/patches.txt
+import os
+from toolkit.spec import load_spec
+s = load_spec(os.environ["ENV_SPEC"])
+for i, p in enumerate(s.model.sglang.patches):
+    print(s.path_of(("sglang", "patches", i, "path"), p.path).resolve())
+PY
+while read -r p; do
+  if grep -qF "toolkit-applied $(basename "$p")" "$SITE/sglang/.toolkit-patches" 2>/dev/null; then
+    echo "already applied: $p"; continue
+  fi
+  if command -v patch >/dev/null; then
+    patch -p2 -d "$SITE" --forward --fuzz=0 < "$p"
+  else  # no GNU patch on the machine: git's applier, as strict (no fuzz)
+    (cd "$SITE" && git apply -p2 --verbose "$p")
+  fi && echo "toolkit-applied $(basename "$p")" >> "$SITE/sglang/.toolkit-patches" || { echo "PATCH FAILED: $p"; exit 1; }
+done < <([ -n "${SGL_DRY:-}" ] || cat /tmp/patches.txt)
+
+stamp "config-only models"
+python3 benchmarks/sglang_h200/make_models.py /tmp/toolkit-sglang/models
