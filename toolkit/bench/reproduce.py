@@ -211,16 +211,21 @@ def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
     return out
 
 
+def check_target(target: str) -> None:
+    """--target before anything is read: a URL of another scheme is not a Hosts spec named `ftp`."""
+    if "://" in target and not target.startswith(("http://", "https://")):
+        raise ToolkitError(f"--target {target}: an external target is an http:// or https:// URL, not "
+                           f"{target.split('://', 1)[0]}://",
+                           hint="give `local`, an http(s) URL (e.g. https://gateway:8443), or a Hosts spec "
+                                "PATH[:GROUP]")
+
+
 def _retarget(spec: LoadedSpec, target: str) -> tuple[LoadedSpec, DriftRecord]:
     """The matrix with its target replaced: `local`, an http(s) URL, or a Hosts spec (PATH[:GROUP])."""
     if target == "local":
         new: dict = {"kind": "local"}
     elif target.startswith(("http://", "https://")):
         new = {"kind": "external", "url": target}
-    elif "://" in target:
-        raise ToolkitError(f"--target {target}: an external target is an http:// or https:// URL, not "
-                           f"{target.split('://', 1)[0]}://",
-                           hint="give `local`, an http(s) URL, or a Hosts spec PATH[:GROUP]")
     else:
         path, _, group = target.partition(":")
         hosts = load_spec(path, expect="Hosts")
@@ -286,6 +291,8 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
     from toolkit.bench.plan import load_environment, load_workloads
     from toolkit.render import template_version
 
+    if target:
+        check_target(target)
     original = open_original(ref, root)
     m = original.manifest
     notes: list[str] = []
