@@ -1,5 +1,6 @@
 """The `toolkit` command: a thin Typer shell. Each command parses options and calls one library
-function; errors are ToolkitError, printed without a traceback, exit code 2 (tool failures 1)."""
+function; errors are ToolkitError, printed without a traceback; exit codes: toolkit/exits.py (README
+"Exit codes")."""
 
 from __future__ import annotations
 
@@ -163,37 +164,10 @@ def _main(
 _register_stages()
 
 
-def _click_flavours() -> list:
-    """click itself and the copy typer >= 0.20 vendors (typer._click): usage errors come from either."""
-    mods = []
-    for name in ("typer._click", "click"):
-        try:
-            mods.append(__import__(name, fromlist=["exceptions"]))
-        except ImportError:
-            pass
-    return mods
-
-
 def main(argv: list[str] | None = None) -> int:
-    flavours = _click_flavours()
-    usage_errors = tuple(m.exceptions.ClickException for m in flavours)
-    exits = tuple(getattr(m.exceptions, "Exit", typer.Exit) for m in flavours) + (typer.Exit,)
-    aborts = tuple(getattr(m.exceptions, "Abort", typer.Abort) for m in flavours) + (typer.Abort,)
-    command = typer.main.get_command(app)
-    try:
-        rv = command.main(args=argv, prog_name="toolkit", standalone_mode=False)
-        return rv if isinstance(rv, int) else 0
-    except ToolkitError as exc:
-        err.print(f"error: {exc}", markup=False)
-        return exc.exit_code
-    except exits as exc:
-        return getattr(exc, "exit_code", 0)
-    except usage_errors as exc:
-        exc.show()
-        return exc.exit_code
-    except (KeyboardInterrupt, *aborts):
-        err.print("interrupted", markup=False)
-        return 130
+    from toolkit.exits import run_command
+
+    return run_command(app, argv, "toolkit")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ class ToolkitError(Exception):
     file: str | Path | None = None
     line: int | None = None
     column: int | None = None
-    exit_code: int = 2
+    exit_code: int = 2  # toolkit/exits.py: 2 bad input
+    also: list[str] | None = None  # further problems found at once (every error of a spec, not only the first)
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -35,6 +36,8 @@ class ToolkitError(Exception):
         text = f"{self.where}: {self.message}" if self.where else self.message
         if self.hint:
             text += f"\n  hint: {self.hint}"
+        for line in self.also or []:
+            text += f"\n  also: {line}"
         return text
 
     def to_dict(self) -> dict:
@@ -44,6 +47,7 @@ class ToolkitError(Exception):
             "file": str(self.file) if self.file is not None else None,
             "line": self.line,
             "column": self.column,
+            **({"also": list(self.also)} if self.also else {}),
         }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 
 from toolkit import __version__
-from toolkit.errors import SpecError
+from toolkit.errors import SpecError, ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.patches import read_patch
 from toolkit.resources import data_dir
@@ -73,7 +73,15 @@ class Rendered:
     lock: dict = field(default_factory=dict)
 
     def write(self, out_dir: Path) -> list[Path]:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        if out_dir.exists() and not out_dir.is_dir():
+            raise ToolkitError(f"{out_dir} is a file: -o names the folder the Dockerfile, its build context and "
+                               "toolkit.lock.json are written to", hint="give a folder (new, or one to overwrite "
+                               "those files in); the file was left as it is")
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ToolkitError(f"cannot make the output folder {out_dir}: {exc.strerror or exc}",
+                               hint="a part of the path is a file, or not writable: give another -o") from None
         written = []
         if self.dockerfile is not None:
             written.append(write_atomic(out_dir / "Dockerfile", self.dockerfile))

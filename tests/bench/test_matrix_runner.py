@@ -67,11 +67,12 @@ def test_matrix_parallel_slots_crashing_arm_and_untouched_archive(tmp_path: Path
     m = matrix(tmp_path, "[baseline, ngram, broken]", "target: {kind: local, parallel: 2}\n")
     results = tmp_path / "results"
     r = run_cli("bench", "matrix", str(m), "--results", str(results), "--json", timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 1, r.stderr[-3000:]  # failed cells: partial, exit 1 without --allow-failed-cells
     out = json.loads(r.stdout)
     run = Path(out["run"])
+    assert out["status"] == "partial" and not out["interrupted"] and out["why"] == "4 of 12 cells failed"
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "complete"
+    assert summary["status"] == "partial" and summary["interrupted"] is False
     cells = summary["cells"]
     assert len(cells) == 3 * 2 * 2
     by_arm: dict[str, list] = {}
@@ -94,15 +95,22 @@ def test_matrix_parallel_slots_crashing_arm_and_untouched_archive(tmp_path: Path
     assert (run / "report.md").read_text().count("| ngram |") >= 4
     # later commands read the archive and change nothing in it
     before = tree_digest(run)
+    said = {}
     for args in (["results", "verify", str(run)], ["results", "show", str(run)],
                  ["results", "list", "--root", str(results)], ["results", "report", str(run), "-o",
                                                                 str(tmp_path / "rep")]):
         rr = run_cli(*args, timeout=300)
         assert rr.returncode == 0, (args, rr.stderr[-2000:])
+        said[args[1]] = rr.stdout
     assert tree_digest(run) == before
-    # a finished run cannot be resumed (never rewritten)
+    # `partial` everywhere: the archive, the list, show, verify and the report
+    assert "partial (4 failed)" in said["list"]
+    assert "status                   partial (4 of 12 cells failed)" in said["show"]
+    assert "archive intact; run partial (4 of 12 cells failed)" in said["verify"]
+    assert "- **status**: partial (4 of 12 cells failed)" in (run / "report.md").read_text()
+    # every cell ran: nothing to resume (and a finalized run is never rewritten)
     rr = run_cli("bench", "matrix", str(m), "--results", str(results), "--resume", str(run))
-    assert rr.returncode == 2 and "complete" in rr.stderr
+    assert rr.returncode == 2 and "was not interrupted" in rr.stderr
     assert tree_digest(run) == before
 
 
@@ -123,10 +131,11 @@ def test_killed_run_resumes_only_missing_cells(tmp_path: Path) -> None:
     assert first, "no cell finished before the deadline"
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=120)
-    assert proc.returncode != 0, output
+    assert proc.returncode == 130, output  # interrupted (README "Exit codes")
     run = only_run(results)
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "partial", output[-2000:]
+    assert summary["status"] == "partial" and summary["interrupted"] is True, output[-2000:]
+    assert "run partial (interrupted after" in output and "--resume completes it" in output
     done_before = {p.name for p in (run / "cells").glob("*.json")}
     assert 0 < len(done_before) < 8
     before = {k: v for k, v in tree_digest(run).items() if k.startswith("cells/")}

@@ -1,7 +1,8 @@
 """One arm of a matrix run on its slot: start its server, learn what the server says about itself, run
 the arm's cells in order against it (each archived as soon as it is done), stop it. A server that will
 not start, or dies, fails the arm's remaining cells with the reason and its log tail: failed cells are
-results too."""
+results too. Any other exception (in the load generator, its workers, or a bug here) fails the cell it
+happened in, with its reason and traceback, and the arm goes on: a cell is never silently missing."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def make_launchers(plan: RunPlan, log_dir: Path) -> dict[str, Any]:
                 out[arm] = launcher_for(plan.env_spec, arm, **plan.launcher_kwargs(slot, arm, log_dir))
             except ToolkitError as exc:
                 out[arm] = exc
+            except Exception as exc:  # noqa: BLE001 - e.g. transformers refusing a dummy model: the arm fails
+                out[arm] = ToolFailure(f"{type(exc).__name__}: {exc}")
     return out
 
 
@@ -75,14 +78,17 @@ class ArmRunner:
             if self.ledger.progress:
                 self.ledger.progress.arm_starting(self.arm)
             launcher.start()
-            launcher.wait_healthy(timeout_s=START_TIMEOUT_S)
+            progress = self.ledger.progress
+            launcher.wait_healthy(timeout_s=START_TIMEOUT_S, progress=(lambda text: progress.arm_waiting(
+                self.arm, text)) if progress else None)
             self.ledger.set_arm(self.arm, info=self._server_facts())
             self.ledger.add_time("launch_s", self.arm, time.monotonic() - t0)
             return True
-        except ToolkitError as exc:
+        except Exception as exc:  # noqa: BLE001 - a ToolkitError says why; anything else is named with its type
             took = time.monotonic() - t0
             self.ledger.add_time("launch_failed_s", self.arm, took)
-            self.fail(cells, f"{exc.message} ({took:.1f} s after launch)", exc.hint or launcher.log_tail(20))
+            message, hint = _reason(exc)
+            self.fail(cells, f"{message} ({took:.1f} s after launch)", hint or launcher.log_tail(20))
             launcher.stop()
             self._archive_log()
             return False
@@ -96,12 +102,20 @@ class ArmRunner:
                 self.launcher.check_alive(during=f"cell {cell.key}")
                 self._after_cell(cell)
             except ToolFailure as exc:
+                if self.launcher.exit_code() is None:  # the server lives (a load worker failed): this cell only
+                    if not self.ledger.is_done(cell):
+                        self.fail([cell], exc.message, exc.hint or "", records=getattr(exc, "records", []),
+                                  workload_hash=self.plan.workloads[cell.domain].hash)
+                    continue
                 reason, tail = f"server died: {exc.message}", self.launcher.log_tail(20)
                 if not self.ledger.is_done(cell):
                     self.fail([cell], reason, tail, records=getattr(exc, "records", []),
                               workload_hash=self.plan.workloads[cell.domain].hash)
                 self.fail(cells[i + 1:], reason, tail)
                 return
+            except Exception as exc:  # noqa: BLE001 - this cell fails with the reason; the next ones still run
+                if not self.ledger.is_done(cell):
+                    self.fail_unexpected([cell], exc)
 
     def _server_facts(self) -> dict:
         """The launcher's facts plus, for SGLang (launched or external), what the server says about itself:
@@ -117,6 +131,8 @@ class ArmRunner:
             return info
         raw = info.pop("server_info", None) or self.launcher.server_info()
         info.update(server_state(raw))
+        if raw and raw.get("load_format"):
+            info["load_format"] = raw["load_format"]  # `dummy`: random weights, said by the server itself
         if raw:
             from toolkit.scrub import scrub
 
@@ -190,12 +206,27 @@ class ArmRunner:
                             sampling=self.plan.sampling(), n_requests=len([r for r in records or [] if not r.warmup]))
             self.ledger.record(cell, s, records or [])
 
+    def fail_unexpected(self, cells: list[Cell], exc: BaseException) -> None:
+        """Archive cells an unexpected exception stopped: the reason names it, the log tail is its traceback."""
+        import traceback
+
+        message, hint = _reason(exc)
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.fail(cells, message, "\n".join(x for x in (hint, tb) if x))
+
     def _archive_log(self) -> None:
         tail = self.launcher.log_tail(400)
         if tail:
             from toolkit.scrub import scrub_text
 
             self.ledger.write_file(f"logs/{self.arm}.log", scrub_text(tail) + "\n")
+
+
+def _reason(exc: BaseException) -> tuple[str, str | None]:
+    """(reason, hint) of an exception: a ToolkitError's own words, anything else its type and message."""
+    if isinstance(exc, ToolkitError):
+        return exc.message, exc.hint
+    return f"unexpected {type(exc).__name__} in the runner: {exc}", None
 
 
 def _telemetry_start():

@@ -20,6 +20,9 @@ def matrix_cmd(
     resume: Annotated[Optional[Path], typer.Option("--resume", help="continue a partial run: only missing cells run")]
     = None,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 when a methodology check reports an error")] = False,
+    allow_failed_cells: Annotated[bool, typer.Option(
+        "--allow-failed-cells", help="exit 0 for a run in which some cells failed (status partial) as long as one "
+                                     "succeeded; without it such a run exits 1")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the run's summary as JSON on stdout")] = False,
 ) -> None:
     """Launch each arm's server once, run every (workload x concurrency x repeat) cell against it with
@@ -27,6 +30,9 @@ def matrix_cmd(
 
     The run directory is printed at the end; `toolkit results show RUN` and `toolkit results report
     RUN --html` read it. Ctrl-C leaves a valid partial run that `--resume RUN` completes.
+
+    Exit (README "Exit codes"): 0 complete; 1 status failed (no cell succeeded), or partial (some cells
+    failed) without --allow-failed-cells, or --strict with methodology errors; 2 bad input; 130 interrupted.
     """
     from toolkit.bench.matrix import run_matrix
     from toolkit.bench.progress import MatrixProgress
@@ -42,22 +48,27 @@ def matrix_cmd(
     d = result.derived
     dd = d.model_dump(mode="json")
     errors = d.errors()
+    from toolkit.exits import run_exit
+
+    code = run_exit(result.status, result.interrupted, allow_failed_cells=allow_failed_cells,
+                    strict_errors=strict and bool(errors))
     if json_out:
-        emit_json({"run": str(run_dir), "status": result.status, "report": str(result.report),
+        emit_json({"run": str(run_dir), "status": result.status, "interrupted": result.interrupted,
+                   "why": result.why, "exit_code": code, "report": str(result.report),
                    "cells": [c.model_dump() for c in result.cells], "derived": dd})
     else:  # the runner's tables are `results show`'s: one report model (toolkit/results/report)
         from toolkit.results.archive import open_archive
-        from toolkit.results.report import build_run_report, render_text
+        from toolkit.results.report import build_run_report, render_text, status_text
 
         out.print(render_text(build_run_report(open_archive(run_dir))), markup=False, highlight=False, end="")
         for c in errors:
             err.print(f"methodology error: [{c.check}] {c.message}", markup=False)
-        out.print(f"run {result.status}: {run_dir}", markup=False, highlight=False)
+        out.print(f"run {status_text(result.status, result.why)}: {run_dir}", markup=False, highlight=False)
         out.print(f"report: {result.report}", markup=False, highlight=False)
-    if result.status == "partial":
-        raise typer.Exit(130)
-    if strict and errors:
-        raise typer.Exit(1)
+    if result.status == "partial" and not result.interrupted and not allow_failed_cells:
+        err.print("some cells failed (their reasons are under `Failed cells`): exit 1; --allow-failed-cells "
+                  "accepts a partial run", markup=False)
+    raise typer.Exit(code)
 
 
 def reproduce_cmd(
@@ -109,6 +120,8 @@ def reproduce_cmd(
         emit_json(rep.to_dict())
     else:
         out.print(reproduce_text(rep), markup=False, highlight=False)
-    if rep.status == "partial":
-        raise typer.Exit(130)
+    if rep.interrupted:
+        from toolkit.exits import INTERRUPTED
+
+        raise typer.Exit(INTERRUPTED)
     raise typer.Exit(rep.exit_code)

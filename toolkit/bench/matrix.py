@@ -30,7 +30,8 @@ from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import RunPlan, Slot, load_environment, plan_run, run_manifest
 from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
-from toolkit.schema.manifest import BuildRecord, Derived
+from toolkit.schema.keys import run_status
+from toolkit.schema.manifest import BuildRecord, Derived, status_reason
 from toolkit.schema.records import CellSummary
 from toolkit.spec import LoadedSpec
 
@@ -40,9 +41,11 @@ class MatrixResult:
     """What `toolkit bench matrix` prints: the run folder, its status, its cells and the derived results."""
 
     path: Path
-    status: str  # complete | partial (interrupted: --resume completes it)
+    status: str  # toolkit.schema.keys.STATUSES: complete | partial | failed
     cells: list[CellSummary]
     derived: Derived
+    interrupted: bool = False  # a signal stopped it: --resume completes it
+    why: str = ""  # why it is not complete, in words
 
     @property
     def report(self) -> Path:
@@ -87,40 +90,54 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
             ledger = Ledger(writer, progress, stopping)
             if resume:
                 ledger.reload(open_archive(writer.path))
-            status, wall_s = _run_slots(plan, ledger, launchers, log)
+            interrupted, wall_s = _run_slots(plan, ledger, launchers, log)
         except KeyboardInterrupt:
             if writer is None:
                 raise  # nothing written yet
             log("interrupted: writing a partial run (resume with --resume)")
-            status, wall_s = "partial", None
+            interrupted, wall_s = True, None
             if ledger is None:
                 ledger = Ledger(writer, None, stopping)
                 if resume:
                     ledger.reload(open_archive(writer.path))
         finally:
             shutil.rmtree(log_dir, ignore_errors=True)  # their tails are archived under logs/
-        # a run with failed cells is still complete: failed cells are results too, named in the summary
+        # failed cells are results too (archived with their reason), but not a complete run: README "Exit codes"
+        ok = sum(c.status == "ok" for c in ledger.cells)
+        failed, missing = len(ledger.cells) - ok, plan.cells_planned - len(ledger.cells)
+        status = run_status(ok, failed, missing, interrupted)
+        why = status_reason(status, interrupted, ok, failed, missing, plan.cells_planned)
         derived = derive_results(plan, ledger, wall_s)
         derived_doc = derived.model_dump(mode="json")
-        writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status))
+        writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status, why), interrupted=interrupted)
     finally:
         _restore_interrupts(previous)
-    return MatrixResult(writer.path, status, list(ledger.cells), derived)
+    return MatrixResult(writer.path, status, list(ledger.cells), derived, interrupted, why)
 
 
-def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[str], None]) -> tuple[str, float]:
-    """Every slot in its own thread; arms of a slot one after another. Returns (status, wall seconds)."""
+def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[str], None]) -> tuple[bool, float]:
+    """Every slot in its own thread; arms of a slot one after another. Returns (interrupted, wall seconds)."""
+    lost: list[str] = []  # cells that could not even be archived as failed: the run says they are missing
+
     def run_slot(slot: Slot) -> None:
         for arm in slot.arms:
             if ledger.stopping.is_set():
                 return
             if plan.todo[arm]:
-                ArmRunner(plan, ledger, slot, arm, launchers[arm]).run(plan.todo[arm])
+                runner = ArmRunner(plan, ledger, slot, arm, launchers[arm])
+                try:
+                    runner.run(plan.todo[arm])
+                except Exception as exc:  # noqa: BLE001 - a bug fails the arm's cells, never the slot's thread
+                    try:
+                        runner.fail_unexpected([c for c in plan.todo[arm] if not ledger.is_done(c)], exc)
+                    except Exception as again:  # noqa: BLE001 - e.g. the disk is full: say so, go on
+                        lost.append(f"arm {arm}: {type(exc).__name__}: {exc}; archiving its cells as failed "
+                                    f"failed too: {type(again).__name__}: {again}")
 
     if ledger.progress:
         ledger.progress.start(plan.todo, plan.m)
     t0 = time.monotonic()
-    status = "complete"
+    interrupted = False
     threads = [threading.Thread(target=run_slot, args=(s,), name=s.name, daemon=True) for s in plan.slots]
     try:
         for t in threads:
@@ -129,7 +146,7 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
             for t in threads:
                 t.join(0.2)
     except (KeyboardInterrupt, SystemExit):
-        status = "partial"
+        interrupted = True
         ledger.stopping.set()
         log("interrupted: stopping servers and writing a partial run (resume with --resume)")
         from toolkit.serve.base import stop_all
@@ -140,9 +157,11 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
     finally:
         if ledger.progress:
             ledger.progress.stop()
+    for line in lost:
+        log(line)
     if ledger.stopping.is_set():
-        status = "partial"  # a signal landed between the slots' end and here
-    return status, time.monotonic() - t0
+        interrupted = True  # a signal landed between the slots' end and here
+    return interrupted, time.monotonic() - t0
 
 
 def _install_interrupts(stopping: threading.Event, hold: threading.Event | None = None) -> dict:
@@ -174,13 +193,14 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     """Speedups, crossovers, threshold advice and methodology checks of what the ledger holds; with an slo
     block, goodput, capacity and the advice within the objectives (toolkit/results/slo.py)."""
     m, env = plan.m, plan.env_spec.model
-    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed)
-    spec_arms = {a for a in m.arms if a != m.baseline_arm and derive.is_speculative(env, a)}
+    measured = any(c.status == "ok" for c in ledger.cells)  # no cell succeeded: no advice from zero data
+    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed) if measured else []
+    spec_arms = {a for a in m.arms if a != m.baseline_arm and derive.is_speculative(env, a)} if measured else set()
     cross = derive.crossovers(rows, spec_arms)
     checks = derive.methodology_checks(matrix=m, cells=ledger.cells, records=ledger.records,
                                        arm_info=ledger.arm_info, flushed=ledger.flushed,
                                        representativeness=plan.representativeness, windows=ledger.windows,
-                                       dummy_arms=[a for a in m.arms if plan.is_dummy(a)])
+                                       dummy_arms=[a for a in m.arms if plan.is_dummy(a, ledger.arm_info.get(a))])
     timing = dict(ledger.timing, arms=ledger.windows)
     if wall_s is not None:
         timing["wall_s"] = wall_s

@@ -164,9 +164,12 @@ class RunPlan:
     def request_params(self, arm: str) -> dict:
         return self.env_spec.model.request_params.get(arm, {})
 
-    def is_dummy(self, arm: str) -> bool:
-        """Does this arm serve random weights?"""
+    def is_dummy(self, arm: str, info: dict | None = None) -> bool:
+        """Does this arm serve random weights? Of a server the toolkit did not start (an external target) only
+        what the server says about itself counts (`info`: its arm facts, SGLang's load_format)."""
         env = self.env_spec.model
+        if self.m.target.kind == "external":
+            return (info or {}).get("load_format") == "dummy"
         if env.engine == "sglang":
             return env.servers.get(arm, {}).get("load-format") == "dummy"
         return env.model is not None and env.model.dummy is not None

@@ -33,6 +33,12 @@ class MatrixProgress:
         if self.plain:
             self.console.print(f"arm {arm}: starting server")
 
+    def arm_waiting(self, arm: str, text: str) -> None:
+        """A server that is not up yet: what its health check answers, every few seconds."""
+        self.progress.update(self.arm_tasks[arm], rate=text)
+        if self.plain:
+            self.console.print(f"arm {arm}: {text}", markup=False, highlight=False)
+
     def on_record(self, cell):
         key = f"{cell.arm} {cell.domain} c={cell.concurrency} r={cell.repeat}"
         with self._lock:
@@ -59,7 +65,8 @@ class MatrixProgress:
         self.progress.update(self.arm_tasks[cell.arm], advance=1, rate=rate)
         self.progress.update(self.cells_task, advance=1)
         if self.plain:
-            self.console.print(f"cell {key}: {summary.status} {rate}")
+            said = rate if summary.status == "ok" else (summary.reason or "")
+            self.console.print(f"cell {key}: {summary.status} {said}".rstrip(), markup=False, highlight=False)
 
     def stop(self) -> None:
         self.progress.stop()

@@ -44,11 +44,12 @@ ASKED = {"target", "image"}  # drift the user asked for: recorded, never refused
 class Reproduction:
     original: Archive
     new: Archive
-    status: str  # of the new run: complete | partial
+    status: str  # of the new run: complete | partial | failed
     diff: DiffResult
     moved: list[dict]
     drift: list[DriftRecord]
     notes: list[str] = field(default_factory=list)
+    interrupted: bool = False  # the new run was stopped by a signal (exit 130; --resume completes it)
 
     @property
     def verdict(self) -> str:
@@ -96,10 +97,10 @@ def open_original(ref: str, root: Path) -> Archive:
         raise ToolkitError(f"run {arch.run_id} was imported from {arch.manifest.source.format}: the toolkit did not "
                            "run it, so there is nothing to replay",
                            hint="reproduce a run made by `toolkit bench matrix`")
-    if arch.status != "complete":
-        raise ToolkitError(f"run {arch.run_id} is {arch.status}, not complete: its result is not final",
+    if arch.interrupted:  # failed cells are a final result (a replay compares them); missing ones are not
+        raise ToolkitError(f"run {arch.run_id} was interrupted ({arch.why}): its result is not final",
                            hint="finish it first (`toolkit bench matrix MATRIX --resume RUN`), or reproduce a "
-                                "complete run")
+                                "finished run")
     return arch
 
 
@@ -210,6 +211,15 @@ def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
     return out
 
 
+def check_target(target: str) -> None:
+    """--target before anything is read: a URL of another scheme is not a Hosts spec named `ftp`."""
+    if "://" in target and not target.startswith(("http://", "https://")):
+        raise ToolkitError(f"--target {target}: an external target is an http:// or https:// URL, not "
+                           f"{target.split('://', 1)[0]}://",
+                           hint="give `local`, an http(s) URL (e.g. https://gateway:8443), or a Hosts spec "
+                                "PATH[:GROUP]")
+
+
 def _retarget(spec: LoadedSpec, target: str) -> tuple[LoadedSpec, DriftRecord]:
     """The matrix with its target replaced: `local`, an http(s) URL, or a Hosts spec (PATH[:GROUP])."""
     if target == "local":
@@ -281,6 +291,8 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
     from toolkit.bench.plan import load_environment, load_workloads
     from toolkit.render import template_version
 
+    if target:
+        check_target(target)
     original = open_original(ref, root)
     m = original.manifest
     notes: list[str] = []
@@ -322,7 +334,8 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
                             origin=Origin(original.run_id, drift, build))
     new = open_archive(result.path)
     diff = diff_runs(original, new)
-    return Reproduction(original, new, result.status, diff, moved_cells(original, new, diff), drift, notes)
+    return Reproduction(original, new, result.status, diff, moved_cells(original, new, diff), drift, notes,
+                        result.interrupted)
 
 
 def _short(v: Any) -> str:

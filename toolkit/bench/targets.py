@@ -47,11 +47,16 @@ def prepare_target(spec: LoadedSpec) -> list[endpoints.Endpoint]:
 
     m: Matrix = spec.model
     t = m.target
-    env = load_spec(spec.path_of(("environment",), m.environment), expect="Environment").model
+    env_spec = load_spec(spec.path_of(("environment",), m.environment), expect="Environment")
+    env = env_spec.model
     plan_slots(spec, env.engine)
     if t.kind == "external":
         return [endpoints.register(ep) for ep in external_endpoints(spec)]
     if env.engine == "transformers":
+        if env.model is None:
+            raise env_spec.error(("engine",), "the embedded engine runs here (target local) and this environment "
+                                 "names no model for it", hint="add `model: {dummy: {}}` (random weights) or "
+                                 "`model: {path: DIR}`; a server of your own is a target of kind external")
         require_extra("local", "the embedded CPU engine (engine: transformers)")
     elif env.engine == "sglang" and not (t.kind == "local" and t.launcher == "process"):
         require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")

@@ -213,7 +213,12 @@ async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: 
         ws = _Workers(n, cf.fileno())
         try:
             for w in range(n):
-                ws.chans[w].send(dict(cfg, index=w))
+                try:
+                    ws.chans[w].send(dict(cfg, index=w))
+                except OSError:  # it died before its first message: the cell fails saying so
+                    failure.append(ToolFailure(f"load worker {w} exited with code {ws.procs[w].wait()} before "
+                                               "the cell started"))
+                    break
             await _gather(ws, "ready", records, on_record, alive, failure, READY_TIMEOUT_S)
             phases = (["warmup"] if plan["warmup"] else []) + ["measure"]
             for phase in phases:
@@ -271,7 +276,10 @@ async def _gather(ws: _Workers, phase: str, records: list, on_record, alive, fai
             if alive is not None:
                 alive()
                 if not failure:
-                    ws.chans[w].send(("checked", msg[1]))
+                    try:
+                        ws.chans[w].send(("checked", msg[1]))
+                    except OSError:
+                        pass  # the worker is gone: its exit arrives as a message of its own
         elif kind == "error":
             failure.append(ToolFailure(f"load worker {w} failed: {msg[1]}"))
             waiting.discard(w)

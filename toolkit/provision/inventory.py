@@ -33,9 +33,17 @@ class Inventory:
     keys: dict[str, Path] = field(default_factory=dict)  # host -> private key path (may not exist)
 
     def write(self, path: Path) -> Path:
+        from toolkit.errors import ToolkitError
         from toolkit.fsutil import write_atomic
 
-        return write_atomic(path, self.text, mode=0o600)
+        if path.is_dir():
+            raise ToolkitError(f"{path} is a folder: -o names the inventory file to write",
+                               hint=f"give a file name, e.g. -o {path / 'inventory.yml'}")
+        try:
+            return write_atomic(path, self.text, mode=0o600)
+        except OSError as exc:
+            raise ToolkitError(f"cannot write {path}: {exc.strerror or exc}",
+                               hint="a part of the path is a file, or not writable: give another -o") from None
 
 
 def _check_vars(spec: LoadedSpec, keypath: tuple, mapping: dict) -> None:

@@ -107,10 +107,15 @@ class ArchiveWriter:
         path = Path(run_dir)
         manifest = load_manifest(_read_json(path / "manifest.json"), path / "manifest.json")
         if (path / "summary.json").exists():
-            status = _read_json(path / "summary.json").get("status")
-            if status == "complete":
+            summary = load_summary(_read_json(path / "summary.json"), path / "summary.json")
+            if summary.status == "complete":
                 raise ToolkitError(f"run {path.name} is complete; a complete run is never rewritten", file=path,
                                    hint="start a new run instead")
+            if not summary.interrupted:  # every planned cell is archived: resume would run nothing
+                raise ToolkitError(f"run {path.name} is {summary.status} ({summary.why()}) but was not interrupted: "
+                                   "every cell it planned ran, and resume runs only cells that never ran",
+                                   file=path, hint="fix the cause of the failed cells (their reasons are in "
+                                   "`toolkit results show RUN`) and start a new run")
         for tmp in path.rglob(".*.tmp"):  # half-written temp files of the interrupted run (never data)
             tmp.unlink()
         return cls(path, manifest)
@@ -155,8 +160,11 @@ class ArchiveWriter:
         """Keys of the cells fully written (their summary, written last, exists)."""
         return {p.name[: -len(".json")] for p in (self.path / "cells").glob("*.json")}
 
-    def finalize(self, status: str, derived: Derived | dict | None = None, report_md: str = "") -> Path:
-        """Write summary.json, report.md and SHA256SUMS. A partial/failed run may be finalized again."""
+    def finalize(self, status: str, derived: Derived | dict | None = None, report_md: str = "",
+                 interrupted: bool | None = None) -> Path:
+        """Write summary.json, report.md and SHA256SUMS. `interrupted`: a signal stopped the run (resume
+        completes it; None leaves it to readers to infer from the status, as for archives from before the
+        field). A partial/failed run may be finalized again."""
         if status not in STATUSES:
             raise ToolkitError(f"status {status!r} is not one of {', '.join(STATUSES)}")
         self._check_open()
@@ -164,8 +172,8 @@ class ArchiveWriter:
             derived = Derived.model_validate(derived or {})
         cells = [CellSummary.model_validate_json((self.path / "cells" / f"{k}.json").read_text())
                  for k in sorted(self.done_cells())]
-        summary = Summary(run_id=self.run_id, status=status, started_at=self.manifest.started_at,
-                          finished_at=now_utc(), cells=cells, derived=derived)
+        summary = Summary(run_id=self.run_id, status=status, interrupted=interrupted,
+                          started_at=self.manifest.started_at, finished_at=now_utc(), cells=cells, derived=derived)
         data = summary.model_dump(mode="json")
         data["derived"] = scrub(derived.model_dump(mode="json", exclude_unset=True), self.secrets)  # as set
         write_json(self.path / "summary.json", data)
@@ -200,6 +208,18 @@ class Archive:
     @property
     def status(self) -> str:
         return self.summary.status if self.summary else "incomplete"
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped before every planned cell ran (a signal, or no summary.json: killed): resume completes it."""
+        return self.summary is None or bool(self.summary.interrupted)
+
+    @property
+    def why(self) -> str:
+        """Why the run is not complete, in words ("" when it is)."""
+        if self.summary is None:
+            return "never finalized (the run was killed): --resume completes it"
+        return self.summary.why()
 
     @property
     def derived(self) -> Derived:

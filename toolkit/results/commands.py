@@ -86,7 +86,10 @@ def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False) 
 def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(help="runs to check (default: all under --root)")] = None,
                root: Root = Path("results"), json_out: Json = False) -> None:
     """Check checksums (SHA256SUMS) and schema of runs; every truncated or edited file is named.
-    Exit 1 when any run has a problem."""
+    Exit 1 when any run has a problem. An intact archive of a run that is not complete says so beside
+    `ok` (`run failed (no cell succeeded ...)`): the archive verifies, the run did not succeed."""
+    from toolkit.results.archive import open_archive
+    from toolkit.results.report import status_text
     from toolkit.results.verify import verify_run as verify
 
     paths = [resolve_run(r, root) for r in runs] if runs else sorted(m.parent for m in root.glob("*/*/manifest.json"))
@@ -94,12 +97,19 @@ def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(help="runs to
     for p in paths:
         problems = verify(p)
         bad += bool(problems)
-        report.append({"run": str(p), "ok": not problems, "problems": [x.to_dict() for x in problems]})
+        status, why = None, ""
+        if not problems:
+            a = open_archive(p)
+            status, why = a.status, a.why if a.status != "complete" else ""
+        report.append({"run": str(p), "ok": not problems, "status": status, "why": why,
+                       "problems": [x.to_dict() for x in problems]})
         if not json_out:
             if problems:
                 out.print(f"FAIL {p}", markup=False)
                 for x in problems:
                     out.print(f"  {x}", markup=False)
+            elif status != "complete":
+                out.print(f"ok   {p}  (archive intact; run {status_text(status, why)})", markup=False)
             else:
                 out.print(f"ok   {p}", markup=False)
     if json_out:

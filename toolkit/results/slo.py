@@ -206,6 +206,7 @@ def parse_slo(specs: list[str], attainment: float | None = None, base: Objective
             hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(OBJECTIVE_SAMPLES)}"
             if metric == "itl_req_mean_ms":
                 hint = "write itl_ms: ITL objectives are judged on each request's mean ITL (itl_req_mean_ms)"
+            hint = Slo.KEY_HINTS.get(metric, hint)  # a name other tools use: spelling alone would mislead
             raise ToolkitError(f"--slo {s!r}: {metric!r} is not a metric objectives can bound", hint=hint)
         if bound not in BOUNDS:
             close = difflib.get_close_matches(bound.lower(), list(BOUNDS), n=1, cutoff=0.5)

@@ -6,8 +6,21 @@ import re
 
 SCHEMA_VERSION = 1
 FORMAT = "toolkit-run-archive"
+# complete: every planned cell ran and succeeded. partial: some cell failed or is missing, or the run was
+# interrupted (summary.json's `interrupted` says which; --resume completes an interrupted run only).
+# failed: no cell succeeded. README "Exit codes" maps each to the exit of `bench matrix`.
 STATUSES = ("complete", "partial", "failed")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def run_status(ok: int, failed: int, missing: int, interrupted: bool) -> str:
+    """A run's status from its cells: `ok` and `failed` cells archived, `missing` planned cells never archived.
+    An interrupted run is partial whatever it holds (its missing cells are still to run)."""
+    if interrupted:
+        return "partial"
+    if ok == 0:
+        return "failed"
+    return "complete" if failed == 0 and missing <= 0 else "partial"
 
 
 def safe_name(text: str) -> str:

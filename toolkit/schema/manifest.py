@@ -21,6 +21,8 @@ carry, and map it to the model once; an archive on disk is never rewritten:
                                  workloads.<name>: "<hash>" -> {hash}
                                  derived `checks` / `warnings` / `methodology_checks` -> methodology
                                  (a plain string check -> {message})
+                                 summary without `interrupted`: `partial` -> interrupted; `complete` ->
+                                 the status its cells give (failed cells made a run complete then)
 
 Fields that readers use are typed; anything else an archive carries is kept as an extra field, so a
 newer writer's additions (or an old writer's leftovers) survive reading. Bump SCHEMA_VERSION only when
@@ -35,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolkit.errors import ToolkitError
-from toolkit.schema.keys import FORMAT, SCHEMA_VERSION
+from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, run_status
 from toolkit.schema.records import CellSummary
 from toolkit.schema.slo import SloAnalysis
 
@@ -320,11 +322,38 @@ class Summary(_Open):
     format: str = FORMAT
     schema_version: int = SCHEMA_VERSION
     run_id: str | None = None
-    status: str
+    status: str  # toolkit.schema.keys.STATUSES
+    interrupted: bool | None = Field(None, description="a signal stopped the run before every cell ran (--resume "
+                                                       "completes it); absent before the field existed: "
+                                                       "load_summary infers it")
     started_at: str | None = None
     finished_at: str | None = None
     cells: list[CellSummary] = Field(default_factory=list)
     derived: Derived = Field(default_factory=Derived)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(ok, failed, missing) cells; missing: planned but never archived."""
+        ok = sum(c.status == "ok" for c in self.cells)
+        failed = len(self.cells) - ok
+        planned = self.derived.cells_planned
+        return ok, failed, max(0, (planned or 0) - len(self.cells)) if planned else 0
+
+    def why(self) -> str:
+        """Why the run is not complete, in words ("" when it is)."""
+        return status_reason(self.status, bool(self.interrupted), *self.counts(), self.derived.cells_planned)
+
+
+def status_reason(status: str, interrupted: bool, ok: int, failed: int, missing: int, planned: int | None) -> str:
+    """The words after a run's status: `partial (3 of 12 cells failed)`, `failed (no cell succeeded)`."""
+    if status == "complete":
+        return ""
+    total = planned or ok + failed + missing
+    if interrupted:
+        return f"interrupted after {ok + failed} of {total} cells: --resume completes it"
+    parts = [f"{n} of {total} cells {what}" for n, what in ((failed, "failed"), (missing, "missing")) if n]
+    if status == "failed":
+        return "no cell succeeded" + (f": {', '.join(parts)}" if parts else "")
+    return ", ".join(parts)
 
 
 # -- reading any version this toolkit reads
@@ -430,4 +459,10 @@ def load_summary(raw: Any, path: Path | None = None) -> Summary:
         raise ToolkitError(f"{_name(path)} is not a JSON object", file=path)
     data = dict(raw)
     data["derived"] = _derived_v1(data.get("derived"))
-    return _validate(Summary, data, path)
+    summary = _validate(Summary, data, path)
+    if summary.interrupted is None:  # written before the field: `partial` meant interrupted, `complete` meant
+        # every cell ran (failed ones too), so the status is read again from the cells
+        summary.interrupted = summary.status == "partial"
+        if summary.status == "complete":
+            summary.status = run_status(*summary.counts(), interrupted=False)
+    return summary

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import http.client
 import os
 import re
 import shlex
@@ -22,7 +23,7 @@ import urllib.error
 import urllib.request
 import weakref
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 from toolkit.errors import ToolFailure
 
@@ -36,7 +37,8 @@ class Launcher(Protocol):
     command: list[str]  # the exact command line it runs ([] for a server the toolkit does not start)
 
     def start(self) -> None: ...
-    def wait_healthy(self, timeout_s: float = 300.0) -> None: ...  # raises ToolFailure (exit code, log tail)
+    def wait_healthy(self, timeout_s: float = 300.0,  # raises ToolFailure (exit code, log tail)
+                     progress: Callable[[str], None] | None = None) -> None: ...  # progress: what it waits for
     def check_alive(self, during: str = "the cell") -> None: ...  # raises ToolFailure if the server exited
     def info(self) -> dict: ...  # launcher facts (+ engine, version, limits) for the archive
     def server_info(self) -> dict: ...  # what the server says about itself ({} when it says nothing)
@@ -104,7 +106,7 @@ def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read() or b""
-    except (urllib.error.URLError, OSError, TimeoutError) as e:
+    except (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException) as e:
         reason = getattr(e, "reason", e)
         return 0, endpoints.redact(f"{type(reason).__name__}: {reason}").encode()
 
@@ -168,20 +170,24 @@ class BaseLauncher:
         code = self.exit_code()
         if code is not None:
             tail = self.log_tail(20)
-            said = last_error_line(tail)
+            said = last_error_line(self.log_tail(200))  # the error can precede a long usage text
             raise ToolFailure(f"{self.name} exited with code {code} during {during}" + (f": {said}" if said else ""),
                               hint=f"last lines of its log:\n{tail}")
 
-    def wait_healthy(self, timeout_s: float = 300.0) -> None:
-        """Poll the health endpoint until 200, watching the server: fail at once if it exits."""
+    def wait_healthy(self, timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> None:
+        """Poll the health endpoint until 200, watching the server: fail at once if it exits. `progress`
+        hears what it waits for every few seconds."""
         self.start()
-        deadline = time.monotonic() + timeout_s
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
         url = self.base_url + self.health_path
+        note = Waiting(progress, url, t0)
         while True:
             self.check_alive(during="start-up")
-            status, _ = http_get(url, timeout=2.0)
+            status, body = http_get(url, timeout=2.0)
             if status == 200:
                 return
+            note(status, body)
             if time.monotonic() > deadline:
                 tail = self.log_tail(20)
                 self.stop()
@@ -286,6 +292,27 @@ class ProcessLauncher(BaseLauncher):
         return {**super().info(), "pid": self.proc.pid if self.proc else None, "log": str(self.log_path)}
 
 
+REFUSED_GRACE_S = 5.0  # a server restarting refuses for a moment; one refusing this long is not there
+NOTE_EVERY_S = 5.0
+
+
+class Waiting:
+    """Tells `progress` what a health wait is waiting for (the last answer, seconds so far), every NOTE_EVERY_S."""
+
+    def __init__(self, progress: Callable[[str], None] | None, url: str, t0: float):
+        self.progress, self.url, self.t0, self.next = progress, url, t0, t0 + NOTE_EVERY_S
+
+    def __call__(self, status: int, body: bytes) -> None:
+        now = time.monotonic()
+        if self.progress is None or now < self.next:
+            return
+        self.next = now + NOTE_EVERY_S
+        text = body.decode(errors="replace")
+        said = f"HTTP {status}" if status else "not listening yet" if "Connection refused" in text else \
+            (text[:80] or "no answer")
+        self.progress(f"waiting for {self.url}: {said} ({now - self.t0:.0f} s)")
+
+
 class ExternalLauncher(BaseLauncher):
     """A server the toolkit does not manage: start/stop do nothing; health is polled the same way.
 
@@ -311,12 +338,19 @@ class ExternalLauncher(BaseLauncher):
     def base_url(self) -> str:
         return self._url
 
-    def wait_healthy(self, timeout_s: float = 300.0) -> None:
+    def wait_healthy(self, timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> None:
+        """Poll until 200. A server that is not up yet (no answer, 503) is waited for, `progress` hearing what
+        it answered every few seconds; a refused connection (for REFUSED_GRACE_S), a URL whose scheme the port
+        does not speak, a refused key or a certificate that does not verify fail at once, with the reason."""
         from toolkit import endpoints
+        from toolkit.serve.reach import unreachable
 
         self.start()
-        deadline = time.monotonic() + timeout_s
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
         ep = endpoints.lookup(self._url)
+        note = Waiting(progress, self._url + self.health_path, t0)
+        refused_since = None
         while True:
             url = self._url + self.health_path
             status, body = http_get(url, timeout=5.0)
@@ -325,6 +359,12 @@ class ExternalLauncher(BaseLauncher):
                 status, body = http_get(url, timeout=5.0)
             if status == 200:
                 return
+            note(status, body)
+            verdict = unreachable(url, status, body)
+            if verdict.kind == "final" or (verdict.kind == "refused" and refused_since is not None
+                                           and time.monotonic() - refused_since >= REFUSED_GRACE_S):
+                raise ToolFailure(f"{self.name} at {self._url}: {verdict.message}", hint=verdict.hint)
+            refused_since = (refused_since or time.monotonic()) if verdict.kind == "refused" else None
             if status in (401, 403):
                 key = f"the key in ${ep.api_key_env}" if ep and ep.api_key else "no API key"
                 raise ToolFailure(f"{url} answered HTTP {status} with {key}: the server wants a valid API key",

@@ -91,6 +91,20 @@ def _unwrap(tp: Any) -> list[Any]:
 
 def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     """Field names valid at the mapping that contains loc[-1]."""
+    return [k for t in _models_at(model, loc) for k in t.model_fields]
+
+
+def _key_hint(model: type[BaseModel], loc: tuple) -> str | None:
+    """A model's own word on an unknown key (`KEY_HINTS`: names other tools use for one of its fields)."""
+    for t in _models_at(model, loc):
+        hint = getattr(t, "KEY_HINTS", {}).get(str(loc[-1]))
+        if hint:
+            return hint
+    return None
+
+
+def _models_at(model: type[BaseModel], loc: tuple) -> list[type[BaseModel]]:
+    """The models whose mapping may contain loc[-1]."""
     candidates: list[Any] = [model]
     for part in loc[:-1]:
         nxt: list[Any] = []
@@ -104,12 +118,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
                 elif get_origin(t) is list:
                     nxt.extend(_unwrap(get_args(t)[0]))
         candidates = nxt
-    keys: list[str] = []
-    for c in candidates:
-        for t in _unwrap(c):
-            if isinstance(t, type) and issubclass(t, BaseModel):
-                keys.extend(t.model_fields)
-    return keys
+    return [t for c in candidates for t in _unwrap(c) if isinstance(t, type) and issubclass(t, BaseModel)]
 
 
 RANGE_OPS = {"greater_than": (">", "gt"), "greater_than_equal": (">=", "ge"), "less_than": ("<", "lt"),
@@ -221,19 +230,30 @@ def _clean_loc(loc: tuple, data: Any) -> tuple:
     return tuple(out)
 
 
+def _rank(err: dict) -> int:
+    """Which error to report first: an unknown key before anything else (a misspelt required key is also
+    reported missing, and the misspelling is the mistake), a missing key last."""
+    return 0 if err["type"] == "extra_forbidden" else 2 if err["type"] == "missing" else 1
+
+
+def _where_of(err: dict, data: Any, marks: Marks, path: Path) -> tuple[tuple, Mark | None]:
+    loc = _clean_loc(err["loc"], data)
+    return loc, marks.find(loc) if err["type"] != "missing" else marks.find(loc[:-1])
+
+
 def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, marks: Marks, path: Path) -> SpecError:
-    errors = exc.errors()
+    errors = sorted(exc.errors(), key=_rank)
     first = errors[0]
-    loc = _clean_loc(first["loc"], data)
+    loc, mark = _where_of(first, data, marks, path)
     msg = _describe(first)
     hint = None
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(model, loc)
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}?" if close else f"valid keys here: {', '.join(sorted(allowed))}"
+        hint = _key_hint(model, loc) or (f"did you mean {close[0]!r}?" if close else
+                                         f"valid keys here: {', '.join(sorted(allowed))}")
     elif first["type"] == "missing":
         hint = f"add `{loc[-1]}:` to {_dotted(loc[:-1]) or 'the top level'}"
-        mark = marks.find(loc[:-1])
     elif first["type"] in RANGE_OPS:
         hint = _range_hint(model, loc, first)
     elif first["type"] in LENGTH_ERRORS:
@@ -244,12 +264,16 @@ def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, ma
     elif "expected" in msg or "Input should" in first["msg"]:
         types_, _, _ = _field_at(model, loc)
         hint = "fix the value's type" + (" (quote it to make it a string)" if str in types_ else "")
-    mark = marks.find(loc) if first["type"] != "missing" else marks.find(loc[:-1])
     more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     where = _dotted(loc)
     text = f"{where}: {msg}{more}" if where else f"{msg}{more}"
-    return SpecError(text, hint=hint, file=mark.file if mark else path,
-                     line=mark.line if mark else None, column=mark.column if mark else None)
+    also = []
+    for e in errors[1:]:
+        eloc, emark = _where_of(e, data, marks, path)
+        at = f"{emark.file}:{emark.line}" if emark else str(path)
+        also.append(f"{at}: {_dotted(eloc) + ': ' if eloc else ''}{_describe(e)}")
+    return SpecError(text, hint=hint, file=mark.file if mark else path, line=mark.line if mark else None,
+                     column=mark.column if mark else None, also=also or None)
 
 
 def load_spec(path: str | Path, expect: str | None = None) -> LoadedSpec:
@@ -274,6 +298,8 @@ def load_spec(path: str | Path, expect: str | None = None) -> LoadedSpec:
     except ValidationError as exc:
         raise validation_error(exc, model_cls, data, marks, path) from None
     spec = LoadedSpec(path=path, model=model, marks=marks, files=files)
+    for keypath, message, hint in getattr(model, "spec_errors", lambda: [])():
+        raise spec.error(keypath, message, hint)
     if hasattr(model, "spec_warnings"):
         spec.warnings.extend(model.spec_warnings())
     return spec

@@ -65,6 +65,19 @@ class DummyModel(StrictModel):
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     seed: int = 0
 
+    @model_validator(mode="after")
+    def _shapes(self) -> "DummyModel":
+        # what transformers' LlamaConfig refuses when the run makes the model (every head attends to
+        # hidden_size / heads dimensions; RoPE rotates them in pairs); one head per KV head, so no
+        # separate KV-heads rule applies
+        if self.hidden_size % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size}): each head gets "
+                             "hidden_size / heads dimensions")
+        if (self.hidden_size // self.heads) % 2:
+            raise ValueError(f"hidden_size / heads = {self.hidden_size // self.heads} must be even: rotary position "
+                             "embeddings rotate each head's dimensions in pairs")
+        return self
+
 
 class Model(StrictModel):
     path: str | None = Field(None, description="a model directory already on disk")
@@ -96,7 +109,8 @@ class Environment(StrictModel):
     build_args: dict[str, str] = Field(default_factory=dict, description="Docker build args, e.g. TORCH_CUDA_ARCH_LIST")
     env: dict[str, str] = Field(default_factory=dict, description="runtime environment variables of the image")
     ca_bundle: CABundle | None = None
-    model: Model | None = Field(None, description="transformers engine: the model it serves")
+    model: Model | None = Field(None, description="transformers engine run locally: the model it serves (an "
+                                                  "external target serves its own: no `model:` needed)")
     servers: dict[Name, Preset] = Field(default_factory=dict, description="named server presets (flag: value)")
     request_params: dict[Name, dict[str, ArgValue | dict[str, Any]]] = Field(
         default_factory=dict, description="per-preset request parameters, e.g. generation_config for transformers")
@@ -135,13 +149,26 @@ class Environment(StrictModel):
                 raise ValueError("an sglang environment needs `base_image`")
             if self.sglang is None:
                 raise ValueError("an sglang environment needs an `sglang:` section (version, source, patches)")
-        else:
-            if self.model is None:
-                raise ValueError("a transformers environment needs `model:` (a path or a dummy model)")
         for name in self.request_params:
             if name not in self.servers:
                 raise ValueError(f"request_params names preset {name!r}, which is not under `servers:`")
         return self
+
+    def spec_errors(self) -> list[tuple[tuple, str, str]]:
+        """Mistakes found after validation, each at its own line (load_spec raises the first): a
+        generation_config key the embedded engine's transformers does not have would be silently ignored."""
+        from toolkit.spec.genconfig import unknown_key
+
+        if self.engine != "transformers":
+            return []
+        out = []
+        for arm, params in self.request_params.items():
+            gen = params.get("generation_config")
+            for key in gen if isinstance(gen, dict) else []:
+                bad = unknown_key(str(key))
+                if bad:
+                    out.append((("request_params", arm, "generation_config", key), *bad))
+        return out
 
     @property
     def pinned(self) -> bool:
@@ -149,6 +176,13 @@ class Environment(StrictModel):
 
     def spec_warnings(self) -> list[str]:
         out = []
+        if self.engine == "transformers" and any(isinstance(p.get("generation_config"), dict)
+                                                 for p in self.request_params.values()):
+            from toolkit.spec.genconfig import generation_config_keys
+
+            if generation_config_keys() is None:
+                out.append("generation_config keys were not checked: transformers is not installed here "
+                           '(pip install "toolkit[local]")')
         if self.engine == "sglang" and not self.pinned:
             out.append(f"base image {self.base_image} is not pinned by digest: builds may change underneath you "
                        "(append @sha256:... to pin it)")

@@ -101,6 +101,12 @@ class Slo(StrictModel):
     and domain the capacity (the highest concurrency at which they hold). Analysis only: the block is not
     part of the matrix hash, and `toolkit results slo RUN --slo ...` recomputes for other objectives."""
 
+    # names other tools give these latencies: the hint for them (spelling alone would suggest ttft_ms for tbt_ms)
+    KEY_HINTS: ClassVar[dict[str, str]] = {
+        name: "time between tokens is `itl_ms` here (inter-token latency, judged on each request's mean ITL), "
+              "or `tpot_ms` (time per output token after the first)"
+        for name in ("tbt_ms", "tbt", "time_between_tokens_ms", "inter_token_latency_ms")}
+
     ttft_ms: Objective | None = Field(None, description="time to first token, per request")
     tpot_ms: Objective | None = Field(None, description="time per output token after the first, per request")
     itl_ms: Objective | None = Field(None, description="inter-token latency, judged on each request's mean ITL "
@@ -188,14 +194,28 @@ class Matrix(StrictModel):
     def _check(self) -> "Matrix":
         if (self.requests is None) == (self.duration_s is None):
             raise ValueError("give exactly one of `requests` (per cell) or `duration_s`")
-        if len(set(self.arms)) != len(self.arms):
-            raise ValueError("each arm may appear once in `arms`")
         if self.baseline is not None and self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}")
         if not self.training_data and any((w if isinstance(w, str) else w.name) == "match-training"
                                           for w in self.workloads if isinstance(w, str) or w.path is None):
             raise ValueError("workload `match-training` draws the domain mix of `training_data:`; set it")
         return self
+
+    def spec_errors(self) -> list[tuple[tuple, str, str]]:
+        """Mistakes found after validation, each at its own line (load_spec raises the first): a concurrency
+        level, arm or workload listed twice would run a cell twice, or be silently dropped."""
+        out = []
+        for key, names in (("concurrency", [str(c) for c in self.concurrency]), ("arms", list(self.arms)),
+                           ("workloads", [w if isinstance(w, str) else w.name for w in self.workloads])):
+            seen: dict[str, int] = {}
+            for i, name in enumerate(names):
+                if name in seen:
+                    what = {"concurrency": "concurrency level", "arms": "arm", "workloads": "workload"}[key]
+                    out.append(((key, i), f"{what} {name} is listed twice (also {key}[{seen[name]}])",
+                                f"list each {what} once" + (" (a Workload entry is named by its `name:`)"
+                                                            if key == "workloads" else "")))
+                seen.setdefault(name, i)
+        return out
 
     @property
     def baseline_arm(self) -> str:

@@ -80,6 +80,9 @@ class TuneProgress:
     def arm_starting(self, arm: str) -> None:
         pass
 
+    def arm_waiting(self, arm: str, text: str) -> None:
+        pass
+
     def on_record(self, cell):
         with self._lock:
             if self._cell is not None:

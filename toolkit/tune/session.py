@@ -39,21 +39,23 @@ FORMAT = "toolkit-tune-session"
 def _run_trials(spec_path: Path, *, results_root: Path, resume: Path | None, progress: Any,
                 log: Callable[[str], None], image_env: LoadedSpec) -> tuple[Path, str, dict]:
     """The one call into the matrix machinery: run (or resume) a generated Matrix whose arms are trials.
-    Returns (run folder, status, derived). The runner looks an image up by the environment's spec hash; the
-    trial presets change the hash but not the image, so the build of the user's environment is used."""
+    Returns (run folder, status, derived); status `complete` when every cell ran (failed trials are results
+    the ranking reads), `partial` when the run was interrupted. The runner looks an image up by the
+    environment's spec hash; the trial presets change the hash but not the image, so the build of the user's
+    environment is used."""
     from toolkit.bench.matrix import run_matrix
     from toolkit.bench.plan import find_build
 
     res = run_matrix(load_spec(spec_path, expect="Matrix"), results_root=results_root, resume=resume,
                      progress=progress, log=log, build=find_build(image_env))
-    return res.path, res.status, res.derived.model_dump(mode="json")
+    return res.path, "partial" if res.interrupted else "complete", res.derived.model_dump(mode="json")
 
 
 def _run_status(run_dir: Path) -> str:
-    import json
+    """`complete` when the run finished (every cell ran, whatever its status), else `partial`."""
+    from toolkit.results.archive import open_archive
 
-    s = run_dir / "summary.json"
-    return json.loads(s.read_text()).get("status", "partial") if s.is_file() else "partial"
+    return "partial" if open_archive(run_dir).interrupted else "complete"
 
 
 class TuneSession:

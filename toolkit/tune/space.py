@@ -99,6 +99,11 @@ def _unknown(mspec: LoadedSpec, arm: str, knob: str, catalogue: dict, engine: st
     alt = knob.replace("-", "_") if engine == "transformers" else knob.replace("_", "-")
     close = [alt] if alt in catalogue else difflib.get_close_matches(knob, names, n=1, cutoff=0.75)
     if engine == "transformers":
+        from toolkit.spec.genconfig import unknown_key
+
+        bad = None if "-" in knob else unknown_key(knob)  # one check of generation_config keys (spec/genconfig.py)
+        if bad:
+            raise mspec.error(_where(arm, knob), f"unknown knob {knob!r}: {bad[0]}", hint=bad[1])
         what = ("a generation_config key of the embedded engine (engine: transformers), which has no server "
                 "flags to tune" if "-" in knob else "a generation_config key the embedded engine's tuner knows")
         raise mspec.error(_where(arm, knob), f"unknown knob {knob!r}: not {what}",

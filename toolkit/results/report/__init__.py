@@ -17,18 +17,20 @@ from toolkit.results.report.compare import build_diff_report
 from toolkit.results.report.listing import build_list_report
 from toolkit.results.report.model import Report
 from toolkit.results.report.render import render_html, render_json, render_md, render_text, write_report
-from toolkit.results.report.run import RunView, archive_view, build_run_report, from_result, threshold_advice
+from toolkit.results.report.run import (RunView, archive_view, build_run_report, from_result, status_text,
+                                        threshold_advice)
 
 __all__ = ["Report", "RunView", "archive_view", "build_diff_report", "build_list_report", "build_run_report",
            "from_result", "render_html", "render_json", "render_md", "render_text", "run_markdown",
-           "summary_markdown", "threshold_advice", "write_report"]
+           "status_text", "summary_markdown", "threshold_advice", "write_report"]
 
 
-def run_markdown(run_dir: str | Path, derived: dict | None = None, status: str | None = None) -> str:
-    """The report.md a writer stores at finalize (before summary.json exists: pass derived and status)."""
+def run_markdown(run_dir: str | Path, derived: dict | None = None, status: str | None = None, why: str = "") -> str:
+    """The report.md a writer stores at finalize (before summary.json exists: pass derived, status and why
+    it is not complete)."""
     from toolkit.results.archive import open_archive
 
-    return render_md(build_run_report(archive_view(open_archive(run_dir), derived=derived, status=status)))
+    return render_md(build_run_report(archive_view(open_archive(run_dir), derived=derived, status=status, why=why)))
 
 
 def summary_markdown(archive) -> str:

@@ -16,7 +16,10 @@ def build_list_report(rows: list[dict]) -> Report:
         if x.get("status") == "corrupt":
             out.append([f"{x['matrix']}/{x['run_id']}", "-", "CORRUPT", "-", "-", "-", x.get("error", ""), "-"])
             continue
-        out.append([f"{x['matrix']}/{x['run_id']}", (x.get("started_at") or "-")[:19].replace("T", " "), x["status"],
+        status = x["status"] + (" (interrupted)" if x.get("interrupted") else
+                                f" ({x['cells_failed']} failed)" if x["status"] == "partial" and x.get("cells_failed")
+                                else "")
+        out.append([f"{x['matrix']}/{x['run_id']}", (x.get("started_at") or "-")[:19].replace("T", " "), status,
                     x.get("env_hash") or "-", x.get("host") or "-", x.get("gpu") or "-",
                     ",".join(x.get("arms") or []) or "-", str(x.get("cells", 0))])
     return r.add(Table(LIST_COLUMNS, out, align="lllllllr"))

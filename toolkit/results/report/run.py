@@ -40,6 +40,11 @@ class RunView:
     slo: SloAnalysis | None = None  # the run against its service-level objectives, when it has some
 
 
+def status_text(status: str, why: str | None) -> str:
+    """`partial (2 of 12 cells failed)`: the status with why it is not complete, as every renderer prints it."""
+    return f"{status} ({why})" if why else status
+
+
 def threshold_advice(derived: Derived, arm: str) -> str:
     """The one line of advice per speculative arm, as every renderer prints it."""
     if arm in derived.never_pays_off:
@@ -65,17 +70,18 @@ def _derived(d: Derived | dict | None) -> Derived:
     return d if isinstance(d, Derived) else Derived.model_validate(d or {})
 
 
-def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: str | None = None) -> RunView:
-    """A run read back; `derived` and `status` stand in for summary.json while the runner finalizes."""
+def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: str | None = None,
+                 why: str = "") -> RunView:
+    """A run read back; `derived`, `status` and `why` stand in for summary.json while the runner finalizes."""
     from toolkit.results.cells import CellReader
     from toolkit.results.facts import run_facts
 
     f, m = run_facts(a), a.manifest
     if status:
-        f["status"] = status
+        f["status"], f["why"] = status, why
     image = (m.build.id or m.build.image_id) if m.build else None
     spec = m.matrix.resolved
-    facts = [["run", f"{f['matrix']}/{f['run_id']}"], ["status", f["status"]],
+    facts = [["run", f"{f['matrix']}/{f['run_id']}"], ["status", status_text(f["status"], f.get("why"))],
              ["started / finished", f"{f['started_at'] or '-'} / {f['finished_at'] or '-'}"],
              ["environment", f"{f['environment'] or '-'} (hash {f['env_hash'] or '-'})"],
              ["image", image or "-"], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
