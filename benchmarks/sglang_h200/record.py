@@ -26,7 +26,9 @@ ENV = ROOT / "envs" / "sglang-0.5.17-h200.yaml"
 PROMPT = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
 
 
-def call(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict, bytes]:
+def call(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
+    """One request; the headers come back as http.client's message, which looks names up case-insensitively
+    (SGLang's JSON answers say `content-type`, its /metrics `Content-Type`)."""
     u = urlsplit(base)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
     data = json.dumps(body).encode() if body is not None else None
@@ -34,7 +36,7 @@ def call(base: str, method: str, path: str, body: dict | None = None) -> tuple[i
     r = conn.getresponse()
     raw = r.read()  # chunked transfer decoded: the SSE body exactly as the client parses it
     conn.close()
-    return r.status, dict(r.getheaders()), raw
+    return r.status, r.headers, raw
 
 
 def record(base: str, model: str, out: Path) -> dict:
@@ -65,7 +67,7 @@ def record(base: str, model: str, out: Path) -> dict:
         ext = ".txt" if name.endswith("stream") or name in ("metrics", "flush_cache", "health") else ".json"
         (out / f"{name}{ext}").write_bytes(raw)
         index[name] = {"method": method, "path": path, "request": body, "status": status,
-                       "content_type": headers.get("content-type"), "file": f"{name}{ext}", "bytes": len(raw)}
+                       "content_type": headers.get("Content-Type"), "file": f"{name}{ext}", "bytes": len(raw)}
         print(f"{method} {path}: {status}, {len(raw)} bytes", flush=True)
     (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
     return index
