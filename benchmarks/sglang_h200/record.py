@@ -8,6 +8,7 @@ OUT/fixtures/: the raw bodies of /health, /server_info, /v1/models, /metrics, /f
 /generate, a streamed /v1/chat/completions and /v1/completions (and index.json: status, headers, request).
 OUT/threshold.json: three phases of load (2, 16, then 2 requests at a time) with per-request acceptance,
 /server_info before and after each, and the server log lines the patch writes when drafting switches.
+OUT/SHA256SUMS: every file above (`sha256sum -c SHA256SUMS`; `toolkit results verify` checks it).
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def main(out: Path, preset: str) -> int:
     result = {"preset": preset, "args": args, "start_s": started, "command": srv.command, "phases": phases,
               "threshold_log_lines": lines}
     (out / "threshold.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    from toolkit.checksums import write_sums
+
+    write_sums(out)  # `toolkit results verify` checks a copy of OUT under results/ (copy it whole)
     for p in phases:
         print(f"c={p['concurrency']}: accept_length mean {p['accept_length_mean']}, errors {p['errors']}")
     print(f"{len(lines)} toolkit-threshold log lines; first: {lines[:4]}")

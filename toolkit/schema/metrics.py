@@ -291,13 +291,24 @@ def cell_stats(records: list[RequestRecord]) -> tuple[dict[str, Stat], float]:
     gaps = [g for r in ok for g in chunk_itls(r)]
     if gaps:
         out["itl_ms"] = describe(gaps, ci=False)
+    figures, span = cell_figures(measured)
+    out.update(figures)
+    return {m: out[m] for m in NAMES if m in out}, span
+
+
+def cell_figures(measured: list[RequestRecord]) -> tuple[dict[str, Stat], float]:
+    """The cell-kind figures of a cell's measured (non-warmup) records: output_tok_s, request_s and, where
+    requests report verification steps, accept_length. Returns (figures, span in seconds)."""
+    if not measured:
+        return {}, 0.0
+    ok = successful(measured)
     start = min(r.send_s for r in measured)
     end = max(r.send_s + (r.e2e_ms or 0.0) / 1000.0 for r in measured)
     span = max(end - start, 1e-9)
-    out["output_tok_s"] = figure(sum(r.output_tokens for r in ok) / span, len(ok))
-    out["request_s"] = figure(len(ok) / span, len(ok))
+    out = {"output_tok_s": figure(sum(r.output_tokens for r in ok) / span, len(ok)),
+           "request_s": figure(len(ok) / span, len(ok))}
     steps = [r for r in ok if r.spec_verify_ct]
     if steps:
         out["accept_length"] = figure(sum(r.output_tokens for r in steps) / sum(r.spec_verify_ct for r in steps),
                                       len(steps))
-    return {m: out[m] for m in NAMES if m in out}, span
+    return out, span
