@@ -59,7 +59,7 @@ while read -r p; do
 done < <([ -n "${SGL_DRY:-}" ] || cat /tmp/patches.txt)
 
 stamp "config-only models"
-python3 benchmarks/sglang_h200/make_models.py /tmp/toolkit-sglang/models
+python3 benchmarks/sglang_h200/make_models.py envs/sglang-0.5.17-h200.yaml
 
 stamp "a misspelt flag through real SGLang"
 tk bench matrix benchmarks/sglang_h200/matrix-typo.yaml --results "$RESULTS"; echo "typo matrix rc=$?"
