@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from toolkit.checksums import NAME as SUMS, check_sums, is_run_archive
+from toolkit.checksums import NAME as SUMS, check_sums, is_run_archive, is_temp
 from toolkit.errors import ToolkitError
 from toolkit.results.consistency import check_cell
 from toolkit.schema.columns import COLUMNS, OLD_NAMES, load_columns
@@ -241,7 +241,9 @@ def open_verified(path: str | Path, allow_unverified: bool = False, warn=None):
     from toolkit.results.archive import open_archive
 
     path = Path(path)
-    problems = errors(verify_run(path, records=False))
+    # a temp file is a write in progress (a run being watched) or an interrupted one: never read, so no reason
+    # to refuse the archive
+    problems = [p for p in errors(verify_run(path, records=False)) if not is_temp(p.file.rsplit("/", 1)[-1])]
     if problems and not allow_unverified:
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
         raise ToolkitError(f"run {path.name} does not verify: {problems[0]}{more}", file=path,
