@@ -48,6 +48,21 @@ def test_specs_without_the_new_fields_keep_their_hash(tmp_path, name):
     assert hash_of(tmp_path, doc) == pinned
 
 
+def test_a_matrix_with_models_in_its_lists_keeps_its_hash(tmp_path):
+    """A Matrix whose workloads mix names and objects (models inside a list) hashes as before (the bytes of the
+    files it references are part of its hash: written here exactly)."""
+    (tmp_path / "env.yaml").write_text(
+        "kind: Environment\nname: pinned-cpu\nengine: transformers\nmodel:\n"
+        "  dummy: {hidden_size: 32, intermediate_size: 64, layers: 1, heads: 2, vocab_size: 512, seed: 0}\n"
+        "servers:\n  baseline: {}\n  ngram: {}\n")
+    (tmp_path / "prompts.jsonl").write_text('{"id": "p0", "domain": "mine", "prompt": "def f(x):"}\n')
+    m = tmp_path / "m.yaml"
+    m.write_text("kind: Matrix\nname: pinned\nenvironment: env.yaml\narms: [baseline, ngram]\n"
+                 "workloads: [coding, {name: mine, path: prompts.jsonl}]\nconcurrency: [1, 4]\noutput_len: 8\n"
+                 "requests: 4\n")
+    assert spec_hash(load_spec(m)) == "75eb80d43d94b1615b938b28303083d13dc3d579b0f6aafd6707e2ebd33605f3"
+
+
 def other(field, value):
     """Another valid value of a recipe field."""
     ann = field.annotation

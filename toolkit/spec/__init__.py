@@ -351,11 +351,11 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
     return h.hexdigest()
 
 
-def _hash_doc(value: Any) -> Any:
+def _hash_doc(value: Any, dumped: Any = None) -> Any:
     """What the hash covers of a spec model, at every level: its JSON dump, without the fields a model marks as
     analysis (HASH_EXCLUDE: a Matrix's slo) or as added after v1 and unset (HASH_OMIT_NONE: unset, a spec keeps
     its hash), plus what a model adds that the dump does not say (hash_extra: the version of the recipe a
-    dummy model is made with)."""
+    dummy model is made with). `dumped`: value's JSON dump, for the dicts and lists that hold models."""
     if isinstance(value, BaseModel):
         doc = value.model_dump(mode="json", exclude=set(getattr(value, "HASH_EXCLUDE", ())))
         for name in list(doc):
@@ -363,13 +363,13 @@ def _hash_doc(value: Any) -> Any:
             if v is None and name in getattr(value, "HASH_OMIT_NONE", ()):
                 doc.pop(name)
             elif _has_model(v):
-                doc[name] = _hash_doc(v)
+                doc[name] = _hash_doc(v, doc[name])
         if hasattr(value, "hash_extra"):
             doc.update(value.hash_extra())
         return doc
     if isinstance(value, dict):
-        return {k: _hash_doc(v) for k, v in value.items()}
-    return [_hash_doc(v) for v in value]  # a list or tuple holding models (_has_model)
+        return {k: _hash_doc(v, dumped[k]) if _has_model(v) else dumped[k] for k, v in value.items()}
+    return [_hash_doc(v, d) if _has_model(v) else d for v, d in zip(value, dumped)]  # a list or tuple
 
 
 def _has_model(v: Any) -> bool:
