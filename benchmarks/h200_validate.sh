@@ -8,6 +8,7 @@
 #   telemetry-samples.json  toolkit.gpu.telemetry.Telemetry sampling a 6 s bf16 matmul load
 #   validate.json         `toolkit gpu validate --json --spec SPEC --gpus GPUS`
 #   log.txt               everything printed, human-readable validation included
+#   SHA256SUMS            the sha256 of every file above (written last)
 # Multicast stays off in every process (shared GPUs): the variables below are exported first.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 NO_COLOR=1
@@ -16,7 +17,8 @@ DEST=${1:-${OUT:-gpu-capture}}
 SPEC=${2:-envs/sglang-cu13-blackwell.yaml}
 GPUS=${3:-1}
 mkdir -p "$DEST"
-exec > >(tee "$DEST/log.txt") 2>&1
+exec 3>&1 4>&2 > >(tee "$DEST/log.txt") 2>&1
+TEE=$!
 
 if ! python3 -c "import pydantic" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then  # no pydantic there: carried wheels
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -66,3 +68,11 @@ PY
 kill $TEL; wait $TEL 2>/dev/null
 echo "telemetry.csv: $(wc -l < "$DEST/telemetry.csv") lines"
 ls -la "$DEST"
+# every file's sha256, log.txt included once tee has ended (`sha256sum -c SHA256SUMS`; `toolkit results
+# verify` checks the folder once it is copied under results/: copy it whole, or write SHA256SUMS again over
+# what you keep)
+exec 1>&3 2>&4 3>&- 4>&-
+wait "$TEE" 2>/dev/null || sleep 1
+(cd "$DEST" && find . -type f ! -name SHA256SUMS ! -name '.*.tmp' | sed 's|^\./||' | LC_ALL=C sort \
+  | while IFS= read -r f; do sha256sum -- "$f"; done > SHA256SUMS)
+echo "SHA256SUMS: $(wc -l < "$DEST/SHA256SUMS") files"

@@ -8,6 +8,7 @@ OUT/fixtures/: the raw bodies of /health, /server_info, /v1/models, /metrics, /f
 /generate, a streamed /v1/chat/completions and /v1/completions (and index.json: status, headers, request).
 OUT/threshold.json: three phases of load (2, 16, then 2 requests at a time) with per-request acceptance,
 /server_info before and after each, and the server log lines the patch writes when drafting switches.
+OUT/SHA256SUMS: every file above (`sha256sum -c SHA256SUMS`; `toolkit results verify` checks it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ ENV = ROOT / "envs" / "sglang-0.5.17-h200.yaml"
 PROMPT = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
 
 
-def call(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict, bytes]:
+def call(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
+    """One request; the headers come back as http.client's message, which looks names up case-insensitively
+    (SGLang's JSON answers say `content-type`, its /metrics `Content-Type`)."""
     u = urlsplit(base)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
     data = json.dumps(body).encode() if body is not None else None
@@ -34,7 +37,7 @@ def call(base: str, method: str, path: str, body: dict | None = None) -> tuple[i
     r = conn.getresponse()
     raw = r.read()  # chunked transfer decoded: the SSE body exactly as the client parses it
     conn.close()
-    return r.status, dict(r.getheaders()), raw
+    return r.status, r.headers, raw
 
 
 def record(base: str, model: str, out: Path) -> dict:
@@ -65,7 +68,7 @@ def record(base: str, model: str, out: Path) -> dict:
         ext = ".txt" if name.endswith("stream") or name in ("metrics", "flush_cache", "health") else ".json"
         (out / f"{name}{ext}").write_bytes(raw)
         index[name] = {"method": method, "path": path, "request": body, "status": status,
-                       "content_type": headers.get("content-type"), "file": f"{name}{ext}", "bytes": len(raw)}
+                       "content_type": headers.get("Content-Type"), "file": f"{name}{ext}", "bytes": len(raw)}
         print(f"{method} {path}: {status}, {len(raw)} bytes", flush=True)
     (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
     return index
@@ -116,6 +119,9 @@ def main(out: Path, preset: str) -> int:
     result = {"preset": preset, "args": args, "start_s": started, "command": srv.command, "phases": phases,
               "threshold_log_lines": lines}
     (out / "threshold.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    from toolkit.checksums import write_sums
+
+    write_sums(out)  # `toolkit results verify` checks a copy of OUT under results/ (copy it whole)
     for p in phases:
         print(f"c={p['concurrency']}: accept_length mean {p['accept_length_mean']}, errors {p['errors']}")
     print(f"{len(lines)} toolkit-threshold log lines; first: {lines[:4]}")

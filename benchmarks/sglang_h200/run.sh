@@ -9,6 +9,8 @@
 #      speculative-disable-batch-threshold patch under load (2, 16, 2 requests at a time).
 # Everything lands in DEST (default /tmp/sglang-h200-out): log.txt, run.tar.gz, DONE when finished.
 # SGL_DRY=1 with SITE=<a folder holding tests/bench/fake_sglang's sglang> tries the script on a CPU.
+# MATRIX=<file> runs that matrix instead of matrix.yaml; TYPO=0 and RECORD=0 leave out steps 1 and 3
+# (issue 25's chat-API acceptance run: MATRIX=benchmarks/sglang_h200/matrix-chat.yaml TYPO=0 RECORD=0).
 #   bash benchmarks/sglang_h200/run.sh [DEST]
 # docs/gpu.md says how to run it on the device tool (the wheels arrive in two calls; this runs detached).
 set -uo pipefail
@@ -17,12 +19,15 @@ DEST=${1:-/tmp/sglang-h200-out}
 SCRIPT=benchmarks/sglang_h200/run.sh ENV_SPEC=envs/sglang-0.5.17-h200.yaml
 source benchmarks/sglang_h200/setup.sh
 
-stamp "a misspelt flag through real SGLang"
-tk bench matrix benchmarks/sglang_h200/matrix-typo.yaml --results "$RESULTS"; echo "typo matrix rc=$?"
+MATRIX=${MATRIX:-benchmarks/sglang_h200/matrix.yaml}
+if [ "${TYPO:-1}" != 0 ]; then
+  stamp "a misspelt flag through real SGLang"
+  tk bench matrix benchmarks/sglang_h200/matrix-typo.yaml --results "$RESULTS"; echo "typo matrix rc=$?"
+fi
 
-stamp "the matrix"
-tk bench matrix benchmarks/sglang_h200/matrix.yaml --results "$RESULTS"; echo "bench matrix rc=$?"
-RUN=$(ls -td "$RESULTS"/sglang-h200/*/ 2>/dev/null | head -1); RUN=${RUN%/}
+stamp "the matrix ($MATRIX)"
+tk bench matrix "$MATRIX" --results "$RESULTS"; echo "bench matrix rc=$?"
+RUN=$(ls -td "$RESULTS"/$(sed -n 's/^name: *//p' "$MATRIX")/*/ 2>/dev/null | head -1); RUN=${RUN%/}
 TYPO=$(ls -td "$RESULTS"/sglang-h200-typo/*/ 2>/dev/null | head -1); TYPO=${TYPO%/}
 if [ -n "$RUN" ]; then
   stamp "verify + report"
@@ -32,8 +37,10 @@ if [ -n "$RUN" ]; then
 fi
 tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports 2>/dev/null)
 
-stamp "record the wire format; the threshold patch under load"
-python3 benchmarks/sglang_h200/record.py "$DEST/record" eagle3-threshold; echo "record rc=$?"
-tar -czf "$DEST/record.tar.gz" -C "$DEST" record
+if [ "${RECORD:-1}" != 0 ]; then
+  stamp "record the wire format; the threshold patch under load"
+  python3 benchmarks/sglang_h200/record.py "$DEST/record" eagle3-threshold; echo "record rc=$?"
+  tar -czf "$DEST/record.tar.gz" -C "$DEST" record
+fi
 stamp "done"
 touch "$DEST/DONE"

@@ -2,7 +2,8 @@
 # wheels have arrived. Expects DEST (output folder), SCRIPT (the caller, re-executed from a private copy)
 # and ENV_SPEC (the Environment whose patches are applied). After it: cwd is the private copy, PYTHONPATH
 # holds the carried SGLang set, the patches are applied, the models are made, `tk` runs the toolkit, `stamp`
-# prints elapsed seconds.
+# prints elapsed seconds. The models: the Environment's `dummy_models:` (the process launcher would write
+# them too; made here ahead of the first start).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 NO_COLOR=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 SITE=${SITE:-/tmp/site}
@@ -49,4 +50,4 @@ while read -r p; do
 done < <([ -n "${SGL_DRY:-}" ] || cat /tmp/patches.txt)
 
 stamp "config-only models"
-python3 benchmarks/sglang_h200/make_models.py /tmp/toolkit-sglang/models
+python3 benchmarks/sglang_h200/make_models.py "$ENV_SPEC"

@@ -36,7 +36,7 @@ ENV = textwrap.dedent("""\
         served-model-name: target
         load-format: dummy
         mem-fraction-static: 0.8
-      eagle3:
+      eagle3: &e
         <<: *b
         speculative-algorithm: EAGLE3
         speculative-draft-model-path: /models/draft
@@ -44,6 +44,9 @@ ENV = textwrap.dedent("""\
         speculative-eagle-topk: 1
         speculative-num-draft-tokens: 4
         max-running-requests: 64
+      eagle3-metrics:
+        <<: *e
+        enable-metrics: true
       ngram:
         <<: *b
         speculative-algorithm: NGRAM
@@ -53,7 +56,7 @@ ENV = textwrap.dedent("""\
     """)
 
 
-def write_specs(tmp: Path, arms: str, target: str, concurrency: str = "[1, 64]") -> Path:
+def write_specs(tmp: Path, arms: str, target: str, concurrency: str = "[1, 64]", api: str = "generate") -> Path:
     (tmp / "env.yaml").write_text(ENV)
     m = tmp / "m.yaml"
     m.write_text(textwrap.dedent(f"""\
@@ -63,7 +66,7 @@ def write_specs(tmp: Path, arms: str, target: str, concurrency: str = "[1, 64]")
         arms: {arms}
         target: {target}
         workloads: [coding]
-        api: generate
+        api: {api}
         concurrency: {concurrency}
         output_len: 12
         requests: 64
@@ -130,6 +133,26 @@ def test_process_arms_one_after_another_with_server_state(tmp_path: Path) -> Non
     assert b"accept_length" not in base
     # one slot: wall time is the sum of its parts
     assert 0.9 < summary["derived"]["timing"]["overhead_ratio"] < 1.5
+    assert run_cli("results", "verify", str(run)).returncode == 0
+
+
+def test_chat_api_takes_acceptance_from_the_server(tmp_path: Path) -> None:
+    """Over chat no steps reach the client: with --enable-metrics the cell's figure comes from the /metrics
+    counters over the measured requests; without, from /server_info's average since the flush before the
+    cell. The fake drafts 1, 2, 3 tokens per step in turn: 12 tokens in 6 steps, 2.0 for every request."""
+    m = write_specs(tmp_path, "[eagle3, eagle3-metrics]", process_target(), concurrency="[1, 4]", api="chat")
+    run, summary, _ = run_matrix(m, tmp_path / "results")
+    by = {(c["arm"], c["concurrency"]): c for c in summary["cells"]}
+    assert len(by) == 4 and all(c["status"] == "ok" for c in by.values())
+    for c in (1, 4):
+        srv = by[("eagle3-metrics", c)]
+        assert srv["accept_source"] == "server-metrics"
+        assert srv["accept_counts"] == {"tokens": 64 * 12.0, "steps": 64 * 6.0, "requests": 64.0}
+        info = by[("eagle3", c)]
+        assert info["accept_source"] == "server-info" and info["accept_counts"] is None
+        for cell in (srv, info):
+            assert cell["metrics"]["accept_length"]["p50"] == 2.0
+    assert not [c for c in summary["derived"]["methodology"] if c["check"].startswith("acceptance-")]
     assert run_cli("results", "verify", str(run)).returncode == 0
 
 

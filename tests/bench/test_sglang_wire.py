@@ -127,6 +127,39 @@ def test_metrics_and_flush_cache():
     assert INDEX["health"]["status"] == 200
 
 
+def test_the_recorder_reads_headers_whatever_their_case():
+    """/metrics answers `Content-Type` (prometheus_client), JSON endpoints `content-type` (uvicorn): the
+    recorder (benchmarks/sglang_h200/record.py) finds both (issue 29: /metrics' type was recorded as null)."""
+    import importlib.util
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            body = b"# HELP x\n"
+            self.send_response(200)
+            self.send_header("Content-Type" if self.path == "/metrics" else "content-type",
+                             "text/plain; version=0.0.4" if self.path == "/metrics" else "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    spec = importlib.util.spec_from_file_location("record", DATA.parents[2] / "benchmarks" / "sglang_h200" / "record.py")
+    record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{srv.server_address[1]}"
+        assert record.call(base, "GET", "/metrics")[1].get("Content-Type") == "text/plain; version=0.0.4"
+        assert record.call(base, "GET", "/server_info")[1].get("Content-Type") == "application/json"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 RESULTS = DATA.parents[2] / "results"
 
 

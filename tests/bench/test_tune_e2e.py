@@ -78,6 +78,13 @@ def test_tune_acceptance_json_archives_and_the_tuned_environment(tmp_path):
     assert len(res["runs"]) >= 8
     for run in res["runs"]:
         assert run_cli("results", "verify", run).returncode == 0
+    # the session keeps SHA256SUMS over its own files; plain verify checks it and every run nested in it
+    assert (session / "SHA256SUMS").is_file()
+    v = run_cli("results", "verify", "--root", str(session.parent.parent), "--json")
+    assert v.returncode == 0, v.stdout[-3000:]
+    checked = {Path(x["run"]): x for x in json.loads(v.stdout)}
+    assert checked[session]["kind"] == "session" and checked[session]["problems"] == []
+    assert {Path(r) for r in res["runs"]} <= set(checked)
     shown = run_cli("results", "show", res["runs"][0])
     assert shown.returncode == 0 and "baseline-again" in shown.stdout
     assert (session / "report.md").is_file() and (session / "plots" / "tune-heatmap.png").is_file()

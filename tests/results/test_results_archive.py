@@ -204,3 +204,95 @@ def test_a_cell_interrupted_before_its_summary_is_written_again_on_resume(tmp_pa
     r.write_cell(summary, recs)
     r.finalize("complete", derived={})
     assert verify_run(w.path) == [] and len(list(open_archive(w.path).iter_records(key))) == len(recs)
+
+
+def _rewrite_records(run: Path, key: str, edit) -> None:
+    """An edit of one cell's records, then SHA256SUMS written again over it: what checksums cannot catch."""
+    from toolkit.checksums import write_sums
+
+    gz = run / "cells" / f"{key}.jsonl.gz"
+    recs = [json.loads(ln) for ln in gzip.decompress(gz.read_bytes()).splitlines()]
+    gz.write_bytes(gzip.compress(b"".join(json.dumps(edit(r)).encode() + b"\n" for r in recs)))
+    write_sums(run)
+
+
+def _faster(r: dict) -> dict:
+    return r if r.get("warmup") else {**r, "e2e_ms": r["e2e_ms"] / 2}
+
+
+def test_verify_catches_a_records_edit_with_rewritten_checksums(tmp_path, cli):
+    from toolkit.checksums import write_sums
+    from toolkit.schema.columns import columns_from_records, save_columns
+    from toolkit.schema.records import RequestRecord
+
+    run = write_run(tmp_path, seed=11, n=30, domains=("chat",), concurrency=(1,))
+    key = cell_key("eagle3", "chat", 1)
+    _rewrite_records(run, key, _faster)
+    problems = verify_run(run)
+    assert not [p for p in problems if "SHA256SUMS" in p.message]  # the checksums were forged
+    assert any(p.file == f"cells/{key}.npz" and "column e2e_ms" in p.message for p in problems), problems
+    # columns forged too: the summary's medians are not the columns' any more
+    recs = [RequestRecord.model_validate_json(ln) for ln in gzip.decompress(
+        (run / "cells" / f"{key}.jsonl.gz").read_bytes()).splitlines()]
+    (run / "cells" / f"{key}.npz").write_bytes(save_columns(columns_from_records(recs)))
+    write_sums(run)
+    problems = verify_run(run)
+    assert [p for p in problems if p.file.endswith(".npz")] == []
+    assert any(p.file == f"cells/{key}.json" and p.message.startswith("e2e_ms: p50") for p in problems), problems
+    assert any(p.file == f"cells/{key}.json" and p.message.startswith("output_tok_s is") for p in problems)
+
+    res = cli("results", "verify", str(run))
+    assert res.returncode == 1 and f"FAIL {run}" in res.stdout and f"cells/{key}.json: e2e_ms: p50" in res.stdout
+    # the readers refuse it, naming the problem and the way out
+    for args in (["show", str(run)], ["diff", str(run), str(run)], ["slo", str(run), "--slo", "e2e_ms.p90=100"],
+                 ["report", str(run), "-o", str(tmp_path / "rep")]):
+        res = cli("results", *args)
+        assert res.returncode == 2 and "does not verify" in res.stderr and "Traceback" not in res.stderr, args
+        assert "--allow-unverified" in res.stderr and f"cells/{key}" in res.stderr
+    assert not (tmp_path / "rep").exists()
+    res = cli("results", "show", str(run), "--allow-unverified")
+    assert res.returncode == 0 and "WARNING: run" in res.stderr and f"cells/{key}.json: e2e_ms" in res.stderr
+
+
+def test_plain_verify_checks_the_runs_nested_in_a_tune_session(tmp_path, cli):
+    import shutil
+
+    src = next((Path(__file__).resolve().parents[2] / "results" / "quickstart-tune").iterdir())
+    session = tmp_path / "quickstart-tune" / src.name
+    shutil.copytree(src, session)
+    nested = sorted(p.parent for p in session.glob("*/*/manifest.json"))
+    assert len(nested) == 16
+    bad = nested[3]
+    key = sorted(p.name[: -len(".json")] for p in (bad / "cells").glob("*.json"))[0]
+    _rewrite_records(bad, key, _faster)
+    res = cli("results", "verify", "--root", str(tmp_path))
+    assert res.returncode == 1
+    assert f"FAIL {bad}" in res.stdout and f"cells/{key}.npz: column e2e_ms" in res.stdout
+    assert sum(f"ok   {p}" in res.stdout for p in nested) == 15
+    # the session itself was written before sessions were checksummed: a warning, not a failure
+    assert f"warn {session}" in res.stdout and "no SHA256SUMS: written before" in res.stdout
+    # naming the session checks it and its runs
+    res = cli("results", "verify", str(session), "--json")
+    got = {x["run"]: x for x in json.loads(res.stdout)}
+    assert res.returncode == 1 and not got[str(bad)]["ok"] and got[str(session)]["ok"] and len(got) == 17
+
+
+def test_capture_folders_are_checked_by_their_checksums(tmp_path, cli):
+    from toolkit.checksums import write_sums
+    from toolkit.results.verify import verify_folder
+
+    cap = tmp_path / "gpu-validation" / "h200-x"
+    (cap / "sub").mkdir(parents=True)
+    (cap / "validate.json").write_text('{"ok": true}\n')
+    (cap / "sub" / "log.txt").write_text("fine\n")
+    assert [p.severity for p in verify_folder(cap)] == ["warning"]  # no SHA256SUMS: nothing can be checked
+    assert cli("results", "verify", "--root", str(tmp_path)).returncode == 0
+    write_sums(cap)
+    assert verify_folder(cap) == []
+    (cap / "sub" / "log.txt").write_text("edited\n")
+    (cap / "extra.txt").write_text("added\n")
+    found = {(p.file, p.message.split(":")[0]) for p in verify_folder(cap)}
+    assert found == {("sub/log.txt", "sha256 differs from SHA256SUMS"),
+                     ("extra.txt", "not covered by SHA256SUMS (added after the folder was finished)")}
+    res = cli("results", "verify", "--root", str(tmp_path))
+    assert res.returncode == 1 and f"FAIL {cap}" in res.stdout

@@ -100,7 +100,6 @@ class ArmRunner:
             try:
                 self._run_cell(cell)
                 self.launcher.check_alive(during=f"cell {cell.key}")
-                self._after_cell(cell)
             except ToolFailure as exc:
                 if self.launcher.exit_code() is None:  # the server lives (a load worker failed): this cell only
                     if not self.ledger.is_done(cell):
@@ -121,12 +120,15 @@ class ArmRunner:
         """The launcher's facts plus, for SGLang (launched or external), what the server says about itself:
         /server_info archived as servers/<arm>.json, its limits and speculative settings, and each preset flag
         it reports differently. The 48-request cap is read from the server, not assumed."""
+        from toolkit.bench.derive import is_speculative
         from toolkit.serve.sglang import preset_mismatches, server_state
 
         info = self.launcher.info()
         preset = self.plan.env_spec.model.servers[self.arm]
         info["external"] = self.slot.target["kind"] == "external"
         speculative = "speculative-algorithm" in preset
+        info["speculative_algorithm"] = preset.get("speculative-algorithm") or (
+            "prompt lookup" if is_speculative(self.plan.env_spec.model, self.arm) else None)
         if self.plan.engine != "sglang":
             return info
         raw = info.pop("server_info", None) or self.launcher.server_info()
@@ -145,27 +147,45 @@ class ArmRunner:
             info["max_running_requests"] = info.get("max_running_requests") or 48
             info["max_running_requests_source"] = "assumed (no /server_info)"
         info["max_running_requests_implicit"] = speculative and "max-running-requests" not in preset
+        info["speculative_algorithm"] = (info["speculative_algorithm"]
+                                         or info.get("speculative", {}).get("speculative_algorithm"))
         info["cells"] = {}
         return info
 
-    def _after_cell(self, cell: Cell) -> None:
-        """After a cell, SGLang's server-wide acceptance since the flush before it (a cross-check of the
-        per-request figures)."""
-        info = self.ledger.arm_info.get(self.arm)
-        if not info or not info.get("server_info_read"):
-            return
-        from toolkit.serve.sglang import server_state
+    def _speculative(self) -> bool:
+        return bool((self.ledger.arm_info.get(self.arm) or {}).get("speculative_algorithm"))
 
-        st = server_state(self.launcher.server_info())
-        self.ledger.cell_state(self.arm, cell.key, {"avg_spec_accept_length": st.get("avg_spec_accept_length")})
+    def _acceptance(self, cell: Cell, summary: CellSummary, probe) -> None:
+        """Where the wire gave no steps per request, the cell's acceptance from the server's own counts
+        (toolkit.bench.acceptance), labelled with its source; for SGLang also its server-wide figure since
+        the flush, kept beside the cell's as a cross-check."""
+        if summary.status == "ok" and "accept_length" not in summary.metrics:
+            got = probe.result(summary.metrics["e2e_ms"].n if "e2e_ms" in summary.metrics else 0)
+            if got is not None:
+                from toolkit.schema.metrics import figure
+
+                n = int(got.counts.get("requests", 0)) or summary.n_requests - summary.n_errors
+                summary.metrics["accept_length"] = figure(got.value, n)
+                summary.accept_source, summary.accept_counts = got.source, got.counts or None
+        info = self.ledger.arm_info.get(self.arm)
+        if info and info.get("server_info_read"):
+            from toolkit.serve.sglang import server_state
+
+            st = server_state(self.launcher.server_info())
+            self.ledger.cell_state(self.arm, cell.key, {"avg_spec_accept_length": st.get("avg_spec_accept_length")})
 
     def _run_cell(self, cell: Cell) -> None:
+        from toolkit.bench.acceptance import probe_for
         from toolkit.bench.loadgen import resolve_workers, run, run_cell
         from toolkit.bench.metrics import summarize
 
         m, workload, launcher = self.plan.m, self.plan.workloads[cell.domain], self.launcher
         prompts = self.plan.prompts(cell)
-        self.ledger.set_flushed(cell.arm, self._flush())
+        flushed = self._flush()
+        self.ledger.set_flushed(cell.arm, flushed is not False)
+        probe = probe_for(launcher, self.plan.engine, speculative=self._speculative(), flushed=flushed,
+                          warmup=m.warmup)
+        probe.start()
         on_record = self.ledger.progress.on_record(cell) if self.ledger.progress else None
         telemetry = _telemetry_start()
         t0 = time.monotonic()
@@ -175,7 +195,8 @@ class ArmRunner:
             duration_s=m.duration_s, warmup=m.warmup, output_len=m.output_len, temperature=m.temperature,
             request_params=self.plan.request_params(cell.arm), arm=cell.arm, domain=cell.domain,
             repeat=cell.repeat, seed=m.seed, model=launcher.model, on_record=on_record,
-            check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"), workers=workers))
+            check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"), workers=workers,
+            on_measure=probe.measured))
         self.ledger.cell_time(cell.arm, time.monotonic() - t0)
         samples = telemetry.stop() if telemetry else None
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
@@ -183,13 +204,15 @@ class ArmRunner:
                             sampling={**self.plan.sampling(), "workers": workers})  # as run; diff ignores it
         if samples:
             self.ledger.write_file(f"telemetry/{cell.key}.json", _json(samples))
+        self._acceptance(cell, summary, probe)
         self.ledger.record(cell, summary, records)
 
-    def _flush(self) -> bool:
-        """Reset the server's cumulative counters before a cell; False when that failed (a methodology
-        warning). A server with nothing to reset (flush_cache() is None) counts as fresh."""
+    def _flush(self) -> bool | None:
+        """Reset the server's cumulative counters before a cell: True when done, False when that failed (a
+        methodology warning), None for a server with nothing to reset or one the toolkit leaves alone
+        (external: it counts as fresh, but its cumulative figures span cells)."""
         try:
-            return self.launcher.flush_cache() is not False
+            return self.launcher.flush_cache()
         except Exception:  # noqa: BLE001 - reported as a methodology warning
             return False
 

@@ -247,6 +247,7 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
             add("acceptance-counters-not-reset",
                 f"arm {arm}: the server's cumulative acceptance counters could not be reset between cells "
                 "(/flush_cache failed): server-wide acceptance figures mix cells")
+    out += acceptance_checks(matrix, cells, arm_info)
     for c in cells:
         if c.status == "failed":
             add("cell-failed", f"{c.arm} {c.domain} c={c.concurrency}: {c.reason}", "error")
@@ -258,4 +259,30 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
             add("workload-far-from-training-data",
                 f"workload {rep['workload']} is far from the drafter's training data "
                 f"(divergence {rep.get('divergence', float('nan')):.2f}): {rep.get('reason', '')}", "error")
+    return out
+
+
+def acceptance_checks(matrix, cells: list[CellSummary], arm_info: dict[str, dict]) -> list[dict]:
+    """A speculative arm whose cells carry no acceptance length, and server counts that hold other requests
+    than the cell's (toolkit/bench/acceptance.py)."""
+    out = []
+    for arm, info in arm_info.items():
+        alg = info.get("speculative_algorithm")
+        missing = [c for c in cells if c.arm == arm and c.status == "ok" and "accept_length" not in c.metrics]
+        if alg and missing:
+            how = ("set `enable-metrics: true` in the preset (a cell-level figure from /metrics)" if matrix.api == "generate"
+                   else "set `api: generate` in the Matrix (per request, from meta_info) or `enable-metrics: true` in "
+                        "the preset (a cell-level figure from /metrics)")
+            out.append({"check": "acceptance-unavailable", "severity": "warning", "message":
+                        f"arm {arm} ({alg}): {len(missing)} cell(s) without an acceptance length: over api "
+                        f"{matrix.api} no verification steps reach the client and the server gave no counts for "
+                        f"the cell; {how}"})
+    for c in cells:
+        got = (c.accept_counts or {}).get("requests")
+        ok = c.n_requests - c.n_errors
+        if c.accept_source == "server-metrics" and got is not None and int(got) != ok:
+            out.append({"check": "acceptance-counts-mismatch", "severity": "warning", "message":
+                        f"{c.arm} {c.domain} c={c.concurrency}: the server counted {int(got)} finished requests over "
+                        f"the measured phase, the cell has {ok}: another client used the server meanwhile (or its "
+                        "counters lagged); the cell's acceptance length mixes them"})
     return out

@@ -27,7 +27,7 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, ArchiveWriter
-from toolkit.scrub import scrub_text, secret_values
+from toolkit.scrub import referenced_vars, scrub_text, secret_values
 from toolkit.schema.manifest import DriftRecord, InputFile, InputsRecord, Manifest
 from toolkit.spec import LoadedSpec, load_spec, referenced_files, sha256_file
 
@@ -98,7 +98,7 @@ def _abs(p: Path) -> str:
 def collect(plan) -> tuple[InputsRecord, dict[str, bytes]]:
     """The inputs listing of a planned run and the bytes to archive ({tree path: original bytes})."""
     entries = _entries(plan)
-    secrets = secret_values()  # as the archive writer masks them
+    secrets = secret_values(names=referenced_vars(plan.m.model_dump(mode="json")))  # as the archive writer masks
     root = os.path.commonpath([os.path.dirname(_abs(p)) for _, _, p in entries])
     files: list[InputFile] = []
     data: dict[str, bytes] = {}

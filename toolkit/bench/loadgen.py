@@ -55,12 +55,14 @@ async def run_cell(base_url: str, api: Api, prompts: list[Prompt], *, concurrenc
                    arm: str = "", domain: str = "", repeat: int = 0, rate: float | None = None, seed: int = 0,
                    on_record: Callable[[RequestRecord], None] | None = None,
                    check_alive: Callable[[], None] | None = None, read_timeout_s: float = 300.0,
-                   workers: int | None = None) -> list[RequestRecord]:
+                   workers: int | None = None, on_measure: Callable[[], None] | None = None) -> list[RequestRecord]:
     """Run one cell; returns warmup + measured records in completion order.
 
     check_alive: called every 0.5 s and after each failed request; when it raises (e.g. the
     launcher's check_alive: the server exited), the cell stops and CellFailed carries the records.
     workers: processes to spread the load over (None: auto_workers; 1: this event loop only).
+    on_measure: called once between warmup and the measured phase, with nothing in flight (the runner reads
+    the server's counters there: toolkit.bench.acceptance).
     """
     if not prompts:
         raise ValueError("run_cell needs at least one prompt")
@@ -73,11 +75,11 @@ async def run_cell(base_url: str, api: Api, prompts: list[Prompt], *, concurrenc
     if n_workers > 1:
         from toolkit.bench.workers import run_parallel
 
-        return await run_parallel(base_url, api, prompts, n_workers, plan, opts, on_record, check_alive)
-    return await _run_local(base_url, api, prompts, plan, opts, on_record, check_alive)
+        return await run_parallel(base_url, api, prompts, n_workers, plan, opts, on_record, check_alive, on_measure)
+    return await _run_local(base_url, api, prompts, plan, opts, on_record, check_alive, on_measure)
 
 
-async def _run_local(base_url, api, prompts, plan, opts, on_record, check_alive) -> list[RequestRecord]:
+async def _run_local(base_url, api, prompts, plan, opts, on_record, check_alive, on_measure) -> list[RequestRecord]:
     take = Counter()
     share = Share(base_url, api, prompts, slots=plan["concurrency"], take=take, t0=time.perf_counter(),
                   concurrency=plan["concurrency"], on_record=on_record, **opts)
@@ -104,6 +106,8 @@ async def _run_local(base_url, api, prompts, plan, opts, on_record, check_alive)
                 await until_failure(share.closed(plan["warmup"], True, None), failure)
             if not failure:
                 take.reset()  # the measured phase counts from request 0
+                if on_measure is not None:
+                    on_measure()
                 until = time.perf_counter() + plan["duration_s"] if plan["duration_s"] is not None else None
                 if plan["rate"]:
                     work = share.open_loop(plan["rate"], plan["seed"], plan["requests"], until, time.perf_counter())

@@ -43,7 +43,8 @@ def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrenc
     metrics, span = cell_stats(records)
     summary = CellSummary(arm=arm, domain=domain, concurrency=concurrency, repeat=repeat, output_len=output_len,
                           workload_hash=workload_hash, sampling=dict(sampling or {}), n_requests=len(measured),
-                          n_errors=len(measured) - n_ok, itl_convention=ITL_CONVENTION, metrics=metrics)
+                          n_errors=len(measured) - n_ok, itl_convention=ITL_CONVENTION, metrics=metrics,
+                          accept_source="requests" if "accept_length" in metrics else None)
     summary.error_rate = summary.n_errors / len(measured) if measured else 0.0
     if measured:
         summary.duration_s = span

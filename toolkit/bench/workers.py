@@ -187,7 +187,8 @@ class _Workers:
 
 async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: dict, opts: dict,
                        on_record: Callable[[RequestRecord], None] | None,
-                       check_alive: Callable[[], None] | None) -> list[RequestRecord]:
+                       check_alive: Callable[[], None] | None,
+                       on_measure: Callable[[], None] | None = None) -> list[RequestRecord]:
     """run_cell over n worker processes (see the module's docstring); same records, same failures."""
     from toolkit import endpoints
     from toolkit.bench.client import make_pool
@@ -225,6 +226,8 @@ async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: 
                 if failure:
                     break
                 counter.reset()
+                if phase == "measure" and on_measure is not None:
+                    on_measure()  # every worker is idle: warmup done, nothing sent yet
                 start = time.perf_counter() + 0.01  # every worker starts at the same instant
                 until = start + plan["duration_s"] if phase == "measure" and plan["duration_s"] else None
                 ws.send(("go", phase, start, until))

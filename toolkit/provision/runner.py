@@ -5,7 +5,8 @@
 
 Each run gets its own folder (private data dir) under runs_dir() ($TOOLKIT_RUNS_DIR, default
 ~/.cache/toolkit/provision): inventory.yml, extravars.json, artifacts/<ident>/ (ansible-runner's stdout,
-job_events/, status, rc, command) scrubbed of secrets, hosts/<host>.json (fingerprints) and result.json.
+job_events/, status, rc, command) scrubbed of secrets, hosts/<host>.json (fingerprints), result.json and
+SHA256SUMS.
 """
 
 from __future__ import annotations
@@ -310,6 +311,9 @@ def provision(spec: LoadedSpec, *, limit: str | None = None, check: bool = False
                 result.fingerprints[host] = str(fp)
     scrub_run_dir(run_dir, {**os.environ, **envvars})
     write_json(run_dir / "result.json", result.to_dict())
+    from toolkit.checksums import write_sums
+
+    write_sums(run_dir)  # the kept folder, as scrubbed: `sha256sum -c SHA256SUMS` names a later edit
     return result
 
 

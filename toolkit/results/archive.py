@@ -37,7 +37,8 @@ from toolkit.fsutil import write_atomic, write_json
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe_name  # noqa: F401 (re-exported)
 from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, load_summary
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
-from toolkit.scrub import scrub, scrub_text, secret_values
+from toolkit.checksums import folder_files, write_sums
+from toolkit.scrub import referenced_vars, scrub, scrub_text, secret_values
 
 RESERVED = ("manifest.json", "summary.json", "report.md", "SHA256SUMS")
 def now_utc() -> str:
@@ -49,12 +50,9 @@ def new_run_id() -> str:
 
 
 def archive_files(path: Path) -> list[str]:
-    """Every regular file under the run folder except SHA256SUMS, as sorted relative POSIX paths."""
-    out = []
-    for p in path.rglob("*"):
-        if p.is_file() and p.name != "SHA256SUMS":
-            out.append(p.relative_to(path).as_posix())
-    return sorted(out)
+    """Every regular file under the run folder except SHA256SUMS (and temp files), as sorted relative POSIX
+    paths: what SHA256SUMS lists (toolkit.checksums)."""
+    return folder_files(path)
 
 
 def _read_json(path: Path) -> Any:
@@ -74,7 +72,9 @@ class ArchiveWriter:
         self.path = Path(path)
         self.manifest = manifest
         self.run_id = manifest.run_id
-        self.secrets = secret_values()  # this process's secret variables: masked wherever they turn up
+        # this process's secret variables, and those the specs name (a target's api_key_env): masked wherever
+        # they turn up
+        self.secrets = secret_values(names=referenced_vars(manifest.model_dump(mode="json")))
 
     @classmethod
     def create(cls, root: str | Path, matrix_name: str, manifest: Manifest | dict | None = None) -> "ArchiveWriter":
@@ -94,7 +94,8 @@ class ArchiveWriter:
         path = parent / run_id
         (path / "cells").mkdir()
         (path / "logs").mkdir()
-        full = scrub(manifest.written(), secret_values())
+        written = manifest.written()
+        full = scrub(written, secret_values(names=referenced_vars(written)))
         full.setdefault("started_at", now_utc())
         full.setdefault("toolkit", {"version": __version__, "git_sha": git_revision()})
         full.update(format=FORMAT, schema_version=SCHEMA_VERSION, run_id=run_id, matrix_name=matrix_name)
@@ -178,8 +179,7 @@ class ArchiveWriter:
         data["derived"] = scrub(derived.model_dump(mode="json", exclude_unset=True), self.secrets)  # as set
         write_json(self.path / "summary.json", data)
         write_atomic(self.path / "report.md", report_md or f"# {self.manifest.matrix_name} {self.run_id}\n")
-        lines = [f"{sha256_file(self.path / rel)}  {rel}\n" for rel in archive_files(self.path)]
-        write_atomic(self.path / "SHA256SUMS", "".join(lines))
+        write_sums(self.path)
         return self.path
 
 

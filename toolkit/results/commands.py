@@ -23,6 +23,9 @@ SloOpt = Annotated[Optional[list[str]], typer.Option(
     help="an objective, repeatable: METRIC is ttft_ms, tpot_ms, itl_ms (each request's mean ITL) or e2e_ms; BOUND "
          "a percentile of the cell (p50 p75 p90 p95 p99) or per_request (a request counts toward goodput only "
          "within it). E.g. --slo tpot_ms.p90=30 --slo ttft_ms.per_request=500")]
+Unverified = Annotated[bool, typer.Option(
+    "--allow-unverified", help="read a run that does not verify (checksums, schema or content) anyway, its "
+                               "problems printed first; without it such a run is refused (exit 2)")]
 AttainmentOpt = Annotated[Optional[float], typer.Option(
     "--attainment", help="share of a cell's requests that must succeed and meet every per-request objective "
                          "for the objectives to hold there (default: the run's, else 0.9)")]
@@ -68,14 +71,14 @@ def list_cmd(root: Root = Path("results"),
 
 
 @app.command("show")
-def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False) -> None:
+def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False,
+             allow_unverified: Unverified = False) -> None:
     """One run: its facts, the per-cell table, speedups, crossovers and methodology checks. Every figure
     is read through the metric registry (docs/results.md), so it equals what `results diff` shows for
     the cell. --json gives every metric with mean, p50, p90, p99, the median's 95% CI and n."""
-    from toolkit.results.archive import open_archive
     from toolkit.results.report import build_run_report, render_text
 
-    report = build_run_report(open_archive(resolve_run(run, root)))
+    report = build_run_report(_open(run, root, allow_unverified))
     if json_out:
         emit_json(report.data)
     else:
@@ -83,41 +86,53 @@ def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False) 
 
 
 @app.command("verify")
-def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(help="runs to check (default: all under --root)")] = None,
+def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
+                   help="runs or folders to check, with the run archives nested in them (default: everything "
+                        "under --root)")] = None,
                root: Root = Path("results"), json_out: Json = False) -> None:
-    """Check checksums (SHA256SUMS) and schema of runs; every truncated or edited file is named.
-    Exit 1 when any run has a problem. An intact archive of a run that is not complete says so beside
-    `ok` (`run failed (no cell succeeded ...)`): the archive verifies, the run did not succeed."""
+    """Check every folder the toolkit keeps: run archives (checksums, schema, and content: each cell's
+    records, per-request columns and summary agree), the run archives nested in tune sessions, the sessions'
+    own files and other capture folders (SHA256SUMS). Every truncated or edited file is named. A folder
+    written before its kind was checksummed is a warning. Exit 1 when any folder has a problem. An intact
+    archive of a run that is not complete says so beside `ok` (`run failed (no cell succeeded ...)`): the
+    archive verifies, the run did not succeed."""
     from toolkit.results.archive import open_archive
     from toolkit.results.report import status_text
-    from toolkit.results.verify import verify_run as verify
+    from toolkit.results.verify import discover, errors, kind_of, verify_folder
 
-    paths = [resolve_run(r, root) for r in runs] if runs else sorted(m.parent for m in root.glob("*/*/manifest.json"))
+    targets = [Path(r) if Path(r).is_dir() else resolve_run(r, root) for r in runs] if runs else [root]
+    paths = sorted({p for t in targets for p in discover(t)})
     report, bad = [], 0
     for p in paths:
-        problems = verify(p)
-        bad += bool(problems)
+        problems = verify_folder(p)
+        failed = bool(errors(problems))
+        bad += failed
         status, why = None, ""
-        if not problems:
+        if not failed and kind_of(p) == "run":
             a = open_archive(p)
             status, why = a.status, a.why if a.status != "complete" else ""
-        report.append({"run": str(p), "ok": not problems, "status": status, "why": why,
+        report.append({"run": str(p), "kind": kind_of(p), "ok": not failed, "status": status, "why": why,
                        "problems": [x.to_dict() for x in problems]})
         if not json_out:
-            if problems:
-                out.print(f"FAIL {p}", markup=False)
-                for x in problems:
-                    out.print(f"  {x}", markup=False)
-            elif status != "complete":
-                out.print(f"ok   {p}  (archive intact; run {status_text(status, why)})", markup=False)
-            else:
-                out.print(f"ok   {p}", markup=False)
+            label = "FAIL" if failed else "warn" if problems else "ok  "
+            tail = f"  (archive intact; run {status_text(status, why)})" if status not in (None, "complete") else ""
+            out.print(f"{label} {p}{tail}", markup=False)
+            for x in problems:
+                out.print(f"  {x}", markup=False)
     if json_out:
         emit_json(report)
     if not paths and not json_out:
         out.print(f"no runs under {root}", markup=False)
     if bad:
         raise typer.Exit(1)
+
+
+def _open(ref: str, root: Path, allow_unverified: bool):
+    """A run for show, report, diff and slo: read only when it verifies (toolkit.results.verify.open_verified)."""
+    from toolkit.results.verify import open_verified
+
+    return open_verified(resolve_run(ref, root), allow_unverified,
+                         warn=lambda line: err.print(line, markup=False, highlight=False))
 
 
 @app.command("diff")
@@ -139,6 +154,7 @@ def diff_cmd(
     attainment: AttainmentOpt = None,
     root: Root = Path("results"),
     json_out: Json = False,
+    allow_unverified: Unverified = False,
 ) -> None:
     """Compare run B against run A, benchstat style: per cell and metric the two figures `results show`
     prints (medians with 95% CIs), the change, and for per-request metrics a Mann-Whitney U p-value on the
@@ -147,13 +163,12 @@ def diff_cmd(
     goodput and attainment are compared too, both runs judged by the same objectives.
 
     Example (CI gate): toolkit results diff quickstart/20261201T0900Z-1a2b3c latest --fail-on-regression 5"""
-    from toolkit.results.archive import open_archive
     from toolkit.results.diff import diff_runs
     from toolkit.results.report import build_diff_report, render_text
 
     from toolkit.results.slo import objectives_for, parse_slo
 
-    ra, rb = open_archive(resolve_run(a, root)), open_archive(resolve_run(b, root))
+    ra, rb = _open(a, root, allow_unverified), _open(b, root, allow_unverified)
     objectives = None
     if slo or attainment is not None:
         own = objectives_for(ra.manifest, ra.derived) or objectives_for(rb.manifest, rb.derived)
@@ -188,17 +203,17 @@ def report_cmd(
                                                     "(default: reports/<run-id>[-vs-<run-id>])")] = None,
     root: Root = Path("results"),
     json_out: Json = False,
+    allow_unverified: Unverified = False,
 ) -> None:
     """Write a report of a run: Markdown with PNG plots beside it, and a self-contained HTML page.
     Plots: throughput vs concurrency per arm and domain, TTFT/ITL percentiles, a speedup heatmap
     (domain x concurrency, crossover outlined), acceptance length per domain. The archive is never touched."""
-    from toolkit.results.archive import open_archive
     from toolkit.results.diff import diff_runs
     from toolkit.results.report import build_diff_report, build_run_report, write_report
 
-    b = open_archive(resolve_run(run, root))
+    b = _open(run, root, allow_unverified)
     if against:
-        a = open_archive(resolve_run(against, root))
+        a = _open(against, root, allow_unverified)
         report = build_diff_report(a, b, diff_runs(a, b), plots=True)
         target = out_dir or Path("reports") / f"{b.run_id}-vs-{a.run_id}"
     else:
@@ -214,7 +229,7 @@ def report_cmd(
 
 @app.command("slo")
 def slo_cmd(run: RunArg, slo: SloOpt = None, attainment: AttainmentOpt = None, root: Root = Path("results"),
-            json_out: Json = False) -> None:
+            json_out: Json = False, allow_unverified: Unverified = False) -> None:
     """A run against service-level objectives, recomputed from its per-request records without rerunning
     anything: per cell goodput (req/s and tok/s of the requests that met every per-request objective),
     attainment with a 95% Wilson interval and each percentile objective with its 95% CI; per arm and domain
@@ -223,12 +238,11 @@ def slo_cmd(run: RunArg, slo: SloOpt = None, attainment: AttainmentOpt = None, r
     (its Matrix's slo block). The archive is only read. docs/slo.md explains every figure.
 
     Example: toolkit results slo latest --slo tpot_ms.p90=30 --slo ttft_ms.per_request=500 --json"""
-    from toolkit.results.archive import open_archive
     from toolkit.results.report import render_text, threshold_advice
     from toolkit.results.report.slo import build_slo_report
     from toolkit.results.slo import analyse, objectives_for, parse_slo
 
-    a = open_archive(resolve_run(run, root))
+    a = _open(run, root, allow_unverified)
     objectives = parse_slo(slo or [], attainment, base=objectives_for(a.manifest, a.derived))
     an = analyse(a, objectives)
     d = a.derived

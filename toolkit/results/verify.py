@@ -1,4 +1,21 @@
-"""`toolkit results verify`: checksums and schema of a run folder; every problem names its file."""
+"""`toolkit results verify`: every folder the toolkit keeps under results/ checks out, each problem naming
+its file. Plain `results verify` walks the whole root: run archives, the run archives nested in tune
+sessions, the sessions' own files, and any other capture folder.
+
+- a run archive: SHA256SUMS (once finalized), the schema of every file, and its content: each cell's
+  records, per-request columns and summary agree (toolkit.results.consistency), summary.json's entries
+  are the cells' files;
+- a tune session (tune.json): its own SHA256SUMS (its runs keep theirs) and tune.json;
+- any other folder of files (benchmark captures): its SHA256SUMS.
+
+A folder written before the toolkit checksummed its kind (the committed results/gpu-validation/ and
+results/sglang-h200-threshold/, tune sessions before 2026-12-04) has none: a warning, since nothing can
+be checked, not an error (archives are never rewritten to add one).
+
+`show`, `report`, `diff` and `slo` read only an archive that verifies (`open_verified`): a corrupted or
+edited archive is refused (exit 2) with its first problem, unless --allow-unverified, which reads it with
+every problem printed first (docs/results.md says why).
+"""
 
 from __future__ import annotations
 
@@ -10,24 +27,33 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from toolkit.schema.records import CellSummary, RequestRecord
+from toolkit.checksums import NAME as SUMS, check_sums, is_run_archive, is_temp
 from toolkit.errors import ToolkitError
+from toolkit.results.consistency import check_cell
+from toolkit.schema.columns import COLUMNS, OLD_NAMES, load_columns
 from toolkit.schema.keys import STATUSES, cell_key
-from toolkit.results.archive import archive_files, sha256_file
-from toolkit.schema.columns import COLUMNS, load_columns
 from toolkit.schema.manifest import load_derived, load_manifest
+from toolkit.schema.records import CellSummary, RequestRecord
+
+NO_SUMS = (f"no {SUMS}: written before the toolkit checksummed this kind of folder, so its files cannot be "
+           "checked (archives are never rewritten to add one)")
 
 
 @dataclass
 class Problem:
     file: str
     message: str
+    severity: str = "error"  # warning: nothing found wrong, but not everything could be checked
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.message}"
+        return f"{self.file}: {self.message}" if self.severity == "error" else f"{self.file}: warning: {self.message}"
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def errors(problems: list[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity == "error"]
 
 
 def _json(path: Path, problems: list[Problem], rel: str):
@@ -41,56 +67,32 @@ def _json(path: Path, problems: list[Problem], rel: str):
 
 
 def _checksums(path: Path, status: str | None, problems: list[Problem]) -> None:
-    sums = path / "SHA256SUMS"
-    if not sums.exists():
+    if not (path / SUMS).exists():
         if status is not None:
-            problems.append(Problem("SHA256SUMS", "missing although the run was finalized"))
+            problems.append(Problem(SUMS, "missing although the run was finalized"))
         return
-    listed: dict[str, str] = {}
-    for i, line in enumerate(sums.read_text(errors="replace").splitlines(), 1):
-        digest, _, rel = line.partition("  ")
-        if len(digest) != 64 or not rel:
-            problems.append(Problem("SHA256SUMS", f"line {i} is malformed"))
-            continue
-        listed[rel] = digest
-    for rel, digest in listed.items():
-        f = path / rel
-        if not f.is_file():
-            problems.append(Problem(rel, "listed in SHA256SUMS but missing"))
-        elif sha256_file(f) != digest:
-            problems.append(Problem(rel, "sha256 differs from SHA256SUMS: the file was truncated or edited "
-                                         "after the run was finalized"))
-    for rel in archive_files(path):
-        if rel not in listed and not _is_tmp(rel):
-            problems.append(Problem(rel, "not covered by SHA256SUMS (added after the run was finalized)"))
+    problems.extend(Problem(rel, msg) for rel, msg in check_sums(path))
 
 
-def _is_tmp(rel: str) -> bool:
-    name = rel.rsplit("/", 1)[-1]
-    return name.startswith(".") and name.endswith(".tmp")
-
-
-def _records(path: Path, rel: str, problems: list[Problem]) -> None:
-    """Decompress the whole file (gzip's CRC catches truncation) and check the first and last record."""
-    first = last = None
+def _records(path: Path, rel: str, problems: list[Problem]) -> list[RequestRecord] | None:
+    """Every record of a cell (gzip's CRC catches truncation; each line must match the schema); None when
+    the file cannot be read whole."""
+    out: list[RequestRecord] = []
     try:
         with gzip.open(path, "rb") as f:
-            for line in f:
-                first = first or line
-                last = line
+            for i, line in enumerate(f, 1):
+                try:
+                    out.append(RequestRecord.model_validate_json(line))
+                except ValidationError as exc:
+                    problems.append(Problem(rel, f"record {i} does not match the schema: {exc.errors()[0]['msg']}"))
+                    return None
     except (EOFError, OSError, zlib.error) as exc:
         problems.append(Problem(rel, f"cannot be decompressed to the end ({exc}): truncated or corrupted"))
-        return
-    for which, line in (("first", first), ("last", last)):
-        if line is None:
-            continue
-        try:
-            RequestRecord.model_validate_json(line)
-        except ValidationError as exc:
-            problems.append(Problem(rel, f"{which} record does not match the schema: {exc.errors()[0]['msg']}"))
+        return None
+    return out
 
 
-def _cells(path: Path, problems: list[Problem]) -> dict[str, dict]:
+def _cells(path: Path, problems: list[Problem], records: bool = True, imported: bool = False) -> dict[str, dict]:
     cells = {}
     for p in sorted((path / "cells").glob("*.json")):
         key, rel = p.name[: -len(".json")], f"cells/{p.name}"
@@ -98,29 +100,40 @@ def _cells(path: Path, problems: list[Problem]) -> dict[str, dict]:
         if data is None:
             continue
         try:
-            cells[key] = CellSummary.model_validate(data).model_dump(mode="json")
+            summary = CellSummary.model_validate(data)
         except ValidationError as exc:
             problems.append(Problem(rel, f"does not match the CellSummary schema: {exc.errors()[0]['msg']}"))
             continue
-        gz = path / "cells" / f"{key}.jsonl.gz"
-        if gz.exists():
-            _records(gz, f"cells/{gz.name}", problems)
-        else:
+        cells[key] = summary.model_dump(mode="json")
+        gz, npz = path / "cells" / f"{key}.jsonl.gz", path / "cells" / f"{key}.npz"
+        recs = _records(gz, f"cells/{gz.name}", problems) if gz.exists() and records else None
+        if not gz.exists():
             problems.append(Problem(f"cells/{key}.jsonl.gz", "missing (its cell summary exists)"))
-        npz = path / "cells" / f"{key}.npz"
+        cols = None
         if npz.exists():
             try:
                 cols = load_columns(npz)
                 missing = [c for c in COLUMNS if c not in cols]
                 if missing or len({len(v) for v in cols.values()}) > 1:
                     problems.append(Problem(f"cells/{npz.name}", f"columns missing or of unequal length {missing}"))
+                    cols = None
             except ToolkitError as exc:
                 problems.append(Problem(f"cells/{npz.name}", exc.message))
+        if cols is not None and (recs is not None or not records):
+            import numpy as np
+
+            with np.load(npz, allow_pickle=False) as z:
+                old = not any(new in z.files for new in OLD_NAMES.values())
+            for which, msg in check_cell(summary, recs, cols, old_columns=old, imported=imported):
+                problems.append(Problem(f"cells/{npz.name}" if which == "npz" else rel,
+                                        f"{msg}: the records, columns and summary of cell {key} disagree (edited?)"))
     return cells
 
 
-def verify_run(path: str | Path) -> list[Problem]:
-    """Every problem of one run folder (an empty list: it verifies)."""
+def verify_run(path: str | Path, records: bool = True) -> list[Problem]:
+    """Every problem of one run folder (an empty list: it verifies). records=False leaves the request records
+    unread (what show, diff and report read is the summaries and columns: checked all the same), which keeps
+    the check of a million-request archive well under a second."""
     path = Path(path)
     problems: list[Problem] = []
     if not path.is_dir():
@@ -136,7 +149,9 @@ def verify_run(path: str | Path) -> list[Problem]:
     if (path / "summary.json").exists():
         status = (summary or {}).get("status", "?")
     _checksums(path, status, problems)
-    cells = _cells(path, problems)
+    source = (manifest or {}).get("source") if isinstance(manifest, dict) else None
+    imported = isinstance(source, dict) and source.get("format") not in (None, "toolkit")
+    cells = _cells(path, problems, records, imported)
     if summary is not None:
         if summary.get("status") not in STATUSES:
             problems.append(Problem("summary.json", f"status {summary.get('status')!r} is not one of {STATUSES}"))
@@ -163,3 +178,80 @@ def verify_run(path: str | Path) -> list[Problem]:
     for tmp in path.rglob(".*.tmp"):
         problems.append(Problem(tmp.relative_to(path).as_posix(), "left-over temporary file of an interrupted write"))
     return problems
+
+
+# -- other folders, discovery, and the readers' gate
+
+def kind_of(path: Path) -> str:
+    """'run' (manifest.json), 'session' (a tune session: tune.json) or 'folder'."""
+    if (path / "manifest.json").is_file():
+        return "run"
+    if (path / "tune.json").is_file():
+        return "session"
+    return "folder"
+
+
+def verify_folder(path: str | Path) -> list[Problem]:
+    """Every problem of one kept folder, whatever its kind (warnings included)."""
+    path = Path(path)
+    if not path.is_dir():
+        return [Problem(str(path), "no such folder")]
+    kind = kind_of(path)
+    if kind == "run":
+        return verify_run(path)
+    problems: list[Problem] = []
+    if kind == "session":
+        _json(path / "tune.json", problems, "tune.json")
+    if (path / SUMS).exists():
+        problems.extend(Problem(rel, msg) for rel, msg in check_sums(path))
+    else:
+        problems.append(Problem(SUMS, NO_SUMS, "warning"))
+    for tmp in path.rglob(".*.tmp"):
+        problems.append(Problem(tmp.relative_to(path).as_posix(), "left-over temporary file of an interrupted write"))
+    return problems
+
+
+def discover(root: str | Path) -> list[Path]:
+    """Every folder under root (root included) that verify checks: run archives, nested ones too (a tune
+    session's runs), tune sessions, and every other folder that holds files. Sorted."""
+    root = Path(root)
+    out: set[Path] = set()
+
+    def walk(d: Path) -> None:
+        kind = kind_of(d)
+        if kind == "run":
+            out.add(d)
+            return
+        children = [p for p in d.iterdir() if p.is_dir() and not p.is_symlink()] if d.is_dir() else []
+        if kind == "session" or (d != root and any(p.is_file() for p in d.iterdir())):
+            out.add(d)  # its subfolders are its own (plots/, specs/): only the run archives among them count
+            out.update(m.parent for m in d.rglob("manifest.json") if is_run_archive(m.parent))
+            return
+        for c in children:
+            walk(c)
+
+    if root.is_dir():
+        walk(root)
+    return sorted(out)
+
+
+def open_verified(path: str | Path, allow_unverified: bool = False, warn=None):
+    """The archive at path, read only when it verifies; else a ToolkitError with its first problem (exit 2).
+    With allow_unverified it is read anyway, each problem passed to `warn` first."""
+    from toolkit.results.archive import open_archive
+
+    path = Path(path)
+    # a temp file is a write in progress (a run being watched) or an interrupted one: never read, so no reason
+    # to refuse the archive
+    problems = [p for p in errors(verify_run(path, records=False)) if not is_temp(p.file.rsplit("/", 1)[-1])]
+    if problems and not allow_unverified:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise ToolkitError(f"run {path.name} does not verify: {problems[0]}{more}", file=path,
+                           hint=f"`toolkit results verify {path}` lists every problem; restore the run folder from a "
+                                "copy, or pass --allow-unverified to read it anyway (its figures are then not to be "
+                                "trusted)")
+    if problems and warn is not None:
+        warn(f"WARNING: run {path} does not verify; its figures are not to be trusted:")
+        for p in problems:
+            warn(f"  {p}")
+    return open_archive(path)

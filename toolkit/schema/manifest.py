@@ -270,6 +270,7 @@ class ArmState(_Open):
     max_running_requests_source: str | None = None
     max_running_requests_implicit: bool = False
     preset_mismatches: list[dict[str, Any]] = Field(default_factory=list)
+    speculative_algorithm: str | None = Field(None, description="the preset's (or the server's) speculative algorithm")
     avg_spec_accept_length: float | None = None
     cells: dict[str, dict[str, Any]] = Field(default_factory=dict, description="cell key -> server-wide state after it")
 

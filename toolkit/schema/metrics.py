@@ -143,8 +143,9 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("request_s", "req/s", "req/s", "higher", "cell",
            "cell throughput: successful requests / the measured span"),
     Metric("accept_length", "accept", "tokens/step", "higher", "cell",
-           "cell acceptance length: sum of output tokens / sum of verification steps over the requests "
-           "that report steps (a ratio of sums, not a mean of ratios)"),
+           "cell acceptance length: sum of output tokens / sum of verification steps (a ratio of sums, not a "
+           "mean of ratios), over the requests that report steps, else from the server's own counts for the "
+           "cell; the cell's accept_source says which (ACCEPT_SOURCES)"),
     Metric("goodput_req_s", "goodput req/s", "req/s", "higher", "cell",
            "under service-level objectives: requests that met every per-request objective / the measured span "
            "(request_s x met / successful)"),
@@ -156,6 +157,19 @@ REGISTRY: tuple[Metric, ...] = (
            "and met every per-request objective, with a 95% Wilson interval"),
 )
 METRICS: dict[str, Metric] = {m.name: m for m in REGISTRY}
+
+# Where a cell's accept_length comes from (CellSummary.accept_source). One definition, several counters:
+# each is sum of output tokens / sum of verification steps. toolkit/bench/acceptance.py reads the server's.
+ACCEPT_SOURCES: dict[str, str] = {
+    "requests": "per request: the wire's verification steps (SGLang /generate meta_info spec_verify_ct), "
+                "summed over the cell's measured requests",
+    "server-metrics": "per cell, from the server: SGLang /metrics counters generation_tokens_total / "
+                      "spec_verify_calls_total over the measured phase (enable-metrics: true)",
+    "server-info": "per cell, from the server: SGLang /server_info avg_spec_accept_length since the /flush_cache "
+                   "before the cell (warmup included; whole decode-log intervals only)",
+    "server-log": "per cell, from the server: the embedded engine's own count per request (tokens, steps) "
+                  "over the measured phase",
+}
 NAMES: tuple[str, ...] = tuple(METRICS)
 REQUEST_METRICS: tuple[str, ...] = tuple(m.name for m in REGISTRY if m.kind == "request")
 SLO_METRICS: tuple[str, ...] = ("goodput_req_s", "goodput_tok_s", "slo_attainment")  # only under objectives
@@ -277,13 +291,24 @@ def cell_stats(records: list[RequestRecord]) -> tuple[dict[str, Stat], float]:
     gaps = [g for r in ok for g in chunk_itls(r)]
     if gaps:
         out["itl_ms"] = describe(gaps, ci=False)
+    figures, span = cell_figures(measured)
+    out.update(figures)
+    return {m: out[m] for m in NAMES if m in out}, span
+
+
+def cell_figures(measured: list[RequestRecord]) -> tuple[dict[str, Stat], float]:
+    """The cell-kind figures of a cell's measured (non-warmup) records: output_tok_s, request_s and, where
+    requests report verification steps, accept_length. Returns (figures, span in seconds)."""
+    if not measured:
+        return {}, 0.0
+    ok = successful(measured)
     start = min(r.send_s for r in measured)
     end = max(r.send_s + (r.e2e_ms or 0.0) / 1000.0 for r in measured)
     span = max(end - start, 1e-9)
-    out["output_tok_s"] = figure(sum(r.output_tokens for r in ok) / span, len(ok))
-    out["request_s"] = figure(len(ok) / span, len(ok))
+    out = {"output_tok_s": figure(sum(r.output_tokens for r in ok) / span, len(ok)),
+           "request_s": figure(len(ok) / span, len(ok))}
     steps = [r for r in ok if r.spec_verify_ct]
     if steps:
         out["accept_length"] = figure(sum(r.output_tokens for r in steps) / sum(r.spec_verify_ct for r in steps),
                                       len(steps))
-    return {m: out[m] for m in NAMES if m in out}, span
+    return out, span

@@ -109,3 +109,9 @@ class CellSummary(BaseModel):
     effective_concurrency: float | None = None
     itl_convention: str = "per-chunk gap divided by tokens in the chunk"
     metrics: dict[str, Stat] = Field(default_factory=dict)
+    accept_source: str | None = Field(
+        None, description="where metrics.accept_length came from: a key of toolkit.schema.metrics.ACCEPT_SOURCES "
+                          "(requests: per request from the wire; server-*: one figure per cell from the server's "
+                          "own counts). None: no acceptance, or an archive written before sources were recorded")
+    accept_counts: dict[str, float] | None = Field(
+        None, description="the server's counts behind a server-sourced accept_length (tokens, steps, requests)")

@@ -56,7 +56,7 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
         return TransformersLauncher(model_dir_for(env_spec), args=args, port=port, log_path=log_path)
     if kind == "process":
         return SGLangProcessLauncher(args, python=kw.get("python"), port=port, log_path=log_path,
-                                     env={**env.env, **kw.get("env", {})})
+                                     env={**env.env, **kw.get("env", {})}, dummy_models=env.dummy_models)
     if not image:
         raise ToolkitError(f"no image for environment {env.name!r}",
                            hint="build it with `toolkit build env SPEC` and pass the image from its build record")

@@ -1,8 +1,14 @@
-"""A tiny model made locally and deterministically (like SGLang's `--load-format dummy`): random Llama
-weights from a seed and a byte-level BPE tokenizer trained with `tokenizers` on a text generated
-from a seeded word list. Nothing is downloaded. Cached in <cache>/models/<hash> (toolkit.settings).
+"""Dummy models made locally and deterministically, nothing downloaded; the spec holds their recipe, so
+the environment hash changes when what is served does (toolkit.spec: DummyModel, DummyConfig and the
+recipe versions DUMMY_RECIPE, CONFIG_RECIPE):
+
+- `model.dummy` (the embedded engine): random Llama weights from a seed and a byte-level BPE tokenizer
+  trained with `tokenizers` on a text generated from a seeded word list. Cached in <cache>/models/<hash>.
+- `dummy_models` (SGLang): config-only folders at the spec's paths, config.json and the same tokenizer;
+  SGLang fills random weights (`--load-format dummy`). An EAGLE-3 drafter's config points at its target.
 
     path = ensure_dummy_model(DummyModel(hidden_size=64, layers=2))   # a directory `transformers serve` loads
+    ensure_config_folders(env.dummy_models)                           # the folders SGLang's presets read
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import tempfile
 from pathlib import Path
 
 from toolkit.settings import cache_dir
-from toolkit.spec.environment import DummyModel
+from toolkit.spec.environment import CONFIG_RECIPE, DUMMY_RECIPE, DummyConfig, DummyModel
 
-RECIPE = "toolkit-dummy-v1"  # bump when the recipe below changes: a new hash, a new directory
+RECIPE = DUMMY_RECIPE  # bump it (toolkit/spec/environment.py) when the recipe below changes: a new hash, a new directory
+MARKER = "toolkit-dummy.json"
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] if m['content'] is string else '' }}\n"
@@ -126,3 +133,64 @@ def load_tokenizer(path: Path):
     from transformers import PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast.from_pretrained(str(path))
+
+
+# -- config-only folders for SGLang's --load-format dummy
+
+def config_json(d: DummyConfig, tok, target: DummyConfig | None = None) -> dict:
+    """config.json of a config-only folder; its vocabulary is the tokenizer's (every emitted id decodes)."""
+    vocab = len(tok)
+    cfg = {
+        "architectures": ["LlamaForCausalLMEagle3" if d.architecture == "llama-eagle3" else "LlamaForCausalLM"],
+        "model_type": "llama", "hidden_size": d.hidden_size, "intermediate_size": d.intermediate_size,
+        "num_hidden_layers": d.layers, "num_attention_heads": d.heads, "num_key_value_heads": d.kv_heads,
+        "head_dim": d.hidden_size // d.heads, "vocab_size": vocab, "max_position_embeddings": d.max_position_embeddings,
+        "rms_norm_eps": 1e-5, "rope_theta": d.rope_theta, "hidden_act": "silu", "tie_word_embeddings": False,
+        "torch_dtype": d.dtype, "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id,
+        "pad_token_id": tok.pad_token_id, "attention_bias": False, "mlp_bias": False,
+    }
+    if target is not None:  # a dummy drafter has no token map: its vocabulary is the target's
+        cfg.update(draft_vocab_size=vocab, target_hidden_size=target.hidden_size)
+    return cfg
+
+
+def _config_marker(d: DummyConfig, target: DummyConfig | None) -> dict:
+    return {"recipe": CONFIG_RECIPE, **d.model_dump(mode="json"),
+            "target": target.model_dump(mode="json") if target is not None else None}
+
+
+def ensure_config_folder(path: str | Path, d: DummyConfig, target: DummyConfig | None = None) -> bool:
+    """Write the folder for recipe `d` at path unless it already holds it (its toolkit-dummy.json says so);
+    a folder made from another recipe is replaced. Atomic: a temp folder beside it, then a rename. Returns
+    whether it wrote."""
+    path = Path(path)
+    want = _config_marker(d, target)
+    try:
+        if json.loads((path / MARKER).read_text()) == want:
+            return False
+    except (OSError, ValueError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / ".toolkit-dummy.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            tok = _train_tokenizer(d.vocab_size)
+            tok.save_pretrained(tmp)
+            (tmp / "config.json").write_text(json.dumps(config_json(d, tok, target), indent=2))
+            (tmp / MARKER).write_text(json.dumps(want, indent=2, sort_keys=True) + "\n")
+            if path.exists():
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
+def ensure_config_folders(models: dict[str, DummyConfig] | None, only: set[str] | None = None) -> list[str]:
+    """Every folder of an environment's dummy_models (or those in `only`), targets before drafters; returns
+    the paths written."""
+    models = models or {}
+    order = sorted(models, key=lambda p: models[p].eagle3_draft_of is not None)
+    return [p for p in order if (only is None or p in only)
+            and ensure_config_folder(p, models[p], models.get(models[p].eagle3_draft_of or ""))]

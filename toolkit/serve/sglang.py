@@ -81,12 +81,22 @@ class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
     name = "sglang"
 
     def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
-                 log_path: Path | None = None, env: dict | None = None):
+                 log_path: Path | None = None, env: dict | None = None, dummy_models: dict | None = None):
         args, port = _with_port(args, port, "127.0.0.1")
         log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-sglang-")) / "server.log"
         super().__init__(sglang_command(args, python or sys.executable), log_path=log_path, env=env, port=port,
                          stop_timeout_s=30)
         self.model = args.get("served-model-name") or args.get("model-path")
+        # the environment's config-only folders this preset reads (load-format dummy), made before the start
+        self.dummy_models = dummy_models or {}
+        self.reads = {args.get(f) for f in ("model-path", "speculative-draft-model-path")} - {None}
+
+    def _spawn(self) -> None:
+        if self.reads & set(self.dummy_models):
+            from toolkit.serve.dummy import ensure_config_folders
+
+            ensure_config_folders(self.dummy_models, only=self.reads)
+        super()._spawn()
 
     def info(self) -> dict:
         return {**super().info(), **self.sglang_info()}

@@ -369,17 +369,41 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
     """
     h = hashlib.sha256()
     h.update(b"toolkit-spec-v1\0")
-    # fields a kind marks as analysis (a Matrix's slo) do not change what is built or measured
-    doc = spec.model.model_dump(mode="json", exclude=set(getattr(spec.model, "HASH_EXCLUDE", ())))
-    for name in getattr(spec.model, "HASH_OMIT_NONE", ()):  # fields added after v1: unset, a spec keeps its hash
-        if doc.get(name) is None:
-            doc.pop(name, None)
-    h.update(canonical_json(doc).encode())
+    h.update(canonical_json(_hash_doc(spec.model)).encode())
     for key, f in sorted(referenced_files(spec).items()):
         h.update(f"\0{key}\0".encode())
         h.update(sha256_file(f).encode() if f.is_file() else b"<dir>")
     h.update(b"\0template\0" + template_version.encode())
     return h.hexdigest()
+
+
+def _hash_doc(value: Any, dumped: Any = None) -> Any:
+    """What the hash covers of a spec model, at every level: its JSON dump, without the fields a model marks as
+    analysis (HASH_EXCLUDE: a Matrix's slo) or as added after v1 and unset (HASH_OMIT_NONE: unset, a spec keeps
+    its hash), plus what a model adds that the dump does not say (hash_extra: the version of the recipe a
+    dummy model is made with). `dumped`: value's JSON dump, for the dicts and lists that hold models."""
+    if isinstance(value, BaseModel):
+        doc = value.model_dump(mode="json", exclude=set(getattr(value, "HASH_EXCLUDE", ())))
+        for name in list(doc):
+            v = getattr(value, name, None)
+            if v is None and name in getattr(value, "HASH_OMIT_NONE", ()):
+                doc.pop(name)
+            elif _has_model(v):
+                doc[name] = _hash_doc(v, doc[name])
+        if hasattr(value, "hash_extra"):
+            doc.update(value.hash_extra())
+        return doc
+    if isinstance(value, dict):
+        return {k: _hash_doc(v, dumped[k]) if _has_model(v) else dumped[k] for k, v in value.items()}
+    return [_hash_doc(v, d) if _has_model(v) else d for v, d in zip(value, dumped)]  # a list or tuple
+
+
+def _has_model(v: Any) -> bool:
+    if isinstance(v, BaseModel):
+        return True
+    if isinstance(v, dict):
+        return any(_has_model(x) for x in v.values())
+    return isinstance(v, (list, tuple)) and any(_has_model(x) for x in v)
 
 
 def json_schemas() -> dict[str, dict]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -52,6 +52,12 @@ class CABundle(StrictModel):
     keep: bool = Field(False, description="leave the bundle and its settings in the final image")
 
 
+# The versions of the recipes toolkit/serve/dummy.py makes dummy models with: bump one when its code changes
+# what it writes (a new hash, a new folder). The spec hash covers them (`hash_extra`).
+DUMMY_RECIPE = "toolkit-dummy-v1"  # model.dummy: random weights for the embedded engine
+CONFIG_RECIPE = "toolkit-dummy-config-v1"  # dummy_models: config-only folders for SGLang's --load-format dummy
+
+
 class DummyModel(StrictModel):
     """A tiny model with random weights made locally (like SGLang's --load-format dummy)."""
 
@@ -77,6 +83,45 @@ class DummyModel(StrictModel):
             raise ValueError(f"hidden_size / heads = {self.hidden_size // self.heads} must be even: rotary position "
                              "embeddings rotate each head's dimensions in pairs")
         return self
+
+    def hash_extra(self) -> dict:
+        # every spec hashed before recipes were versioned was made with v1: the field appears from v2 on
+        return {} if DUMMY_RECIPE == "toolkit-dummy-v1" else {"recipe": DUMMY_RECIPE}
+
+
+class DummyConfig(StrictModel):
+    """A config-only model folder for SGLang's `--load-format dummy` (SGLang fills random weights): config.json
+    and the toolkit's byte-level BPE tokenizer, written by toolkit/serve/dummy.py. The config's vocabulary is
+    the tokenizer's (at most vocab_size), so every id the random model emits decodes."""
+
+    architecture: Literal["llama", "llama-eagle3"] = Field(
+        "llama", description="llama: a LlamaForCausalLM; llama-eagle3: an EAGLE-3 drafter (LlamaForCausalLMEagle3) "
+                             "for the folder `eagle3_draft_of` names")
+    eagle3_draft_of: str | None = Field(None, description="llama-eagle3: the dummy_models folder of its target")
+    hidden_size: int = Field(2048, ge=8)
+    intermediate_size: int = Field(8192, ge=8)
+    layers: int = Field(16, ge=1)
+    heads: int = Field(32, ge=1)
+    kv_heads: int = Field(8, ge=1)
+    vocab_size: int = Field(32000, ge=256, description="the tokenizer's target size")
+    max_position_embeddings: int = Field(16384, ge=128, description="the context length SGLang serves")
+    rope_theta: float = 500000.0
+    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+
+    @model_validator(mode="after")
+    def _shapes(self) -> "DummyConfig":
+        # what SGLang's model code assumes of a Llama: each attention head gets hidden_size / heads dimensions,
+        # and the KV heads are shared by equal groups of query heads
+        if self.hidden_size % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size}): each head gets "
+                             "hidden_size / heads dimensions")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads}): each KV head serves an "
+                             "equal group of query heads")
+        return self
+
+    def hash_extra(self) -> dict:
+        return {"recipe": CONFIG_RECIPE}
 
 
 class Model(StrictModel):
@@ -111,6 +156,10 @@ class Environment(StrictModel):
     ca_bundle: CABundle | None = None
     model: Model | None = Field(None, description="transformers engine run locally: the model it serves (an "
                                                   "external target serves its own: no `model:` needed)")
+    dummy_models: dict[str, DummyConfig] | None = Field(
+        None, description="config-only model folders the presets serve with `load-format: dummy`, by absolute path: "
+                          "made from this recipe before a server starts (process launcher) or by "
+                          "benchmarks/sglang_h200/make_models.py, so the spec (and its hash) says what is served")
     servers: dict[Name, Preset] = Field(default_factory=dict, description="named server presets (flag: value)")
     request_params: dict[Name, dict[str, ArgValue | dict[str, Any]]] = Field(
         default_factory=dict, description="per-preset request parameters, e.g. generation_config for transformers")
@@ -152,6 +201,19 @@ class Environment(StrictModel):
         for name in self.request_params:
             if name not in self.servers:
                 raise ValueError(f"request_params names preset {name!r}, which is not under `servers:`")
+        for path, d in (self.dummy_models or {}).items():
+            if not path.startswith("/"):
+                raise ValueError(f"dummy_models: {path!r} is not an absolute path (the folder SGLang reads)")
+            if (d.architecture == "llama-eagle3") != (d.eagle3_draft_of is not None):
+                raise ValueError(f"dummy_models: {path}: `eagle3_draft_of` goes with architecture llama-eagle3, and "
+                                 "only with it")
+            target = (self.dummy_models or {}).get(d.eagle3_draft_of) if d.eagle3_draft_of else None
+            if d.eagle3_draft_of and (target is None or target.architecture != "llama"):
+                raise ValueError(f"dummy_models: {path}: eagle3_draft_of {d.eagle3_draft_of!r} is not a llama folder "
+                                 "of dummy_models")
+            if target is not None and target.vocab_size != d.vocab_size:
+                raise ValueError(f"dummy_models: {path}: vocab_size {d.vocab_size} differs from its target's "
+                                 f"{target.vocab_size} (a dummy drafter has no token map)")
         return self
 
     def spec_errors(self) -> list[tuple[tuple, str, str]]:
@@ -174,6 +236,8 @@ class Environment(StrictModel):
     def pinned(self) -> bool:
         return self.base_image is not None and "@sha256:" in self.base_image
 
+    HASH_OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"dummy_models"})  # unset: a v1 environment's hash holds
+
     def spec_warnings(self) -> list[str]:
         out = []
         if self.engine == "transformers" and any(isinstance(p.get("generation_config"), dict)
@@ -186,4 +250,13 @@ class Environment(StrictModel):
         if self.engine == "sglang" and not self.pinned:
             out.append(f"base image {self.base_image} is not pinned by digest: builds may change underneath you "
                        "(append @sha256:... to pin it)")
+        known = set(self.dummy_models or {})
+        for name, args in self.servers.items():
+            if args.get("load-format") != "dummy":
+                continue
+            for flag in ("model-path", "speculative-draft-model-path"):
+                if isinstance(args.get(flag), str) and args[flag] not in known:
+                    out.append(f"preset {name} serves random weights from {flag} {args[flag]}, a folder whose "
+                               "config the spec does not hold: its hash does not change when that folder does; "
+                               "declare its recipe under `dummy_models:`")
         return out

@@ -257,6 +257,9 @@ class TuneSession:
         if self.state["status"] == "complete":
             self.state["result"]["report"] = str(write_tune_report(self.state, self.folder))
         self._save()
+        from toolkit.checksums import write_sums
+
+        write_sums(self.folder)  # the session's own files; each run archive in it keeps its own SHA256SUMS
         return self.state["result"]
 
     @property

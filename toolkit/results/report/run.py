@@ -19,8 +19,8 @@ CELL_COLUMNS = ["arm", "domain", "c", "rep", "n", "err", "tok/s", "req/s", "TTFT
                 "ITL p50", "E2E p50", "E2E p99", "accept", "status"]
 CELLS_NOTE = ("Latencies in ms. tok/s and req/s: the cell's throughput; ITL: per-chunk gap / tokens in the chunk, "
               "pooled over chunks; TPOT: (E2E - TTFT) / (tokens - 1) per request; accept: output tokens per "
-              "verification step over the cell. * marks a percentile from too few samples. Every metric, with "
-              "CIs, is in `--json`; docs/results.md defines each.")
+              "verification step over the cell (where it came from: below). * marks a percentile from too few "
+              "samples. Every metric, with CIs, is in `--json`; docs/results.md defines each.")
 SPEEDUP_COLUMNS = ["arm", "domain", "c", "arm tok/s", "base tok/s", "throughput x", "paired x [95% CI]", "pairs"]
 SPEEDUP_NOTE = ("throughput x: the ratio of the cells' output tok/s. paired x: the ratio of per-prompt output rates "
                 "(sum of tokens / sum of E2E) over the same prompts, 95% CI from a paired bootstrap.")
@@ -137,6 +137,22 @@ def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Table:
     return Table(CELL_COLUMNS, rows, align="ll" + "r" * 13 + "l")
 
 
+def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Items | None:
+    """Per arm, where its cells' acceptance lengths came from: per request from the wire, or one figure per
+    cell from the server's own counts (toolkit.schema.metrics.ACCEPT_SOURCES)."""
+    from toolkit.schema.metrics import ACCEPT_SOURCES
+
+    by: dict[tuple[str, str], int] = {}
+    for _, c, m in cells:
+        if "accept_length" in m:  # an archive written before sources were recorded had per-request ones only
+            key = (c.arm, c.accept_source or "requests")
+            by[key] = by.get(key, 0) + 1
+    if not by:
+        return None
+    return Items([f"{arm}: {ACCEPT_SOURCES.get(src, src)} ({n} cell{'s' if n > 1 else ''})"
+                  for (arm, src), n in sorted(by.items())])
+
+
 def speedup_table(derived: Derived) -> Table:
     rows = [[r.arm, r.domain, str(r.concurrency), fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
              fmt_num(r.throughput_ratio), fmt_centre(r.paired_ratio, r.ci_low, r.ci_high), str(r.n_pairs)]
@@ -193,6 +209,9 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
     if v.description:
         r.add(Para(v.description))
     r.add(Heading("Cells"), cells_table(v.cells) if v.cells else Para("no cells"), Para(CELLS_NOTE))
+    sources = acceptance_sources(v.cells)
+    if sources is not None:
+        r.add(Para("Acceptance length (accept), per arm:"), sources)
     failed = [f"{c.arm} {c.domain} c={c.concurrency} rep {c.repeat}: {c.reason}" for _, c, _ in v.cells
               if c.status != "ok"]
     if failed:

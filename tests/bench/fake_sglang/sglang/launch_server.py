@@ -4,9 +4,14 @@ It parses its flags with argparse like SGLang (an unknown flag: exit 2 with `err
 arguments`), prints its exact argv, and serves on --host/--port what the runner reads from a real
 SGLang 0.5.17: /health, /server_info (the ServerArgs fields at top level, internal_states[0] with the
 effective max_running_requests: 48 when speculation is on and the flag unset), /flush_cache, /metrics
-(with --enable-metrics), and streamed /generate whose chunks have the shape recorded from the real
-server (tests/data/sglang/generate_stream.txt): compact JSON, cumulative text, meta_info with
-completion_tokens on every chunk and spec_verify_ct + the spec_* acceptance fields on the last, then `data: [DONE]`.
+(with --enable-metrics: the finished-request counters generation_tokens_total, spec_verify_calls_total and
+num_requests_total, never reset by /flush_cache), streamed /generate whose chunks have the shape recorded
+from the real server (tests/data/sglang/generate_stream.txt): compact JSON, cumulative text, meta_info with
+completion_tokens on every chunk and spec_verify_ct + the spec_* acceptance fields on the last, then
+`data: [DONE]`, and streamed /v1/chat/completions as recorded (chat_stream.txt): no steps on the wire.
+internal_states[0].avg_spec_accept_length appears once a speculative request finished since the last
+flush (0.5.17 leaves the key out until it has counted steps; it folds them in per decode-log interval,
+the fake at once).
 
 Speculation is simulated: with --speculative-algorithm each verify step yields 1 + (step % 3) tokens.
 --crash-after-start exits with code 7; --crash-after-requests N exits with code 9 after N requests.
@@ -43,16 +48,30 @@ if args.crash_after_start:
 SPEC = args.speculative_algorithm is not None
 # as 0.5.17: the resolved limit at top level and in internal_states[0]; None for a plain server without the flag
 MAX_RUNNING = args.max_running_requests or (48 if SPEC else None)
-STATE = {"requests": 0, "accepted": 0, "steps": 0}
+STATE = {"requests": 0, "accepted": 0, "steps": 0, "tokens_total": 0, "steps_total": 0, "finished_total": 0}
 LOCK = threading.Lock()
 SERVER_ARGS = {k: v for k, v in vars(args).items() if not k.startswith("crash") and k != "token_ms"}
 
 
 def server_info() -> dict:
     with LOCK:
-        acc = STATE["accepted"] / STATE["steps"] if STATE["steps"] else None
-    return {**SERVER_ARGS, "max_running_requests": MAX_RUNNING, "version": "0.5.17-fake",
-            "internal_states": [{"max_running_requests": MAX_RUNNING, "avg_spec_accept_length": acc}]}
+        state = {"max_running_requests": MAX_RUNNING}
+        if SPEC and STATE["steps"]:
+            state["avg_spec_accept_length"] = STATE["accepted"] / STATE["steps"]
+    return {**SERVER_ARGS, "max_running_requests": MAX_RUNNING, "version": "0.5.17-fake", "internal_states": [state]}
+
+
+def metrics_text() -> str:
+    labels = f'engine_type="unified",model_name="{args.served_model_name}"'
+    with LOCK:
+        acc = STATE["accepted"] / STATE["steps"] if STATE["steps"] else 1.0
+        return (f"# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{{{labels}}} {acc}\n"
+                f"# TYPE sglang:generation_tokens_total counter\n"
+                f"sglang:generation_tokens_total{{{labels}}} {float(STATE['tokens_total'])}\n"
+                f"# TYPE sglang:spec_verify_calls_total counter\n"
+                f"sglang:spec_verify_calls_total{{{labels}}} {float(STATE['steps_total'])}\n"
+                f"# TYPE sglang:num_requests_total counter\n"
+                f"sglang:num_requests_total{{{labels}}} {float(STATE['finished_total'])}\n")
 
 
 class H(http.server.BaseHTTPRequestHandler):
@@ -72,9 +91,7 @@ class H(http.server.BaseHTTPRequestHandler):
         elif self.path in ("/server_info", "/get_server_info"):
             self._send(200, json.dumps(server_info()).encode())
         elif self.path == "/metrics" and args.enable_metrics:
-            acc = server_info()["internal_states"][0]["avg_spec_accept_length"] or 0
-            self._send(200, f"# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length"
-                            f'{{model_name="{args.served_model_name}"}} {acc}\n'.encode(), "text/plain")
+            self._send(200, metrics_text().encode(), "text/plain; version=0.0.4; charset=utf-8")
         else:
             self._send(404, b'{"detail":"Not Found"}')
 
@@ -86,11 +103,12 @@ class H(http.server.BaseHTTPRequestHandler):
             self._send(200, b"Cache flushed.\nPlease check backend logs for more details. (When there are running "
                             b"or waiting requests, the operation will not be performed.)\n", "text/plain")
             return
-        if self.path != "/generate":
+        if self.path not in ("/generate", "/v1/chat/completions"):
             self._send(404, b'{"detail":"Not Found"}')
             return
         req = json.loads(body)
-        n = int(req["sampling_params"]["max_new_tokens"])
+        chat = self.path == "/v1/chat/completions"
+        n = int(req["max_tokens"] if chat else req["sampling_params"]["max_new_tokens"])
         with LOCK:
             STATE["requests"] += 1
             if args.crash_after_requests and STATE["requests"] > args.crash_after_requests:
@@ -102,11 +120,17 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         done = steps = 0
         t0 = time.perf_counter()
+        if chat:  # as recorded: the role first, then one chunk per token, the finish, the usage
+            self._chunk(_chat({"delta": {"role": "assistant", "content": ""}, "finish_reason": None}))
         while done < n:
             k = min(n - done, 1 + steps % 3) if SPEC else 1
             done += k
             steps += 1
             time.sleep(args.token_ms / 1000)
+            if chat:
+                for i in range(done - k, done):
+                    self._chunk(_chat({"delta": {"content": " x"}, "finish_reason": None}, i + 1))
+                continue
             meta = {"id": "fake", "finish_reason": {"type": "length", "length": n} if done == n else None,
                     "prompt_tokens": 7, "weight_version": "default", "num_retractions": 0,
                     "completion_tokens": done, "cached_tokens": 0}
@@ -117,10 +141,16 @@ class H(http.server.BaseHTTPRequestHandler):
                             spec_accept_histogram=[steps], e2e_latency=time.perf_counter() - t0)
             chunk = {"text": "x" * done, "output_ids": [1] * done, "meta_info": meta}
             self._chunk(f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n")
-        if SPEC:
-            with LOCK:
+        if chat:
+            self._chunk(_chat({"delta": {}, "finish_reason": "length"}))
+            self._chunk(_chat(None, n))
+        with LOCK:  # counted as the request finishes, as SGLang's tokenizer manager does
+            STATE["tokens_total"] += done
+            STATE["finished_total"] += 1
+            if SPEC:
                 STATE["accepted"] += done
                 STATE["steps"] += steps
+                STATE["steps_total"] += steps
         self._chunk("data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 
@@ -132,6 +162,14 @@ class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *a):
         if self.path != "/generate":  # one line per request would slow the load tests
             print("request " + fmt % a, flush=True)
+
+
+def _chat(choice: dict | None, tokens: int | None = None) -> str:
+    body = {"id": "fake", "object": "chat.completion.chunk", "created": 0, "model": args.served_model_name,
+            "choices": [] if choice is None else [{"index": 0, "logprobs": None, "matched_stop": None, **choice}]}
+    if tokens is not None:
+        body["usage"] = {"prompt_tokens": 7, "total_tokens": 7 + tokens, "completion_tokens": tokens}
+    return f"data: {json.dumps(body, separators=(',', ':'))}\n\n"
 
 
 class Server(http.server.ThreadingHTTPServer):

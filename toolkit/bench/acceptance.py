@@ -1,0 +1,173 @@
+"""Acceptance length from the server, for the cells whose wire carries no verification steps per request.
+
+Per request is best: SGLang's /generate sends `spec_verify_ct` in meta_info, and a cell's accept_length
+is then the registry's ratio of sums over its requests (source `requests`). Over chat/completions SGLang
+0.5.17 sends none, and the embedded engine never does; the server still counts, so the cell gets the same
+ratio of sums from the server's own counts over the cell's measured requests (toolkit.schema.metrics
+ACCEPT_SOURCES names each source):
+
+- `server-metrics` (SGLang with --enable-metrics): /metrics counters `sglang:generation_tokens_total` and
+  `sglang:spec_verify_calls_total`, which the tokenizer manager adds every finished request's completion
+  tokens and spec_verify_ct to (the same numbers meta_info carries). Read when the measured phase starts
+  (after warmup) and when it ends; the difference is the measured requests' tokens / steps. Not reset by
+  /flush_cache, so an external server works too, as long as no one else sends it requests meanwhile
+  (the archived counts say how many requests the difference holds).
+- `server-info` (SGLang without metrics): /server_info's internal_states[0].avg_spec_accept_length after
+  the cell, cumulative since the /flush_cache before it. 0.5.17 folds its step counters in only when it
+  writes a decode log line (every 40 decode steps): the figure covers whole log intervals, warmup
+  included, and a cell shorter than one interval has none. Only used when the flush before the cell
+  worked (never for external servers, which the toolkit does not flush).
+- `server-log` (the embedded engine): `toolkit-serve: request done tokens=N steps=S`, one line per request
+  (toolkit/serve/_tserve.py), read from the server's log between the offsets of the measured phase.
+  A request's line is written before its last chunk leaves, so the lines of a phase are complete when
+  the client has seen every request of it end.
+
+A speculative arm whose cells get no figure from any source is a methodology warning (derive.py).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SETTLE_S = 5.0  # how long the counters may lag the last request the client saw end
+LOG_LINE = re.compile(rb"toolkit-serve: request done tokens=(\d+) steps=(\d+)")
+TOKENS, STEPS, REQUESTS = "sglang:generation_tokens_total", "sglang:spec_verify_calls_total", "sglang:num_requests_total"
+
+
+@dataclass
+class ServerAcceptance:
+    """One cell's acceptance as the server counted it."""
+
+    source: str  # a key of toolkit.schema.metrics.ACCEPT_SOURCES
+    value: float
+    counts: dict[str, float] = field(default_factory=dict)  # tokens, steps, requests behind it (when known)
+
+
+class Probe:
+    """Reads a server's counts around one cell: start() before its first request, measured() when the
+    measured phase starts (after warmup), result(n) after the cell (n: its successful measured requests)."""
+
+    def start(self) -> None:
+        pass
+
+    def measured(self) -> None:
+        pass
+
+    def result(self, n_requests: int) -> ServerAcceptance | None:
+        return None
+
+
+def _wait(read, done, deadline_s: float):
+    """Read until done(value) or the deadline; the last value read."""
+    end = time.monotonic() + deadline_s
+    value = read()
+    while not done(value) and time.monotonic() < end:
+        time.sleep(0.05)
+        value = read()
+    return value
+
+
+def counters(metrics: dict[str, float]) -> dict[str, float] | None:
+    """The three SGLang counters, summed over their label sets; None without them (no --enable-metrics)."""
+    out = {name: 0.0 for name in (TOKENS, STEPS, REQUESTS)}
+    seen = False
+    for key, v in metrics.items():
+        name = key.split("{", 1)[0]
+        if name in out:
+            out[name] += v
+            seen = True
+    return out if seen else None
+
+
+class SGLangProbe(Probe):
+    """/metrics counters over the measured phase, else /server_info's average since the flush."""
+
+    def __init__(self, base_url: str, flushed: bool, warmup: int):
+        self.base_url, self.flushed, self.warmup = base_url, flushed, warmup
+        self.t0: dict[str, float] | None = None
+        self.t1: dict[str, float] | None = None
+
+    def _read(self) -> dict[str, float] | None:
+        from toolkit.serve.sglang import metrics_snapshot
+
+        try:
+            return counters(metrics_snapshot(self.base_url))
+        except Exception:  # noqa: BLE001 - no figure from this source; the others are tried
+            return None
+
+    def start(self) -> None:
+        self.t0 = self._read()
+
+    def measured(self) -> None:
+        if self.t0 is None:
+            return
+        t0 = self.t0  # the warmup's requests must be counted before the measured phase's start is taken
+        self.t1 = _wait(self._read, lambda c: c is None or c[REQUESTS] - t0[REQUESTS] >= self.warmup, SETTLE_S)
+
+    def result(self, n_requests: int) -> ServerAcceptance | None:
+        if self.t1 is not None:
+            t1 = self.t1
+            t2 = _wait(self._read, lambda c: c is None or c[REQUESTS] - t1[REQUESTS] >= n_requests, SETTLE_S)
+            if t2 is not None:
+                d = {k: t2[n] - t1[n] for k, n in (("tokens", TOKENS), ("steps", STEPS), ("requests", REQUESTS))}
+                if d["steps"] > 0 and d["tokens"] >= 0:
+                    return ServerAcceptance("server-metrics", d["tokens"] / d["steps"], d)
+        if not self.flushed:
+            return None
+        from toolkit.serve.sglang import server_info, server_state
+
+        try:
+            avg = server_state(server_info(self.base_url)).get("avg_spec_accept_length")
+        except Exception:  # noqa: BLE001 - no figure
+            return None
+        return ServerAcceptance("server-info", float(avg)) if avg else None
+
+
+class LogProbe(Probe):
+    """The embedded engine's per-request tokens and steps, from its log between two offsets."""
+
+    def __init__(self, log_path: Path):
+        self.log_path = Path(log_path)
+        self.offset: int | None = None
+
+    def _size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def measured(self) -> None:
+        self.offset = self._size()
+
+    def _lines(self) -> list[tuple[int, int]]:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.offset or 0)
+                data = f.read()
+        except OSError:
+            return []
+        return [(int(t), int(s)) for t, s in LOG_LINE.findall(data)]
+
+    def result(self, n_requests: int) -> ServerAcceptance | None:
+        if self.offset is None:
+            return None
+        lines = _wait(self._lines, lambda ls: len(ls) >= n_requests, SETTLE_S if n_requests else 0)
+        tokens, steps = sum(t for t, _ in lines), sum(s for _, s in lines)
+        if not steps:
+            return None
+        return ServerAcceptance("server-log", tokens / steps,
+                                {"tokens": float(tokens), "steps": float(steps), "requests": float(len(lines))})
+
+
+def probe_for(launcher, engine: str, *, speculative: bool, flushed: bool | None, warmup: int) -> Probe:
+    """The probe for one cell of an arm: SGLang's counters for a speculative SGLang arm, the log for the
+    embedded engine (every arm: the baseline reads 1 token per step), nothing otherwise."""
+    if engine == "sglang" and speculative:
+        return SGLangProbe(launcher.base_url, flushed is True, warmup)
+    log = getattr(launcher, "log_path", None)
+    if engine == "transformers" and log is not None:
+        return LogProbe(log)
+    return Probe()
