@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from toolkit.spec.base import Name, StrictModel
 
@@ -172,7 +172,10 @@ class Matrix(StrictModel):
     concurrency: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
     output_len: int = Field(128, ge=1, description="max output tokens per request")
     requests: int | None = Field(None, ge=1, description="measured requests per cell")
-    duration_s: float | None = Field(None, gt=0, description="or: measure each cell for this long")
+    duration_s: float | dict[int, float] | None = Field(
+        None, description="or: measure each cell for this long (seconds); per concurrency level as "
+                                "{LEVEL: SECONDS}, e.g. {1: 20, 16: 30}: a level takes the value of the highest "
+                                "listed level at or below it (docs/bench.md)")
     warmup: int = Field(2, ge=0, description="requests per cell sent first and excluded from the figures")
     workers: int | None = Field(None, ge=1, description="load generator processes per cell (default: enough for the "
                                 "cell's expected chunk rate, one when it is small; docs/loadgen.md)")
@@ -184,10 +187,36 @@ class Matrix(StrictModel):
     tune: Tune | None = Field(None, exclude=True, description="search space of `toolkit bench tune` (not part of "
                                                               "what the matrix measures, nor of its hash)")
 
+    @field_validator("duration_s", mode="before")
+    @classmethod
+    def _duration(cls, v: Any, info: ValidationInfo) -> Any:
+        """Seconds, or {LEVEL: SECONDS}; every tested level must fall at or above a listed one."""
+        if not isinstance(v, dict):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+                raise ValueError(f"{v!r} is not a number of seconds > 0 (or {{LEVEL: SECONDS}})")
+            return v
+        out = {}
+        for k, sec in v.items():
+            level = int(k) if isinstance(k, str) and k.isdigit() else k  # a resolved spec read back from JSON
+            if isinstance(level, bool) or not isinstance(level, int) or level < 1:
+                raise ValueError(f"{k!r} is not a concurrency level (a whole number >= 1)")
+            if isinstance(sec, bool) or not isinstance(sec, (int, float)) or sec <= 0:
+                raise ValueError(f"level {level}: {sec!r} is not a number of seconds > 0")
+            out[level] = float(sec)
+        if not out:
+            raise ValueError("names no level: give seconds per level, e.g. {1: 20, 16: 30}")
+        conc = info.data.get("concurrency") or []
+        if conc and min(out) > min(conc):
+            raise ValueError(f"starts at level {min(out)}, so concurrency {min(conc)} has no duration: add "
+                             f"`{min(conc)}: SECONDS` (a level takes the value of the highest listed level at or "
+                             "below it)")
+        return out
+
     @model_validator(mode="after")
     def _check(self) -> "Matrix":
         if (self.requests is None) == (self.duration_s is None):
             raise ValueError("give exactly one of `requests` (per cell) or `duration_s`")
+
         if len(set(self.arms)) != len(self.arms):
             raise ValueError("each arm may appear once in `arms`")
         if self.baseline is not None and self.baseline not in self.arms:
@@ -200,3 +229,9 @@ class Matrix(StrictModel):
     @property
     def baseline_arm(self) -> str:
         return self.baseline or self.arms[0]
+
+    def duration_at(self, concurrency: int) -> float | None:
+        """Seconds to measure a cell at this concurrency (None: cells are sized by `requests`)."""
+        if not isinstance(self.duration_s, dict):
+            return self.duration_s
+        return self.duration_s[max(k for k in self.duration_s if k <= concurrency)]
