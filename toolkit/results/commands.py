@@ -150,15 +150,21 @@ def diff_cmd(
         objectives = parse_slo(slo or [], attainment, base=own)
     result = diff_runs(ra, rb, metric, correction, objectives)
     regressions = result.regressions(fail_on_regression) if fail_on_regression is not None else []
+    ungated = result.regressions(fail_on_regression, gated=False) if fail_on_regression is not None else []
     data = result.to_dict()
     data["regressions"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj}
                            for c, m in regressions]
+    data["not_gated"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj,
+                          "excluded": c.excluded} for c, m in ungated]
     report = build_diff_report(ra, rb, result, data=data)
     if json_out:
         emit_json(report.data)
     else:
         out.print(render_text(report), markup=False, highlight=False, end="")
     if fail_on_regression is not None:
+        for c, m in ungated:
+            err.print(f"not gated: {c.label} {m.metric} {m.delta_pct:+.2f}% in a cell no verdict may use "
+                      f"({'; '.join(c.excluded)})", markup=False)
         if regressions:
             err.print(f"{len(regressions)} significant regression(s) beyond {fail_on_regression:g}%:", markup=False)
             for c, m in regressions:

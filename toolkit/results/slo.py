@@ -189,7 +189,9 @@ def _conclude(adv: SloAdvice) -> None:
                     f"{adv.crossover_concurrency}")
     elif spec:
         neither = [x.concurrency for x in levels if x.concurrency > spec[-1]]
+        above = [c for c in left_out if c > levels[-1].concurrency]
         adv.note = (f"within the objectives speculation is the choice through c={spec[-1]}: no threshold needed"
+                    + (" up to the highest level a verdict may use" if above else "")
                     + (f" (neither arm meets them at {_levels(neither)})" if neither else ""))
     else:
         adv.note = "neither arm meets the objectives at any tested concurrency: no advice within them"
@@ -234,7 +236,11 @@ def threshold_text(an: SloAnalysis, arm: str) -> str:
                 f"{', '.join(rest)}: " + (f"set speculative-disable-batch-threshold: {t}" if t is not None
                                           else "speculation is the choice wherever an arm meets them") + tail)
     if t is None:
-        return "no threshold needed within the objectives" + tail
+        top = [f"{x.domain} above c={max(y.concurrency for y in x.levels if y.choice != 'excluded')}"
+               for x in advised if any(y.choice == "excluded" and y.concurrency > max(
+                   z.concurrency for z in x.levels if z.choice != "excluded") for y in x.levels)]
+        return ("no threshold needed within the objectives" + (f" through the levels a verdict may use (not judged: "
+                                                                 f"{', '.join(top)})" if top else "") + tail)
     return f"set speculative-disable-batch-threshold: {t}" + tail
 
 

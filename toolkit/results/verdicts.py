@@ -14,16 +14,12 @@ Levels left out are named in the note; with none left, there is no advice at all
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.schema.eligibility import Eligibility, stall_check
 from toolkit.schema.manifest import Crossover, Derived, Speedup
 from toolkit.schema.records import CellSummary
-
-
-def _levels(xs: Iterable[int]) -> str:
-    return ", ".join(f"c={x}" for x in xs)
 
 
 def mark(rows: list[dict], elig: Eligibility) -> list[dict]:
@@ -82,10 +78,14 @@ def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[di
                 and not (cross is not None and r["concurrency"] > cross)]
         never = cross is not None and cross == rs[0]["concurrency"]
         if never:
-            note = (f"significantly slower at every tested concurrency ({rs[0]['concurrency']} to "
-                    f"{rs[-1]['concurrency']}): this preset never pays off in the tested range; serve the baseline")
+            span = (f"at every tested concurrency ({rs[0]['concurrency']} to {rs[-1]['concurrency']})" if len(rs) > 1
+                    else f"at concurrency {rs[0]['concurrency']}, the one level a verdict may use")
+            note = f"significantly slower {span}: this preset never pays off in the tested range; serve the baseline"
         elif cross is not None:
             note = f"significantly slower from concurrency {cross} on: set speculative-disable-batch-threshold: {cross}"
+        elif any(r["concurrency"] > rs[-1]["concurrency"] for r in left_out):
+            note = (f"not significantly slower through concurrency {rs[-1]['concurrency']}, the highest level a "
+                    "verdict may use: no threshold needed up to there")
         else:
             note = f"not significantly slower through concurrency {rs[-1]['concurrency']}: no threshold needed"
         if dips:
@@ -97,7 +97,7 @@ def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[di
             note += f"; qualified: {_why(qualified, 'qualified')}"
         out.append({"arm": arm, "domain": domain, "crossover_concurrency": cross, "never_pays_off": never,
                     "recommended_disable_batch_threshold": None if never else cross, "no_advice": False,
-                    "excluded": [r["concurrency"] for r in left_out],
+                    "levels": [r["concurrency"] for r in rs], "excluded": [r["concurrency"] for r in left_out],
                     "qualified": [r["concurrency"] for r in qualified], "note": note})
     return out
 
@@ -147,8 +147,13 @@ def advice_text(cross: list, arm: str) -> str:
         return (f"never pays off in {', '.join(never)}: serve the baseline there; in {', '.join(rest)}: "
                 + (f"set speculative-disable-batch-threshold: {t}" if t is not None
                    else "not significantly slower at any tested concurrency") + tail)
-    return (f"set speculative-disable-batch-threshold: {t}" if t is not None
-            else "no threshold needed in the tested range") + tail
+    if t is not None:
+        return f"set speculative-disable-batch-threshold: {t}" + tail
+    open_top = [f"{_get(c, 'domain')} above c={max(_get(c, 'levels'))}" for c in advised if _get(c, "levels")
+                and any(x > max(_get(c, "levels")) for x in _get(c, "excluded") or [])]
+    if open_top:
+        return f"no threshold needed through the levels a verdict may use (not judged: {', '.join(open_top)})" + tail
+    return "no threshold needed in the tested range" + tail
 
 
 def verdicts(rows: list[dict], cells: list, arm_info: dict, speculative: set[str]) -> dict:

@@ -37,7 +37,8 @@ MIN_SAMPLES = 10            # successful measured requests a verdict needs (the 
 MIN_CELL_S = 10.0           # one 2 s stall (seen on the H200) moves a 10 s cell's throughput by < 17 %
 MIN_REQUESTS_PER_SLOT = 4   # below 4 waves, ramp-up and drain (partial concurrency) are > 1/4 of the cell
 STALL_RATIO = 5.0           # a stalled request took more than 5x the cell's median E2E ...
-STALL_MIN_MS = 200.0        # ... and at least 200 ms more than it (a client-side pause is shorter)
+STALL_MIN_MS = 200.0        # ... and at least 200 ms more than it (a client-side pause is shorter) ...
+STALL_SHARE = 0.1           # ... and the wait is at least a tenth of the cell: it moves throughput by 10 % or more
 STEAL_MAX = 0.10            # the hypervisor took more than 10 % of the CPU time
 BUSY_MARGIN_CORES = 0.5     # runnable-task samples are instantaneous: half a core of noise is no load
 IMPLICIT_SPEC_CAP = 48      # SGLang: speculation on and max-running-requests unset (FACTS.md)
@@ -82,8 +83,9 @@ def short_why(cell: CellSummary) -> str | None:
     parts = []
     if 0 < cell.duration_s < MIN_CELL_S:
         parts.append(f"{cell.duration_s:.2g} s < {MIN_CELL_S:g} s")
-    if cell.concurrency > 0 and cell.n_requests and cell.n_requests / cell.concurrency < MIN_REQUESTS_PER_SLOT:
-        parts.append(f"{cell.n_requests / cell.concurrency:.2g} requests per slot < {MIN_REQUESTS_PER_SLOT}")
+    per = cell.n_requests / cell.concurrency if cell.concurrency > 0 else None
+    if per and per < MIN_REQUESTS_PER_SLOT:
+        parts.append(f"{per:.2g} request{'' if per == 1 else 's'} per slot < {MIN_REQUESTS_PER_SLOT}")
     return ", ".join(parts) or None
 
 
@@ -149,15 +151,17 @@ class Eligibility:
 
 def stall_check(records: list[RequestRecord]) -> CellCheck | None:
     """A stall: a few measured requests (fewer than half) took more than STALL_RATIO x the median E2E (and
-    STALL_MIN_MS more), all of them in flight at one instant, and most requests in flight then are among
-    them: the server or the host stopped for everything in flight, which a long prompt does not do."""
+    STALL_MIN_MS more, and STALL_SHARE of the cell's span), all of them in flight at one instant, and most
+    requests in flight then are among them: the server or the host stopped for everything in flight, which
+    a long prompt does not do."""
     meas = [r for r in records if not r.warmup and r.ok and r.e2e_ms]
     if len(meas) < MIN_SAMPLES:
         return None
     e2e = np.array([r.e2e_ms for r in meas], float)
     med = float(np.median(e2e))
     slow = [r for r in meas if r.e2e_ms > STALL_RATIO * med and r.e2e_ms - med >= STALL_MIN_MS]
-    if not slow or 2 * len(slow) >= len(meas):
+    span_ms = (max(r.send_s * 1000 + r.e2e_ms for r in meas) - min(r.send_s for r in meas) * 1000)
+    if not slow or 2 * len(slow) >= len(meas) or max(r.e2e_ms for r in slow) - med < STALL_SHARE * span_ms:
         return None
     t = max(r.send_s for r in slow)
     if t >= min(r.send_s + r.e2e_ms / 1000 for r in slow):

@@ -236,6 +236,7 @@ class Crossover(_Open):
     never_pays_off: bool = False
     recommended_disable_batch_threshold: int | None = None
     no_advice: bool = Field(False, description="no tested level is one a verdict may use: no advice at all")
+    levels: list[int] = Field(default_factory=list, description="levels the verdict used")
     excluded: list[int] = Field(default_factory=list, description="levels left out of the verdict")
     qualified: list[int] = Field(default_factory=list, description="levels the verdict used and names")
     note: str = ""

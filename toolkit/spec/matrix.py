@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticKnownError
 
 from toolkit.spec.base import Name, StrictModel
 
@@ -191,9 +192,16 @@ class Matrix(StrictModel):
     @classmethod
     def _duration(cls, v: Any, info: ValidationInfo) -> Any:
         """Seconds, or {LEVEL: SECONDS}; every tested level must fall at or above a listed one."""
-        if not isinstance(v, dict):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
-                raise ValueError(f"{v!r} is not a number of seconds > 0 (or {{LEVEL: SECONDS}})")
+        if not isinstance(v, dict):  # seconds: the errors (and hints) of a plain number field
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
+                raise PydanticKnownError("greater_than", {"gt": 0})
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, str))):
+                raise PydanticKnownError("float_type")
+            if isinstance(v, str):
+                try:
+                    float(v)
+                except ValueError:
+                    raise PydanticKnownError("float_parsing") from None
             return v
         out = {}
         for k, sec in v.items():

@@ -45,7 +45,7 @@ def capacity_table(an: SloAnalysis) -> Table:
         rows.append([x.arm, x.domain, "-" if x.capacity is None else f"c={x.capacity}",
                      fmt_num(x.goodput_tok_s) if x.capacity is not None else "-",
                      "-" if x.first_failure is None else f"c={x.first_failure}",
-                     (x.first_failure_why or ("-" if x.first_failure is None and x.not_judged else
+                     (x.first_failure_why or (f"c={x.not_judged[0]} not judged" if x.not_judged else
                                               f"none through c={x.levels[-1]}" if x.levels else "-"))
                      + (f"; holds again at c={', '.join(map(str, x.holds_again))}" if x.holds_again else ""),
                      ", ".join(f"c={c}" for c in x.not_judged) or "-"])
