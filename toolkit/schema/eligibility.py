@@ -99,7 +99,7 @@ def cell_flags(cell: CellSummary, arm: Any = None, drift: str | None = None) -> 
         out.append(Flag.of("few-samples", f"{ok} successful requests < {MIN_SAMPLES}"))
     limit, source = server_cap(arm)
     if limit is not None and cell.concurrency > limit:
-        out.append(Flag.of("capped", f"c={cell.concurrency} above the {limit} requests the server runs at once, "
+        out.append(Flag.of("capped", f"c={cell.concurrency} above the {limit} request{'' if limit == 1 else 's'} the server runs at once, "
                                   f"{source}: {cell.concurrency - limit} queue"))
     for c in cell.checks:
         out.append(Flag(c.check, c.message, c.excludes or c.check in EXCLUDING))
