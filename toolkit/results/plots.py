@@ -202,7 +202,7 @@ def heatmap_figure(runs: list[tuple[str, Archive]]):
                         color="white" if float(norm(grid[y, x])) < 0.15 else "black")
         ax.set_xticks(range(len(concs)), [str(c) for c in concs])
         ax.set_yticks(range(len(domains)), domains)
-        ax.set_xlabel("concurrency (black box: crossover; hatched: no verdict uses it)")
+        ax.set_xlabel("concurrency (box: crossover; hatched: left out)")
         ax.set_title(f"speedup {arm}/baseline" + (f" ({label})" if len(runs) > 1 else ""))
         fig.colorbar(im, ax=ax, fraction=0.046)
     return fig
