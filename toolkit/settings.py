@@ -9,6 +9,8 @@
       resources/<version>/   templates and playbooks copied out of a zipped install
       centroids-*.npy        the embedding classifier's centroids
       base-image.lock        one base-image build at a time
+      active-runs/           one file per matrix run in progress (pid, run): a cell measured while another
+                             run is going on the host is marked busy-host (toolkit/bench/hostload.py)
     TOOLKIT_HOSTS_DIR        host fingerprints (default <cache>/hosts)
     TOOLKIT_RUNS_DIR         provisioning run folders (default <cache>/provision)
     TOOLKIT_SSH_KNOWN_HOSTS  known_hosts for provisioning (default ~/.ssh/known_hosts)

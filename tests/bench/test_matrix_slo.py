@@ -29,7 +29,7 @@ def test_matrix_with_objectives_prints_goodput_and_capacity(tmp_path: Path) -> N
         workloads: [coding]
         concurrency: [1, 2]
         output_len: 8
-        requests: 4
+        requests: 10
         warmup: 1
         slo:
           ttft_ms: {p90: 60000}
@@ -41,18 +41,30 @@ def test_matrix_with_objectives_prints_goodput_and_capacity(tmp_path: Path) -> N
     out = r.stdout
     assert "Objectives: ttft_ms p90 <= 60000 ms; e2e_ms <= 120000 ms per request" in out
     cap = out.split("Capacity per arm and domain")[1].split("\n\n")[0]
-    for arm in ("baseline", "ngram"):  # generous objectives: every level holds
-        assert re.search(rf"^{arm}\s+coding\s+c=2\s+[\d,.]+\s+-\s+none through c=2$", cap, re.M), cap
     run = Path(out.split("run complete: ")[1].split()[0])
     summary = json.loads((run / "summary.json").read_text())
     slo = summary["derived"]["slo"]
-    assert {(c["arm"], c["domain"], c["capacity"]) for c in slo["capacity"]} == {("baseline", "coding", 2),
-                                                                                  ("ngram", "coding", 2)}
-    assert all(c["met"] == c["n"] == 4 and c["holds"] for c in slo["cells"])
+    assert all(c["met"] == c["n"] == 10 and c["holds"] for c in slo["cells"])  # generous: every level holds
+    # the embedded engine runs one request at a time (no continuous batching): at c=2 the second request
+    # queues, so that level is never judged; the capacity is the level below it (or none, where the c=1
+    # cell of this shared machine is one no verdict may use either, e.g. a stall: its note says so)
+    c1 = {c["arm"]: c for c in slo["cells"] if c["concurrency"] == 1}
+    for c in slo["capacity"]:
+        assert c["not_judged"][-1] == 2 and c.get("first_failure") is None, c
+        if c1[c["arm"]].get("excluded"):
+            assert c.get("capacity") is None and "c=1 is not judged" in c["note"], (c, c1)
+        else:
+            assert c["capacity"] == 1 and "c=2 is not judged (capped (c=2 above the 1 request the server" in c["note"], c
+            assert re.search(rf"^{c['arm']}\s+coding\s+c=1\s+[\d,.]+\s+-\s+c=2 not judged\s+c=2$", cap, re.M), cap
+    assert "test higher levels" not in cap
     (adv,) = slo["advice"]
     speed = {s["concurrency"]: s for s in summary["derived"]["speedups"]}
     for x in adv["levels"]:  # both arms hold everywhere: the raw rule (significantly slower) decides
         sp = speed[x["concurrency"]]
+        if sp["excluded"]:
+            assert x["choice"] == "excluded" and (x["concurrency"] == 2 or c1["ngram"].get("excluded")
+                                                  or c1["baseline"].get("excluded")), (x, sp)
+            continue
         slower = sp["throughput_ratio"] < 1 and sp["ci_high"] is not None and sp["ci_high"] < 1
         assert x["choice"] == ("baseline" if slower else "speculative"), (x, sp)
     assert "## Service-level objectives" in (run / "report.md").read_text()

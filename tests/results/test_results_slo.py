@@ -63,10 +63,13 @@ def test_text_output_names_capacity_and_both_advices() -> None:
     assert "Objectives: tpot_ms p90 <= 10 ms; attainment >= 90% of the requests." in out
     assert "goodput tok/s" in out and "tpot_ms.p90 [95% CI]" in out
     cap = out.split("Capacity per arm and domain")[1]
-    assert "ngram             coding        c=4" in cap and "c=16  tpot_ms.p90 16.2 > 10; holds again at c=64" in cap
+    # ngram coding c=16 stalled (16 requests in flight together took 5x the median) and c=64 queued behind
+    # SGLang's cap of 48: neither is judged, so the capacity stops at c=4 (docs/slo.md)
+    assert "ngram             coding        c=4" in cap and "c=16 not judged" in cap and "c=16, c=64" in cap
+    assert "eagle3            agentic       c=4" in cap and "c=16  tpot_ms.p90 13.27 > 10" in cap
     assert ("ngram / agentic: within the objectives speculation is the choice through c=16: no threshold needed "
-            "(neither arm meets them at c=64)") in out
-    assert "ngram / agentic: by raw throughput: significantly slower from concurrency 64 on" in out
+            "up to the highest level a verdict may use; left out (no verdict may use them): c=4, c=64") in out
+    assert "ngram / coding: by raw throughput: not significantly slower through concurrency 4" in out
 
 
 @pytest.mark.parametrize("args, message, hint", [

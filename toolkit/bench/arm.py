@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolkit.bench.hostload import HostLoad
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import Cell, RunPlan, Slot
 from toolkit.errors import ToolFailure, ToolkitError
+from toolkit.schema.eligibility import busy_check
 from toolkit.schema.records import CellSummary, RequestRecord
 
 START_TIMEOUT_S = 600
@@ -188,20 +190,29 @@ class ArmRunner:
         probe.start()
         on_record = self.ledger.progress.on_record(cell) if self.ledger.progress else None
         telemetry = _telemetry_start()
+        load = HostLoad().start()  # the host's load over the cell: a busy host is a methodology warning
         t0 = time.monotonic()
         workers = resolve_workers(m.workers, cell.concurrency, None, m.output_len)  # the client processes
-        records = run(run_cell(
-            launcher.base_url, m.api, prompts, concurrency=cell.concurrency, requests=m.requests,
-            duration_s=m.duration_s, warmup=m.warmup, output_len=m.output_len, temperature=m.temperature,
-            request_params=self.plan.request_params(cell.arm), arm=cell.arm, domain=cell.domain,
-            repeat=cell.repeat, seed=m.seed, model=launcher.model, on_record=on_record,
-            check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"), workers=workers,
-            on_measure=probe.measured))
+        try:
+            records = run(run_cell(
+                launcher.base_url, m.api, prompts, concurrency=cell.concurrency, requests=m.requests,
+                duration_s=m.duration_at(cell.concurrency), warmup=m.warmup, output_len=m.output_len,
+                temperature=m.temperature, request_params=self.plan.request_params(cell.arm), arm=cell.arm,
+                domain=cell.domain, repeat=cell.repeat, seed=m.seed, model=launcher.model, on_record=on_record,
+                check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"), workers=workers,
+                on_measure=probe.measured))
+        finally:
+            host = load.stop()
         self.ledger.cell_time(cell.arm, time.monotonic() - t0)
         samples = telemetry.stop() if telemetry else None
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
                             repeat=cell.repeat, output_len=m.output_len, workload_hash=workload.hash,
                             sampling={**self.plan.sampling(), "workers": workers})  # as run; diff ignores it
+        summary.host = host
+        summary.checked = [*summary.checked, "busy-host"]
+        busy = busy_check(host)
+        if busy is not None:
+            summary.checks = [*summary.checks, busy]
         if samples:
             self.ledger.write_file(f"telemetry/{cell.key}.json", _json(samples))
         self._acceptance(cell, summary, probe)

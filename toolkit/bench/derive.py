@@ -5,8 +5,9 @@ Speedup of a spec arm over the baseline arm, per domain x concurrency (repeats p
 - `paired_ratio` with a 95% CI: both arms saw the same prompts in the same order, so prompts are
   resampled *together* (paired bootstrap) and the ratio of the arms' output rates over those prompts
   (sum of output tokens / sum of end-to-end seconds) is recomputed each time.
-The crossover is the lowest concurrency whose throughput ratio falls below 1; SGLang's
-`speculative-disable-batch-threshold` (the patch shipped in envs/patches/) is recommended at it.
+The crossover and the `speculative-disable-batch-threshold` advice (the patch shipped in envs/patches/)
+are verdicts: toolkit/results/verdicts.py makes them, over the levels a verdict may use
+(toolkit/schema/eligibility.py), for the runner and every reader alike.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Iterable
 
 import numpy as np
 
+from toolkit.results.verdicts import crossovers, never_pays_off, recommended_threshold  # noqa: F401 (re-exported)
+from toolkit.schema.eligibility import MIN_CELL_S, MIN_REQUESTS_PER_SLOT, short_why
 from toolkit.schema.metrics import figure_of
 from toolkit.schema.records import CellSummary, RequestRecord
 
@@ -98,60 +101,6 @@ def is_speculative(env, arm: str) -> bool:
         return True
     gen = (env.request_params.get(arm, {}) or {}).get("generation_config") or {}
     return bool(gen.get("prompt_lookup_num_tokens") or gen.get("assistant_model"))
-
-
-def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[dict]:
-    """Per (speculative arm, domain): the lowest tested concurrency from which the arm is significantly
-    slower than the baseline (throughput ratio < 1 and the paired CI entirely below 1) at that level and
-    every higher one. A dip that the CI does not support, or that recovers, is no crossover."""
-    by = defaultdict(list)
-    for r in rows:
-        if speculative is None or r["arm"] in speculative:
-            by[(r["arm"], r["domain"])].append(r)
-    out = []
-    for (arm, domain), rs in sorted(by.items()):
-        rs = sorted(rs, key=lambda r: r["concurrency"])
-
-        def slower(r: dict) -> bool:
-            return (r["throughput_ratio"] is not None and r["throughput_ratio"] < 1
-                    and r["ci_high"] is not None and r["ci_high"] < 1)
-
-        cross = None
-        for i, r in enumerate(rs):
-            if all(slower(x) for x in rs[i:]):
-                cross = r["concurrency"]
-                break
-        dips = [r["concurrency"] for r in rs if r["throughput_ratio"] is not None and r["throughput_ratio"] < 1
-                and r["concurrency"] != cross and not (cross is not None and r["concurrency"] > cross)]
-        never = cross is not None and cross == rs[0]["concurrency"]
-        if never:
-            note = (f"significantly slower at every tested concurrency ({rs[0]['concurrency']} to "
-                    f"{rs[-1]['concurrency']}): this preset never pays off in the tested range; serve the baseline")
-        elif cross is not None:
-            note = f"significantly slower from concurrency {cross} on: set speculative-disable-batch-threshold: {cross}"
-        else:
-            note = f"not significantly slower through concurrency {rs[-1]['concurrency']}: no threshold needed"
-        if dips:
-            note += f" (ratio below 1 but not sustained or not significant at concurrency {dips})"
-        out.append({"arm": arm, "domain": domain, "crossover_concurrency": cross, "never_pays_off": never,
-                    "recommended_disable_batch_threshold": None if never else cross, "note": note})
-    return out
-
-
-def never_pays_off(cross: list[dict], arm: str) -> bool:
-    """Slower than the baseline at every tested concurrency in every domain: no threshold rescues it."""
-    rows = [c for c in cross if c["arm"] == arm]
-    return bool(rows) and all(c.get("never_pays_off") for c in rows)
-
-
-def recommended_threshold(cross: list[dict], arm: str) -> int | None:
-    """One threshold per arm: the lowest crossover over its domains (the conservative choice). None when
-    the arm never crosses, or never pays off at all (a threshold at the lowest level is no advice)."""
-    if never_pays_off(cross, arm):
-        return None
-    vals = [c["recommended_disable_batch_threshold"] for c in cross
-            if c["arm"] == arm and c.get("recommended_disable_batch_threshold", c["crossover_concurrency"]) is not None]
-    return min(vals) if vals else None
 
 
 def overhead_ratio(timing: dict, slot_arms: list[list[str]]) -> float | None:
@@ -254,6 +203,7 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
         elif c.error_rate > 0:
             add("request-errors", f"{c.arm} {c.domain} c={c.concurrency}: {c.n_errors} of {c.n_requests} requests "
                                   f"failed ({c.error_rate:.0%})", "error" if c.error_rate > 0.05 else "warning")
+    _cell_checks(cells, add)
     for rep in representativeness or []:
         if rep.get("verdict") == "far":
             add("workload-far-from-training-data",
@@ -286,3 +236,19 @@ def acceptance_checks(matrix, cells: list[CellSummary], arm_info: dict[str, dict
                         f"the measured phase, the cell has {ok}: another client used the server meanwhile (or its "
                         "counters lagged); the cell's acceptance length mixes them"})
     return out
+
+
+def _cell_checks(cells: list[CellSummary], add) -> None:
+    """Run-level lines for what the cells' own checks found: stalls, a busy host, cells too short."""
+    for c in cells:
+        for chk in c.checks:
+            add({"stall": "cell-stalled", "busy-host": "busy-host"}.get(chk.check, chk.check),
+                f"{c.arm} {c.domain} c={c.concurrency}: {chk.message}"
+                + (" (no verdict uses this cell)" if chk.excludes else ""))
+    short = [(c, short_why(c)) for c in cells if c.status == "ok" and short_why(c)]
+    if short:
+        add("cells-too-short",
+            f"{len(short)} of {len(cells)} cells are shorter than {MIN_CELL_S:g} s or have fewer than "
+            f"{MIN_REQUESTS_PER_SLOT} requests per concurrency slot (e.g. {short[0][0].arm} {short[0][0].domain} "
+            f"c={short[0][0].concurrency}: {short[0][1]}): one stall can move such a cell's throughput many-fold; "
+            "size cells by time per level (`duration_s: {LEVEL: SECONDS}`, docs/bench.md)")

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from toolkit.bench import derive
 from toolkit.bench.arm import ArmRunner, command_of, make_launchers
+from toolkit.bench.hostload import active_run
 from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import RunPlan, Slot, load_environment, plan_run, run_manifest
@@ -90,7 +91,8 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
             ledger = Ledger(writer, progress, stopping)
             if resume:
                 ledger.reload(open_archive(writer.path))
-            interrupted, wall_s = _run_slots(plan, ledger, launchers, log)
+            with active_run(writer.path, plan.m.name):  # other runs on this host see this one while it runs
+                interrupted, wall_s = _run_slots(plan, ledger, launchers, log)
         except KeyboardInterrupt:
             if writer is None:
                 raise  # nothing written yet
@@ -193,10 +195,12 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     """Speedups, crossovers, threshold advice and methodology checks of what the ledger holds; with an slo
     block, goodput, capacity and the advice within the objectives (toolkit/results/slo.py)."""
     m, env = plan.m, plan.env_spec.model
+    from toolkit.results.verdicts import verdicts
+
     measured = any(c.status == "ok" for c in ledger.cells)  # no cell succeeded: no advice from zero data
     rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed) if measured else []
     spec_arms = {a for a in m.arms if a != m.baseline_arm and derive.is_speculative(env, a)} if measured else set()
-    cross = derive.crossovers(rows, spec_arms)
+    v = verdicts(rows, ledger.cells, ledger.arm_info, spec_arms)  # crossovers and advice over usable levels
     checks = derive.methodology_checks(matrix=m, cells=ledger.cells, records=ledger.records,
                                        arm_info=ledger.arm_info, flushed=ledger.flushed,
                                        representativeness=plan.representativeness, windows=ledger.windows,
@@ -207,11 +211,8 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
         timing["overhead_ratio"] = derive.overhead_ratio(timing, [s.arms for s in plan.slots])
     derived = Derived.model_validate({
         "baseline": m.baseline_arm,
-        "speedups": rows,
-        "crossovers": cross,
+        **v,
         "speculative_arms": sorted(spec_arms),
-        "recommended_disable_batch_threshold": {a: derive.recommended_threshold(cross, a) for a in sorted(spec_arms)},
-        "never_pays_off": sorted(a for a in spec_arms if derive.never_pays_off(cross, a)),
         "methodology": checks,
         "representativeness": plan.representativeness,
         "arm_info": ledger.arm_info,

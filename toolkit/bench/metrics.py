@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable, Literal
 
+from toolkit.schema.eligibility import stall_check
 from toolkit.schema.metrics import cell_stats, chunk_itls
 from toolkit.schema.records import CellSummary, RequestRecord
 
@@ -37,7 +38,8 @@ def itl_values(records: Iterable[RequestRecord],
 
 def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrency: int, output_len: int,
               workload_hash: str = "", repeat: int = 0, sampling: dict | None = None) -> CellSummary:
-    """One CellSummary over the measured (non-warmup) records; errors count in error_rate only."""
+    """One CellSummary over the measured (non-warmup) records; errors count in error_rate only; a stall
+    (toolkit/schema/eligibility.py) is a check of the cell."""
     measured = [r for r in records if not r.warmup]
     n_ok = sum(1 for r in measured if r.error is None)
     metrics, span = cell_stats(records)
@@ -49,4 +51,8 @@ def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrenc
     if measured:
         summary.duration_s = span
         summary.effective_concurrency = sum((r.e2e_ms or 0.0) for r in measured) / 1000.0 / span
+    stall = stall_check(records)
+    summary.checked = ["stall"]
+    if stall is not None:
+        summary.checks = [stall]
     return summary

@@ -175,15 +175,21 @@ def diff_cmd(
         objectives = parse_slo(slo or [], attainment, base=own)
     result = diff_runs(ra, rb, metric, correction, objectives)
     regressions = result.regressions(fail_on_regression) if fail_on_regression is not None else []
+    ungated = result.regressions(fail_on_regression, gated=False) if fail_on_regression is not None else []
     data = result.to_dict()
     data["regressions"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj}
                            for c, m in regressions]
+    data["not_gated"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj,
+                          "excluded": c.excluded} for c, m in ungated]
     report = build_diff_report(ra, rb, result, data=data)
     if json_out:
         emit_json(report.data)
     else:
         out.print(render_text(report), markup=False, highlight=False, end="")
     if fail_on_regression is not None:
+        for c, m in ungated:
+            err.print(f"not gated: {c.label} {m.metric} {m.delta_pct:+.2f}% in a cell no verdict may use "
+                      f"({'; '.join(c.excluded)})", markup=False)
         if regressions:
             err.print(f"{len(regressions)} significant regression(s) beyond {fail_on_regression:g}%:", markup=False)
             for c, m in regressions:
@@ -239,16 +245,22 @@ def slo_cmd(run: RunArg, slo: SloOpt = None, attainment: AttainmentOpt = None, r
 
     Example: toolkit results slo latest --slo tpot_ms.p90=30 --slo ttft_ms.per_request=500 --json"""
     from toolkit.results.report import render_text, threshold_advice
+    from toolkit.results.report.run import eligibility_of, methodology_blocks
     from toolkit.results.report.slo import build_slo_report
     from toolkit.results.slo import analyse, objectives_for, parse_slo
+    from toolkit.results.verdicts import current, judged_cells
 
     a = _open(run, root, allow_unverified)
     objectives = parse_slo(slo or [], attainment, base=objectives_for(a.manifest, a.derived))
     an = analyse(a, objectives)
-    d = a.derived
+    d = current(a)  # the raw verdicts under the rule of what a verdict may use
     raw = {arm: threshold_advice(d, arm) for arm in d.recommended_disable_batch_threshold}
-    data = {"run": str(a.path), "run_id": a.run_id, "matrix": a.matrix_name, **an.model_dump(mode="json")}
-    report = build_slo_report(f"Run {a.matrix_name}/{a.run_id} against service-level objectives", an, raw, data)
+    elig = eligibility_of(judged_cells(a), d)
+    data = {"run": str(a.path), "run_id": a.run_id, "matrix": a.matrix_name, **an.model_dump(mode="json"),
+            "methodology": [c.model_dump(mode="json") for c in d.methodology],
+            "excluded_cells": elig.lines(excluding=True), "qualified_cells": elig.lines(excluding=False)}
+    report = build_slo_report(f"Run {a.matrix_name}/{a.run_id} against service-level objectives", an, raw, data,
+                              methodology_blocks(d, elig))
     if json_out:
         emit_json(report.data)
     else:

@@ -62,6 +62,7 @@ class CellDiff:
     comparable: bool = True
     reason: str = ""
     notes: list[str] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)  # why no verdict (the regression gate) may use the cell
     metrics: dict[str, MetricDiff] = field(default_factory=dict)
 
     @property
@@ -85,10 +86,13 @@ class DiffResult:
     slo: dict | None = None  # the objectives goodput and attainment are judged by (the slo block's shape)
     slo_note: str = ""
 
-    def regressions(self, pct: float) -> list[tuple[CellDiff, MetricDiff]]:
-        """Significant changes in the worse direction by more than pct percent."""
+    def regressions(self, pct: float, gated: bool = True) -> list[tuple[CellDiff, MetricDiff]]:
+        """Significant changes in the worse direction by more than pct percent, in the cells a verdict may use
+        (gated=False: those in the cells it may not, which the gate names but does not count)."""
         out = []
         for c in self.cells:
+            if bool(c.excluded) == gated:
+                continue
             for m in c.metrics.values():
                 if m.verdict == "worse" and m.delta_pct is not None and abs(m.delta_pct) > pct:
                     out.append((c, m))
@@ -123,6 +127,22 @@ def _comparable(a: Archive, ka: list[str], b: Archive, kb: list[str]) -> tuple[b
         if failed:
             notes.append(f"{side}: {len(failed)} of {len(keys)} repeats failed ({arch.cell_map[failed[0]].reason})")
     return True, "", notes
+
+
+def _qualify(cells: list[CellDiff], a: Archive, b: Archive) -> None:
+    """Each cell's flags under the rule of what a verdict may use (toolkit/schema/eligibility.py), per side:
+    notes name them; an excluded cell's changes are shown but never gate (--fail-on-regression)."""
+    from toolkit.results.verdicts import judged_cells
+    from toolkit.schema.eligibility import Eligibility
+
+    eligs = [(side, Eligibility(judged_cells(x), {arm: s.model_dump(mode="json") for arm, s in x.derived.arm_info.items()}))
+             for side, x in (("A", a), ("B", b))]
+    for c in cells:
+        for side, elig in eligs:
+            flags = [f for f in elig.flags(c.arm, c.domain, c.concurrency) if f.code != "failed"]  # failed: noted
+            c.excluded += [f"{side}: {f.text()}" for f in flags if f.excludes]
+            c.notes += [f"{side}: {'no verdict uses it' if f.excludes else 'verdicts name it'}: {f.text()}"
+                        for f in flags]
 
 
 def _verdict(metric: str, d: float | None, p: float | None, na: int, nb: int) -> str:
@@ -229,6 +249,7 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
     ra, rb = CellReader(a, obj), CellReader(b, obj)
     ga, gb = ra.groups(), rb.groups()
     cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics) for g in sorted(set(ga) & set(gb))]
+    _qualify(cells, a, b)
     _apply_correction(cells, correction)
     gm = {}
     for m in metrics:

@@ -150,14 +150,33 @@ def speedup_table(a: Archive) -> dict[str, dict[tuple[str, int], float]]:
     return dict(out)
 
 
-def heatmap(runs: list[tuple[str, Archive]]) -> bytes | None:
-    """Speedup of each spec arm over the baseline, domain x concurrency; the crossover (the lowest
-    concurrency where the speedup falls below 1) is outlined in black and marked with an x."""
-    panels = [(label, arm, table) for label, a in runs for arm, table in sorted(speedup_table(a).items())]
+def crossover_boxes(a: Archive) -> dict[str, dict[str, int]]:
+    """arm -> domain -> the concurrency the heatmap outlines: the run's crossovers (derived.crossovers, made
+    under the rule of what a verdict may use: toolkit/results/verdicts.py), nothing else."""
+    from toolkit.results.verdicts import current
+
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for c in current(a).crossovers:
+        if c.crossover_concurrency is not None:
+            out[c.arm][c.domain] = int(c.crossover_concurrency)
+    return dict(out)
+
+
+def _left_out(a: Archive) -> set[tuple[str, str, int]]:
+    from toolkit.results.verdicts import current
+
+    return {(r.arm, r.domain, int(r.concurrency)) for r in current(a).speedups if r.excluded}
+
+
+def heatmap_figure(runs: list[tuple[str, Archive]]):
+    """The heatmap as a matplotlib figure (None without speed-ups): each spec arm's speedup over the
+    baseline, domain x concurrency; the crossover outlined in black and marked with an x; levels no verdict
+    may use hatched."""
+    panels = [(label, a, arm, table) for label, a in runs for arm, table in sorted(speedup_table(a).items())]
     if not panels:
         return None
     fig, axes = _grid(len(panels), height=0.9 + 0.5 * max(len({d for *_, t in panels for d, _ in t}), 2))
-    for ax, (label, arm, table) in zip(axes, panels):
+    for ax, (label, a, arm, table) in zip(axes, panels):
         domains = sorted({d for d, _ in table})
         concs = sorted({c for _, c in table})
         grid = np.full((len(domains), len(concs)), np.nan)
@@ -166,24 +185,32 @@ def heatmap(runs: list[tuple[str, Archive]]) -> bytes | None:
         lo, hi = np.nanmin(grid), np.nanmax(grid)
         norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.99), vmax=max(hi, 1.01))
         im = ax.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
+        boxes, left_out = crossover_boxes(a).get(arm, {}), _left_out(a)
         for y, d in enumerate(domains):
             for x, c in enumerate(concs):
                 if np.isfinite(grid[y, x]):
                     dark = abs(float(norm(grid[y, x])) - 0.5) > 0.35
                     ax.text(x, y, f"{grid[y, x]:.2f}", ha="center", va="center", fontsize=9,
                             color="white" if dark else "black")
-            below = [x for x in range(len(concs)) if np.isfinite(grid[y, x]) and grid[y, x] < 1]
-            if below:
-                x = below[0]
-                ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=3, ec="black"))
+                if (arm, d, c) in left_out:
+                    ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=0, hatch="//", ec="grey",
+                                           gid="left-out"))
+            if boxes.get(d) in concs:
+                x = concs.index(boxes[d])
+                ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=3, ec="black", gid="crossover"))
                 ax.text(x + 0.32, y - 0.22, "x", ha="center", va="center", fontsize=10, fontweight="bold",
                         color="white" if float(norm(grid[y, x])) < 0.15 else "black")
         ax.set_xticks(range(len(concs)), [str(c) for c in concs])
         ax.set_yticks(range(len(domains)), domains)
-        ax.set_xlabel("concurrency (black box: crossover)")
+        ax.set_xlabel("concurrency (box: crossover; hatched: left out)")
         ax.set_title(f"speedup {arm}/baseline" + (f" ({label})" if len(runs) > 1 else ""))
         fig.colorbar(im, ax=ax, fraction=0.046)
-    return _png(fig)
+    return fig
+
+
+def heatmap(runs: list[tuple[str, Archive]]) -> bytes | None:
+    fig = heatmap_figure(runs)
+    return _png(fig) if fig is not None else None
 
 
 def acceptance(runs: list[tuple[str, Archive]]) -> bytes | None:
@@ -332,7 +359,8 @@ def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
            ("itl.png", "Inter-token latency: p50 (thick) and p99 (thin)", percentiles(runs, "itl_ms", "ITL"))]
     hm = heatmap(runs)
     if hm:
-        out.append(("speedup.png", "Speedup over the baseline arm (domain x concurrency); black box: crossover", hm))
+        out.append(("speedup.png", "Speedup over the baseline arm (domain x concurrency); black box: crossover "
+                                   "(derived.crossovers); hatched: a level no verdict may use", hm))
     ac = acceptance(runs)
     if ac:
         out.append(("acceptance.png", "Acceptance length per domain", ac))

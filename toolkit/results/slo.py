@@ -18,7 +18,12 @@ Within the objectives, at each level a speculative arm is compared with the base
     neither holds    neither (no threshold choice serves that level within the objectives)
 The crossover within the objectives is the first level, after the last level where speculation is the
 choice, where the baseline is; the threshold per arm is the lowest crossover over its domains, like the
-raw advice (toolkit/bench/derive.py).
+raw advice (toolkit/results/verdicts.py).
+
+What a verdict may use (toolkit/schema/eligibility.py) holds here too: a cell that failed, queued behind
+the server's cap, had too few requests or stalled is judged (its figures are shown) but never counted.
+Capacity stops below the first such level (`not judged`, with why: a capped arm gets no "test higher
+levels"); the advice leaves such levels out (choice `excluded`), and with no level left gives none.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections import defaultdict
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader
+from toolkit.schema.eligibility import Eligibility
 from toolkit.schema.manifest import Derived, Manifest
 from toolkit.schema.slo import (BOUNDS, OBJECTIVE_SAMPLES, Capacity, CellSlo, LevelChoice, Objectives, SloAdvice,
                                 SloAnalysis)
@@ -45,9 +51,18 @@ def objectives_for(manifest: Manifest, derived: Derived | None) -> Objectives | 
 def analyse(a: Archive, objectives: Objectives, derived: Derived | None = None) -> SloAnalysis:
     """The run against the objectives. `derived` stands in for summary.json while the runner finalizes
     (its speedups, crossovers and speculative arms feed the advice)."""
-    derived = a.derived if derived is None else derived
+    from toolkit.results.verdicts import current, judged_cells
+
+    derived = current(a, derived)
     reader = CellReader(a, objectives)
+    elig = Eligibility(judged_cells(a), {arm: s.model_dump(mode="json") for arm, s in derived.arm_info.items()})
     cells = [reader.slo(keys) for _, keys in sorted(reader.groups().items())]
+    for c in cells:  # assigned only where flagged: summary.json keeps the fields that were set
+        ex, qu = elig.excluded(c.arm, c.domain, c.concurrency), elig.qualified(c.arm, c.domain, c.concurrency)
+        if ex:
+            c.excluded = [f.text() for f in ex]
+        if qu:
+            c.qualified = [f.text() for f in qu]
     baseline = derived.baseline or a.manifest.baseline or a.manifest.matrix.resolved.get("baseline")
     advice = advise(cells, derived, baseline) if baseline else []
     arms = sorted({x.arm for x in advice})
@@ -60,6 +75,10 @@ def _levels(xs: list[int]) -> str:
     return ", ".join(f"c={x}" for x in xs)
 
 
+def _codes(c: CellSlo, field: str = "excluded") -> str:
+    return "/".join(x.split(" (", 1)[0] for x in getattr(c, field))
+
+
 def capacities(cells: list[CellSlo]) -> list[Capacity]:
     by: dict[tuple, list[CellSlo]] = defaultdict(list)
     for c in cells:
@@ -69,23 +88,42 @@ def capacities(cells: list[CellSlo]) -> list[Capacity]:
         cs = sorted(cs, key=lambda c: c.concurrency)
         levels = [c.concurrency for c in cs]
         cap = Capacity(arm=arm, domain=domain, output_len=out_len, levels=levels,
-                       holding=[c.concurrency for c in cs if c.holds])
-        fail = next((c for c in cs if not c.holds), None)
-        if fail is None:
-            cap.capacity, cap.goodput_tok_s = levels[-1], cs[-1].goodput_tok_s
+                       holding=[c.concurrency for c in cs if c.holds and not c.excluded])
+        unjudged = [c for c in cs if c.excluded]
+        if unjudged:
+            cap.not_judged = [c.concurrency for c in unjudged]
+        stop = next((c for c in cs if c.excluded or not c.holds), None)
+        below = [c for c in cs if stop is None or c.concurrency < stop.concurrency]
+        if below:
+            cap.capacity, cap.goodput_tok_s = below[-1].concurrency, below[-1].goodput_tok_s
+            named = [c.concurrency for c in below if c.qualified]
+            if named:
+                cap.qualified = named
+        if stop is None:
             cap.note = (f"holds at every tested concurrency ({levels[0]} to {levels[-1]}): the capacity is at least "
                         f"{levels[-1]}; test higher levels to find the limit")
+        elif stop.excluded:
+            why = f"c={stop.concurrency} is not judged ({'; '.join(stop.excluded)})"
+            cap.note = (f"holds up to c={cap.capacity}; {why}" if below else
+                        f"no capacity: {why}" if len(unjudged) < len(cs) else
+                        "no capacity: no tested level is one a verdict may use ("
+                        + "; ".join(f"c={c.concurrency} {_codes(c)}" for c in unjudged) + ")")
         else:
-            below = [c for c in cs if c.concurrency < fail.concurrency]
-            cap.first_failure, cap.first_failure_why = fail.concurrency, fail.why
-            cap.holds_again = [c.concurrency for c in cs if c.concurrency > fail.concurrency and c.holds]
-            if below:
-                cap.capacity, cap.goodput_tok_s = below[-1].concurrency, below[-1].goodput_tok_s
-                cap.note = f"holds up to c={cap.capacity}; fails at c={fail.concurrency} ({fail.why})"
-            else:
-                cap.note = f"fails already at the lowest tested concurrency c={fail.concurrency} ({fail.why})"
+            cap.first_failure, cap.first_failure_why = stop.concurrency, stop.why
+            cap.note = (f"holds up to c={cap.capacity}; fails at c={stop.concurrency} ({stop.why})" if below else
+                        f"fails already at the lowest tested concurrency c={stop.concurrency} ({stop.why})")
+        if stop is not None:
+            cap.holds_again = [c.concurrency for c in cs if c.concurrency > stop.concurrency and c.holds
+                               and not c.excluded]
             if cap.holds_again:
-                cap.note += f"; holds again at {_levels(cap.holds_again)} (not counted: the level below fails)"
+                cap.note += (f"; holds again at {_levels(cap.holds_again)} (not counted: "
+                             + ("the level below fails)" if not stop.excluded else f"c={stop.concurrency} is not judged)"))
+        later = [c for c in unjudged if stop is not None and c.concurrency > stop.concurrency]
+        if later:
+            cap.note += "; not judged: " + ", ".join(f"c={c.concurrency} ({_codes(c)})" for c in later)
+        if cap.qualified:
+            cap.note += "; qualified: " + ", ".join(f"c={c.concurrency} ({_codes(c, 'qualified')})"
+                                                    for c in below if c.qualified)
         out.append(cap)
     return out
 
@@ -115,9 +153,10 @@ def advise(cells: list[CellSlo], derived: Derived, baseline: str) -> list[SloAdv
                 sp = speed.get((arm, domain, level))
                 ratio, hi = (sp.throughput_ratio, sp.ci_high) if sp else (None, None)
                 good = (a.goodput_tok_s / b.goodput_tok_s) if a.goodput_tok_s is not None and b.goodput_tok_s else None
+                out_of_rule = a.excluded or b.excluded or (sp is not None and sp.excluded)
                 choices.append(LevelChoice(concurrency=level, arm_holds=a.holds, baseline_holds=b.holds,
                                            throughput_ratio=ratio, ci_high=hi, goodput_ratio=good,
-                                           choice=_choice(a, b, ratio, hi)))
+                                           choice="excluded" if out_of_rule else _choice(a, b, ratio, hi)))
             adv.levels = choices  # assigned: summary.json keeps the fields that were set
             if (arm, domain) in raw:
                 adv.raw_crossover_concurrency = raw[(arm, domain)].crossover_concurrency
@@ -128,12 +167,18 @@ def advise(cells: list[CellSlo], derived: Derived, baseline: str) -> list[SloAdv
 
 
 def _conclude(adv: SloAdvice) -> None:
-    choices = [x.choice for x in adv.levels]
-    spec = [x.concurrency for x in adv.levels if x.choice == "speculative"]
-    base = [x.concurrency for x in adv.levels if x.choice == "baseline"]
-    after = [x.concurrency for x in adv.levels if x.choice == "baseline" and (not spec or x.concurrency > spec[-1])]
+    levels = [x for x in adv.levels if x.choice != "excluded"]
+    left_out = [x.concurrency for x in adv.levels if x.choice == "excluded"]
+    if not levels:
+        adv.no_advice = True
+        adv.note = f"no advice within the objectives: no tested level is one a verdict may use ({_levels(left_out)})"
+        return
+    choices = [x.choice for x in levels]
+    spec = [x.concurrency for x in levels if x.choice == "speculative"]
+    base = [x.concurrency for x in levels if x.choice == "baseline"]
+    after = [x.concurrency for x in levels if x.choice == "baseline" and (not spec or x.concurrency > spec[-1])]
     adv.crossover_concurrency = after[0] if after else None
-    only_spec = [x.concurrency for x in adv.levels if x.arm_holds and not x.baseline_holds]
+    only_spec = [x.concurrency for x in levels if x.arm_holds and not x.baseline_holds]
     if "speculative" not in choices and base:
         adv.never_pays_off = True
         adv.note = (f"within the objectives the baseline is the choice wherever an arm meets them ({_levels(base)}): "
@@ -143,8 +188,10 @@ def _conclude(adv: SloAdvice) -> None:
                     f"c={adv.crossover_concurrency}: set speculative-disable-batch-threshold: "
                     f"{adv.crossover_concurrency}")
     elif spec:
-        neither = [x.concurrency for x in adv.levels if x.concurrency > spec[-1]]
+        neither = [x.concurrency for x in levels if x.concurrency > spec[-1]]
+        above = [c for c in left_out if c > levels[-1].concurrency]
         adv.note = (f"within the objectives speculation is the choice through c={spec[-1]}: no threshold needed"
+                    + (" up to the highest level a verdict may use" if above else "")
                     + (f" (neither arm meets them at {_levels(neither)})" if neither else ""))
     else:
         adv.note = "neither arm meets the objectives at any tested concurrency: no advice within them"
@@ -153,29 +200,48 @@ def _conclude(adv: SloAdvice) -> None:
     if base and spec and base[0] < spec[-1]:
         adv.note += f" (the baseline is the choice at {_levels([c for c in base if c < spec[-1]])}, below a level " \
                     "where speculation is: a threshold cannot switch speculation back on)"
+    if left_out:
+        adv.note += f"; left out (no verdict may use them): {_levels(left_out)}"
 
 
 def never_pays_off(advice: list[SloAdvice], arm: str) -> bool:
-    rows = [x for x in advice if x.arm == arm]
+    rows = [x for x in advice if x.arm == arm and not x.no_advice]
     return bool(rows) and all(x.never_pays_off for x in rows)
 
 
 def threshold(advice: list[SloAdvice], arm: str) -> int | None:
-    """The lowest crossover within the objectives over the arm's domains (as derive.recommended_threshold)."""
+    """The lowest crossover within the objectives over the arm's domains (as verdicts.recommended_threshold)."""
     if never_pays_off(advice, arm):
         return None
-    vals = [x.crossover_concurrency for x in advice if x.arm == arm and not x.never_pays_off
+    vals = [x.crossover_concurrency for x in advice if x.arm == arm and not x.never_pays_off and not x.no_advice
             and x.crossover_concurrency is not None]
     return min(vals) if vals else None
 
 
 def threshold_text(an: SloAnalysis, arm: str) -> str:
+    """Never `no threshold needed` beside a domain where the arm never pays off (as verdicts.advice_text)."""
+    rows = [x for x in an.advice if x.arm == arm]
+    advised = [x for x in rows if not x.no_advice]
+    none = sorted(x.domain for x in rows if x.no_advice)
+    tail = f"; no advice for {', '.join(none)} (no level a verdict may use)" if none and advised else ""
+    if rows and not advised:
+        return "no advice within the objectives: no tested level is one a verdict may use"
     if arm in an.never_pays_off:
-        return "never pays off within the objectives in the tested range: serve the baseline"
+        return "never pays off within the objectives in the tested range: serve the baseline" + tail
     t = an.recommended_disable_batch_threshold.get(arm)
+    never = sorted(x.domain for x in advised if x.never_pays_off)
+    if never:
+        rest = sorted(x.domain for x in advised if not x.never_pays_off)
+        return (f"never pays off within the objectives in {', '.join(never)}: serve the baseline there; in "
+                f"{', '.join(rest)}: " + (f"set speculative-disable-batch-threshold: {t}" if t is not None
+                                          else "speculation is the choice wherever an arm meets them") + tail)
     if t is None:
-        return "no threshold needed within the objectives"
-    return f"set speculative-disable-batch-threshold: {t}"
+        top = [f"{x.domain} above c={max(y.concurrency for y in x.levels if y.choice != 'excluded')}"
+               for x in advised if any(y.choice == "excluded" and y.concurrency > max(
+                   z.concurrency for z in x.levels if z.choice != "excluded") for y in x.levels)]
+        return ("no threshold needed within the objectives" + (f" through the levels a verdict may use (not judged: "
+                                                                 f"{', '.join(top)})" if top else "") + tail)
+    return f"set speculative-disable-batch-threshold: {t}" + tail
 
 
 # -- `--slo METRIC.BOUND=MS`

@@ -226,6 +226,9 @@ class Speedup(_Open):
     ci_low: float | None = None
     ci_high: float | None = None
     n_pairs: int = 0
+    excluded: list[str] = Field(default_factory=list, description="why no verdict uses this level "
+                                "(toolkit/schema/eligibility.py), per arm")
+    qualified: list[str] = Field(default_factory=list, description="what a verdict using it must name")
 
 
 class Crossover(_Open):
@@ -234,6 +237,10 @@ class Crossover(_Open):
     crossover_concurrency: int | None = None
     never_pays_off: bool = False
     recommended_disable_batch_threshold: int | None = None
+    no_advice: bool = Field(False, description="no tested level is one a verdict may use: no advice at all")
+    levels: list[int] = Field(default_factory=list, description="levels the verdict used")
+    excluded: list[int] = Field(default_factory=list, description="levels left out of the verdict")
+    qualified: list[int] = Field(default_factory=list, description="levels the verdict used and names")
     note: str = ""
 
 

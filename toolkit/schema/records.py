@@ -89,6 +89,17 @@ class Stat(BaseModel):
     unreliable: list[str] = Field(default_factory=list, description="percentiles with too few samples, e.g. ['p99']")
 
 
+class CellCheck(BaseModel):
+    """A methodology warning about one cell, found while it ran (toolkit/schema/eligibility.py: a stall, a
+    busy host) and archived in its summary; `excludes`: no verdict may use the cell."""
+
+    model_config = ConfigDict(extra="allow")
+
+    check: str
+    message: str
+    excludes: bool = False
+
+
 class CellSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -115,3 +126,9 @@ class CellSummary(BaseModel):
                           "own counts). None: no acceptance, or an archive written before sources were recorded")
     accept_counts: dict[str, float] | None = Field(
         None, description="the server's counts behind a server-sourced accept_length (tokens, steps, requests)")
+    checks: list[CellCheck] = Field(default_factory=list, description="methodology warnings found while the cell "
+                                    "ran (stall, busy-host); archives before 2026-12 have none")
+    checked: list[str] = Field(default_factory=list, description="the checks that ran while the cell ran (stall, "
+                               "busy-host): a reader makes the stall check itself for a cell without it")
+    host: dict | None = Field(None, description="the host's load while the cell ran (toolkit/bench/hostload.py): "
+                                                "cpus, own and foreign cores, steal, load average, other runs")

@@ -147,6 +147,9 @@ class CellSlo(_Model):
     holds: bool = False
     certain: bool = False
     why: str = Field("", description="what failed, e.g. `tpot_ms.p90 31.2 > 30`")
+    excluded: list[str] = Field(default_factory=list, description="why no verdict (capacity, advice) uses this "
+                                "cell (toolkit/schema/eligibility.py)")
+    qualified: list[str] = Field(default_factory=list, description="what a verdict using it must name")
 
 
 def met_mask(cols: dict[str, np.ndarray], per_request: list[Objective]) -> np.ndarray:
@@ -255,6 +258,8 @@ class Capacity(_Model):
     first_failure: int | None = None
     first_failure_why: str = ""
     holds_again: list[int] = Field(default_factory=list, description="levels above the first failure that hold again")
+    not_judged: list[int] = Field(default_factory=list, description="levels no verdict may use (excluded cells)")
+    qualified: list[int] = Field(default_factory=list, description="levels the capacity rests on that verdicts name")
     goodput_tok_s: float | None = Field(None, description="goodput at the capacity level")
     note: str = ""
 
@@ -268,7 +273,8 @@ class LevelChoice(_Model):
     throughput_ratio: float | None = None
     ci_high: float | None = Field(None, description="upper end of the paired ratio's 95% CI (raw advice)")
     goodput_ratio: float | None = Field(None, description="arm goodput tok/s / baseline goodput tok/s")
-    choice: str = Field(description="speculative | baseline | neither (no arm meets the objectives)")
+    choice: str = Field(description="speculative | baseline | neither (no arm meets the objectives) | excluded "
+                                    "(a cell of the level is one no verdict may use)")
 
 
 class SloAdvice(_Model):
@@ -282,6 +288,7 @@ class SloAdvice(_Model):
     crossover_concurrency: int | None = Field(None, description="within the objectives: the first level, after "
                                               "the last one where speculation is the choice, where the baseline is")
     never_pays_off: bool = False
+    no_advice: bool = Field(False, description="no tested level is one a verdict may use")
     raw_crossover_concurrency: int | None = None
     raw_note: str = ""
     note: str = ""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticKnownError
 
 from toolkit.spec.base import Name, StrictModel
 
@@ -178,7 +179,10 @@ class Matrix(StrictModel):
     concurrency: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
     output_len: int = Field(128, ge=1, description="max output tokens per request")
     requests: int | None = Field(None, ge=1, description="measured requests per cell")
-    duration_s: float | None = Field(None, gt=0, description="or: measure each cell for this long")
+    duration_s: float | dict[int, float] | None = Field(
+        None, description="or: measure each cell for this long (seconds); per concurrency level as "
+                                "{LEVEL: SECONDS}, e.g. {1: 20, 16: 30}: a level takes the value of the highest "
+                                "listed level at or below it (docs/bench.md)")
     warmup: int = Field(2, ge=0, description="requests per cell sent first and excluded from the figures")
     workers: int | None = Field(None, ge=1, description="load generator processes per cell (default: enough for the "
                                 "cell's expected chunk rate, one when it is small; docs/loadgen.md)")
@@ -189,6 +193,38 @@ class Matrix(StrictModel):
                                               "(docs/slo.md)")
     tune: Tune | None = Field(None, exclude=True, description="search space of `toolkit bench tune` (not part of "
                                                               "what the matrix measures, nor of its hash)")
+
+    @field_validator("duration_s", mode="before")
+    @classmethod
+    def _duration(cls, v: Any, info: ValidationInfo) -> Any:
+        """Seconds, or {LEVEL: SECONDS}; every tested level must fall at or above a listed one."""
+        if not isinstance(v, dict):  # seconds: the errors (and hints) of a plain number field
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
+                raise PydanticKnownError("greater_than", {"gt": 0})
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, str))):
+                raise PydanticKnownError("float_type")
+            if isinstance(v, str):
+                try:
+                    float(v)
+                except ValueError:
+                    raise PydanticKnownError("float_parsing") from None
+            return v
+        out = {}
+        for k, sec in v.items():
+            level = int(k) if isinstance(k, str) and k.isdigit() else k  # a resolved spec read back from JSON
+            if isinstance(level, bool) or not isinstance(level, int) or level < 1:
+                raise ValueError(f"{k!r} is not a concurrency level (a whole number >= 1)")
+            if isinstance(sec, bool) or not isinstance(sec, (int, float)) or sec <= 0:
+                raise ValueError(f"level {level}: {sec!r} is not a number of seconds > 0")
+            out[level] = float(sec)
+        if not out:
+            raise ValueError("names no level: give seconds per level, e.g. {1: 20, 16: 30}")
+        conc = info.data.get("concurrency") or []
+        if conc and min(out) > min(conc):
+            raise ValueError(f"starts at level {min(out)}, so concurrency {min(conc)} has no duration: add "
+                             f"`{min(conc)}: SECONDS` (a level takes the value of the highest listed level at or "
+                             "below it)")
+        return out
 
     @model_validator(mode="after")
     def _check(self) -> "Matrix":
@@ -220,3 +256,9 @@ class Matrix(StrictModel):
     @property
     def baseline_arm(self) -> str:
         return self.baseline or self.arms[0]
+
+    def duration_at(self, concurrency: int) -> float | None:
+        """Seconds to measure a cell at this concurrency (None: cells are sized by `requests`)."""
+        if not isinstance(self.duration_s, dict):
+            return self.duration_s
+        return self.duration_s[max(k for k in self.duration_s if k <= concurrency)]

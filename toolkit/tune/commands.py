@@ -72,8 +72,9 @@ def _write_back(session, res: dict, out_env: Path) -> Path:
     sid = f"{PurePath(res['session']).parent.name}/{PurePath(res['session']).name}"
     speedups = [c["speedup"] for c in conf["cells"] if c["speedup"] is not None]
     held = f", {min(speedups):.2f}-{max(speedups):.2f}x on held-out prompts" if speedups else ""
-    faster = any((c["vs_incumbent"]["ci_low"] or 0) > 1 for c in conf["cells"])
-    slower = any((c["vs_incumbent"]["ci_high"] or 2) < 1 for c in conf["cells"])
+    usable = [c for c in conf["cells"] if not c.get("excluded", ["drift"] if c["drift"] else [])]  # no DRIFT claims
+    faster = any((c["vs_incumbent"]["ci_low"] or 0) > 1 for c in usable)
+    slower = any((c["vs_incumbent"]["ci_high"] or 2) < 1 for c in usable)
     if slower or not faster:
         held += f"; {'slower than' if slower else 'not faster than'} {res['arm']} as it was in some cells"
         warn(f"on held-out prompts, {conf['verdict']}; {out_env} holds the tuned setting all the same: "

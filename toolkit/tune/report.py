@@ -83,11 +83,10 @@ def result(state: dict, folder: Path) -> dict:
 
 def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
     """The winner and the arm as it was against the baseline on held-out prompts; the A/A check of the
-    baseline against itself where the runs have one; the disable threshold by derive's crossover rule."""
-    from toolkit.bench import derive
+    baseline against itself where the runs have one; the disable threshold by the crossover rule, over the
+    cells a verdict may use (toolkit/schema/eligibility.py: a DRIFT cell is one it may not)."""
     from toolkit.results.archive import open_archive
-    from toolkit.results.report.run import threshold_advice
-    from toolkit.schema.manifest import Derived
+    from toolkit.results.verdicts import advice_text, crossovers, judged_cells, recommended_threshold, never_pays_off
 
     baseline, again, arm, seed = state["baseline"], state.get("again"), state["arm"], state.get("seed", 0)
     recs = [_merged(folder, conf["runs"])]
@@ -95,23 +94,27 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
     inc = search.pooled_cells(recs, arm, baseline, again, seed=seed)
     aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}
     head = search.pooled_cells(recs, best, arm, seed=seed)  # the winner against the preset it would replace
+    elig = _eligibility([open_archive(folder / r) for r in conf["runs"]], judged_cells)
     cells = []
     for (d, c), r in mine.items():
         i, n, h = inc.get((d, c)) or {}, aa.get((d, c)), head.get((d, c)) or {}
         drift = bool(n and n["ci_low"] is not None and (n["ci_low"] > 1 or n["ci_high"] < 1))
+        flags = {a: elig.flags(a, d, c) for a in (best, arm, baseline)}
         cells.append({"domain": d, "concurrency": c, "speedup": r["ratio"], "ci_low": r["ci_low"],
                       "ci_high": r["ci_high"], "n_pairs": r["n_pairs"],
                       "incumbent": {"speedup": i.get("ratio"), "ci_low": i.get("ci_low"), "ci_high": i.get("ci_high")},
                       "noise": {"speedup": n["ratio"], "ci_low": n["ci_low"], "ci_high": n["ci_high"]} if n else None,
                       "vs_incumbent": {"speedup": h.get("ratio"), "ci_low": h.get("ci_low"), "ci_high": h.get("ci_high")},
-                      "drift": drift})
+                      "drift": drift,
+                      "excluded": ([f"{baseline}: drift (measured twice, it differs from itself: A/A)"] if drift else [])
+                      + [f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if f.excludes],
+                      "qualified": [f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if not f.excludes]})
     rows = [{"arm": best, "domain": x["domain"], "concurrency": x["concurrency"], "throughput_ratio": x["speedup"],
-             "ci_low": x["ci_low"], "ci_high": x["ci_high"]} for x in cells]
-    cross = derive.crossovers(rows, {best})
-    threshold = derive.recommended_threshold(cross, best)
-    never = derive.never_pays_off(cross, best)
-    advice = threshold_advice(Derived(never_pays_off=[best] if never else [],
-                                      recommended_disable_batch_threshold={best: threshold}), best)
+             "ci_low": x["ci_low"], "ci_high": x["ci_high"], "excluded": x["excluded"], "qualified": x["qualified"]}
+            for x in cells]
+    cross = crossovers(rows, {best})
+    threshold = recommended_threshold(cross, best)
+    never = never_pays_off(cross, best)
     errors = sorted({c.message for r in conf["runs"] for c in open_archive(folder / r).derived.errors()})
     errors += [f"{x['domain']} c={x['concurrency']}: the baseline measured twice differs (A/A "
                f"{x['noise']['speedup']:.2f}x [{x['noise']['ci_low']:.2f}, {x['noise']['ci_high']:.2f}]): the machine's "
@@ -120,19 +123,46 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
             "verdict": _verdict(cells, best, arm),
             "held_out": {w: s["held_out"] for w, s in state["split"].items()}, "requests": conf["requests"],
             "cells": cells, "crossovers": cross, "recommended_disable_batch_threshold": threshold,
-            "never_pays_off": never, "advice": advice, "methodology": errors}
+            "never_pays_off": never, "advice": advice_text(cross, best), "methodology": errors}
+
+
+def _eligibility(archives: list, judged):
+    """The rule over the cells of several runs (the confirmation is one run per cell on a shared server)."""
+    from toolkit.schema.eligibility import Eligibility
+
+    cells = [c for a in archives for c in judged(a)]
+    info = {arm: s.model_dump(mode="json") for a in archives for arm, s in a.derived.arm_info.items()}
+    return Eligibility(cells, info)
+
+
+def _where(cs: list[dict]) -> str:
+    return ", ".join(f"{c['domain']} c={c['concurrency']}" for c in cs)
+
+
+def _codes(cell: dict) -> str:
+    """`DRIFT`, `capped`, ...: why a cell is no claim, short."""
+    out = {x.split(": ", 1)[-1].split(" (", 1)[0] for x in cell["excluded"]}  # `arm: code (why)`
+    return "/".join(sorted(out)).replace("drift", "DRIFT")
 
 
 def _verdict(cells: list[dict], best: str, arm: str) -> str:
-    """The winner against the preset it replaces, both measured on the same held-out prompts."""
-    better = [c for c in cells if (c["vs_incumbent"]["ci_low"] or 0) > 1]
-    worse = [c for c in cells if c["vs_incumbent"]["ci_high"] is not None and c["vs_incumbent"]["ci_high"] < 1]
-    where = lambda cs: ", ".join(f"{c['domain']} c={c['concurrency']}" for c in cs)  # noqa: E731
+    """The winner against the preset it replaces, both measured on the same held-out prompts. A cell a
+    verdict may not use (DRIFT, failed, capped, stalled, too few requests) is named as no claim, never as
+    faster or slower."""
+    usable = [c for c in cells if not c.get("excluded")]
+    skipped = [c for c in cells if c.get("excluded")]
+    better = [c for c in usable if (c["vs_incumbent"]["ci_low"] or 0) > 1]
+    worse = [c for c in usable if c["vs_incumbent"]["ci_high"] is not None and c["vs_incumbent"]["ci_high"] < 1]
+    tail = ("; no claim at " + ", ".join(f"{c['domain']} c={c['concurrency']} ({_codes(c)})" for c in skipped)
+            if skipped else "")
+    if not usable:
+        return f"no claim: no held-out cell is one a verdict may use{tail}"
     if not better and not worse:
-        return f"{best} and {arm} as it was are not significantly different on held-out prompts in any cell"
-    parts = ([f"significantly faster than {arm} as it was at {where(better)}"] if better else []) + \
-            ([f"significantly slower at {where(worse)}"] if worse else [])
-    return f"{best} is " + "; ".join(parts) + (" (the rest ~)" if len(better) + len(worse) < len(cells) else "")
+        return f"{best} and {arm} as it was are not significantly different on held-out prompts in any cell{tail}"
+    parts = ([f"significantly faster than {arm} as it was at {_where(better)}"] if better else []) + \
+            ([f"significantly slower at {_where(worse)}"] if worse else [])
+    return (f"{best} is " + "; ".join(parts) + (" (the rest ~)" if len(better) + len(worse) < len(usable) else "")
+            + tail)
 
 
 def heatmap(res: dict) -> bytes | None:
@@ -227,7 +257,8 @@ def build_tune_report(res: dict) -> Report:
                    (fmt_centre(*(c["noise"][k] for k in ("speedup", "ci_low", "ci_high"))) if c["noise"] else "-")
                    + (" DRIFT" if c["drift"] else ""), str(c["n_pairs"])] for c in conf["cells"]], align="lrrrrrr"),
                 Para(f"Against the preset it would replace: {conf['verdict']}."),
-                Para(f"Advice for {best.get('trial')}: {conf['advice']}.")]
+                Para(f"Advice for {best.get('trial')}: {conf['advice']}."),
+                Items([f"{c['domain']}: {c['note']}" for c in conf.get("crossovers") or []])]
         if conf["methodology"]:
             out.append(Items([f"methodology error: {m}" for m in conf["methodology"]]))
     out += [Heading("Runs"), Items(res["runs"]),

@@ -20,10 +20,13 @@ CELL_COLUMNS = ["arm", "domain", "c", "rep", "n", "err", "tok/s", "req/s", "TTFT
 CELLS_NOTE = ("Latencies in ms. tok/s and req/s: the cell's throughput; ITL: per-chunk gap / tokens in the chunk, "
               "pooled over chunks; TPOT: (E2E - TTFT) / (tokens - 1) per request; accept: output tokens per "
               "verification step over the cell (where it came from: below). * marks a percentile from too few "
-              "samples. Every metric, with CIs, is in `--json`; docs/results.md defines each.")
-SPEEDUP_COLUMNS = ["arm", "domain", "c", "arm tok/s", "base tok/s", "throughput x", "paired x [95% CI]", "pairs"]
+              "samples. status: `excluded: ...` no verdict uses the cell, `ok, ...` verdicts name it (why: below the "
+              "table). Every metric, with CIs, is in `--json`; docs/results.md defines each.")
+SPEEDUP_COLUMNS = ["arm", "domain", "c", "arm tok/s", "base tok/s", "throughput x", "paired x [95% CI]", "pairs",
+                   "verdicts"]
 SPEEDUP_NOTE = ("throughput x: the ratio of the cells' output tok/s. paired x: the ratio of per-prompt output rates "
-                "(sum of tokens / sum of E2E) over the same prompts, 95% CI from a paired bootstrap.")
+                "(sum of tokens / sum of E2E) over the same prompts, 95% CI from a paired bootstrap. verdicts: "
+                "`left out` (no crossover or advice uses the level), `named` (they use it and say so).")
 
 
 @dataclass
@@ -46,17 +49,19 @@ def status_text(status: str, why: str | None) -> str:
 
 
 def threshold_advice(derived: Derived, arm: str) -> str:
-    """The one line of advice per speculative arm, as every renderer prints it."""
-    if arm in derived.never_pays_off:
-        return "never pays off in the tested range (slower than the baseline at every concurrency): serve the baseline"
-    t = derived.recommended_disable_batch_threshold.get(arm)
-    return f"set speculative-disable-batch-threshold: {t}" if t is not None else "no threshold needed in the tested range"
+    """The one line of advice per speculative arm, as every renderer prints it (toolkit/results/verdicts.py)."""
+    from toolkit.results.verdicts import advice_text
+
+    return advice_text(derived.crossovers, arm)
 
 
 def _matrix_facts(spec: dict) -> list[list[str]]:
     if not spec:
         return []
-    per_cell = spec.get("requests") or (f"{spec['duration_s']} s" if spec.get("duration_s") else None)
+    dur = spec.get("duration_s")
+    if isinstance(dur, dict):
+        dur = ", ".join(f"c>={k}: {v:g} s" for k, v in sorted(dur.items(), key=lambda kv: int(kv[0])))
+    per_cell = spec.get("requests") or (f"{dur:g} s" if isinstance(dur, (int, float)) else dur or None)
     rows = [["arms", ", ".join(spec.get("arms") or []) + (f" (baseline: {spec['baseline']})" if spec.get("baseline")
                                                           else "")],
             ["concurrency", ", ".join(str(c) for c in spec.get("concurrency") or [])],
@@ -89,13 +94,15 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
              ["source", f["source"]]] + _matrix_facts(spec)
     from toolkit.results.slo import analyse, objectives_for
 
-    derived = a.derived if derived is None else _derived(derived)
+    from toolkit.results.verdicts import current, judged_cells
+
+    derived = current(a, None if derived is None else _derived(derived))  # verdicts under the rule
     objectives = objectives_for(m, derived)
     slo = analyse(a, objectives, derived) if objectives is not None else None  # recomputed, like the metrics
     if slo is not None:
         derived = derived.model_copy(update={"slo": slo})
     reader = CellReader(a, objectives)
-    cells = [(k, c, reader.cell(k)) for k, c in a.cell_map.items()]
+    cells = [(k, c, reader.cell(k)) for k, c in zip(a.cell_map, judged_cells(a))]
     commands = []
     for arm, info in m.arms.items():
         if info.command:
@@ -108,6 +115,37 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
             "derived": derived.model_dump(mode="json")}
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
                    commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo)
+
+
+def eligibility_of(cells: list[CellSummary], derived: Derived):
+    """The rule of what a verdict may use, over these cells (toolkit/schema/eligibility.py)."""
+    from toolkit.schema.eligibility import Eligibility
+
+    return Eligibility(cells, {a: s.model_dump(mode="json") for a, s in derived.arm_info.items()})
+
+
+def eligibility_blocks(elig, failed_too: bool = False) -> list:
+    """The cells verdicts leave out and the ones they name, each with why (failed cells only with
+    failed_too: a run report lists them under Failed cells)."""
+    out: list = []
+    ex, qu = elig.lines(excluding=True, skip=() if failed_too else ("failed",)), elig.lines(excluding=False)
+    if ex:
+        out += [Heading("Cells no verdict uses"), Para("Left out of crossovers, threshold advice, capacity and SLO "
+                                                       "advice (docs/results.md, what a verdict may use):"), Items(ex)]
+    if qu:
+        out += [Heading("Cells verdicts name"), Para("Used, and named beside every verdict that rests on them:"),
+                Items(qu)]
+    return out
+
+
+def _status(c: CellSummary, elig) -> str:
+    if c.status != "ok":
+        return "FAILED"
+    flags = elig.flags(c.arm, c.domain, c.concurrency) if elig is not None else []
+    ex = [f.code for f in flags if f.excludes]
+    if ex:
+        return "excluded: " + ", ".join(ex)
+    return ", ".join(["ok"] + [f.code for f in flags])
 
 
 def from_result(matrix, cells: list[CellSummary], derived: Derived | dict) -> RunView:
@@ -123,7 +161,8 @@ def from_result(matrix, cells: list[CellSummary], derived: Derived | dict) -> Ru
                                    for k, c, m in view_cells}, "derived": derived.model_dump(mode="json")})
 
 
-def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Table:
+def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]], elig=None) -> Table:
+    """status: ok, FAILED, `excluded: <why>` (no verdict uses the cell) or `ok, <why>` (verdicts name it)."""
     rows = []
     for _, c, m in sorted(cells, key=lambda t: (t[1].arm, t[1].domain, t[1].concurrency, t[1].repeat)):
         head = [c.arm, c.domain, str(c.concurrency), str(c.repeat), str(c.n_requests), str(c.n_errors)]
@@ -133,7 +172,7 @@ def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Table:
         rows.append(head + [fmt_stat(m.get("output_tok_s")), fmt_stat(m.get("request_s")),
                             fmt_stat(m.get("ttft_ms")), fmt_stat(m.get("ttft_ms"), "p99"), fmt_stat(m.get("tpot_ms")),
                             fmt_stat(m.get("itl_ms")), fmt_stat(m.get("e2e_ms")), fmt_stat(m.get("e2e_ms"), "p99"),
-                            fmt_stat(m.get("accept_length")), "ok"])
+                            fmt_stat(m.get("accept_length")), _status(c, elig)])
     return Table(CELL_COLUMNS, rows, align="ll" + "r" * 13 + "l")
 
 
@@ -155,9 +194,10 @@ def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) ->
 
 def speedup_table(derived: Derived) -> Table:
     rows = [[r.arm, r.domain, str(r.concurrency), fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
-             fmt_num(r.throughput_ratio), fmt_centre(r.paired_ratio, r.ci_low, r.ci_high), str(r.n_pairs)]
+             fmt_num(r.throughput_ratio), fmt_centre(r.paired_ratio, r.ci_low, r.ci_high), str(r.n_pairs),
+             "left out" if r.excluded else "named" if r.qualified else "used"]
             for r in derived.speedups]
-    return Table(SPEEDUP_COLUMNS, rows, align="ll")
+    return Table(SPEEDUP_COLUMNS, rows, align="ll" + "r" * 6 + "l")
 
 
 def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
@@ -175,8 +215,7 @@ def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
     servers = {a: i for a, i in d.arm_info.items() if i.engine == "sglang"}
     if servers:
         out += [Heading("What each server said (/server_info)"), Items([_server_line(a, i) for a, i in servers.items()])]
-    out += [Heading("Methodology checks"),
-            Items([f"{c.severity} [{c.check}]: {c.message}" for c in d.methodology] or ["none raised"])]
+    out += [Heading("Methodology checks"), methodology_items(d)]
     if d.representativeness:
         out += [Heading("Representativeness of the workloads"),
                 Items([f"{r.workload}: {r.verdict} (divergence {r.divergence or 0:.2f}) {r.reason}".rstrip()
@@ -189,6 +228,16 @@ def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
             + "; server stops " + (", ".join(f"{a} {s:.1f} s" for a, s in t.stop_s.items()) or "-")
             + (f"; overhead ratio {t.overhead_ratio:.3f}" if t.overhead_ratio else ""))]
     return out
+
+
+def methodology_items(d: Derived) -> Items:
+    return Items([f"{c.severity} [{c.check}]: {c.message}" for c in d.methodology] or ["none raised"])
+
+
+def methodology_blocks(d: Derived, elig) -> list:
+    """The run's methodology section on its own (`results slo`): its checks and the cells verdicts leave
+    out or name."""
+    return [Heading("Methodology checks"), methodology_items(d)] + eligibility_blocks(elig, failed_too=True)
 
 
 def _server_line(arm: str, i: ArmState) -> str:
@@ -208,7 +257,8 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
     r.add(Heading(v.title, 1), Facts(v.facts))
     if v.description:
         r.add(Para(v.description))
-    r.add(Heading("Cells"), cells_table(v.cells) if v.cells else Para("no cells"), Para(CELLS_NOTE))
+    elig = eligibility_of([c for _, c, _ in v.cells], v.derived)
+    r.add(Heading("Cells"), cells_table(v.cells, elig) if v.cells else Para("no cells"), Para(CELLS_NOTE))
     sources = acceptance_sources(v.cells)
     if sources is not None:
         r.add(Para("Acceptance length (accept), per arm:"), sources)
@@ -216,7 +266,7 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
               if c.status != "ok"]
     if failed:
         r.add(Heading("Failed cells"), Items(failed))
-    r.add(*_derived_blocks(v.derived, v.slo))
+    r.add(*eligibility_blocks(elig), *_derived_blocks(v.derived, v.slo))
     if v.commands:
         r.add(Heading("Server commands"), Code("\n".join(v.commands)))
     if plots and v.archive is not None:

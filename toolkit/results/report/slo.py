@@ -13,13 +13,15 @@ SLO_NOTE = ("met: successful requests that met every per-request objective; atta
             "(failed ones included), 95% Wilson interval; goodput: the cell's req/s and tok/s counting only the "
             "requests that met them. Percentile objectives: the cell's percentile over its requests [95% CI] "
             "(itl_ms objectives read each request's mean ITL). holds: every percentile objective holds and attainment "
-            "reaches its target; ~ marks a verdict whose 95% CI crosses a limit. docs/slo.md defines each.")
+            "reaches its target; ~ marks a verdict whose 95% CI crosses a limit; `not judged`: a cell no verdict may use "
+            "(capacity and advice leave it out). docs/slo.md defines each.")
 
 
 def _holds(c: CellSlo) -> str:
     if c.status != "ok":
         return c.status.upper()
-    return ("yes" if c.holds else "no") + ("" if c.certain else " ~")
+    mark = ", not judged: " + "/".join(x.split(" (", 1)[0] for x in c.excluded) if c.excluded else ""
+    return ("yes" if c.holds else "no") + ("" if c.certain else " ~") + mark
 
 
 def cells_table(an: SloAnalysis) -> Table:
@@ -43,10 +45,12 @@ def capacity_table(an: SloAnalysis) -> Table:
         rows.append([x.arm, x.domain, "-" if x.capacity is None else f"c={x.capacity}",
                      fmt_num(x.goodput_tok_s) if x.capacity is not None else "-",
                      "-" if x.first_failure is None else f"c={x.first_failure}",
-                     (x.first_failure_why or (f"none through c={x.levels[-1]}" if x.levels else "-"))
-                     + (f"; holds again at c={', '.join(map(str, x.holds_again))}" if x.holds_again else "")])
-    return Table(["arm", "domain", "capacity", "goodput tok/s there", "first failure", "what failed"], rows,
-                 align="llrrrl")
+                     (x.first_failure_why or (f"c={x.not_judged[0]} not judged" if x.not_judged else
+                                              f"none through c={x.levels[-1]}" if x.levels else "-"))
+                     + (f"; holds again at c={', '.join(map(str, x.holds_again))}" if x.holds_again else ""),
+                     ", ".join(f"c={c}" for c in x.not_judged) or "-"])
+    return Table(["arm", "domain", "capacity", "goodput tok/s there", "first failure", "what failed", "not judged"],
+                 rows, align="llrrrll")
 
 
 def advice_blocks(an: SloAnalysis, raw: dict[str, str]) -> list[Block]:
@@ -79,11 +83,14 @@ def slo_blocks(an: SloAnalysis, raw: dict[str, str]) -> list[Block]:
     return [Heading("Service-level objectives"), Para(f"Objectives: {an.objectives.text()}."),
             cells_table(an), Para(SLO_NOTE),
             Heading(f"Capacity per arm and domain (the highest {an.axis} at which the objectives hold, every lower "
-                    "level holding too)"), capacity_table(an), *advice_blocks(an, raw)]
+                    "level holding and judged too)"), capacity_table(an),
+            Items([f"{x.arm} / {x.domain}: {x.note}" for x in an.capacity]), *advice_blocks(an, raw)]
 
 
-def build_slo_report(title: str, an: SloAnalysis, raw: dict[str, str], data: dict) -> Report:
-    """`toolkit results slo`: the run against other objectives, nothing else."""
+def build_slo_report(title: str, an: SloAnalysis, raw: dict[str, str], data: dict,
+                     method: list[Block] | None = None) -> Report:
+    """`toolkit results slo`: the run against other objectives, then the run's methodology (its checks and
+    the cells no verdict uses), so that no capacity is read without them."""
     r = Report(title, data=data)
-    r.add(Heading(title, 1), *slo_blocks(an, raw))
+    r.add(Heading(title, 1), *slo_blocks(an, raw), *(method or []))
     return r

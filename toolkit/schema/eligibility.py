@@ -1,0 +1,197 @@
+"""What a verdict may use: one rule, per cell. A verdict is any claim drawn from cells rather than a
+figure of one: the crossover and the disable-threshold advice (toolkit/results/verdicts.py), SLO holds,
+capacity and advice (toolkit/results/slo.py), the regressions `results diff --fail-on-regression` gates
+on, and tune's verdicts (toolkit/tune/report.py). Each asks `cell_flags` (or an `Eligibility` over a
+run's cells) and leaves an excluded cell out, naming it, or names a qualified one beside the claim.
+
+Excluded (no verdict uses the cell; the verdict says which cells it left out and why):
+    failed        the cell failed: it has no figures
+    capped        its concurrency is above the requests the server runs at once (arm_info's
+                  max_running_requests, or SGLang's implicit 48 with speculation): the extra requests queue,
+                  so the cell measures the queue, not the server at that concurrency
+    few-samples   fewer than MIN_SAMPLES successful measured requests: no paired CI, no test, and a
+                  percentile is one request
+    stall         a few requests far slower than the rest, all in flight together (stall_check): one
+                  hiccup of the server or the host sets the cell's throughput
+    drift         tune's A/A check (the baseline measured twice differs); the caller passes it
+Qualified (a verdict may use the cell and names it):
+    short         shorter than MIN_CELL_S seconds, or fewer than MIN_REQUESTS_PER_SLOT requests per
+                  concurrency slot (docs/results.md says why these floors)
+    busy-host     other load on the host while the cell ran (busy_check)
+
+Stall and busy-host are found while a cell runs and archived in its summary (`checks`); the others
+follow from what every archive holds, so archives written before this rule read under it too.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from toolkit.schema.records import CellCheck, CellSummary, RequestRecord
+
+MIN_SAMPLES = 10            # successful measured requests a verdict needs (the diff's test needs as many)
+MIN_CELL_S = 10.0           # one 2 s stall (seen on the H200) moves a 10 s cell's throughput by < 17 %
+MIN_REQUESTS_PER_SLOT = 4   # below 4 waves, ramp-up and drain (partial concurrency) are > 1/4 of the cell
+STALL_RATIO = 5.0           # a stalled request took more than 5x the cell's median E2E ...
+STALL_MIN_MS = 200.0        # ... and at least 200 ms more than it (a client-side pause is shorter) ...
+STALL_SHARE = 0.1           # ... and the wait is at least a tenth of the cell: it moves throughput by 10 % or more
+STEAL_MAX = 0.10            # the hypervisor took more than 10 % of the CPU time
+BUSY_MARGIN_CORES = 0.5     # runnable-task samples are instantaneous: half a core of noise is no load
+IMPLICIT_SPEC_CAP = 48      # SGLang: speculation on and max-running-requests unset (FACTS.md)
+
+EXCLUDING = ("failed", "capped", "few-samples", "stall", "drift")
+QUALIFYING = ("short", "busy-host")
+
+
+@dataclass(frozen=True)
+class Flag:
+    code: str  # one of EXCLUDING or QUALIFYING, or a check a cell's summary carries
+    why: str
+    excludes: bool
+
+    @classmethod
+    def of(cls, code: str, why: str) -> "Flag":
+        return cls(code, why, code in EXCLUDING)
+
+    def text(self) -> str:
+        return f"{self.code} ({self.why})"
+
+
+def _get(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def server_cap(arm: Any) -> tuple[int | None, str]:
+    """(requests the arm's server runs at once, where that number comes from); arm: an ArmState or its dict."""
+    limit, implicit = _get(arm, "max_running_requests"), bool(_get(arm, "max_running_requests_implicit"))
+    if limit is None and implicit:
+        limit = IMPLICIT_SPEC_CAP
+    if not limit:
+        return None, ""
+    return int(limit), ("set by SGLang itself: speculation on, max-running-requests unset" if implicit
+                        else f"the server's max running requests ({_get(arm, 'max_running_requests_source') or 'launcher'})")
+
+
+def short_why(cell: CellSummary) -> str | None:
+    """Why the cell is too short for its throughput to mean much, or None."""
+    parts = []
+    if 0 < cell.duration_s < MIN_CELL_S:
+        parts.append(f"{cell.duration_s:.2g} s < {MIN_CELL_S:g} s")
+    per = cell.n_requests / cell.concurrency if cell.concurrency > 0 else None
+    if per and per < MIN_REQUESTS_PER_SLOT:
+        parts.append(f"{per:.2g} request{'' if per == 1 else 's'} per slot < {MIN_REQUESTS_PER_SLOT}")
+    return ", ".join(parts) or None
+
+
+def cell_flags(cell: CellSummary, arm: Any = None, drift: str | None = None) -> list[Flag]:
+    """Every reason a verdict may not use this cell (excluding) or must name it (qualifying)."""
+    if cell.status != "ok":
+        return [Flag.of("failed", cell.reason or "the cell failed")]
+    out = []
+    ok = cell.n_requests - cell.n_errors
+    if ok < MIN_SAMPLES:
+        out.append(Flag.of("few-samples", f"{ok} successful requests < {MIN_SAMPLES}"))
+    limit, source = server_cap(arm)
+    if limit is not None and cell.concurrency > limit:
+        out.append(Flag.of("capped", f"c={cell.concurrency} above the {limit} request{'' if limit == 1 else 's'} the server runs at once, "
+                                  f"{source}: {cell.concurrency - limit} queue"))
+    for c in cell.checks:
+        out.append(Flag(c.check, c.message, c.excludes or c.check in EXCLUDING))
+    why = short_why(cell)
+    if why:
+        out.append(Flag.of("short", why))
+    if drift:
+        out.append(Flag.of("drift", drift))
+    return out
+
+
+class Eligibility:
+    """The flags of a run's cells, by (arm, domain, concurrency): the repeats of a level pooled (a flag on
+    any repeat flags the level, since the level's figures pool them)."""
+
+    def __init__(self, cells: Iterable[CellSummary], arm_info: dict[str, Any] | None = None,
+                 drift: dict[tuple[str, str, int], str] | None = None):
+        self._by: dict[tuple[str, str, int], list[Flag]] = defaultdict(list)
+        for c in cells:
+            key = (c.arm, c.domain, c.concurrency)
+            for f in cell_flags(c, (arm_info or {}).get(c.arm), (drift or {}).get(key)):
+                if all(f.code != g.code for g in self._by[key]):
+                    self._by[key].append(f)
+
+    def flags(self, arm: str, domain: str, concurrency: int) -> list[Flag]:
+        return list(self._by.get((arm, domain, concurrency), []))
+
+    def excluded(self, arm: str, domain: str, concurrency: int) -> list[Flag]:
+        return [f for f in self.flags(arm, domain, concurrency) if f.excludes]
+
+    def qualified(self, arm: str, domain: str, concurrency: int) -> list[Flag]:
+        return [f for f in self.flags(arm, domain, concurrency) if not f.excludes]
+
+    def usable(self, arm: str, domain: str, concurrency: int) -> bool:
+        return not self.excluded(arm, domain, concurrency)
+
+    def items(self) -> list[tuple[tuple[str, str, int], list[Flag]]]:
+        return sorted((k, v) for k, v in self._by.items() if v)
+
+    def lines(self, excluding: bool, skip: tuple[str, ...] = ()) -> list[str]:
+        """One line per flagged level: `arm domain c=N: code (why); ...` (flags whose code is in skip left out)."""
+        out = []
+        for (arm, domain, conc), flags in self.items():
+            fs = [f for f in flags if f.excludes == excluding and f.code not in skip]
+            if fs:
+                out.append(f"{arm} {domain} c={conc}: " + "; ".join(f.text() for f in fs))
+        return out
+
+
+def stall_check(records: list[RequestRecord]) -> CellCheck | None:
+    """A stall: a few measured requests (fewer than half) took more than STALL_RATIO x the median E2E (and
+    STALL_MIN_MS more, and STALL_SHARE of the cell's span), all of them in flight at one instant, and most
+    requests in flight then are among them: the server or the host stopped for everything in flight, which
+    a long prompt does not do."""
+    meas = [r for r in records if not r.warmup and r.ok and r.e2e_ms]
+    if len(meas) < MIN_SAMPLES:
+        return None
+    e2e = np.array([r.e2e_ms for r in meas], float)
+    med = float(np.median(e2e))
+    slow = [r for r in meas if r.e2e_ms > STALL_RATIO * med and r.e2e_ms - med >= STALL_MIN_MS]
+    span_ms = (max(r.send_s * 1000 + r.e2e_ms for r in meas) - min(r.send_s for r in meas) * 1000)
+    if not slow or 2 * len(slow) >= len(meas) or max(r.e2e_ms for r in slow) - med < STALL_SHARE * span_ms:
+        return None
+    t = max(r.send_s for r in slow)
+    if t >= min(r.send_s + r.e2e_ms / 1000 for r in slow):
+        return None  # never all in flight together: scattered slow requests, not one stall
+    flying = [r for r in meas if r.send_s <= t < r.send_s + r.e2e_ms / 1000]
+    if 2 * len(slow) < len(flying):
+        return None  # most requests in flight then were fine: those few were slow on their own
+    worst = max(r.e2e_ms for r in slow)
+    p99 = float(np.percentile(e2e, 99))
+    return CellCheck(check="stall", excludes=True, n_slow=len(slow), median_ms=med, worst_ms=worst, at_s=t,
+                     message=f"{len(slow)} of {len(meas)} requests took {STALL_RATIO:g}x the median E2E or more "
+                             f"({min(r.e2e_ms for r in slow):,.0f}-{worst:,.0f} ms vs {med:,.0f} ms; p99/p50 "
+                             f"{p99 / med:.1f}), all in flight at {t:.2f} s: one stall sets this cell's throughput")
+
+
+def busy_check(host: dict | None) -> CellCheck | None:
+    """Busy host: other processes wanted more CPU than this run left free (the cores less what the run
+    itself used, plus BUSY_MARGIN_CORES of sampling noise), the hypervisor stole more than STEAL_MAX, or
+    another toolkit run was running on the host. `host`: toolkit/bench/hostload.py's samples."""
+    if not host:
+        return None
+    why = []
+    cpus, own, foreign = host.get("cpus") or 0, host.get("own_cores") or 0.0, host.get("foreign_cores")
+    if foreign is not None and cpus and foreign > max(cpus - own, 0.0) + BUSY_MARGIN_CORES:
+        why.append(f"other processes wanted {foreign:.1f} cores while this run used {own:.1f} of {cpus}")
+    if (host.get("steal") or 0.0) > STEAL_MAX:
+        why.append(f"the hypervisor took {host['steal']:.0%} of the CPU time (steal)")
+    if host.get("other_runs"):
+        why.append("other toolkit runs on this host: " + ", ".join(
+            f"{r.get('matrix') or '?'} (pid {r.get('pid')})" for r in host["other_runs"]))
+    if not why:
+        return None
+    return CellCheck(check="busy-host", message="; ".join(why) + ": the cell's figures include their load")
