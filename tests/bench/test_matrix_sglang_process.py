@@ -80,9 +80,9 @@ def process_target() -> str:
                        "env": {"PYTHONPATH": str(FAKE)}})
 
 
-def run_matrix(m: Path, results: Path) -> tuple[Path, dict, dict]:
+def run_matrix(m: Path, results: Path, code: int = 0) -> tuple[Path, dict, dict]:
     r = run_cli("bench", "matrix", str(m), "--results", str(results), "--json", timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == code, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
     return run, json.loads((run / "summary.json").read_text()), json.loads((run / "manifest.json").read_text())
 
@@ -159,8 +159,9 @@ def test_chat_api_takes_acceptance_from_the_server(tmp_path: Path) -> None:
 def test_misspelt_flag_fails_the_arm_in_seconds_with_sglangs_error(tmp_path: Path) -> None:
     m = write_specs(tmp_path, "[baseline, typo]", process_target(), concurrency="[1]")
     t = time.monotonic()
-    run, summary, _ = run_matrix(m, tmp_path / "results")
+    run, summary, _ = run_matrix(m, tmp_path / "results", code=1)  # a failed arm: partial, exit 1
     assert time.monotonic() - t < 120
+    assert summary["status"] == "partial" and summary["interrupted"] is False
     typo = [c for c in summary["cells"] if c["arm"] == "typo"]
     assert typo and typo[0]["status"] == "failed"
     assert "exited with code 2 during start-up: launch_server.py: error: unrecognized arguments: --speculative-algoritm EAGLE3" in typo[0]["reason"]

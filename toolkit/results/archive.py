@@ -218,7 +218,7 @@ class Archive:
     def why(self) -> str:
         """Why the run is not complete, in words ("" when it is)."""
         if self.summary is None:
-            return "never finalized (the run was killed): --resume completes it"
+            return "never finalized, the run was killed: --resume completes it"
         return self.summary.why()
 
     @property

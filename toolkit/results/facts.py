@@ -63,7 +63,7 @@ def run_facts(a: Archive) -> dict:
         "started_at": m.started_at,
         "finished_at": a.summary.finished_at if a.summary else None,
         "status": a.status,
-        "why": a.why if a.summary is not None else "",  # why the run is not complete ("" when it is)
+        "why": a.why,  # why the run is not complete ("" when it is)
         "interrupted": a.interrupted if a.summary is not None else None,
         "cells_failed": sum(c.status != "ok" for c in a.cells),
         "env_hash": (env.hash or "")[:12] or None,

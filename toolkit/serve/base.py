@@ -122,6 +122,27 @@ def last_error_line(log: str) -> str | None:
     return None
 
 
+REFUSED_GRACE_S = 5.0  # a server restarting refuses for a moment; one refusing this long is not there
+NOTE_EVERY_S = 5.0
+
+
+class Waiting:
+    """Tells `progress` what a health wait is waiting for (the last answer, seconds so far), every NOTE_EVERY_S."""
+
+    def __init__(self, progress: Callable[[str], None] | None, url: str, t0: float):
+        self.progress, self.url, self.t0, self.next = progress, url, t0, t0 + NOTE_EVERY_S
+
+    def __call__(self, status: int, body: bytes) -> None:
+        now = time.monotonic()
+        if self.progress is None or now < self.next:
+            return
+        self.next = now + NOTE_EVERY_S
+        text = body.decode(errors="replace")
+        said = f"HTTP {status}" if status else "not listening yet" if "Connection refused" in text else \
+            (text[:80] or "no answer")
+        self.progress(f"waiting for {self.url}: {said} ({now - self.t0:.0f} s)")
+
+
 class BaseLauncher:
     """Shared behaviour. Subclasses implement _spawn, _poll_exit, _terminate, log_tail."""
 
@@ -292,27 +313,6 @@ class ProcessLauncher(BaseLauncher):
         return {**super().info(), "pid": self.proc.pid if self.proc else None, "log": str(self.log_path)}
 
 
-REFUSED_GRACE_S = 5.0  # a server restarting refuses for a moment; one refusing this long is not there
-NOTE_EVERY_S = 5.0
-
-
-class Waiting:
-    """Tells `progress` what a health wait is waiting for (the last answer, seconds so far), every NOTE_EVERY_S."""
-
-    def __init__(self, progress: Callable[[str], None] | None, url: str, t0: float):
-        self.progress, self.url, self.t0, self.next = progress, url, t0, t0 + NOTE_EVERY_S
-
-    def __call__(self, status: int, body: bytes) -> None:
-        now = time.monotonic()
-        if self.progress is None or now < self.next:
-            return
-        self.next = now + NOTE_EVERY_S
-        text = body.decode(errors="replace")
-        said = f"HTTP {status}" if status else "not listening yet" if "Connection refused" in text else \
-            (text[:80] or "no answer")
-        self.progress(f"waiting for {self.url}: {said} ({now - self.t0:.0f} s)")
-
-
 class ExternalLauncher(BaseLauncher):
     """A server the toolkit does not manage: start/stop do nothing; health is polled the same way.
 
@@ -360,11 +360,6 @@ class ExternalLauncher(BaseLauncher):
             if status == 200:
                 return
             note(status, body)
-            verdict = unreachable(url, status, body)
-            if verdict.kind == "final" or (verdict.kind == "refused" and refused_since is not None
-                                           and time.monotonic() - refused_since >= REFUSED_GRACE_S):
-                raise ToolFailure(f"{self.name} at {self._url}: {verdict.message}", hint=verdict.hint)
-            refused_since = (refused_since or time.monotonic()) if verdict.kind == "refused" else None
             if status in (401, 403):
                 key = f"the key in ${ep.api_key_env}" if ep and ep.api_key else "no API key"
                 raise ToolFailure(f"{url} answered HTTP {status} with {key}: the server wants a valid API key",
@@ -373,6 +368,11 @@ class ExternalLauncher(BaseLauncher):
                 raise ToolFailure(f"{url}: the server's TLS certificate does not verify "
                                   f"({body.decode(errors='replace')[:200]})",
                                   hint="name the CA that issued it with `ca_bundle:` in the matrix target")
+            verdict = unreachable(url, status, body)
+            if verdict.kind == "final" or (verdict.kind == "refused" and refused_since is not None
+                                           and time.monotonic() - refused_since >= REFUSED_GRACE_S):
+                raise ToolFailure(f"{self.name} at {self._url}: {verdict.message}", hint=verdict.hint)
+            refused_since = (refused_since or time.monotonic()) if verdict.kind == "refused" else None
             if time.monotonic() > deadline:
                 last = f"HTTP {status}" if status else (body.decode(errors="replace")[:200] or "unreachable")
                 raise ToolFailure(f"{self.name} did not answer {url} with 200 within {timeout_s:.0f} s (last: {last})")
