@@ -4,9 +4,11 @@ it, the same prompts in the same order for every arm, each cell archived as soon
     result = run_matrix(load_spec("envs/matrices/quickstart.yaml"), results_root=Path("results"))
     result.path, result.status, result.cells, result.derived
 
-Three parts: the plan (toolkit.bench.plan: cells, prompts, slots, launchers, manifest), one ArmRunner
-per arm (toolkit.bench.arm: start, cells, stop), and this module, which runs the slots side by side,
-handles interrupts, derives speedups and checks, finalizes the archive and returns a MatrixResult.
+Three parts: the plan (toolkit.bench.plan: cells, prompts, slots, launchers, manifest, launch rounds), one
+ArmRunner per launch of an arm (toolkit.bench.arm: start, cells, stop), and this module, which runs the
+slots side by side, handles interrupts, derives speedups and checks, finalizes the archive and returns a
+MatrixResult. With `launches: N` each arm's server is launched N times, in rounds whose arm order is a
+seeded shuffle (recorded in the manifest): every launch runs all of the arm's cells.
 
 Arms are placed on *slots*: local engines (target.parallel), hosts of a Hosts group, or external URLs.
 Arms on different slots run side by side (threads); arms on one slot run one after another.
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from toolkit.bench import derive
-from toolkit.bench.arm import ArmRunner, command_of, make_launchers
+from toolkit.bench.arm import ArmRunner, command_of, make_launcher, make_launchers
 from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import RunPlan, Slot, load_environment, plan_run, run_manifest
@@ -87,7 +89,7 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
             ledger = Ledger(writer, progress, stopping)
             if resume:
                 ledger.reload(open_archive(writer.path))
-            status, wall_s = _run_slots(plan, ledger, launchers, log)
+            status, wall_s = _run_slots(plan, ledger, launchers, log, log_dir)
         except KeyboardInterrupt:
             if writer is None:
                 raise  # nothing written yet
@@ -108,14 +110,19 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
     return MatrixResult(writer.path, status, list(ledger.cells), derived)
 
 
-def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[str], None]) -> tuple[str, float]:
-    """Every slot in its own thread; arms of a slot one after another. Returns (status, wall seconds)."""
+def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[str], None],
+               log_dir: Path | None = None) -> tuple[str, float]:
+    """Every slot in its own thread; on a slot, launch round by launch round, the round's arms one after
+    another in the round's order (plan.rounds). Returns (status, wall seconds)."""
     def run_slot(slot: Slot) -> None:
-        for arm in slot.arms:
-            if ledger.stopping.is_set():
-                return
-            if plan.todo[arm]:
-                ArmRunner(plan, ledger, slot, arm, launchers[arm]).run(plan.todo[arm])
+        for launch, order in enumerate(plan.rounds):
+            for position, arm in enumerate(order):
+                if ledger.stopping.is_set():
+                    return
+                cells = plan.launch_todo(arm, launch) if arm in slot.arms else []
+                if cells:
+                    launcher = launchers.pop(arm, None) or make_launcher(plan, slot, arm, log_dir, launch)
+                    ArmRunner(plan, ledger, slot, arm, launcher, launch, position).run(cells)
 
     if ledger.progress:
         ledger.progress.start(plan.todo, plan.m)

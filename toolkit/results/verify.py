@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.errors import ToolkitError
-from toolkit.schema.keys import STATUSES, cell_key
+from toolkit.schema.keys import STATUSES
 from toolkit.results.archive import archive_files, sha256_file
 from toolkit.schema.columns import COLUMNS, load_columns
 from toolkit.schema.manifest import load_derived, load_manifest
@@ -152,7 +152,7 @@ def verify_run(path: str | Path) -> list[Problem]:
                 problems.append(Problem("summary.json", f"cells[{i}] does not match the schema: {exc.errors()[0]['msg']}"))
                 continue
 
-            listed[cell_key(cs.arm, cs.domain, cs.concurrency, cs.repeat)] = cs.model_dump(mode="json")
+            listed[cs.key] = cs.model_dump(mode="json")
         for key in sorted(set(listed) | set(cells)):
             if key not in cells:
                 problems.append(Problem("summary.json", f"lists cell {key}, whose files are missing"))

@@ -348,6 +348,9 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
     for name in getattr(spec.model, "HASH_OMIT_NONE", ()):  # fields added after v1: unset, a spec keeps its hash
         if doc.get(name) is None:
             doc.pop(name, None)
+    for name, default in getattr(spec.model, "HASH_OMIT_DEFAULT", {}).items():  # added later, at its default
+        if doc.get(name) == default:
+            doc.pop(name, None)
     h.update(canonical_json(doc).encode())
     for key, f in sorted(referenced_files(spec).items()):
         h.update(f"\0{key}\0".encode())

@@ -26,13 +26,12 @@ def _cell_rows(cells: dict) -> list[dict]:
 def run_records(run_dir: Path) -> dict[tuple, list]:
     """(arm, domain, concurrency) -> every record of a run's cells (repeats together)."""
     from toolkit.results.archive import open_archive
-    from toolkit.schema.keys import cell_key
 
     arch = open_archive(run_dir)
     out: dict[tuple, list] = {}
     for c in arch.cells:
         out.setdefault((c.arm, c.domain, c.concurrency), []).extend(
-            arch.iter_records(cell_key(c.arm, c.domain, c.concurrency, c.repeat)))
+            arch.iter_records(c.key))
     return out
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from toolkit.results.archive import Archive
 from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
                                           fmt_num, fmt_stat)
-from toolkit.schema.keys import cell_key
 from toolkit.schema.manifest import ArmState, Derived
 from toolkit.schema.records import CellSummary, Stat
 from toolkit.schema.slo import SloAnalysis
@@ -109,7 +108,7 @@ def from_result(matrix, cells: list[CellSummary], derived: Derived | dict) -> Ru
     from toolkit.results.cells import stored_stats
 
     derived = _derived(derived)
-    view_cells = [(cell_key(c.arm, c.domain, c.concurrency, c.repeat), c, stored_stats(c)) for c in cells]
+    view_cells = [(c.key, c, stored_stats(c)) for c in cells]
     spec = matrix.model_dump(mode="json") if hasattr(matrix, "model_dump") else dict(matrix)
     return RunView(title=f"Run {spec.get('name')}", facts=[["matrix", str(spec.get("name"))]] + _matrix_facts(spec),
                    cells=view_cells, derived=derived, description=spec.get("description") or "", slo=derived.slo,
