@@ -76,6 +76,11 @@ def reproduce_cmd(
     extract: Annotated[Optional[Path], typer.Option("--extract", help="only lay the run's archived inputs (specs, "
                                                     "patches, workload files) out in this new folder, and exit")]
     = None,
+    tolerance: Annotated[Optional[float], typer.Option(
+        "--tolerance", metavar="PCT", min=0.1,
+        help="the margin X of `reproduced within ±X %`, percent (default: the noise floor, printed: what two single "
+             "launches stay within at the launch noise measured in the runs or a calibration, else the default "
+             "floor, 32%)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the verdict and per-cell comparisons as JSON")]
     = False,
 ) -> None:
@@ -83,11 +88,20 @@ def reproduce_cmd(
     the checkout's envs/), with the same cells, seeds and prompts, archive the replay as a new run whose
     manifest says `reproduces: RUN`, and compare the two like `toolkit results diff`.
 
-    Verdict `reproduced` (exit 0) when no cell changed significantly (Mann-Whitney U, Holm-adjusted),
-    none went missing or failed; else `differs` (exit 1) with the cells that moved and the environment
-    diff. Bad input (exit 2): an archive that does not verify, a missing or edited input file, an
-    archive from before inputs/ that read files it does not hold, or another GPU model or engine
-    version without --allow-drift.
+    The server launch is the unit of replication (docs/results.md#launch-noise). Verdicts, with the margin
+    X (--tolerance):
+
+      reproduced within ±X %   exit 0: every metric's change (geometric mean over the cells) is within ±X
+                               with confidence (TOST), no cell differs, every cell tested
+      differs                  exit 1: a change beyond ±X with confidence (cells named, with the CI), or a
+                               cell missing, failed or not comparable
+      inconclusive             exit 3: a CI straddles the margin, or cells could not be tested (one launch
+                               per side and no calibration: launch noise unknown; `launches: 3` in the
+                               Matrix, or `toolkit bench noise`, makes them testable)
+
+    Bad input (exit 2): an archive that does not verify, a missing or edited input file, an archive from
+    before inputs/ that read files it does not hold, or another GPU model or engine version without
+    --allow-drift. Interrupted: 130 (the replay is partial).
 
     Example: toolkit results reproduce quickstart/20261202T111454Z-7d0001 --json
     """
@@ -104,7 +118,8 @@ def reproduce_cmd(
     from toolkit.bench.progress import MatrixProgress
 
     rep = reproduce(run, root=results, image=image, target=target, allow_drift=allow_drift,
-                    progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False))
+                    progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False),
+                    tolerance=tolerance)
     if json_out:
         emit_json(rep.to_dict())
     else:

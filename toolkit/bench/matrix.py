@@ -181,13 +181,18 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     """Speedups, crossovers, threshold advice and methodology checks of what the ledger holds; with an slo
     block, goodput, capacity and the advice within the objectives (toolkit/results/slo.py)."""
     m, env = plan.m, plan.env_spec.model
-    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed)
+    noise, noise_note = derive.speedup_noise(ledger.writer.path, m.launches)
+    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed, noise=noise)
     spec_arms = {a for a in m.arms if a != m.baseline_arm and derive.is_speculative(env, a)}
     cross = derive.crossovers(rows, spec_arms)
     checks = derive.methodology_checks(matrix=m, cells=ledger.cells, records=ledger.records,
                                        arm_info=ledger.arm_info, flushed=ledger.flushed,
                                        representativeness=plan.representativeness, windows=ledger.windows,
                                        dummy_arms=[a for a in m.arms if plan.is_dummy(a)])
+    if m.launches > 1 and any(s.target["kind"] == "external" for s in plan.slots):
+        checks.append({"check": "launches-of-external-servers", "severity": "warning",
+                       "message": f"launches: {m.launches} against external servers: the toolkit does not start them, "
+                                  "so their launches are not relaunches and the launch noise is not sampled"})
     timing = dict(ledger.timing, arms=ledger.windows)
     if wall_s is not None:
         timing["wall_s"] = wall_s
@@ -205,6 +210,8 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
         "timing": timing,
         "cells_planned": plan.cells_planned,
         "cells_done": len(ledger.cells),
+        "launches": ledger.launches,
+        "noise": noise_note,
     })
     if m.slo is not None:  # from the archived cells, as `results slo` recomputes it
         from toolkit.results.archive import open_archive

@@ -65,6 +65,8 @@ class MetricDiff:
     low_pct: float | None = None  # the change's 95% CI (launch-aware), when the launch noise is known
     high_pct: float | None = None
     df: float | None = None
+    se: float | None = None  # of the log-ratio, when the launch noise is known
+    launch_cv: float | None = None  # the launch CV the comparison assumed (both sides' variances averaged)
 
     @property
     def significant(self) -> bool:
@@ -261,7 +263,8 @@ def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model
     sides = model.sides(g[0], md.metric)
     comp = compare(va.figures(g, md.metric), vb.figures(g, md.metric), *sides) if sides is not None else None
     if comp is not None:
-        md.p, md.delta_pct, md.df, md.noise = comp.p, comp.delta_pct, comp.df, comp.source
+        md.p, md.delta_pct, md.df, md.noise, md.se = comp.p, comp.delta_pct, comp.df, comp.source, comp.se
+        md.launch_cv = math.sqrt(math.expm1((sides[0].var + sides[1].var) / 2))
         md.low_pct, md.high_pct = comp.low_pct, comp.high_pct
         md.note = ""
         md.verdict = "~"  # until the adjustment decides
@@ -366,7 +369,7 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
             comp = geomean_comparison(cells, m, *views)
             if comp is not None:
                 gm[m].update(low_pct=comp.low_pct, high_pct=comp.high_pct, launch_delta_pct=comp.delta_pct,
-                             p=comp.p, df=comp.df, noise=comp.source)
+                             p=comp.p, df=comp.df, se=comp.se, noise=comp.source)
     va, vb, model = views
     return DiffResult(a=str(a.path), b=str(b.path), metrics=metrics, cells=cells, correction=correction,
                       only_a=[_label(g) for g in sorted(set(ga) - set(gb))],

@@ -273,6 +273,23 @@ def interval(values: Iterable[float] | Mapping, noise: Noise, alpha: float = ALP
     return math.exp(m), math.exp(m - h), math.exp(m + h)
 
 
+def widen(ratio: float, low: float, high: float, noise_a: Noise, noise_b: Noise,
+          alpha: float = ALPHA) -> tuple[float, float, str]:
+    """A request-bootstrap CI of the ratio of two single launches (arm over baseline, one server each), widened
+    by both launches' noise: se^2 = se_bootstrap^2 + var_a + var_b on the log scale. Returns (low, high, how)."""
+    z = _q(1 - alpha / 2, math.inf)
+    se_boot = (math.log(high) - math.log(low)) / (2 * z)
+    vs = [se_boot ** 2, noise_a.var, noise_b.var]
+    df = _welch_many(vs, [math.inf, noise_a.df, noise_b.df])
+    h = _q(1 - alpha / 2, df) * math.sqrt(sum(vs))
+    if noise_a.source == noise_b.source == "default":
+        how = f"the default launch CV {noise_a.cv:.0%} per server (no launch noise measured)"
+    else:
+        how = noise_a.text() if noise_a == noise_b else f"{noise_a.text()}; baseline {noise_b.text()}"
+    return (ratio * math.exp(-h), ratio * math.exp(h),
+            f"one round: paired bootstrap over the requests widened by the launch noise of both servers ({how})")
+
+
 def mde_pct(noise: Noise, n_a: int, n_b: int | None = None, alpha: float = ALPHA, power: float = POWER) -> float:
     """The smallest change (percent, upwards) a comparison of n_a against n_b launches detects with the
     given power at two-sided alpha: exp((t_{1-alpha/2} + t_{power}) * sqrt(var (1/n_a + 1/n_b))) - 1."""
@@ -282,4 +299,5 @@ def mde_pct(noise: Noise, n_a: int, n_b: int | None = None, alpha: float = ALPHA
 
 
 __all__ = ["ALPHA", "POWER", "DEFAULT", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "Comparison", "Noise",
-           "beyond_p", "combine", "compare", "floor_pct", "interval", "launch_noise", "logs", "mde_pct", "tost_p"]
+           "beyond_p", "combine", "compare", "floor_pct", "interval", "launch_noise", "logs", "mde_pct", "tost_p",
+           "widen"]

@@ -90,16 +90,19 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
 
     baseline, again, arm, seed = state["baseline"], state.get("again"), state["arm"], state.get("seed", 0)
     recs = [_merged(folder, conf["runs"])]
-    mine = search.pooled_cells(recs, best, baseline, again, seed=seed)
-    inc = search.pooled_cells(recs, arm, baseline, again, seed=seed)
+    # arms on servers of their own (no shared server): the launch is the unit, as in the runner's speed-ups
+    noise = None if again else derive.speedup_noise(folder / conf["runs"][0], 1)[0] if conf["runs"] else None
+    mine = search.pooled_cells(recs, best, baseline, again, seed=seed, noise=noise)
+    inc = search.pooled_cells(recs, arm, baseline, again, seed=seed, noise=noise)
     aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}
-    head = search.pooled_cells(recs, best, arm, seed=seed)  # the winner against the preset it would replace
+    head = search.pooled_cells(recs, best, arm, seed=seed, noise=noise)  # the winner against the preset it replaces
     cells = []
     for (d, c), r in mine.items():
         i, n, h = inc.get((d, c)) or {}, aa.get((d, c)), head.get((d, c)) or {}
         drift = bool(n and n["ci_low"] is not None and (n["ci_low"] > 1 or n["ci_high"] < 1))
         cells.append({"domain": d, "concurrency": c, "speedup": r["ratio"], "ci_low": r["ci_low"],
                       "ci_high": r["ci_high"], "n_pairs": r["n_pairs"],
+                      "ci_method": r.get("ci_method", "paired bootstrap over the requests (one shared server)"),
                       "incumbent": {"speedup": i.get("ratio"), "ci_low": i.get("ci_low"), "ci_high": i.get("ci_high")},
                       "noise": {"speedup": n["ratio"], "ci_low": n["ci_low"], "ci_high": n["ci_high"]} if n else None,
                       "vs_incumbent": {"speedup": h.get("ratio"), "ci_low": h.get("ci_low"), "ci_high": h.get("ci_high")},
