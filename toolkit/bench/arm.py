@@ -69,7 +69,7 @@ class ArmRunner:
         self.launcher = launcher  # a toolkit.serve.Launcher, or the ToolkitError of making one
         self.launch, self.suffix = launch, launch_suffix(launch)
         self.record: dict = {"arm": arm, "launch": launch, "position": position, "started_at": time.time(),
-                             "cells": [c.key for c in plan.launch_todo(arm, launch)]}
+                             "ok": True, "cells": [c.key for c in plan.launch_todo(arm, launch)]}
 
     def run(self, cells: list[Cell]) -> None:
         try:

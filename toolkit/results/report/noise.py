@@ -45,6 +45,10 @@ def noise_data(a: Archive, objectives=None) -> dict | None:
     return out
 
 
+def _pct(v: float) -> str:
+    return f"{v:.1f}%" if v < 1000 else ">1000%"  # beyond 10x: no comparison of this design detects anything
+
+
 def noise_blocks(data: dict | None, metrics: tuple[str, ...] = ("output_tok_s", "ttft_ms", "tpot_ms", "e2e_ms",
                                                                  "req_output_tok_s", "accept_length")) -> list:
     if not data:
@@ -55,7 +59,7 @@ def noise_blocks(data: dict | None, metrics: tuple[str, ...] = ("output_tok_s", 
             x = by.get(metric)
             if x is not None:
                 rows.append([arm, metric, str(x["launches"]), f"{x['cv']:.1%}", fmt_num(x["df"]), str(x["cells"]),
-                             f"{x['mde_pct']:.1f}%"])
+                             _pct(x["mde_pct"])])
     return [Heading("Launch-to-launch noise"),
             Table(["arm", "metric", "launches", "launch CV", "df", "cells", "MDE per cell"], rows, align="ll"),
             Para(NOTE)]
