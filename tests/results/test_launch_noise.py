@@ -168,3 +168,36 @@ def test_calibration_run_gives_single_launch_runs_a_noise(tmp_path: Path, cli) -
     assert f"launch noise calibration {cal.name}" in out
     others = [write_run(tmp_path, seed=s, launch_cv=0.03, n=50, env_hash="0" * 64) for s in (34, 35)]
     assert diff_runs(*map(open_archive, others)).calibration is None  # another environment: no calibration
+
+
+# -- reproduce's verdicts (toolkit/results/equivalence.py), on synthetic replays
+
+def test_reproduce_verdicts_reproduced_differs_inconclusive(tmp_path: Path) -> None:
+    from toolkit.bench.reproduce import compare_runs, reproduce_text
+
+    kw = {"launches": 3, "launch_cv": 0.03, "n": 200}
+    orig = open_archive(write_run(tmp_path, seed=40, **kw))
+    same = compare_runs(orig, open_archive(write_run(tmp_path, seed=41, **kw)))
+    assert same.verdict == "reproduced" and same.exit_code == 0, same.judged.reasons
+    tol = same.judged.tolerance_pct
+    assert 5 <= tol < DEFAULT_FLOOR_PCT and "noise floor at launch CV" in same.judged.tolerance_source
+    assert f"reproduced within ±{tol:g}%" in reproduce_text(same)
+    assert all(x["within"] and -tol < x["low_pct"] and x["high_pct"] < tol for x in same.judged.metrics.values())
+
+    slow = compare_runs(orig, open_archive(write_run(tmp_path, seed=42, slowdown={"eagle3": 2.0}, **kw)))
+    assert slow.verdict == "differs" and slow.exit_code == 1
+    moved = [m for m in slow.moved if m["metric"] == "ttft_ms"]
+    assert {m["cell"].split()[0] for m in slow.moved} == {"eagle3"} and len(moved) == 4  # the affected cells, named
+    assert all(m["low_pct"] <= 100 <= m["high_pct"] for m in moved)  # the CI covers the injected +100 %
+    assert "differs: " in reproduce_text(slow) and "eagle3 chat c=1 out=32: ttft_ms +" in reproduce_text(slow)
+
+    tight = compare_runs(orig, open_archive(write_run(tmp_path, seed=41, **kw)), tolerance=0.5)
+    assert tight.verdict == "inconclusive" and tight.exit_code == 3  # CIs straddle a 0.5 % margin
+    assert any("not shown within ±0.5%" in r for r in tight.judged.reasons)
+
+    one = {"n": 200, "launch_cv": 0.03}
+    single = compare_runs(open_archive(write_run(tmp_path, seed=43, **one)),
+                          open_archive(write_run(tmp_path, seed=44, **one)))
+    assert single.verdict == "inconclusive" and single.exit_code == 3
+    assert single.judged.reasons[0].startswith("one launch per side, launch noise unknown")
+    assert single.judged.tolerance_pct == DEFAULT_FLOOR_PCT
