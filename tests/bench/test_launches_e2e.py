@@ -117,3 +117,31 @@ def test_reproduce_and_diff_verdicts_take_the_launch_as_the_unit(launched) -> No
     ms = [m for c in doc["cells"] for m in c["metrics"].values()]
     assert ms and all(m["noise"] == "runs" and (m["launches_a"], m["launches_b"]) == (2, 2) for m in ms)
     assert all(m["verdict"] in ("~", "better", "worse") for m in ms)  # every kind tested: no floor, no "untested"
+
+
+@pytest.mark.slow
+def test_bench_noise_archives_a_calibration_that_single_launch_verdicts_use(tmp_path: Path) -> None:
+    envs = tmp_path / "envs"
+    shutil.copytree(ROOT / "envs", envs)
+    spec = envs / "matrices" / "quickstart.yaml"
+    for k, v in {**SMALL, "arms": "[baseline]"}.items():
+        _set(spec, k, v)
+    results = tmp_path / "results"
+    r = run_cli("bench", "noise", str(spec), "--launches", "2", "--results", str(results), "--json", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    cal = Path(doc["run"])
+    assert doc["noise"]["arms"]["baseline"]["output_tok_s"]["launches"] == 2
+    m = json.loads((cal / "manifest.json").read_text())
+    assert m["purpose"] == "noise-calibration" and m["launches"] == 2
+    assert not list(spec.parent.glob(".quickstart.noise-*"))  # the spec it ran is archived, not left behind
+    assert "launches: 2" in (cal / "inputs" / "files" / "matrices" / ".quickstart.noise-2.yaml").read_text()
+    r = run_cli("bench", "matrix", str(spec), "--results", str(results), "--json", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = Path(json.loads(r.stdout)["run"])
+    assert json.loads((run / "summary.json").read_text())["derived"]["noise"] == {"source": "calibration",
+                                                                                 "calibration": cal.name}
+    d = run_cli("results", "diff", str(run), str(run), "--json")
+    out = json.loads(d.stdout)
+    assert out["calibration"] == cal.name and out["noise"]["baseline"]["source"] == f"calibration {cal.name}"
+    assert all(m["noise"] == f"calibration {cal.name}" for c in out["cells"] for m in c["metrics"].values())

@@ -60,6 +60,48 @@ def matrix_cmd(
         raise typer.Exit(1)
 
 
+@app.command("noise")
+def noise_cmd(
+    spec: Annotated[Path, typer.Argument(help="a Matrix spec: its arms, workloads and levels are what gets calibrated")],
+    launches: Annotated[int, typer.Option("--launches", min=2, help="server launches per arm")] = 3,
+    results: Annotated[Path, typer.Option("--results", help="archive root: the calibration goes to "
+                                          "RESULTS/<matrix>/<run-id>/, where diff and reproduce look for it")]
+    = Path("results"),
+    json_out: Annotated[bool, typer.Option("--json", help="print the calibration's launch noise as JSON")] = False,
+) -> None:
+    """Calibrate the launch-to-launch noise of this GPU and environment: an A/A run of MATRIX with --launches
+    server launches per arm (interleaved rounds), archived as a normal run marked `noise-calibration`.
+
+    `results diff` and `results reproduce` of runs with one launch per side find the newest calibration of
+    the same environment hash on the same GPU model under the same results root, and use its launch noise
+    instead of the default floor (they print which). The run report shows the launch CV per arm and metric
+    and the smallest change each cell can show (docs/results.md#launch-noise).
+
+    Example: toolkit bench noise envs/matrices/quickstart.yaml --launches 3
+    """
+    from toolkit.bench.noise import calibrate
+    from toolkit.bench.progress import MatrixProgress
+    from toolkit.spec import load_spec
+
+    loaded = load_spec(spec, expect="Matrix")
+    for w in loaded.warnings:
+        warn(w)
+    result = calibrate(loaded, launches=launches, results_root=results,
+                       progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False))
+    from toolkit.results.archive import open_archive
+    from toolkit.results.report import build_run_report, render_text
+
+    report = build_run_report(open_archive(result.path))
+    if json_out:
+        emit_json({"run": str(result.path), "status": result.status, "purpose": "noise-calibration",
+                   "noise": report.data.get("noise")})
+    else:
+        out.print(render_text(report), markup=False, highlight=False, end="")
+        out.print(f"noise calibration {result.status}: {result.path}", markup=False, highlight=False)
+    if result.status == "partial":
+        raise typer.Exit(130)
+
+
 def reproduce_cmd(
     run: Annotated[str, typer.Argument(help="the run to replay: run folder, run id (prefix), <matrix>/<run-id>, "
                                             "or latest")],

@@ -53,11 +53,12 @@ class MatrixResult:
 
 def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = None, progress: Any = None,
                log: Callable[[str], None] = print, origin: Origin | None = None,
-               build: BuildRecord | None = None) -> MatrixResult:
+               build: BuildRecord | None = None, purpose: str | None = None) -> MatrixResult:
     """Run (or resume) a matrix and archive it under results_root/<matrix>/<run-id>/. `origin`: the run
     this one replays (toolkit.bench.reproduce), recorded in the manifest, with the image it runs.
     `build`: run this image instead of the one built from the environment's hash (bench tune's trials
-    change the presets, hence the hash, not the image)."""
+    change the presets, hence the hash, not the image). `purpose`: recorded in the manifest
+    (`noise-calibration`: toolkit.bench.noise)."""
     from toolkit.bench.targets import prepare_target
 
     load_environment(spec)  # a Matrix whose arms are presets of its Environment, before anything else
@@ -81,7 +82,10 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
                 commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
                 hold.set()  # a signal while the archive is being made only marks the run as stopping
                 try:
-                    writer = archive_run(results_root, plan, run_manifest(plan, commands), origin)  # + inputs/
+                    manifest = run_manifest(plan, commands)
+                    if purpose:
+                        manifest = manifest.model_copy(update={"purpose": purpose})
+                    writer = archive_run(results_root, plan, manifest, origin)  # + inputs/
                 finally:
                     hold.clear()
                 if stopping.is_set():
