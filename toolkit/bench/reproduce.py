@@ -392,8 +392,8 @@ def reproduce_text(rep: Reproduction) -> str:
                      f"{x['high_pct']:+.1f}%]: " + (f"within ±{j.tolerance_pct:g}%" if x["within"]
                                                     else f"not shown within ±{j.tolerance_pct:g}%")
                      + f" (TOST p={x['tost_p']:.3g})")
-    if j.verdict == "inconclusive":
-        lines += [f"  {r}" for r in j.reasons[1:]]
+    if j.verdict == "inconclusive":  # the rest of why (the metric lines above already say theirs)
+        lines += [f"  {r}" for r in j.reasons[1:] if not any(r.startswith(f"{n}: the geometric") for n in j.metrics)]
     return "\n".join(lines)
 
 

@@ -80,12 +80,7 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
             rep.add(Heading(f"{metric}: {m.label}, {m.unit}, {m.better} is better ({_centre_note(m.kind)})", 3), t)
     corr = "Holm-adjusted over all tests" if r.correction == "holm" else "not adjusted for multiple tests"
     rep.add(*_noise_blocks(r))
-    rep.add(Para(f"~ : no significant change (Mann-Whitney U on the per-request samples, p >= {ALPHA}, {corr}). "
-                 f"Not tested: fewer than {MIN_SAMPLES} requests on a side; pooled chunk figures (the chunks of one "
-                 "request are not independent samples: itl_req_mean_ms is the tested view of the same gaps); one "
-                 "figure per cell (throughputs, accept_length); summary-only imports."
-                 + (" Goodput is one figure per cell (not tested); slo_attainment, a share of the requests, is tested "
-                    "with Fisher's exact test on the two counts (Wilson 95% intervals)." if r.slo is not None else "")))
+    rep.add(Para(_legend(r, corr)))
     notes = sorted({f"{c.label}: {n}" for c in r.cells if c.comparable for n in c.notes})
     if notes:
         rep.add(Heading("Notes", 3), Items(notes))
@@ -108,6 +103,29 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
 
         rep.add(Heading("Plots"), *[Image(n, c, png) for n, c, png in all_plots([("A", a), ("B", b)])])
     return rep
+
+
+def _legend(r: DiffResult, corr: str) -> str:
+    """What `~`, `?` and the untested mean in this diff: per-request tests where launch noise is unknown, a
+    t-test of the per-launch figures where it is known (docs/results.md#launch-noise)."""
+    sources = {x["source"] for x in r.noise.values()}
+    launch = any(s != DEFAULT_FLOOR for s in sources)
+    floor = DEFAULT_FLOOR in sources or not sources
+    out = [f"~ : no significant change (p >= {ALPHA}, {corr})."]
+    if launch:
+        out.append("Where the launch noise is known (launches n+m, CI: the change's 95% CI): a t-test of the "
+                   "per-launch figures on the log scale, the launch variance pooled over the arm's cells; every "
+                   "metric is tested this way.")
+    if floor:
+        out.append(f"One launch a side (n=requests): Mann-Whitney U on the per-request samples, and `?` "
+                   f"(inconclusive) for a change within the default floor ±{r.floor_pct:g}% or not arm-wide. Not "
+                   f"tested: fewer than {MIN_SAMPLES} requests on a side; pooled chunk figures (the chunks of one "
+                   "request are not independent samples: itl_req_mean_ms is the tested view of the same gaps); one "
+                   "figure per cell (throughputs, accept_length); summary-only imports."
+                   + (" Goodput is one figure per cell (not tested); slo_attainment, a share of the requests, is "
+                      "tested with Fisher's exact test on the two counts (Wilson 95% intervals)."
+                      if r.slo is not None else ""))
+    return " ".join(out)
 
 
 def _noise_blocks(r: DiffResult) -> list:
