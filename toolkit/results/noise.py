@@ -34,6 +34,7 @@ class LaunchView:
         self.groups: dict[Group, list[str]] = reader.groups()
         self._fig: dict[tuple[Group, str], dict[int, float]] = {}
         self._noise: dict[Key, Noise | None] = {}
+        self._arm_n: dict[str, int] = {}
 
     @property
     def run_id(self) -> str:
@@ -44,7 +45,9 @@ class LaunchView:
 
     def arm_launches(self, arm: str) -> int:
         """The most launches any cell of the arm has (1 for every archive older than `launches:`)."""
-        return max((self.launches(g) for g in self.groups if g[0] == arm), default=0)
+        if arm not in self._arm_n:
+            self._arm_n[arm] = max((self.launches(g) for g in self.groups if g[0] == arm), default=0)
+        return self._arm_n[arm]
 
     def figures(self, group: Group, metric: str) -> dict[int, float]:
         k = (group, metric)
@@ -58,8 +61,9 @@ class LaunchView:
     def noise(self, arm: str, metric: str) -> Noise | None:
         """The arm's launch noise of a metric, pooled over its cells; None when no cell has two launches."""
         k = (arm, metric)
-        if k not in self._noise:
-            self._noise[k] = launch_noise({g: self.figures(g, metric) for g in self.arm_groups(arm)}, self.source)
+        if k not in self._noise:  # one launch everywhere: nothing to measure (and no figures to compute)
+            self._noise[k] = None if self.arm_launches(arm) < 2 else \
+                launch_noise({g: self.figures(g, metric) for g in self.arm_groups(arm)}, self.source)
         return self._noise[k]
 
     def arm_figures(self, arm: str, metric: str, groups: list[Group]) -> dict[int, float]:

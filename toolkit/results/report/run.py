@@ -82,6 +82,8 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
              ["image", image or "-"], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
              ["toolkit", f"{m.toolkit.version or '-'} {m.toolkit.git_sha or ''}".strip()],
              ["source", f["source"]]] + _matrix_facts(spec)
+    if m.purpose:
+        facts.insert(2, ["purpose", m.purpose])
     from toolkit.results.slo import analyse, objectives_for
 
     derived = a.derived if derived is None else _derived(derived)
