@@ -201,3 +201,20 @@ def test_reproduce_verdicts_reproduced_differs_inconclusive(tmp_path: Path) -> N
     assert single.verdict == "inconclusive" and single.exit_code == 3
     assert single.judged.reasons[0].startswith("one launch per side, launch noise unknown")
     assert single.judged.tolerance_pct == DEFAULT_FLOOR_PCT
+
+
+def test_slo_certainty_takes_the_launch_as_the_unit(tmp_path: Path) -> None:
+    """With three launches a cell's percentile objective gets the t-interval of its per-launch values: wider than
+    the pooled requests' quantile interval when launches differ, so a limit a relaunch could cross is `~`."""
+    from toolkit.results.slo import analyse
+    from toolkit.schema.slo import Objectives
+
+    obj = Objectives.from_block({"ttft_ms": {"p90": 80.0}, "attainment": 0.5})
+    one = analyse(open_archive(write_run(tmp_path, seed=50, n=200, launch_cv=0.2)), obj)
+    three = analyse(open_archive(write_run(tmp_path, seed=50, n=200, launches=3, launch_cv=0.2)), obj)
+    for c1, c3 in zip(one.cells, three.cells):
+        r1, r3 = c1.objectives[0], c3.objectives[0]
+        assert r3.ci_low < r3.value < r3.ci_high
+        assert (r3.ci_high - r3.ci_low) / r3.value > 2 * (r1.ci_high - r1.ci_low) / r1.value  # launches, not requests
+        assert r3.certain == (r3.ci_high <= 80.0 if r3.holds else r3.ci_low > 80.0)
+    assert any(not c.certain for c in three.cells)
