@@ -61,16 +61,18 @@ def _comparison(d_pct: float, se: float, df: float) -> Comparison:
 
 
 def default_tolerance(diff: DiffResult) -> tuple[float, str]:
-    """The noise floor of the comparison: what two single launches stay within (95%) at the launch CV the
-    verdicts used (the root mean square over the tested cells and metrics), rounded up to a whole percent and
-    at least 5%; the default floor when no launch noise is known."""
-    cvs = [m.launch_cv for c in diff.cells for m in c.metrics.values() if m.launch_cv is not None]
+    """The noise floor of the comparison: what two single launches stay within (95%) at the typical launch CV
+    the verdicts used (the median over the tested cells and metrics: one chaotic arm or a stalled launch does
+    not set everyone's margin), rounded up to a whole percent and at least 5%; the default floor when no
+    launch noise is known."""
+    cvs = sorted(m.launch_cv for c in diff.cells for m in c.metrics.values() if m.launch_cv is not None)
     if not cvs:
         return float(DEFAULT_FLOOR_PCT), "the default floor (launch noise unknown)"
-    cv = math.sqrt(sum(x * x for x in cvs) / len(cvs))
+    mid = len(cvs) // 2
+    cv = cvs[mid] if len(cvs) % 2 else (cvs[mid - 1] + cvs[mid]) / 2
     sources = sorted({m.noise for c in diff.cells for m in c.metrics.values() if m.launch_cv is not None})
     return (max(MIN_TOLERANCE_PCT, float(math.ceil(floor_pct(cv)))),
-            f"the noise floor at launch CV {cv:.1%} ({', '.join(sources)})")
+            f"the noise floor at the median launch CV {cv:.1%} ({', '.join(sources)})")
 
 
 def judge(diff: DiffResult, structural: list[dict], tolerance_pct: float | None = None,
