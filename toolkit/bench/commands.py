@@ -22,8 +22,9 @@ def matrix_cmd(
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 when a methodology check reports an error")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the run's summary as JSON on stdout")] = False,
 ) -> None:
-    """Launch each arm's server once, run every (workload x concurrency x repeat) cell against it with
-    the same prompts for every arm, and archive the run: per-request records, summary, report.md.
+    """Launch each arm's server (`launches:` times, in rounds whose arm order is a seeded shuffle), run every
+    (workload x concurrency x repeat) cell against each launch with the same prompts for every arm, and
+    archive the run: per-request records, summary, report.md.
 
     The run directory is printed at the end; `toolkit results show RUN` and `toolkit results report
     RUN --html` read it. Ctrl-C leaves a valid partial run that `--resume RUN` completes.
