@@ -7,6 +7,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT, run_cli
@@ -73,3 +74,53 @@ def test_a_bad_value_is_refused_with_exit_2(tmp_path: Path, value: str) -> None:
     res = run_cli("validate", str(write(tmp_path, f"launches: {value}\n")))
     assert res.returncode == 2 and "launches" in res.stderr and "m.yaml:8" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+# -- the paired speed-up with the launch as the unit (toolkit/bench/derive.py)
+
+def _recs(arm: str, rate: float, launch: int, seed: int, n: int = 40):
+    import numpy as np
+
+    from toolkit.schema.records import RequestRecord
+
+    rng = np.random.default_rng(seed)
+    return [RequestRecord(arm=arm, domain="coding", concurrency=1, prompt_id=f"p{i}", send_s=0.0, ttft_ms=10,
+                          e2e_ms=64 / rate * 1000 * float(rng.uniform(0.95, 1.05)), output_tokens=64, launch=launch)
+            for i in range(n)]
+
+
+def _cells(arms=("spec", "base")):
+    from toolkit.schema.records import CellSummary, Stat
+
+    return [CellSummary(arm=a, domain="coding", concurrency=1, output_len=64, workload_hash="h",
+                        metrics={"output_tok_s": Stat(mean=100.0, p50=100.0, n=40)}) for a in arms]
+
+
+def test_one_round_speedup_is_widened_by_launch_noise_unless_one_server() -> None:
+    from toolkit.bench import derive
+
+    records = {("spec", "coding", 1): _recs("spec", 150, 0, 1), ("base", "coding", 1): _recs("base", 100, 0, 2)}
+    boot = derive.paired_ratio(records[("spec", "coding", 1)], records[("base", "coding", 1)])
+    (row,) = derive.speedups(_cells(), records, "base")
+    assert row["rounds"] == 1 and row["paired_ratio"] == boot["ratio"]
+    assert row["ci_low"] < boot["ci_low"] and row["ci_high"] > boot["ci_high"]  # two launches' noise added
+    assert "default launch CV 10%" in row["ci_method"]
+    (shared,) = derive.speedups(_cells(), records, "base", shared={"spec"})
+    assert (shared["ci_low"], shared["ci_high"]) == (boot["ci_low"], boot["ci_high"])
+    assert "one shared server" in shared["ci_method"]
+
+
+def test_speedup_over_rounds_is_a_t_interval_of_per_round_ratios() -> None:
+    from toolkit.bench import derive
+
+    rates = {0: (150, 100), 1: (140, 105), 2: (160, 98)}  # each round: its own launches of both arms
+    records = {("spec", "coding", 1): [], ("base", "coding", 1): []}
+    for la, (s, b) in rates.items():
+        records[("spec", "coding", 1)] += _recs("spec", s, la, 10 + la)
+        records[("base", "coding", 1)] += _recs("base", b, la, 20 + la)
+    (row,) = derive.speedups(_cells(), records, "base")
+    per_round = [derive.paired_ratio(_recs("spec", s, la, 10 + la), _recs("base", b, la, 20 + la))["ratio"]
+                 for la, (s, b) in rates.items()]
+    assert row["rounds"] == 3 and row["n_pairs"] == 120 and row["ci_method"].startswith("t-interval over 3 rounds")
+    assert abs(row["paired_ratio"] - float(np.exp(np.mean(np.log(per_round))))) < 1e-9  # their geometric mean
+    assert row["ci_low"] < min(per_round) and row["ci_high"] > max(per_round)  # df 2: t_0.975 = 4.3

@@ -109,11 +109,13 @@ def _tput(cells: list[CellSummary]) -> float | None:
 
 
 def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]], baseline: str,
-             seed: int = 0, noise: Callable[[str], object] | None = None) -> list[dict]:
+             seed: int = 0, noise: Callable[[str], object] | None = None,
+             shared: set[str] = frozenset()) -> list[dict]:
     """One row per (arm != baseline, domain, concurrency). `records` is keyed by (arm, domain, conc).
     `noise(arm)`: the launch noise (toolkit.results.launches.Noise) of an arm's output rate, for cells of one
-    round (a calibration's; default: the default launch CV)."""
-    from toolkit.results.launches import interval, launch_noise
+    round (a calibration's; default: the default launch CV). `shared`: arms served by the baseline's own
+    server (one launch for both: the request bootstrap alone)."""
+    from toolkit.results.launches import SHARED, interval, launch_noise
 
     by = defaultdict(list)
     for c in cells:
@@ -131,7 +133,7 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
                   "n_pairs": len(set(occurrence_keys(measured_ok(records[(arm, domain, conc)])))
                                  & set(occurrence_keys(measured_ok(records[(baseline, domain, conc)]))))}
         else:
-            sides = (noise(arm), noise(baseline)) if noise is not None else None
+            sides = (SHARED, SHARED) if arm in shared else (noise(arm), noise(baseline)) if noise is not None else None
             pr = launch_paired(records.get((arm, domain, conc), []), records.get((baseline, domain, conc), []), seed,
                                sides)
         rows.append({
@@ -153,10 +155,11 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
     return rows
 
 
-def speedup_noise(run_dir, launches: int) -> tuple[Callable[[str], object] | None, dict]:
+def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tuple[Callable[[str], object] | None, dict]:
     """The launch noise the speed-ups of cells measured in one round are widened by: a calibration run of this
     GPU and environment under the run's results root (its arms' output tok/s noise), else the default launch
-    CV. Returns (arm -> Noise, the note derived.noise records)."""
+    CV. Returns (arm -> Noise, the note derived.noise records; `shared`: the arms on the baseline's server,
+    which speedups() does not widen)."""
     from pathlib import Path
 
     from toolkit.results.archive import open_archive
@@ -166,14 +169,18 @@ def speedup_noise(run_dir, launches: int) -> tuple[Callable[[str], object] | Non
 
     if launches > 1:
         return None, {"source": "runs", "launches": launches}
+    if shared:
+        note = {"shared_server": sorted(shared)}
+    else:
+        note = {}
     run = open_archive(run_dir)
     cal = find_calibration(Path(run_dir).resolve().parent.parent, run)
     if cal is None:
-        return (lambda arm: DEFAULT), {"source": "default", "launch_cv": DEFAULT_LAUNCH_CV}
+        return (lambda arm: DEFAULT), {"source": "default", "launch_cv": DEFAULT_LAUNCH_CV, **note}
     view = LaunchView(CellReader(cal), source=f"calibration {cal.run_id}")
     model = NoiseModel(view, view, view)
-    return (lambda arm: model.calibrated(arm, "output_tok_s") or DEFAULT), {"source": "calibration",
-                                                                            "calibration": cal.run_id}
+    return (lambda arm: model.calibrated(arm, "output_tok_s") or DEFAULT), \
+        {"source": "calibration", "calibration": cal.run_id, **note}
 
 
 def is_speculative(env, arm: str) -> bool:

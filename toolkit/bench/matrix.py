@@ -181,12 +181,21 @@ def _restore_interrupts(previous: dict) -> None:
         signal.signal(sig, handler)
 
 
+def shared_server(plan: RunPlan) -> set[str]:
+    """Arms served by the baseline's own server (external URLs equal to the baseline's, e.g. bench tune's shared
+    server): they and the baseline are one launch, so their speed-ups carry no launch noise between them."""
+    urls = {a: u for s in plan.slots if s.target["kind"] == "external" for a, u in s.target.get("urls", {}).items()}
+    base = urls.get(plan.m.baseline_arm)
+    return {a for a, u in urls.items() if base is not None and u == base and a != plan.m.baseline_arm}
+
+
 def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -> Derived:
     """Speedups, crossovers, threshold advice and methodology checks of what the ledger holds; with an slo
     block, goodput, capacity and the advice within the objectives (toolkit/results/slo.py)."""
     m, env = plan.m, plan.env_spec.model
-    noise, noise_note = derive.speedup_noise(ledger.writer.path, m.launches)
-    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed, noise=noise)
+    shared = shared_server(plan)
+    noise, noise_note = derive.speedup_noise(ledger.writer.path, m.launches, shared)
+    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed, noise=noise, shared=shared)
     spec_arms = {a for a in m.arms if a != m.baseline_arm and derive.is_speculative(env, a)}
     cross = derive.crossovers(rows, spec_arms)
     checks = derive.methodology_checks(matrix=m, cells=ledger.cells, records=ledger.records,

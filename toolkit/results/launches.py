@@ -76,6 +76,7 @@ class Noise:
 
 
 DEFAULT = Noise(var=math.log1p(DEFAULT_LAUNCH_CV ** 2), df=math.inf, source="default")
+SHARED = Noise(var=0.0, df=math.inf, source="shared")  # arms served by one server: one launch, nothing to add
 
 
 def _log(v: Any) -> float | None:
@@ -277,6 +278,8 @@ def widen(ratio: float, low: float, high: float, noise_a: Noise, noise_b: Noise,
           alpha: float = ALPHA) -> tuple[float, float, str]:
     """A request-bootstrap CI of the ratio of two single launches (arm over baseline, one server each), widened
     by both launches' noise: se^2 = se_bootstrap^2 + var_a + var_b on the log scale. Returns (low, high, how)."""
+    if noise_a.var == 0 and noise_b.var == 0:
+        return low, high, "one round on one shared server (one launch for both arms): paired bootstrap over the requests"
     z = _q(1 - alpha / 2, math.inf)
     se_boot = (math.log(high) - math.log(low)) / (2 * z)
     vs = [se_boot ** 2, noise_a.var, noise_b.var]
@@ -298,6 +301,6 @@ def mde_pct(noise: Noise, n_a: int, n_b: int | None = None, alpha: float = ALPHA
     return 100.0 * math.expm1(k * math.sqrt(noise.var * (1 / n_a + 1 / n_b)))
 
 
-__all__ = ["ALPHA", "POWER", "DEFAULT", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "Comparison", "Noise",
+__all__ = ["ALPHA", "POWER", "DEFAULT", "SHARED", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "Comparison", "Noise",
            "beyond_p", "combine", "compare", "floor_pct", "interval", "launch_noise", "logs", "mde_pct", "tost_p",
            "widen"]
