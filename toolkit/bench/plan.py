@@ -328,6 +328,15 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
     })
 
 
+def _config_sha(preset: dict) -> str | None:
+    """sha256 of the model's config.json where this machine has it (a dummy model is its config and a seed)."""
+    from toolkit.spec import sha256_file
+
+    path = preset.get("model-path") or preset.get("model")
+    cfg = Path(str(path)) / "config.json" if path else None
+    return sha256_file(cfg) if cfg is not None and cfg.is_file() else None
+
+
 def determinism(plan: RunPlan) -> dict:
     """What makes the generated tokens repeat from one launch to the next (docs/results.md#launch-noise):
     greedy sampling with a fixed seed, the same weights (a dummy model's recipe hash; SGLang's dummy weights
@@ -338,7 +347,8 @@ def determinism(plan: RunPlan) -> dict:
         dummy = [a for a in m.arms if plan.is_dummy(a)]
         if dummy:
             out["sglang_dummy_weights"] = {"arms": dummy, "seed": SGLANG_DUMMY_SEED,
-                                           "source": "sglang weight_utils.initialize_dummy_weights"}
+                                           "source": "sglang weight_utils.initialize_dummy_weights",
+                                           "config_sha256": {a: _config_sha(env.servers[a]) for a in dummy}}
         out["deterministic_inference"] = {a: bool(env.servers.get(a, {}).get("enable-deterministic-inference"))
                                           for a in m.arms}
     elif env.model is not None and env.model.dummy is not None:
