@@ -1,5 +1,7 @@
 """Diff: a known slowdown is found with the right sign, equal runs give `~`, gating exit codes,
-refusals (too few samples, not comparable), unmatched cells, and the environment diff."""
+refusals (too few samples, not comparable), unmatched cells, and the environment diff. The runs have
+three server launches per arm (the launch is the unit: toolkit/results/launches.py); single-launch
+pairs and their default floor are tests/results/test_launch_noise.py's."""
 
 from __future__ import annotations
 
@@ -21,11 +23,12 @@ SPEC = BASE + ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
+    kw = {"launches": 3, "launch_cv": 0.02, "n": 200}
     return {
-        "a": write_run(root, seed=10),
-        "same": write_run(root, seed=11),
-        "slow": write_run(root, seed=12, slowdown={"eagle3": 1.15}),
-        "fast": write_run(root, seed=13, slowdown={"eagle3": 0.85}),
+        "a": write_run(root, seed=10, **kw),
+        "same": write_run(root, seed=11, **kw),
+        "slow": write_run(root, seed=12, slowdown={"eagle3": 1.15}, **kw),
+        "fast": write_run(root, seed=13, slowdown={"eagle3": 0.85}, **kw),
     }
 
 
@@ -43,14 +46,16 @@ def test_injected_slowdown_is_significant_with_the_right_sign(runs):
         assert len(ms) == 4 and all(m.verdict == "worse" and 5 < m.delta_pct < 30 and m.p_adj < 0.05 for m in ms), metric
     rates = [m for (_, name), m in slowed.items() if name == "req_output_tok_s"]
     assert all(m.verdict == "worse" and m.delta_pct < -5 for m in rates)  # higher is better: a drop is worse
-    # pooled chunks and cell figures move the same way, shown without a test
+    # with the launch as the unit, pooled chunks and cell figures are tested too (one figure per launch)
     for metric in ("itl_ms", "output_tok_s"):
         ms = [m for (_, name), m in slowed.items() if name == metric]
-        assert len(ms) == 4 and all(m.verdict == "not-tested" and m.p is None for m in ms), metric
+        assert len(ms) == 4 and all(m.verdict == "worse" and m.noise == "runs" for m in ms), metric
         assert all((m.delta_pct > 5) == (metric == "itl_ms") for m in ms), metric
+    for m in slowed.values():  # every verdict came from the launches, with a CI of the change
+        assert (m.launches_a, m.launches_b) == (3, 3) and m.low_pct < m.delta_pct < m.high_pct
     untouched = [m for m in _verdicts(r, "baseline").values() if m.metric in SAMPLED]
     assert untouched and all(m.verdict == "~" for m in untouched)
-    assert r.geomean["ttft_ms"]["delta_pct"] > 0
+    assert r.geomean["ttft_ms"]["delta_pct"] > 0 and r.geomean["ttft_ms"]["low_pct"] > 0
 
 
 def test_same_distribution_gives_tilde_everywhere(runs, cli):
@@ -58,11 +63,13 @@ def test_same_distribution_gives_tilde_everywhere(runs, cli):
     tested = [m for m in _verdicts(r).values() if m.metric in SAMPLED]
     assert len(tested) == 8 * 5 + 4  # accept_length only on the speculative arm
     assert all(m.verdict == "~" for m in tested)
+    assert all(m.verdict == "~" for m in _verdicts(r).values())  # cell and chunk figures too
     res = cli("results", "diff", str(runs["a"]), str(runs["same"]))
     assert res.returncode == 0
     lines = [ln for ln in res.stdout.splitlines() if ln.strip().startswith(("baseline ", "eagle3 "))]
-    assert lines and all(" ~ " in ln or "not tested" in ln for ln in lines)
+    assert lines and all(" ~ " in ln and "launches 3+3" in ln for ln in lines)
     assert not any(ln.endswith(("WORSE", "better")) for ln in lines)
+    assert "baseline, eagle3: launches 3 (A) + 3 (B); launch noise measured in the runs" in res.stdout
 
 
 def test_fail_on_regression_exit_codes(runs, cli):

@@ -66,7 +66,7 @@ def vllm_doc(details: dict, agg: dict) -> dict:
 def test_import_sglang_and_vllm_then_diff_against_native(tmp_path, cli):
     native = write_run(tmp_path, seed=1, n=200, arms=ARM, domains=("chat",), concurrency=(8,), name="native")
     other = write_run(tmp_path / "gen", seed=2, n=200, arms=ARM, domains=("chat",), concurrency=(8,))
-    same, slow = _details(other), _details(other, slowdown=1.3)
+    same, slow = _details(other), _details(other, slowdown=1.6)  # beyond the one-launch default floor (32 %)
     sg = tmp_path / "sglang.jsonl"
     sg.write_text(json.dumps(sglang_line(same, _aggregates(same, "e2e_latency_ms"))) + "\n")
     vl = tmp_path / "vllm.json"
@@ -96,10 +96,11 @@ def test_import_sglang_and_vllm_then_diff_against_native(tmp_path, cli):
     r = diff_runs(open_archive(native), open_archive(sg_run))
     (c,) = r.cells
     assert c.comparable and any("workload identity unknown" in n for n in c.notes)
-    assert c.metrics["ttft_ms"].verdict == "~" and c.metrics["tpot_ms"].verdict == "~"
+    # one launch a side (an import is one run of a server) and no calibration: within the floor, inconclusive
+    assert c.metrics["ttft_ms"].verdict == "inconclusive" and c.metrics["tpot_ms"].verdict == "inconclusive"
     r = diff_runs(open_archive(native), open_archive(vl_run))
     (c,) = r.cells
-    assert c.metrics["ttft_ms"].verdict == "worse" and 20 < c.metrics["ttft_ms"].delta_pct < 40
+    assert c.metrics["ttft_ms"].verdict == "worse" and 45 < c.metrics["ttft_ms"].delta_pct < 75
     assert c.metrics["e2e_ms"].verdict == "worse"
     res = cli("results", "diff", str(native), vl_run, "--fail-on-regression", "10")
     assert res.returncode == 1 and "sglang chat c=8 out=32 ttft_ms" in res.stderr

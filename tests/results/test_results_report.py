@@ -27,7 +27,8 @@ def _share(img: np.ndarray, rgb: tuple[int, int, int], tol: int = 12) -> float:
 def two_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     return (write_run(root, seed=1, n=60, concurrency=(1, 4, 16)),
-            write_run(root, seed=2, n=60, concurrency=(1, 4, 16), slowdown={"eagle3": 1.2}))
+            # one launch a side: a change is called only beyond the default floor (32 %), arm-wide
+            write_run(root, seed=2, n=60, concurrency=(1, 4, 16), slowdown={"eagle3": 1.6}))
 
 
 def test_markdown_report_with_plots_and_the_archive_untouched(two_runs, tmp_path, cli):

@@ -118,7 +118,7 @@ def test_a_run_with_objectives_reads_one_number_in_show_diff_and_slo(tmp_path: P
                                                                                            c["concurrency"])]
         for name in ("goodput_tok_s", "goodput_req_s", "slo_attainment"):
             assert d["metrics"][name]["a"] == d["metrics"][name]["b"] == m[name]["p50"], (key, name)
-        assert d["metrics"]["slo_attainment"]["verdict"] == "~"
+        assert d["metrics"]["slo_attainment"]["verdict"] == "inconclusive"  # a run against itself, one launch
 
 
 def test_diff_judges_both_runs_by_the_same_objectives(tmp_path: Path) -> None:

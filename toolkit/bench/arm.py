@@ -17,6 +17,7 @@ from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import Cell, RunPlan, Slot
 from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.schema.eligibility import busy_check
+from toolkit.schema.keys import launch_suffix
 from toolkit.schema.records import CellSummary, RequestRecord
 
 START_TIMEOUT_S = 600
@@ -52,26 +53,54 @@ def _json(obj: Any) -> str:
     return json.dumps(obj, indent=1, sort_keys=True, default=str)
 
 
+def make_launcher(plan: RunPlan, slot: Slot, arm: str, log_dir: Path, launch: int = 0):
+    """A fresh launcher for one launch of an arm (its own log file), or the ToolkitError of making one."""
+    from toolkit.serve import launcher_for
+
+    kw = plan.launcher_kwargs(slot, arm, log_dir)
+    kw["log_path"] = Path(log_dir) / f"{arm}{launch_suffix(launch)}.log"
+    try:
+        return launcher_for(plan.env_spec, arm, **kw)
+    except ToolkitError as exc:
+        return exc
+
+
 class ArmRunner:
-    def __init__(self, plan: RunPlan, ledger: Ledger, slot: Slot, arm: str, launcher):
+    """One launch of one arm: start its server, run the launch's cells, stop it."""
+
+    def __init__(self, plan: RunPlan, ledger: Ledger, slot: Slot, arm: str, launcher, launch: int = 0,
+                 position: int | None = None):
         self.plan, self.ledger, self.slot, self.arm = plan, ledger, slot, arm
         self.launcher = launcher  # a toolkit.serve.Launcher, or the ToolkitError of making one
+        self.launch, self.suffix = launch, launch_suffix(launch)
+        self.record: dict = {"arm": arm, "launch": launch, "position": position, "started_at": time.time(),
+                             "ok": True, "cells": [c.key for c in plan.launch_todo(arm, launch)]}
 
     def run(self, cells: list[Cell]) -> None:
+        try:
+            self._run(cells)
+        finally:
+            self.ledger.add_launch(self.record)
+
+    def _run(self, cells: list[Cell]) -> None:
         if isinstance(self.launcher, ToolkitError):
+            self.record.update(ok=False, error=self.launcher.message)
             self.fail(cells, f"cannot launch arm {self.arm}: {self.launcher.message}", self.launcher.hint or "")
             return
         if not self._start(cells):
             return
-        window = {"slot": self.slot.name, "hardware": self.slot.hardware, "start": time.time(), "end": None}
-        self.ledger.set_arm(self.arm, window=window)
+        window = {"slot": self.slot.name, "hardware": self.slot.hardware, "start": time.time(), "end": None,
+                  "arm": self.arm, "launch": self.launch}
+        self.ledger.set_arm(self.arm, window=window, label=self.arm + self.suffix)
         try:
             self._run_cells(cells)
         finally:
             window["end"] = time.time()
             t0 = time.monotonic()
             self.launcher.stop()
-            self.ledger.add_time("stop_s", self.arm, time.monotonic() - t0)
+            took = time.monotonic() - t0
+            self.record["stop_s"] = took
+            self.ledger.add_time("stop_s", self.arm, took)
             self._archive_log()
 
     def _start(self, cells: list[Cell]) -> bool:
@@ -84,10 +113,13 @@ class ArmRunner:
             launcher.wait_healthy(timeout_s=START_TIMEOUT_S, progress=(lambda text: progress.arm_waiting(
                 self.arm, text)) if progress else None)
             self.ledger.set_arm(self.arm, info=self._server_facts())
-            self.ledger.add_time("launch_s", self.arm, time.monotonic() - t0)
+            took = time.monotonic() - t0
+            self.record["startup_s"] = took
+            self.ledger.add_time("launch_s", self.arm, took)
             return True
         except Exception as exc:  # noqa: BLE001 - a ToolkitError says why; anything else is named with its type
             took = time.monotonic() - t0
+            self.record.update(ok=False, error=exc.message, startup_s=None)
             self.ledger.add_time("launch_failed_s", self.arm, took)
             message, hint = _reason(exc)
             self.fail(cells, f"{message} ({took:.1f} s after launch)", hint or launcher.log_tail(20))
@@ -109,6 +141,7 @@ class ArmRunner:
                                   workload_hash=self.plan.workloads[cell.domain].hash)
                     continue
                 reason, tail = f"server died: {exc.message}", self.launcher.log_tail(20)
+                self.record.update(ok=False, error=reason)
                 if not self.ledger.is_done(cell):
                     self.fail([cell], reason, tail, records=getattr(exc, "records", []),
                               workload_hash=self.plan.workloads[cell.domain].hash)
@@ -120,8 +153,9 @@ class ArmRunner:
 
     def _server_facts(self) -> dict:
         """The launcher's facts plus, for SGLang (launched or external), what the server says about itself:
-        /server_info archived as servers/<arm>.json, its limits and speculative settings, and each preset flag
-        it reports differently. The 48-request cap is read from the server, not assumed."""
+        /server_info archived as servers/<arm>.json (servers/<arm>__l<launch>.json for later launches), its
+        limits and speculative settings, and each preset flag it reports differently. The 48-request cap is
+        read from the server, not assumed."""
         from toolkit.bench.derive import is_speculative
         from toolkit.serve.sglang import preset_mismatches, server_state
 
@@ -140,8 +174,9 @@ class ArmRunner:
         if raw:
             from toolkit.scrub import scrub
 
-            self.ledger.write_file(f"servers/{self.arm}.json", _json(scrub(raw)))
-            info["server_info_file"] = f"servers/{self.arm}.json"
+            name = f"servers/{self.arm}{self.suffix}.json"
+            self.ledger.write_file(name, _json(scrub(raw)))
+            info["server_info_file"] = self.record["server_info_file"] = name
             info["preset_mismatches"] = preset_mismatches(preset, raw)
             info["max_running_requests_source"] = "server_info"
         elif speculative and "max-running-requests" not in preset:
@@ -205,8 +240,9 @@ class ArmRunner:
             host = load.stop()
         self.ledger.cell_time(cell.arm, time.monotonic() - t0)
         samples = telemetry.stop() if telemetry else None
+        records = _launched(records, cell.launch)
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
-                            repeat=cell.repeat, output_len=m.output_len, workload_hash=workload.hash,
+                            repeat=cell.repeat, launch=cell.launch, output_len=m.output_len, workload_hash=workload.hash,
                             sampling={**self.plan.sampling(), "workers": workers})  # as run; diff ignores it
         summary.host = host
         summary.checked = [*summary.checked, "busy-host"]
@@ -235,10 +271,10 @@ class ArmRunner:
 
         for cell in cells:
             s = CellSummary(arm=self.arm, domain=cell.domain, concurrency=cell.concurrency, repeat=cell.repeat,
-                            output_len=self.plan.m.output_len, workload_hash=workload_hash, status="failed",
+                            launch=cell.launch, output_len=self.plan.m.output_len, workload_hash=workload_hash, status="failed",
                             reason=reason, log_tail=scrub_text(log_tail)[-4000:] if log_tail else None,
                             sampling=self.plan.sampling(), n_requests=len([r for r in records or [] if not r.warmup]))
-            self.ledger.record(cell, s, records or [])
+            self.ledger.record(cell, s, _launched(records or [], cell.launch))
 
     def fail_unexpected(self, cells: list[Cell], exc: BaseException) -> None:
         """Archive cells an unexpected exception stopped: the reason names it, the log tail is its traceback."""
@@ -253,7 +289,16 @@ class ArmRunner:
         if tail:
             from toolkit.scrub import scrub_text
 
-            self.ledger.write_file(f"logs/{self.arm}.log", scrub_text(tail) + "\n")
+            name = f"logs/{self.arm}{self.suffix}.log"
+            self.ledger.write_file(name, scrub_text(tail) + "\n")
+            self.record["log_file"] = name
+
+
+def _launched(records: list[RequestRecord], launch: int) -> list[RequestRecord]:
+    """The records with the launch that served them (the load generator knows cells, not launches)."""
+    for r in records:
+        r.launch = launch
+    return records
 
 
 def _reason(exc: BaseException) -> tuple[str, str | None]:

@@ -25,8 +25,9 @@ def matrix_cmd(
                                      "succeeded; without it such a run exits 1")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the run's summary as JSON on stdout")] = False,
 ) -> None:
-    """Launch each arm's server once, run every (workload x concurrency x repeat) cell against it with
-    the same prompts for every arm, and archive the run: per-request records, summary, report.md.
+    """Launch each arm's server (`launches:` times, in rounds whose arm order is a seeded shuffle), run every
+    (workload x concurrency x repeat) cell against each launch with the same prompts for every arm, and
+    archive the run: per-request records, summary, report.md.
 
     The run directory is printed at the end; `toolkit results show RUN` and `toolkit results report
     RUN --html` read it. Ctrl-C leaves a valid partial run that `--resume RUN` completes.
@@ -71,6 +72,48 @@ def matrix_cmd(
     raise typer.Exit(code)
 
 
+@app.command("noise")
+def noise_cmd(
+    spec: Annotated[Path, typer.Argument(help="a Matrix spec: its arms, workloads and levels are what gets calibrated")],
+    launches: Annotated[int, typer.Option("--launches", min=2, help="server launches per arm")] = 3,
+    results: Annotated[Path, typer.Option("--results", help="archive root: the calibration goes to "
+                                          "RESULTS/<matrix>/<run-id>/, where diff and reproduce look for it")]
+    = Path("results"),
+    json_out: Annotated[bool, typer.Option("--json", help="print the calibration's launch noise as JSON")] = False,
+) -> None:
+    """Calibrate the launch-to-launch noise of this GPU and environment: an A/A run of MATRIX with --launches
+    server launches per arm (interleaved rounds), archived as a normal run marked `noise-calibration`.
+
+    `results diff` and `results reproduce` of runs with one launch per side find the newest calibration of
+    the same environment hash on the same GPU model under the same results root, and use its launch noise
+    instead of the default floor (they print which). The run report shows the launch CV per arm and metric
+    and the smallest change each cell can show (docs/results.md#launch-noise).
+
+    Example: toolkit bench noise envs/matrices/quickstart.yaml --launches 3
+    """
+    from toolkit.bench.noise import calibrate
+    from toolkit.bench.progress import MatrixProgress
+    from toolkit.spec import load_spec
+
+    loaded = load_spec(spec, expect="Matrix")
+    for w in loaded.warnings:
+        warn(w)
+    result = calibrate(loaded, launches=launches, results_root=results,
+                       progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False))
+    from toolkit.results.archive import open_archive
+    from toolkit.results.report import build_run_report, render_text
+
+    report = build_run_report(open_archive(result.path))
+    if json_out:
+        emit_json({"run": str(result.path), "status": result.status, "purpose": "noise-calibration",
+                   "noise": report.data.get("noise")})
+    else:
+        out.print(render_text(report), markup=False, highlight=False, end="")
+        out.print(f"noise calibration {result.status}: {result.path}", markup=False, highlight=False)
+    if result.status == "partial":
+        raise typer.Exit(130)
+
+
 def reproduce_cmd(
     run: Annotated[str, typer.Argument(help="the run to replay: run folder, run id (prefix), <matrix>/<run-id>, "
                                             "or latest")],
@@ -87,6 +130,11 @@ def reproduce_cmd(
     extract: Annotated[Optional[Path], typer.Option("--extract", help="only lay the run's archived inputs (specs, "
                                                     "patches, workload files) out in this new folder, and exit")]
     = None,
+    tolerance: Annotated[Optional[float], typer.Option(
+        "--tolerance", metavar="PCT", min=0.1,
+        help="the margin X of `reproduced within ±X %`, percent (default: the noise floor, printed: what two single "
+             "launches stay within at the launch noise measured in the runs or a calibration, else the default "
+             "floor, 32%)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the verdict and per-cell comparisons as JSON")]
     = False,
 ) -> None:
@@ -94,11 +142,20 @@ def reproduce_cmd(
     the checkout's envs/), with the same cells, seeds and prompts, archive the replay as a new run whose
     manifest says `reproduces: RUN`, and compare the two like `toolkit results diff`.
 
-    Verdict `reproduced` (exit 0) when no cell changed significantly (Mann-Whitney U, Holm-adjusted),
-    none went missing or failed; else `differs` (exit 1) with the cells that moved and the environment
-    diff. Bad input (exit 2): an archive that does not verify, a missing or edited input file, an
-    archive from before inputs/ that read files it does not hold, or another GPU model or engine
-    version without --allow-drift.
+    The server launch is the unit of replication (docs/results.md#launch-noise). Verdicts, with the margin
+    X (--tolerance):
+
+      reproduced within ±X %   exit 0: every metric's change (geometric mean over the cells) is within ±X
+                               with confidence (TOST), no cell differs, every cell tested
+      differs                  exit 1: a change beyond ±X with confidence (cells named, with the CI), or a
+                               cell missing, failed or not comparable
+      inconclusive             exit 3: a CI straddles the margin, or cells could not be tested (one launch
+                               per side and no calibration: launch noise unknown; `launches: 3` in the
+                               Matrix, or `toolkit bench noise`, makes them testable)
+
+    Bad input (exit 2): an archive that does not verify, a missing or edited input file, an archive from
+    before inputs/ that read files it does not hold, or another GPU model or engine version without
+    --allow-drift. Interrupted: 130 (the replay is partial).
 
     Example: toolkit results reproduce quickstart/20261202T111454Z-7d0001 --json
     """
@@ -115,7 +172,8 @@ def reproduce_cmd(
     from toolkit.bench.progress import MatrixProgress
 
     rep = reproduce(run, root=results, image=image, target=target, allow_drift=allow_drift,
-                    progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False))
+                    progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False),
+                    tolerance=tolerance)
     if json_out:
         emit_json(rep.to_dict())
     else:

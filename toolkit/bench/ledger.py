@@ -18,19 +18,23 @@ class Ledger:
         self.lock = threading.Lock()
         self.stopping = stopping or threading.Event()  # set by SIGINT/SIGTERM (toolkit.bench.matrix)
         self.cells: list[CellSummary] = []
-        self.records: dict[tuple, list[RequestRecord]] = {}  # (arm, domain, concurrency) -> records, repeats pooled
+        self.records: dict[tuple, list[RequestRecord]] = {}  # (arm, domain, concurrency) -> records, repeats and
+        # launches pooled (each record carries its repeat and launch)
         self.arm_info: dict[str, dict] = {}  # arm -> what its server said about itself
         self.flushed: dict[str, bool] = {}  # arm -> every /flush_cache before its cells worked
-        self.windows: dict[str, dict] = {}  # arm -> when it was measured (epoch s) and on what hardware
+        self.windows: dict[str, dict] = {}  # arm (+ __l<launch>) -> when it was measured (epoch s), on what hardware
+        self.launches: dict[str, list[dict]] = {}  # arm -> its server launches (LaunchRecord's fields)
         self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0, "arm_cells_s": {}}
 
     def reload(self, archive) -> None:
-        """The cells a resumed run already has (toolkit.results.archive.Archive)."""
+        """The cells a resumed run already has (toolkit.results.archive.Archive), and the launches that
+        measured them."""
         for c in archive.cells:
             key = (c.arm, c.domain, c.concurrency)
             self.cells.append(c)
-            self.records[key] = self.records.get(key, []) + list(archive.iter_records(
-                Cell(c.arm, c.domain, c.concurrency, c.repeat).key))
+            self.records[key] = self.records.get(key, []) + list(archive.iter_records(c.key))
+        for arm, recs in archive.derived.launches.items():
+            self.launches[arm] = [r.model_dump(mode="json", exclude_unset=True) for r in recs]
 
     def record(self, cell: Cell, summary: CellSummary, records: list[RequestRecord]) -> None:
         with self.lock:
@@ -50,9 +54,16 @@ class Ledger:
         self.writer.write_file(relpath, data)
 
     def add_time(self, kind: str, arm: str, seconds: float) -> None:
-        """Seconds an arm spent on `kind`: launch_s, launch_failed_s, stop_s."""
+        """Seconds an arm spent on `kind`: launch_s, launch_failed_s, stop_s (summed over its launches)."""
         with self.lock:
-            self.timing.setdefault(kind, {})[arm] = seconds
+            d = self.timing.setdefault(kind, {})
+            d[arm] = d.get(arm, 0.0) + seconds
+
+    def add_launch(self, record: dict) -> None:
+        """One server launch of an arm, as it went (toolkit.schema.manifest.LaunchRecord)."""
+        with self.lock:
+            runs = [r for r in self.launches.get(record["arm"], []) if r.get("launch") != record.get("launch")]
+            self.launches[record["arm"]] = sorted(runs + [record], key=lambda r: r.get("launch", 0))
 
     def cell_time(self, arm: str, seconds: float) -> None:
         with self.lock:
@@ -63,12 +74,15 @@ class Ledger:
         with self.lock:
             self.flushed[arm] = self.flushed.get(arm, True) and ok
 
-    def set_arm(self, arm: str, info: dict | None = None, window: dict | None = None) -> None:
+    def set_arm(self, arm: str, info: dict | None = None, window: dict | None = None, label: str | None = None) -> None:
+        """What an arm's server said (a later launch keeps the cells' states of the earlier ones), and when a
+        launch measured (`label`: arm + launch suffix)."""
         with self.lock:
             if info is not None:
-                self.arm_info[arm] = info
+                cells = (self.arm_info.get(arm) or {}).get("cells") or {}
+                self.arm_info[arm] = {**info, "cells": {**cells, **(info.get("cells") or {})}}
             if window is not None:
-                self.windows[arm] = window
+                self.windows[label or arm] = window
 
     def cell_state(self, arm: str, key: str, state: dict) -> None:
         with self.lock:

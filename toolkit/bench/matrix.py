@@ -4,9 +4,11 @@ it, the same prompts in the same order for every arm, each cell archived as soon
     result = run_matrix(load_spec("envs/matrices/quickstart.yaml"), results_root=Path("results"))
     result.path, result.status, result.cells, result.derived
 
-Three parts: the plan (toolkit.bench.plan: cells, prompts, slots, launchers, manifest), one ArmRunner
-per arm (toolkit.bench.arm: start, cells, stop), and this module, which runs the slots side by side,
-handles interrupts, derives speedups and checks, finalizes the archive and returns a MatrixResult.
+Three parts: the plan (toolkit.bench.plan: cells, prompts, slots, launchers, manifest, launch rounds), one
+ArmRunner per launch of an arm (toolkit.bench.arm: start, cells, stop), and this module, which runs the
+slots side by side, handles interrupts, derives speedups and checks, finalizes the archive and returns a
+MatrixResult. With `launches: N` each arm's server is launched N times, in rounds whose arm order is a
+seeded shuffle (recorded in the manifest): every launch runs all of the arm's cells.
 
 Arms are placed on *slots*: local engines (target.parallel), hosts of a Hosts group, or external URLs.
 Arms on different slots run side by side (threads); arms on one slot run one after another.
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from toolkit.bench import derive
-from toolkit.bench.arm import ArmRunner, command_of, make_launchers
+from toolkit.bench.arm import ArmRunner, command_of, make_launcher, make_launchers
 from toolkit.bench.hostload import active_run
 from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
@@ -55,11 +57,12 @@ class MatrixResult:
 
 def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = None, progress: Any = None,
                log: Callable[[str], None] = print, origin: Origin | None = None,
-               build: BuildRecord | None = None) -> MatrixResult:
+               build: BuildRecord | None = None, purpose: str | None = None) -> MatrixResult:
     """Run (or resume) a matrix and archive it under results_root/<matrix>/<run-id>/. `origin`: the run
     this one replays (toolkit.bench.reproduce), recorded in the manifest, with the image it runs.
     `build`: run this image instead of the one built from the environment's hash (bench tune's trials
-    change the presets, hence the hash, not the image)."""
+    change the presets, hence the hash, not the image). `purpose`: recorded in the manifest
+    (`noise-calibration`: toolkit.bench.noise)."""
     from toolkit.bench.targets import prepare_target
 
     load_environment(spec)  # a Matrix whose arms are presets of its Environment, before anything else
@@ -83,7 +86,10 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
                 commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
                 hold.set()  # a signal while the archive is being made only marks the run as stopping
                 try:
-                    writer = archive_run(results_root, plan, run_manifest(plan, commands), origin)  # + inputs/
+                    manifest = run_manifest(plan, commands)
+                    if purpose:
+                        manifest = manifest.model_copy(update={"purpose": purpose})
+                    writer = archive_run(results_root, plan, manifest, origin)  # + inputs/
                 finally:
                     hold.clear()
                 if stopping.is_set():
@@ -92,7 +98,7 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
             if resume:
                 ledger.reload(open_archive(writer.path))
             with active_run(writer.path, plan.m.name):  # other runs on this host see this one while it runs
-                interrupted, wall_s = _run_slots(plan, ledger, launchers, log)
+                interrupted, wall_s = _run_slots(plan, ledger, launchers, log, log_dir)
         except KeyboardInterrupt:
             if writer is None:
                 raise  # nothing written yet
@@ -117,24 +123,30 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
     return MatrixResult(writer.path, status, list(ledger.cells), derived, interrupted, why)
 
 
-def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[str], None]) -> tuple[bool, float]:
-    """Every slot in its own thread; arms of a slot one after another. Returns (interrupted, wall seconds)."""
+def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[str], None],
+               log_dir: Path | None = None) -> tuple[bool, float]:
+    """Every slot in its own thread; on a slot, launch round by launch round, the round's arms one after
+    another in the round's order (plan.rounds). Returns (interrupted, wall seconds)."""
     lost: list[str] = []  # cells that could not even be archived as failed: the run says they are missing
 
     def run_slot(slot: Slot) -> None:
-        for arm in slot.arms:
-            if ledger.stopping.is_set():
-                return
-            if plan.todo[arm]:
-                runner = ArmRunner(plan, ledger, slot, arm, launchers[arm])
+        for launch, order in enumerate(plan.rounds):
+            for position, arm in enumerate(order):
+                if ledger.stopping.is_set():
+                    return
+                cells = plan.launch_todo(arm, launch) if arm in slot.arms else []
+                if not cells:
+                    continue
+                launcher = launchers.pop(arm, None) or make_launcher(plan, slot, arm, log_dir, launch)
+                runner = ArmRunner(plan, ledger, slot, arm, launcher, launch, position)
                 try:
-                    runner.run(plan.todo[arm])
-                except Exception as exc:  # noqa: BLE001 - a bug fails the arm's cells, never the slot's thread
+                    runner.run(cells)
+                except Exception as exc:  # noqa: BLE001 - a bug fails the launch's cells, never the slot's thread
                     try:
-                        runner.fail_unexpected([c for c in plan.todo[arm] if not ledger.is_done(c)], exc)
+                        runner.fail_unexpected([c for c in cells if not ledger.is_done(c)], exc)
                     except Exception as again:  # noqa: BLE001 - e.g. the disk is full: say so, go on
-                        lost.append(f"arm {arm}: {type(exc).__name__}: {exc}; archiving its cells as failed "
-                                    f"failed too: {type(again).__name__}: {again}")
+                        lost.append(f"arm {arm} launch {launch}: {type(exc).__name__}: {exc}; archiving its cells "
+                                    f"as failed failed too: {type(again).__name__}: {again}")
 
     if ledger.progress:
         ledger.progress.start(plan.todo, plan.m)
@@ -191,6 +203,14 @@ def _restore_interrupts(previous: dict) -> None:
         signal.signal(sig, handler)
 
 
+def shared_server(plan: RunPlan) -> set[str]:
+    """Arms served by the baseline's own server (external URLs equal to the baseline's, e.g. bench tune's shared
+    server): they and the baseline are one launch, so their speed-ups carry no launch noise between them."""
+    urls = {a: u for s in plan.slots if s.target["kind"] == "external" for a, u in s.target.get("urls", {}).items()}
+    base = urls.get(plan.m.baseline_arm)
+    return {a for a, u in urls.items() if base is not None and u == base and a != plan.m.baseline_arm}
+
+
 def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -> Derived:
     """Speedups, crossovers, threshold advice and methodology checks of what the ledger holds; with an slo
     block, goodput, capacity and the advice within the objectives (toolkit/results/slo.py)."""
@@ -198,13 +218,20 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     from toolkit.results.verdicts import verdicts
 
     measured = any(c.status == "ok" for c in ledger.cells)  # no cell succeeded: no advice from zero data
-    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed) if measured else []
+    shared = shared_server(plan)
+    noise, noise_note = derive.speedup_noise(ledger.writer.path, m.launches, shared)
+    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed, noise=noise,
+                           shared=shared) if measured else []
     spec_arms = {a for a in m.arms if a != m.baseline_arm and derive.is_speculative(env, a)} if measured else set()
     v = verdicts(rows, ledger.cells, ledger.arm_info, spec_arms)  # crossovers and advice over usable levels
     checks = derive.methodology_checks(matrix=m, cells=ledger.cells, records=ledger.records,
                                        arm_info=ledger.arm_info, flushed=ledger.flushed,
                                        representativeness=plan.representativeness, windows=ledger.windows,
                                        dummy_arms=[a for a in m.arms if plan.is_dummy(a, ledger.arm_info.get(a))])
+    if m.launches > 1 and any(s.target["kind"] == "external" for s in plan.slots):
+        checks.append({"check": "launches-of-external-servers", "severity": "warning",
+                       "message": f"launches: {m.launches} against external servers: the toolkit does not start them, "
+                                  "so their launches are not relaunches and the launch noise is not sampled"})
     timing = dict(ledger.timing, arms=ledger.windows)
     if wall_s is not None:
         timing["wall_s"] = wall_s
@@ -219,6 +246,8 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
         "timing": timing,
         "cells_planned": plan.cells_planned,
         "cells_done": len(ledger.cells),
+        "launches": ledger.launches,
+        "noise": noise_note,
     })
     if m.slo is not None:  # from the archived cells, as `results slo` recomputes it
         from toolkit.results.archive import open_archive

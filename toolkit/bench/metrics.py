@@ -37,13 +37,14 @@ def itl_values(records: Iterable[RequestRecord],
 
 
 def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrency: int, output_len: int,
-              workload_hash: str = "", repeat: int = 0, sampling: dict | None = None) -> CellSummary:
+              workload_hash: str = "", repeat: int = 0, launch: int = 0, sampling: dict | None = None) -> CellSummary:
     """One CellSummary over the measured (non-warmup) records; errors count in error_rate only; a stall
     (toolkit/schema/eligibility.py) is a check of the cell."""
     measured = [r for r in records if not r.warmup]
     n_ok = sum(1 for r in measured if r.error is None)
     metrics, span = cell_stats(records)
-    summary = CellSummary(arm=arm, domain=domain, concurrency=concurrency, repeat=repeat, output_len=output_len,
+    summary = CellSummary(arm=arm, domain=domain, concurrency=concurrency, repeat=repeat, launch=launch,
+                          output_len=output_len,
                           workload_hash=workload_hash, sampling=dict(sampling or {}), n_requests=len(measured),
                           n_errors=len(measured) - n_ok, itl_convention=ITL_CONVENTION, metrics=metrics,
                           accept_source="requests" if "accept_length" in metrics else None)

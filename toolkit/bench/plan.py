@@ -3,7 +3,8 @@ each cell sends (the same for every arm), on which slot (local engine, host, URL
 image, and how each arm's launcher is made. `plan_run` makes it; `run_manifest` writes it down.
 
     plan = plan_run(load_spec("envs/matrices/quickstart.yaml"))
-    plan.todo["baseline"]      # [Cell(arm, domain, concurrency, repeat), ...] in run order
+    plan.todo["baseline"]      # [Cell(arm, domain, concurrency, repeat, launch), ...] in run order
+    plan.rounds                # per launch round, the arms in the order they are launched
 """
 
 from __future__ import annotations
@@ -22,16 +23,20 @@ from toolkit.spec import LoadedSpec, load_spec, spec_hash
 from toolkit.spec.matrix import Matrix
 
 
+SGLANG_DUMMY_SEED = 1234  # sglang's initialize_dummy_weights(seed=1234) in 0.5.x: the same random weights each launch
+
+
 @dataclass(frozen=True)
 class Cell:
     arm: str
     domain: str
     concurrency: int
     repeat: int
+    launch: int = 0
 
     @property
     def key(self) -> str:
-        return cell_key(self.arm, self.domain, self.concurrency, self.repeat)
+        return cell_key(self.arm, self.domain, self.concurrency, self.repeat, self.launch)
 
 
 @dataclass
@@ -121,7 +126,23 @@ def plan_slots(spec: LoadedSpec, engine: str | None = None) -> list[Slot]:
 
 
 def plan_cells(m: Matrix, domains: list[str], arm: str) -> list[Cell]:
-    return [Cell(arm, d, c, r) for r in range(m.repeats) for d in domains for c in m.concurrency]
+    """Every cell of an arm, launch by launch: each launch runs all of them (and their repeats)."""
+    return [Cell(arm, d, c, r, launch) for launch in range(m.launches) for r in range(m.repeats)
+            for d in domains for c in m.concurrency]
+
+
+def plan_rounds(m: Matrix) -> list[list[str]]:
+    """Per launch round, the order the arms are launched in. One launch: the spec's order. More: a seeded
+    random order per round (randomized multiple interleaved trials, Abedi & Brecht 2017), so that a slow
+    drift of the machine falls on every arm alike instead of on whichever arm runs last."""
+    if m.launches == 1:
+        return [list(m.arms)]
+    out = []
+    for r in range(m.launches):
+        order = list(m.arms)
+        random.Random(f"rounds:{m.seed}:{r}").shuffle(order)
+        out.append(order)
+    return out
 
 
 @dataclass
@@ -136,6 +157,7 @@ class RunPlan:
     todo: dict[str, list[Cell]]
     build: BuildRecord | None = None  # the image's build record (SGLang in containers)
     representativeness: list[dict] = field(default_factory=list)
+    rounds: list[list[str]] = field(default_factory=list)  # per launch round, the arms in launch order
 
     @property
     def m(self) -> Matrix:
@@ -148,7 +170,11 @@ class RunPlan:
     @property
     def cells_planned(self) -> int:
         m = self.m
-        return len(m.arms) * len(m.workloads) * len(m.concurrency) * m.repeats
+        return len(m.arms) * len(m.workloads) * len(m.concurrency) * m.repeats * m.launches
+
+    def launch_todo(self, arm: str, launch: int) -> list[Cell]:
+        """The cells one launch of an arm still has to run (resume: only the missing ones)."""
+        return [c for c in self.todo.get(arm, []) if c.launch == launch]
 
     def sampling(self) -> dict:
         m = self.m
@@ -273,7 +299,9 @@ def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str
     slots = plan_slots(spec, env_spec.model.engine)
     todo = {arm: [c for c in plan_cells(m, list(workloads), arm) if c.key not in done] for arm in m.arms}
     build = resumed.build if resumed is not None else find_build(env_spec)
-    return RunPlan(spec, env_spec, workloads, slots, todo, build, _representativeness(spec, workloads))
+    return RunPlan(spec, env_spec, workloads, slots, todo, build, _representativeness(spec, workloads),
+                   rounds=[list(r) for r in resumed.rounds] if resumed is not None and resumed.rounds
+                   else plan_rounds(m))
 
 
 def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
@@ -297,4 +325,37 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
         "workloads": {n: {"hash": w.hash, "n_prompts": len(w.prompts), "source": str(w.source)}
                       for n, w in plan.workloads.items()},
         "host": host_fingerprint(plan.slots),
+        "launches": m.launches,
+        "rounds": plan.rounds,
+        "determinism": determinism(plan),
     })
+
+
+def _config_sha(preset: dict) -> str | None:
+    """sha256 of the model's config.json where this machine has it (a dummy model is its config and a seed)."""
+    from toolkit.spec import sha256_file
+
+    path = preset.get("model-path") or preset.get("model")
+    cfg = Path(str(path)) / "config.json" if path else None
+    return sha256_file(cfg) if cfg is not None and cfg.is_file() else None
+
+
+def determinism(plan: RunPlan) -> dict:
+    """What makes the generated tokens repeat from one launch to the next (docs/results.md#launch-noise):
+    greedy sampling with a fixed seed, the same weights (a dummy model's recipe hash; SGLang's dummy weights
+    come from a fixed seed), and per arm whether deterministic inference is on."""
+    m, env = plan.m, plan.env_spec.model
+    out: dict = {"temperature": m.temperature, "seed": m.seed, "greedy": m.temperature == 0}
+    if env.engine == "sglang":
+        dummy = [a for a in m.arms if plan.is_dummy(a)]
+        if dummy:
+            out["sglang_dummy_weights"] = {"arms": dummy, "seed": SGLANG_DUMMY_SEED,
+                                           "source": "sglang weight_utils.initialize_dummy_weights",
+                                           "config_sha256": {a: _config_sha(env.servers[a]) for a in dummy}}
+        out["deterministic_inference"] = {a: bool(env.servers.get(a, {}).get("enable-deterministic-inference"))
+                                          for a in m.arms}
+    elif env.model is not None and env.model.dummy is not None:
+        from toolkit.bench.inputs import dummy_record
+
+        out["dummy_model"] = (dummy_record(plan.env_spec) or {}).get("hash")
+    return out

@@ -10,6 +10,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from toolkit.schema.records import CellSummary, RequestRecord
 
 
+def _label(cell) -> str:
+    return f"{cell.arm} {cell.domain} c={cell.concurrency} r={cell.repeat}" + (f" l={cell.launch}" if cell.launch else "")
+
+
 class MatrixProgress:
     def __init__(self, console) -> None:
         self.console = console
@@ -40,7 +44,7 @@ class MatrixProgress:
             self.console.print(f"arm {arm}: {text}", markup=False, highlight=False)
 
     def on_record(self, cell):
-        key = f"{cell.arm} {cell.domain} c={cell.concurrency} r={cell.repeat}"
+        key = _label(cell)
         with self._lock:
             task = self.progress.add_task(f"  {key}", total=self.per_cell or None, rate="")
         t0 = time.monotonic()
@@ -56,7 +60,7 @@ class MatrixProgress:
         return cb
 
     def cell_done(self, cell, summary: CellSummary) -> None:
-        key = f"{cell.arm} {cell.domain} c={cell.concurrency} r={cell.repeat}"
+        key = _label(cell)
         task = self._cell_tasks.pop(key, None)
         if task is not None:
             self.progress.remove_task(task)

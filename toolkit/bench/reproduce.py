@@ -2,7 +2,7 @@
 result reproduced.
 
     rep = reproduce("20261202T111454Z-7d0001", root=Path("results"))
-    rep.verdict        # "reproduced" | "differs"
+    rep.verdict        # "reproduced" | "differs" | "inconclusive" (exit 0 / 1 / 3)
     rep.new.path       # the new run: its manifest says `reproduces: <the original's run id>`
 
 1. The original is checked: it verifies (SHA256SUMS, schema), it is complete, it was run by the toolkit.
@@ -13,10 +13,11 @@ result reproduced.
 3. What changed underneath is drift: another GPU model, another engine version, a different dummy-model
    recipe, the spec resolving differently. Drift is refused (exit 2) unless --allow-drift, which records
    it in the new manifest; --target and --image are drift asked for, recorded too.
-4. The same cells run with the same seeds and prompts (toolkit.bench.matrix.run_matrix); the new run is
-   compared with the original by toolkit.results.diff (per-request Mann-Whitney U, Holm-adjusted).
-   `reproduced` when no cell moved significantly, no cell went missing or changed status, and every
-   cell stayed comparable; else `differs`, with the cells that moved, by how much, and the
+4. The same cells run with the same seeds, prompts and launches (toolkit.bench.matrix.run_matrix); the new
+   run is compared with the original by toolkit.results.diff (the server launch as the unit of
+   replication), and toolkit.results.equivalence gives the verdict with a margin X: `reproduced within
+   ±X %` (equivalence shown), `differs` (a change beyond X with confidence, or a cell missing, failed or
+   not comparable), `inconclusive` (neither: a CI straddles the margin, or launch noise unknown), with the
    environment diff (toolkit.results.envdiff) beside them.
 """
 
@@ -34,6 +35,7 @@ from toolkit.bench.inputs import Origin, check_outside, materialize
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, open_archive
 from toolkit.results.diff import DiffResult, diff_runs
+from toolkit.results.equivalence import Verdict, judge
 from toolkit.schema.manifest import BuildRecord, DriftRecord, Manifest
 from toolkit.spec import LoadedSpec, load_spec, spec_hash
 
@@ -46,18 +48,19 @@ class Reproduction:
     new: Archive
     status: str  # of the new run: complete | partial | failed
     diff: DiffResult
-    moved: list[dict]
+    moved: list[dict]  # cells missing, failed or not comparable, then the changes beyond the margin
     drift: list[DriftRecord]
     notes: list[str] = field(default_factory=list)
+    judged: Verdict | None = None
     interrupted: bool = False  # the new run was stopped by a signal (exit 130; --resume completes it)
 
     @property
     def verdict(self) -> str:
-        return "differs" if self.moved else "reproduced"
+        return self.judged.verdict if self.judged else ("differs" if self.moved else "reproduced")
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.moved else 0
+        return self.judged.exit_code if self.judged else (1 if self.moved else 0)
 
     def to_dict(self) -> dict:
         d = self.diff.to_dict()
@@ -65,8 +68,13 @@ class Reproduction:
         moved_labels = {m["cell"] for m in self.moved}
         for c in cells:
             c["moved"] = c["label"] in moved_labels
-        untested = sum(1 for c in self.diff.cells for m in c.metrics.values() if m.verdict == "too-few")
-        return {"verdict": self.verdict,
+        untested = sum(1 for c in self.diff.cells for m in c.metrics.values()
+                       if m.verdict == "too-few" or m.noise == "default floor")
+        j = self.judged
+        return {"verdict": self.verdict, "headline": j.headline if j else self.verdict,
+                "tolerance_pct": j.tolerance_pct if j else None, "tolerance_source": j.tolerance_source if j else None,
+                "reasons": j.reasons if j else [], "metrics": j.metrics if j else {}, "noise": d["noise"],
+                "calibration": d["calibration"],
                 "original": {"run_id": self.original.run_id, "path": str(self.original.path)},
                 "reproduction": {"run_id": self.new.run_id, "path": str(self.new.path), "status": self.status},
                 "moved": self.moved, "cells": cells, "only_original": d["only_a"], "only_reproduction": d["only_b"],
@@ -285,8 +293,10 @@ def extract(ref: str, root: Path, dest: Path) -> Path:
 
 
 def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | None = None,
-              allow_drift: bool = False, progress: Any = None, log: Callable[[str], None] = print) -> Reproduction:
-    """Replay run `ref` from its archive, archive the replay under root, and compare the two."""
+              allow_drift: bool = False, progress: Any = None, log: Callable[[str], None] = print,
+              tolerance: float | None = None) -> Reproduction:
+    """Replay run `ref` from its archive, archive the replay under root, and compare the two (`tolerance`:
+    the margin X of `reproduced within ±X %`, percent; default from the launch noise)."""
     from toolkit.bench.matrix import run_matrix
     from toolkit.bench.plan import load_environment, load_workloads
     from toolkit.render import template_version
@@ -333,9 +343,21 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
         result = run_matrix(spec, results_root=root, progress=progress, log=log,
                             origin=Origin(original.run_id, drift, build))
     new = open_archive(result.path)
+    return compare_runs(original, new, result.status, drift, notes, tolerance, result.interrupted)
+
+
+def compare_runs(original: Archive, new: Archive, status: str = "complete", drift: list[DriftRecord] | None = None,
+                 notes: list[str] | None = None, tolerance: float | None = None,
+                 interrupted: bool = False) -> Reproduction:
+    """The verdict of a replay against its original (both archived)."""
     diff = diff_runs(original, new)
-    return Reproduction(original, new, result.status, diff, moved_cells(original, new, diff), drift, notes,
-                        result.interrupted)
+    structural = moved_cells(original, new, diff)
+    judged = judge(diff, structural, tolerance)
+    moved = structural + [{"cell": x["cell"], "metric": x["metric"], "why": f"beyond ±{judged.tolerance_pct:g}%",
+                           "delta_pct": x["delta_pct"], "low_pct": x["low_pct"], "high_pct": x["high_pct"],
+                           "p": x["p"]} for x in judged.differs]
+    return Reproduction(original, new, status, diff, moved, list(drift or []), list(notes or []), judged,
+                        interrupted)
 
 
 def _short(v: Any) -> str:
@@ -344,21 +366,19 @@ def _short(v: Any) -> str:
 
 
 def moved_cells(original: Archive, new: Archive, diff: DiffResult) -> list[dict]:
-    """Why the result did not reproduce, one row per cell and reason (empty: it reproduced)."""
+    """The cells whose outcome changed, one row per cell and reason: not comparable, missing on a side, or
+    another status. (Changes of the figures are toolkit.results.equivalence's to judge.)"""
     out: list[dict] = []
     for c in diff.cells:
         if not c.comparable:
             out.append({"cell": c.label, "why": f"not comparable: {c.reason}"})
-        for md in c.metrics.values():
-            if md.significant:
-                out.append({"cell": c.label, "metric": md.metric, "why": md.verdict, "original": md.a,
-                            "reproduction": md.b, "delta_pct": md.delta_pct, "p": md.p_adj})
     out += [{"cell": label, "why": "not in the reproduction"} for label in diff.only_a]
     out += [{"cell": label, "why": "not in the original"} for label in diff.only_b]
     for key, c in original.cell_map.items():
         n = new.cell_map.get(key)
         if n is not None and n.status != c.status:
-            out.append({"cell": f"{c.arm} {c.domain} c={c.concurrency} out={c.output_len}",
+            out.append({"cell": f"{c.arm} {c.domain} c={c.concurrency} out={c.output_len}"
+                                + (f" launch {c.launch}" if c.launch else ""),
                         "why": f"status {c.status} -> {n.status}" + (f" ({n.reason})" if n.reason else "")})
     return out
 
@@ -371,14 +391,24 @@ def reproduce_text(rep: Reproduction) -> str:
     for d in rep.drift:
         lines.append(f"drift: {d.what} {_short(d.original)} -> {_short(d.current)}")
     lines += [f"note: {n}" for n in rep.notes]
-    if rep.moved:
-        lines.append(f"differs: {len(rep.moved)} change(s) beyond the noise the statistics allow")
-        for mv in rep.moved:
-            how = (f" {mv['metric']} {mv['delta_pct']:+.2f}% (p={mv['p']:.3g})" if "metric" in mv else "")
-            lines.append(f"  {mv['cell']}:{how} {mv['why']}")
-    else:
-        lines.append(f"reproduced: no cell moved significantly ({rep.original.run_id} -> {rep.new.run_id})")
+    j = rep.judged
+    lines.append(f"{j.headline} ({rep.original.run_id} -> {rep.new.run_id}; tolerance ±{j.tolerance_pct:g}% from "
+                 f"{j.tolerance_source}; exit {j.exit_code})")
+    for mv in rep.moved:
+        if "metric" in mv:
+            ci = f" [{mv['low_pct']:+.1f}%, {mv['high_pct']:+.1f}%]" if mv.get("low_pct") is not None else ""
+            p = f" (p={mv['p']:.3g})" if mv.get("p") is not None else ""
+            lines.append(f"  {mv['cell']}: {mv['metric']} {mv['delta_pct']:+.2f}%{ci}{p} {mv['why']}")
+        else:
+            lines.append(f"  {mv['cell']}: {mv['why']}")
+    for name, x in j.metrics.items():
+        lines.append(f"  {name}: geomean over {x['cells']} cells {x['delta_pct']:+.1f}% [{x['low_pct']:+.1f}%, "
+                     f"{x['high_pct']:+.1f}%]: " + (f"within ±{j.tolerance_pct:g}%" if x["within"]
+                                                    else f"not shown within ±{j.tolerance_pct:g}%")
+                     + f" (TOST p={x['tost_p']:.3g})")
+    if j.verdict == "inconclusive":  # the rest of why (the metric lines above already say theirs)
+        lines += [f"  {r}" for r in j.reasons[1:] if not any(r.startswith(f"{n}: the geometric") for n in j.metrics)]
     return "\n".join(lines)
 
 
-__all__ = ["Reproduction", "reproduce", "extract", "open_original", "moved_cells", "reproduce_text"]
+__all__ = ["Reproduction", "reproduce", "extract", "open_original", "moved_cells", "reproduce_text", "compare_runs"]

@@ -129,7 +129,7 @@ class ArchiveWriter:
     def write_cell(self, summary: CellSummary, records: list[RequestRecord]) -> str:
         """Write one cell's records, columns and summary (in that order), each once and atomically."""
         self._check_open()
-        key = cell_key(summary.arm, summary.domain, summary.concurrency, summary.repeat)
+        key = summary.key
         base = self.path / "cells" / key
         if base.with_suffix(".json").exists():
             raise ToolkitError(f"cell {key} is already in run {self.run_id}", file=base.with_suffix(".json"),

@@ -8,7 +8,8 @@ same in every command.
 - chunk and cell metrics: the cell summary's stored Stat (computed from the records when the cell was
   written), normalised to its kind (a chunk metric has no CI; a cell metric is one figure).
 - a group of repeats (one arm, domain, concurrency, output length): request metrics pool the requests;
-  stored figures are averaged over the repeats.
+  stored figures are averaged over the repeats. A group spans every server launch of the arm: `by_launch`
+  splits it, and `launch_figures` gives one figure per launch (what toolkit/results/noise.py compares).
 - under service-level objectives (toolkit/schema/slo.py) also goodput_req_s, goodput_tok_s and
   slo_attainment, computed from the per-request columns as the run is read (never stored).
 """
@@ -76,6 +77,7 @@ class CellReader:
         self.archive = archive
         self.objectives = objectives
         self._cols: dict[str, dict[str, np.ndarray]] = {}
+        self._launch_stats: dict[tuple, dict[str, Stat]] = {}
 
     def groups(self) -> dict[Group, list[str]]:
         by: dict[Group, list[str]] = defaultdict(list)
@@ -128,6 +130,29 @@ class CellReader:
         """One cell (or the repeats of a group) against the reader's objectives."""
         assert self.objectives is not None
         return evaluate([self.archive.cell_map[k] for k in keys], [self._columns(k) for k in keys], self.objectives)
+
+    def by_launch(self, keys: list[str]) -> dict[int, list[str]]:
+        """The ok cells among keys, per server launch (launch -> its repeats' keys)."""
+        out: dict[int, list[str]] = defaultdict(list)
+        for k in self._ok(keys):
+            out[self.archive.cell_map[k].launch].append(k)
+        return dict(sorted(out.items()))
+
+    def launch_figures(self, keys: list[str], metric: str) -> dict[int, float]:
+        """One figure of `metric` per launch of the group: the launch's median for request metrics (its repeats'
+        requests pooled), its figure (averaged over repeats) for cell and chunk metrics, its share for shares."""
+        out = {}
+        for launch, ks in self.by_launch(keys).items():
+            k = tuple(ks)
+            if k not in self._launch_stats:
+                self._launch_stats[k] = self.stats(ks)
+            s = self._launch_stats[k].get(metric)
+            v = s.p50 if s is not None else None
+            if v is not None and METRICS[metric].kind == "share" and s.n:
+                v = max(v, 0.5 / s.n)  # a share of 0 has no log: half a request, the usual continuity correction
+            if v is not None:
+                out[launch] = v
+        return out
 
     def cell(self, key: str) -> dict[str, Stat]:
         return self.stats([key])

@@ -146,7 +146,7 @@ def diff_cmd(
     fail_on_regression: Annotated[Optional[float], typer.Option(
         "--fail-on-regression", metavar="PCT",
         help="exit 1 when a significant change makes any metric worse by more than PCT percent "
-             "(higher is better for tok/s and acceptance, lower for latencies)")] = None,
+             "(higher is better for tok/s and acceptance, lower for latencies); an inconclusive one never does")] = None,
     correction: Annotated[str, typer.Option(
         "--correction", help="holm: adjust p-values for the many tests of one diff (no false alarms from "
                              "testing dozens of cells); none: per-test alpha, as benchstat")] = "holm",
@@ -157,10 +157,13 @@ def diff_cmd(
     allow_unverified: Unverified = False,
 ) -> None:
     """Compare run B against run A, benchstat style: per cell and metric the two figures `results show`
-    prints (medians with 95% CIs), the change, and for per-request metrics a Mann-Whitney U p-value on the
-    samples (`~`: not significant at 0.05). Cells match on arm, domain, concurrency and output length;
-    the environment diff follows. Under service-level objectives (A's slo block, else B's, else --slo)
-    goodput and attainment are compared too, both runs judged by the same objectives.
+    prints (medians with 95% CIs), the change, and a verdict whose unit is the server launch: with two or
+    more launches a side (or a calibration by `toolkit bench noise`), a t-test of the per-launch figures
+    with the change's 95% CI; with one launch a side and no calibration, the per-request test, and `?`
+    (inconclusive: launch noise unknown) for changes within the default floor or not arm-wide. `~`: not
+    significant at 0.05. Cells match on arm, domain, concurrency and output length; the environment diff
+    follows. Under service-level objectives (A's slo block, else B's, else --slo) goodput and attainment
+    are compared too, both runs judged by the same objectives. docs/results.md#launch-noise.
 
     Example (CI gate): toolkit results diff quickstart/20261201T0900Z-1a2b3c latest --fail-on-regression 5"""
     from toolkit.results.diff import diff_runs

@@ -1,10 +1,18 @@
 """Compare two runs cell by cell, benchstat style, with the environment diff beside it.
 
-Cells match on (arm, domain, concurrency, output_len); repeats are pooled. For each metric of the
-registry (toolkit/schema/metrics.py) the A and B figures as `results show` reads them (toolkit/results/
-cells.py), the change in percent and, for request metrics, a Mann-Whitney U p-value over the
-per-request samples. A change is called only when p < ALPHA and both sides have MIN_SAMPLES requests;
-otherwise `~`. Chunk and cell metrics are shown without a test (the registry says why).
+Cells match on (arm, domain, concurrency, output_len); repeats and launches are pooled for the figures
+shown. For each metric of the registry (toolkit/schema/metrics.py) the A and B figures as `results show`
+reads them (toolkit/results/cells.py), the change in percent, and a verdict whose unit of replication is
+the server launch (toolkit/results/launches.py, docs/results.md#launch-noise):
+
+- launch noise known (a side with two or more launches, or a calibration run of this GPU and
+  environment): a t-test of the log-ratio of the per-launch figures, with the launch variance pooled over
+  the arm's cells; every metric kind is tested this way, cell and chunk figures included;
+- one launch a side and no calibration: request metrics keep the per-request test (Mann-Whitney U;
+  shares: Fisher), but a change is called only beyond the default floor (DEFAULT_FLOOR_PCT) in the cell
+  and arm-wide (the arm's geometric mean over its cells beyond it too, same direction): anything less is
+  `inconclusive` (one launch a side, launch noise unknown). Chunk and cell metrics stay untested.
+p-values are Holm-adjusted over every test of the diff; `~` when not significant.
 
 Under service-level objectives (A's own, else B's, else `--slo`) the cells also carry goodput_req_s,
 goodput_tok_s and slo_attainment, both runs judged by the *same* objectives; attainment, a share, is
@@ -13,6 +21,7 @@ tested with Fisher's exact test on the two counts (met of measured requests).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -21,6 +30,8 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
+from toolkit.results.launches import DEFAULT_FLOOR_PCT, Comparison, combine, compare
+from toolkit.results.noise import LaunchView, NoiseModel, calibration_view
 from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
 from toolkit.schema.records import Stat
@@ -29,6 +40,7 @@ from toolkit.schema.slo import Objectives
 IGNORED_SAMPLING = {"warmup", "workers"}  # warmup count and client processes do not change what a request is
 UNTESTED = {"chunk": "pooled over chunks: not tested (the chunks of one request are not independent)",
             "cell": "one figure per cell: not tested"}
+DEFAULT_FLOOR = "default floor"  # MetricDiff.noise of a verdict made without any launch noise
 
 
 @dataclass
@@ -44,9 +56,17 @@ class MetricDiff:
     b_n: int
     delta_pct: float | None
     p: float | None
-    verdict: str  # better | worse | ~ | too-few | not-tested | no-samples
+    verdict: str  # better | worse | ~ | inconclusive | too-few | not-tested | no-samples
     note: str = ""
     p_adj: float | None = None  # Holm-adjusted over every test of the diff (the one the verdict uses)
+    launches_a: int = 1
+    launches_b: int = 1
+    noise: str = ""  # where the launch noise came from: runs | calibration <id> | default floor | "" (untested)
+    low_pct: float | None = None  # the change's 95% CI (launch-aware), when the launch noise is known
+    high_pct: float | None = None
+    df: float | None = None
+    se: float | None = None  # of the log-ratio, when the launch noise is known
+    launch_cv: float | None = None  # the launch CV the comparison assumed (both sides' variances averaged)
 
     @property
     def significant(self) -> bool:
@@ -85,6 +105,9 @@ class DiffResult:
     min_samples: int = MIN_SAMPLES
     slo: dict | None = None  # the objectives goodput and attainment are judged by (the slo block's shape)
     slo_note: str = ""
+    floor_pct: float = DEFAULT_FLOOR_PCT
+    noise: dict[str, dict] = field(default_factory=dict)  # arm -> {launches_a, launches_b, source}
+    calibration: str | None = None  # run id of the calibration used, if any
 
     def regressions(self, pct: float, gated: bool = True) -> list[tuple[CellDiff, MetricDiff]]:
         """Significant changes in the worse direction by more than pct percent, in the cells a verdict may use
@@ -154,6 +177,21 @@ def _verdict(metric: str, d: float | None, p: float | None, na: int, nb: int) ->
     return "better" if better else "worse"
 
 
+def _floor_verdict(m: MetricDiff, arm_log: float | None, floor_pct: float) -> tuple[str, str]:
+    """One launch a side, launch noise unknown: a change is called only beyond the floor, arm-wide (the
+    arm's geometric mean over its cells beyond it in the same direction: a relaunch moves single cells far
+    more than whole arms) and with the per-request test agreeing."""
+    fl = math.log1p(floor_pct / 100.0)
+    x = math.log1p(m.delta_pct / 100.0) if m.delta_pct is not None and m.delta_pct > -100 else None
+    if x is None or abs(x) <= fl:
+        return "inconclusive", f"one launch per side, launch noise unknown: within the default floor ±{floor_pct:g}%"
+    if arm_log is None or abs(arm_log) <= fl or (arm_log > 0) != (x > 0):
+        arm = "-" if arm_log is None else f"{math.expm1(arm_log) * 100:+.1f}%"
+        return "inconclusive", (f"one launch per side, launch noise unknown: beyond the ±{floor_pct:g}% floor in this "
+                                f"cell, not arm-wide (the arm over its cells: {arm})")
+    return _verdict(m.metric, m.delta_pct, m.p_adj, m.a_n, m.b_n), ""
+
+
 def compare_metric(metric: str, sa: Stat, sb: Stat, xa: np.ndarray | None, xb: np.ndarray | None) -> MetricDiff:
     """A and B as read by `results show` (sa, sb); a test on the per-request samples when both exist."""
     kind = METRICS[metric].kind
@@ -211,15 +249,51 @@ def holm(pvalues: list[float]) -> list[float]:
     return adj
 
 
-def _apply_correction(cells: list[CellDiff], correction: str) -> None:
+def _arm_changes(cells: list[CellDiff]) -> dict[tuple[str, str], float]:
+    """(arm, metric) -> the mean log change over the arm's comparable cells (its geometric mean)."""
+    acc: dict[tuple[str, str], list[float]] = {}
+    for c in cells:
+        for m in c.metrics.values():
+            if c.comparable and m.delta_pct is not None and m.delta_pct > -100:
+                acc.setdefault((c.arm, m.metric), []).append(math.log1p(m.delta_pct / 100.0))
+    return {k: sum(v) / len(v) for k, v in acc.items()}
+
+
+def _apply_correction(cells: list[CellDiff], correction: str, floor_pct: float = DEFAULT_FLOOR_PCT) -> None:
     tested = [m for c in cells for m in c.metrics.values() if m.p is not None]
     adjusted = holm([m.p for m in tested]) if correction == "holm" else [m.p for m in tested]
     for m, pa in zip(tested, adjusted):
         m.p_adj = pa
-        m.verdict = _verdict(m.metric, m.delta_pct, pa, m.a_n, m.b_n)
+    arm = _arm_changes(cells)
+    for c in cells:
+        for m in c.metrics.values():
+            if m.p is None:
+                continue
+            if m.noise == DEFAULT_FLOOR:
+                m.verdict, note = _floor_verdict(m, arm.get((c.arm, m.metric)), floor_pct)
+                m.note = note or m.note
+            else:
+                m.verdict = _verdict(m.metric, m.delta_pct, m.p_adj, m.a_n, m.b_n)
 
 
-def _cell_diff(g: Group, ra: CellReader, ka: list[str], rb: CellReader, kb: list[str], metrics: list[str]) -> CellDiff:
+def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model: NoiseModel) -> None:
+    """The launch as the unit: a t-test of the per-launch figures where the launch noise is known; else the
+    default floor rule for request metrics (decided in _apply_correction, after the p-value adjustment)."""
+    md.launches_a, md.launches_b = va.launches(g), vb.launches(g)
+    sides = model.sides(g[0], md.metric)
+    comp = compare(va.figures(g, md.metric), vb.figures(g, md.metric), *sides) if sides is not None else None
+    if comp is not None:
+        md.p, md.delta_pct, md.df, md.noise, md.se = comp.p, comp.delta_pct, comp.df, comp.source, comp.se
+        md.launch_cv = math.sqrt(math.expm1((sides[0].var + sides[1].var) / 2))
+        md.low_pct, md.high_pct = comp.low_pct, comp.high_pct
+        md.note = ""
+        md.verdict = "~"  # until the adjustment decides
+    elif md.p is not None:
+        md.noise = DEFAULT_FLOOR
+
+
+def _cell_diff(g: Group, ra: CellReader, ka: list[str], rb: CellReader, kb: list[str], metrics: list[str],
+               views: tuple[LaunchView, LaunchView, NoiseModel] | None = None) -> CellDiff:
     ok, reason, notes = _comparable(ra.archive, ka, rb.archive, kb)
     cd = CellDiff(*g, comparable=ok, reason=reason, notes=notes)
     if not ok:
@@ -229,11 +303,65 @@ def _cell_diff(g: Group, ra: CellReader, ka: list[str], rb: CellReader, kb: list
     for m in metrics:
         if m in sa and m in sb:
             cd.metrics[m] = compare_metric(m, sa[m], sb[m], xa.get(m), xb.get(m))
+            if views is not None:
+                _launch_test(cd.metrics[m], g, *views)
     return cd
 
 
+def geomean_comparison(cells: list[CellDiff], metric: str, va: LaunchView, vb: LaunchView,
+                       model: NoiseModel) -> Comparison | None:
+    """The change of a metric's geometric mean over the comparable cells, with a launch-aware CI: per arm the
+    per-launch geometric means over its cells compared (their noise is what a launch moves the whole arm
+    by), then the arms combined (separate launches: independent). None when an arm's noise is unknown."""
+    by_arm: dict[str, list[Group]] = {}
+    for c in cells:
+        if c.comparable and metric in c.metrics and c.metrics[metric].a and c.metrics[metric].b:
+            by_arm.setdefault(c.arm, []).append((c.arm, c.domain, c.concurrency, c.output_len))
+    parts = []
+    for arm, groups in sorted(by_arm.items()):
+        sides = model.sides(arm, metric, level="arm")
+        comp = compare(va.arm_figures(arm, metric, groups), vb.arm_figures(arm, metric, groups), *sides) \
+            if sides is not None else None
+        if comp is None:
+            return None
+        parts.append((comp, len(groups)))
+    return combine(parts)
+
+
+def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives) -> tuple[LaunchView, LaunchView, NoiseModel]:
+    """The two runs launch by launch, and a calibration where some arm has one launch on both sides
+    (`calibration`: "auto" looks under A's and B's results roots, an Archive is used as given, None: none)."""
+    va, vb = LaunchView(ra), LaunchView(rb)
+    cal = None
+    arms = {g[0] for g in va.groups} & {g[0] for g in vb.groups}
+    if calibration is not None and any(va.arm_launches(x) < 2 and vb.arm_launches(x) < 2 for x in arms):
+        if isinstance(calibration, Archive):
+            cal = LaunchView(CellReader(calibration, objectives), source=f"calibration {calibration.run_id}")
+        else:
+            roots = list(dict.fromkeys(p.path.resolve().parent.parent for p in (ra.archive, rb.archive)))
+            for root in roots:
+                cal = cal or calibration_view(root, ra.archive, rb.archive, objectives=objectives)
+    return va, vb, NoiseModel(va, vb, cal)
+
+
+def _noise_summary(arms: set[str], va: LaunchView, vb: LaunchView, model: NoiseModel) -> dict[str, dict]:
+    out = {}
+    for arm in sorted(arms):
+        na, nb = va.arm_launches(arm), vb.arm_launches(arm)
+        if na >= 2 and nb >= 2:
+            src = "measured in the runs"
+        elif na >= 2 or nb >= 2:
+            src = f"measured in run {'A' if na >= 2 else 'B'} (the other has one launch)"
+        elif model.calibration is not None:
+            src = model.calibration.source
+        else:
+            src = DEFAULT_FLOOR
+        out[arm] = {"launches_a": na, "launches_b": nb, "source": src}
+    return out
+
+
 def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correction: str = "holm",
-              objectives: Objectives | None = None) -> DiffResult:
+              objectives: Objectives | None = None, calibration: Archive | str | None = "auto") -> DiffResult:
     obj, slo_note = run_objectives(a, b, objectives)
     asked = list(metrics or [])
     metrics = asked or [m for m in NAMES if obj is not None or m not in SLO_METRICS]
@@ -248,7 +376,8 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
         raise ToolkitError(f"unknown correction {correction!r}", hint="holm or none")
     ra, rb = CellReader(a, obj), CellReader(b, obj)
     ga, gb = ra.groups(), rb.groups()
-    cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics) for g in sorted(set(ga) & set(gb))]
+    views = _noise_model(ra, rb, calibration, obj)
+    cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics, views) for g in sorted(set(ga) & set(gb))]
     _qualify(cells, a, b)
     _apply_correction(cells, correction)
     gm = {}
@@ -258,8 +387,15 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
         if pairs:
             ga_, gb_ = geomean([p[0] for p in pairs]), geomean([p[1] for p in pairs])
             gm[m] = {"a": ga_, "b": gb_, "delta_pct": delta_pct(ga_, gb_), "cells": len(pairs)}
+            comp = geomean_comparison(cells, m, *views)
+            if comp is not None:
+                gm[m].update(low_pct=comp.low_pct, high_pct=comp.high_pct, launch_delta_pct=comp.delta_pct,
+                             p=comp.p, df=comp.df, se=comp.se, noise=comp.source)
+    va, vb, model = views
     return DiffResult(a=str(a.path), b=str(b.path), metrics=metrics, cells=cells, correction=correction,
                       only_a=[_label(g) for g in sorted(set(ga) - set(gb))],
                       only_b=[_label(g) for g in sorted(set(gb) - set(ga))],
                       geomean=gm, env=env_diff(a.manifest, b.manifest),
-                      slo=obj.block() if obj is not None else None, slo_note=slo_note)
+                      slo=obj.block() if obj is not None else None, slo_note=slo_note,
+                      noise=_noise_summary({g[0] for g in set(ga) & set(gb)}, va, vb, model),
+                      calibration=model.calibration.run_id if model.calibration is not None else None)

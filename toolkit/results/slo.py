@@ -63,12 +63,64 @@ def analyse(a: Archive, objectives: Objectives, derived: Derived | None = None) 
             c.excluded = [f.text() for f in ex]
         if qu:
             c.qualified = [f.text() for f in qu]
+    launch_certainty(reader, cells)
     baseline = derived.baseline or a.manifest.baseline or a.manifest.matrix.resolved.get("baseline")
     advice = advise(cells, derived, baseline) if baseline else []
     arms = sorted({x.arm for x in advice})
     return SloAnalysis(objectives=objectives, baseline=baseline, cells=cells, capacity=capacities(cells),
                        advice=advice, recommended_disable_batch_threshold={arm: threshold(advice, arm) for arm in arms},
                        never_pays_off=[arm for arm in arms if never_pays_off(advice, arm)])
+
+
+def launch_certainty(reader: CellReader, cells: list[CellSlo]) -> None:
+    """Cells measured in two or more server launches: each percentile objective's and the attainment's 95% CI
+    becomes the t-interval of the per-launch figures (toolkit/results/launches.py: the launch variance pooled
+    over the arm's cells), so `certain` (~ when not) says whether a relaunch could move the verdict. A
+    single-launch cell keeps the request-level interval. The verdicts themselves stay on point estimates."""
+    from toolkit.results.launches import interval, launch_noise
+
+    groups = reader.groups()
+    per: dict[tuple, dict[int, CellSlo]] = {}
+    for c in cells:
+        keys = groups.get((c.arm, c.domain, c.concurrency, c.output_len), [])
+        launches = reader.by_launch(keys)
+        if len(launches) >= 2:
+            per[(c.arm, c.domain, c.concurrency, c.output_len)] = {la: reader.slo(ks) for la, ks in launches.items()}
+    if not per:
+        return
+    names = [r.objective for c in cells for r in c.objectives]
+
+    def figures(g: tuple, name: str) -> dict[int, float]:
+        if name == "attainment":
+            return {la: max(x.attainment, 0.5 / x.n) for la, x in per[g].items() if x.attainment is not None and x.n}
+        return {la: r.value for la, x in per[g].items() for r in x.objectives if r.objective == name and r.value}
+
+    for c in cells:
+        g = (c.arm, c.domain, c.concurrency, c.output_len)
+        if g not in per:
+            continue
+        sure = True
+        arm_groups = [k for k in per if k[0] == c.arm]
+        for r in c.objectives + [None]:
+            name = r.objective if r is not None else "attainment"
+            if r is not None and name not in names:
+                continue
+            noise = launch_noise({k: figures(k, name) for k in arm_groups})
+            iv = interval(figures(g, name), noise) if noise is not None else None
+            if iv is None:
+                sure = False
+                continue
+            _, lo, hi = iv
+            if r is None:
+                c.attainment_low, c.attainment_high = lo, min(hi, 1.0)
+                target = reader.objectives.attainment
+                sure &= lo >= target if (c.attainment or 0) >= target else hi < target
+            else:
+                r.ci_low, r.ci_high = lo, hi
+                if r.holds is not None:
+                    r.certain = hi <= r.limit if r.holds else lo > r.limit
+                    sure &= r.certain
+        c.certain = sure
 
 
 def _levels(xs: list[int]) -> str:

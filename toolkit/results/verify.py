@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from toolkit.checksums import NAME as SUMS, check_sums, is_run_archive, is_temp
 from toolkit.errors import ToolkitError
+from toolkit.results.archive import archive_files, sha256_file
 from toolkit.results.consistency import check_cell
 from toolkit.schema.columns import COLUMNS, OLD_NAMES, load_columns
 from toolkit.schema.keys import STATUSES, cell_key
@@ -167,7 +168,7 @@ def verify_run(path: str | Path, records: bool = True) -> list[Problem]:
                 problems.append(Problem("summary.json", f"cells[{i}] does not match the schema: {exc.errors()[0]['msg']}"))
                 continue
 
-            listed[cell_key(cs.arm, cs.domain, cs.concurrency, cs.repeat)] = cs.model_dump(mode="json")
+            listed[cs.key] = cs.model_dump(mode="json")
         for key in sorted(set(listed) | set(cells)):
             if key not in cells:
                 problems.append(Problem("summary.json", f"lists cell {key}, whose files are missing"))

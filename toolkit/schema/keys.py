@@ -28,6 +28,13 @@ def safe_name(text: str) -> str:
     return _SAFE.sub("_", text)
 
 
-def cell_key(arm: str, domain: str, concurrency: int, repeat: int = 0) -> str:
-    """File-name-safe key of one cell: `<arm>__<domain>__c<concurrency>__r<repeat>`."""
-    return f"{safe_name(arm)}__{safe_name(domain)}__c{int(concurrency)}__r{int(repeat)}"
+def launch_suffix(launch: int = 0) -> str:
+    """What a launch adds to a name: nothing for the first (launch 0: the names every older archive has),
+    `__l<launch>` for the later ones."""
+    return f"__l{int(launch)}" if launch else ""
+
+
+def cell_key(arm: str, domain: str, concurrency: int, repeat: int = 0, launch: int = 0) -> str:
+    """File-name-safe key of one cell: `<arm>__<domain>__c<concurrency>__r<repeat>`, and `__l<launch>` for a
+    server launch after the first (`launches:` in the Matrix), so single-launch keys are the ones they were."""
+    return f"{safe_name(arm)}__{safe_name(domain)}__c{int(concurrency)}__r{int(repeat)}{launch_suffix(launch)}"

@@ -42,6 +42,7 @@ from toolkit.schema.records import CellSummary
 from toolkit.schema.slo import SloAnalysis
 
 MIN_SCHEMA_VERSION = 1
+NOISE_CALIBRATION = "noise-calibration"
 
 
 class _Open(BaseModel):
@@ -204,6 +205,18 @@ class Manifest(_Open):
     inputs: InputsRecord | None = Field(None, description="absent in archives written before inputs/ existed")
     reproduces: str | None = Field(None, description="run id of the run this one replays")
     drift: list[DriftRecord] = Field(default_factory=list)
+    purpose: str | None = Field(None, description="`noise-calibration`: an A/A run made by `toolkit bench noise`, "
+                                                  "found again by GPU model + environment hash")
+    launches: int = Field(1, description="server launches per arm (the Matrix's `launches:`)")
+    rounds: list[list[str]] = Field(default_factory=list, description="per launch round, the order the arms were "
+                                    "launched in (seeded, random per round when launches > 1)")
+    determinism: dict[str, Any] = Field(default_factory=dict, description="what makes the generated tokens "
+                                        "repeat across launches: temperature, seed, dummy-model recipe hash, "
+                                        "SGLang's dummy-weight seed, deterministic inference per arm")
+
+    @property
+    def is_noise_calibration(self) -> bool:
+        return self.purpose == NOISE_CALIBRATION
 
     def written(self) -> dict:
         """The JSON the writer stores: only the fields that were set (no defaults invented)."""
@@ -229,6 +242,9 @@ class Speedup(_Open):
     excluded: list[str] = Field(default_factory=list, description="why no verdict uses this level "
                                 "(toolkit/schema/eligibility.py), per arm")
     qualified: list[str] = Field(default_factory=list, description="what a verdict using it must name")
+    rounds: int = Field(1, description="launch rounds both arms ran (the paired ratio is per round, then combined)")
+    ci_method: str = Field("paired bootstrap over the requests", description="how the CI was made: a t-interval "
+                           "over rounds, or the request bootstrap widened by a launch noise (named)")
 
 
 class Crossover(_Open):
@@ -291,6 +307,23 @@ class Window(_Open):
     end: float | None = None
 
 
+class LaunchRecord(_Open):
+    """One server launch of one arm: when, in which round and place, how long start-up took, and where its
+    /server_info and log are archived."""
+
+    arm: str
+    launch: int = 0
+    position: int | None = Field(None, description="its place in the round's arm order (manifest.rounds)")
+    started_at: float | None = Field(None, description="epoch seconds when the launch began")
+    startup_s: float | None = Field(None, description="seconds from launch to healthy")
+    stop_s: float | None = None
+    ok: bool = True
+    error: str | None = None
+    server_info_file: str | None = None
+    log_file: str | None = None
+    cells: list[str] = Field(default_factory=list, description="cell keys measured against this launch")
+
+
 class Timing(_Open):
     launch_s: dict[str, float] = Field(default_factory=dict)
     launch_failed_s: dict[str, float] = Field(default_factory=dict)
@@ -319,6 +352,9 @@ class Derived(_Open):
     cells_done: int | None = None
     slo: SloAnalysis | None = Field(None, description="the matrix's service-level objectives against the run "
                                                       "(toolkit/results/slo.py); absent without an slo block")
+    launches: dict[str, list[LaunchRecord]] = Field(default_factory=dict, description="per arm, its server launches")
+    noise: dict[str, Any] | None = Field(None, description="the launch noise the speedup CIs used: {source, "
+                                                           "calibration}; absent in older archives")
 
     def errors(self) -> list[Check]:
         return [c for c in self.methodology if c.severity == "error"]

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolkit.schema.keys import cell_key
+
 class Prompt(BaseModel):
     """One workload item: OpenAI chat `messages` (with optional `tools`) or a plain `prompt`."""
 
@@ -49,6 +51,7 @@ class RequestRecord(BaseModel):
     domain: str
     concurrency: int
     repeat: int = 0
+    launch: int = Field(0, description="which server launch of the arm served it (0: the first, or the only one)")
     prompt_id: str
     warmup: bool = False
     send_s: float = Field(description="send time, seconds since the cell started (monotonic clock)")
@@ -107,6 +110,8 @@ class CellSummary(BaseModel):
     domain: str
     concurrency: int
     repeat: int = 0
+    launch: int = Field(0, description="the server launch of the arm (0: the first; absent in single-launch "
+                                       "archives of older writers)")
     output_len: int
     workload_hash: str
     sampling: dict = Field(default_factory=dict, description="api, temperature, output_len, seed, warmup")
@@ -132,3 +137,8 @@ class CellSummary(BaseModel):
                                "busy-host): a reader makes the stall check itself for a cell without it")
     host: dict | None = Field(None, description="the host's load while the cell ran (toolkit/bench/hostload.py): "
                                                 "cpus, own and foreign cores, steal, load average, other runs")
+
+    @property
+    def key(self) -> str:
+        """Its cell key (toolkit.schema.keys.cell_key): the archive's file names."""
+        return cell_key(self.arm, self.domain, self.concurrency, self.repeat, self.launch)

@@ -380,7 +380,7 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
 def _hash_doc(value: Any, dumped: Any = None) -> Any:
     """What the hash covers of a spec model, at every level: its JSON dump, without the fields a model marks as
     analysis (HASH_EXCLUDE: a Matrix's slo) or as added after v1 and unset (HASH_OMIT_NONE: unset, a spec keeps
-    its hash), plus what a model adds that the dump does not say (hash_extra: the version of the recipe a
+    its hash) or at their default (HASH_OMIT_DEFAULT: a Matrix's launches: 1), plus what a model adds that the dump does not say (hash_extra: the version of the recipe a
     dummy model is made with). `dumped`: value's JSON dump, for the dicts and lists that hold models."""
     if isinstance(value, BaseModel):
         doc = value.model_dump(mode="json", exclude=set(getattr(value, "HASH_EXCLUDE", ())))
@@ -388,6 +388,8 @@ def _hash_doc(value: Any, dumped: Any = None) -> Any:
             v = getattr(value, name, None)
             if v is None and name in getattr(value, "HASH_OMIT_NONE", ()):
                 doc.pop(name)
+            elif name in getattr(value, "HASH_OMIT_DEFAULT", {}) and doc[name] == value.HASH_OMIT_DEFAULT[name]:
+                doc.pop(name)  # added after v1, at its default: the hash of an older spec holds
             elif _has_model(v):
                 doc[name] = _hash_doc(v, doc[name])
         if hasattr(value, "hash_extra"):

@@ -165,6 +165,7 @@ class Matrix(StrictModel):
     # analysis, not measurement: objectives do not change what a run measures, so they are not hashed
     HASH_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"slo"})
     HASH_OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"workers"})  # unset: the hash of a v1 matrix holds
+    HASH_OMIT_DEFAULT: ClassVar[dict] = {"launches": 1}  # at its default: the hash of an older matrix holds
 
     kind: Literal["Matrix"]
     name: Name
@@ -186,7 +187,10 @@ class Matrix(StrictModel):
     warmup: int = Field(2, ge=0, description="requests per cell sent first and excluded from the figures")
     workers: int | None = Field(None, ge=1, description="load generator processes per cell (default: enough for the "
                                 "cell's expected chunk rate, one when it is small; docs/loadgen.md)")
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1, description="runs of each cell against the same server launch")
+    launches: int = Field(1, ge=1, le=100, description="server launches per arm: each launch runs every cell of its "
+                          "arm (and its repeats); rounds interleave the arms in a seeded random order, and verdicts "
+                          "take the launch as the unit of replication (docs/results.md#launch-noise)")
     seed: int = 0
     temperature: float = Field(0.0, ge=0)
     slo: Slo | None = Field(None, description="service-level objectives: goodput, attainment and capacity per arm "

@@ -26,13 +26,12 @@ def _cell_rows(cells: dict) -> list[dict]:
 def run_records(run_dir: Path) -> dict[tuple, list]:
     """(arm, domain, concurrency) -> every record of a run's cells (repeats together)."""
     from toolkit.results.archive import open_archive
-    from toolkit.schema.keys import cell_key
 
     arch = open_archive(run_dir)
     out: dict[tuple, list] = {}
     for c in arch.cells:
         out.setdefault((c.arm, c.domain, c.concurrency), []).extend(
-            arch.iter_records(cell_key(c.arm, c.domain, c.concurrency, c.repeat)))
+            arch.iter_records(c.key))
     return out
 
 
@@ -90,10 +89,12 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
 
     baseline, again, arm, seed = state["baseline"], state.get("again"), state["arm"], state.get("seed", 0)
     recs = [_merged(folder, conf["runs"])]
-    mine = search.pooled_cells(recs, best, baseline, again, seed=seed)
-    inc = search.pooled_cells(recs, arm, baseline, again, seed=seed)
+    # arms on servers of their own (no shared server): the launch is the unit, as in the runner's speed-ups
+    noise = None if again else derive.speedup_noise(folder / conf["runs"][0], 1)[0] if conf["runs"] else None
+    mine = search.pooled_cells(recs, best, baseline, again, seed=seed, noise=noise)
+    inc = search.pooled_cells(recs, arm, baseline, again, seed=seed, noise=noise)
     aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}
-    head = search.pooled_cells(recs, best, arm, seed=seed)  # the winner against the preset it would replace
+    head = search.pooled_cells(recs, best, arm, seed=seed, noise=noise)  # the winner against the preset it replaces
     elig = _eligibility([open_archive(folder / r) for r in conf["runs"]], judged_cells)
     cells = []
     for (d, c), r in mine.items():
@@ -102,6 +103,7 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
         flags = {a: elig.flags(a, d, c) for a in (best, arm, baseline)}
         cells.append({"domain": d, "concurrency": c, "speedup": r["ratio"], "ci_low": r["ci_low"],
                       "ci_high": r["ci_high"], "n_pairs": r["n_pairs"],
+                      "ci_method": r.get("ci_method", "paired bootstrap over the requests (one shared server)"),
                       "incumbent": {"speedup": i.get("ratio"), "ci_low": i.get("ci_low"), "ci_high": i.get("ci_high")},
                       "noise": {"speedup": n["ratio"], "ci_low": n["ci_low"], "ci_high": n["ci_high"]} if n else None,
                       "vs_incumbent": {"speedup": h.get("ratio"), "ci_low": h.get("ci_low"), "ci_high": h.get("ci_high")},

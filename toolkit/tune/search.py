@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterable
 
-from toolkit.bench.derive import paired_ratio
+from toolkit.bench.derive import launch_paired, paired_ratio
 from toolkit.schema.records import RequestRecord
 
 Z95 = 1.959964
@@ -68,11 +68,13 @@ def _bracket(before: list[RequestRecord], after: list[RequestRecord]) -> list[Re
 
 
 def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, baseline: str,
-                 again: str | None = None, seed: int = 0) -> dict[tuple[str, int], dict]:
+                 again: str | None = None, seed: int = 0, noise=None) -> dict[tuple[str, int], dict]:
     """(domain, concurrency) -> paired ratio of `trial` over `baseline` with its 95 % CI and n, pooled over the
     rungs both ran in. Each rung's records are keyed (arm, domain, concurrency); a rung's pairs stay its own
     (the prompt ids of two rungs are not the same requests). With `again` (the baseline measured once more
-    after the trials), the reference is the mean of both measurements (_bracket)."""
+    after the trials), the reference is the mean of both measurements (_bracket). `noise(arm)`: the arms ran
+    on servers of their own, so the CI is widened by both launches' noise (toolkit.bench.derive.launch_paired,
+    what the runner's one-round speed-ups use); None: one shared server, the request bootstrap alone."""
     arm: dict[tuple, list[RequestRecord]] = {}
     base: dict[tuple, list[RequestRecord]] = {}
     for k, recs in enumerate(rungs):
@@ -84,6 +86,9 @@ def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, 
                 ref = _bracket(ref, recs[(again, d, c)])
             arm.setdefault((d, c), []).extend(r.model_copy(update={"repeat": k * 1000 + r.repeat}) for r in rs)
             base.setdefault((d, c), []).extend(r.model_copy(update={"repeat": k * 1000 + r.repeat}) for r in ref)
+    if noise is not None:
+        return {cell: launch_paired(arm[cell], base.get(cell, []), seed, (noise(trial), noise(baseline)))
+                for cell in sorted(arm)}
     return {cell: paired_ratio(arm[cell], base.get(cell, []), seed) for cell in sorted(arm)}
 
 

@@ -5,7 +5,7 @@ sample sizes (`~`: no significant change), then notes, unmatched cells and the e
 from __future__ import annotations
 
 from toolkit.results.archive import Archive
-from toolkit.results.diff import DiffResult, MetricDiff
+from toolkit.results.diff import DEFAULT_FLOOR, DiffResult, MetricDiff
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num, \
     fmt_pct, fmt_share, short
 from toolkit.results.stats import ALPHA, MIN_SAMPLES
@@ -14,13 +14,23 @@ from toolkit.schema.metrics import METRICS
 MARK = {"better": "better", "worse": "WORSE"}
 
 
+def _n(m: MetricDiff) -> str:
+    """Sample sizes: requests, or launches when launch noise made the verdict (with the change's 95% CI)."""
+    if m.noise and m.noise != DEFAULT_FLOOR:
+        return f"launches {m.launches_a}+{m.launches_b}, CI [{fmt_pct(m.low_pct)}, {fmt_pct(m.high_pct)}]"
+    return f"n={m.a_n}+{m.b_n}"
+
+
 def _delta(m: MetricDiff) -> tuple[str, str]:
     """(the delta column, the p/n column) of one metric of one cell."""
     p = m.p_adj if m.p_adj is not None else m.p
     if m.verdict in ("better", "worse"):
-        return fmt_pct(m.delta_pct), f"(p={p:.3f} n={m.a_n}+{m.b_n})  {MARK[m.verdict]}"
+        return fmt_pct(m.delta_pct), f"(p={p:.3f} {_n(m)})  {MARK[m.verdict]}"
     if m.verdict == "~":
-        return "~", f"(p={p:.3f} n={m.a_n}+{m.b_n})"
+        return "~", f"(p={p:.3f} {_n(m)})"
+    if m.verdict == "inconclusive":
+        where = "within the floor" if "within" in m.note else "beyond the floor in this cell only"
+        return fmt_pct(m.delta_pct), f"(p={p:.3f} n={m.a_n}+{m.b_n}; one launch a side: {where})  ?"
     if m.verdict == "too-few":
         return fmt_pct(m.delta_pct), f"(n={m.a_n}+{m.b_n}: too few to test)"
     why = {"chunk": "pooled chunks", "cell": "one figure per cell"}.get(METRICS[m.metric].kind, "no per-request samples")
@@ -39,7 +49,8 @@ def metric_table(r: DiffResult, metric: str) -> Table | None:
         return None
     g = r.geomean.get(metric)
     if g:
-        rows.append(["geomean", fmt_num(g["a"]), fmt_num(g["b"]), fmt_pct(g["delta_pct"]), f"({g['cells']} cells)"])
+        ci = f", launch-aware CI [{fmt_pct(g['low_pct'])}, {fmt_pct(g['high_pct'])}]" if "low_pct" in g else ""
+        rows.append(["geomean", fmt_num(g["a"]), fmt_num(g["b"]), fmt_pct(g["delta_pct"]), f"({g['cells']} cells{ci})"])
     return Table(["cell", "A", "B", "delta", "p, n"], rows, align="lrrrl")
 
 
@@ -68,12 +79,8 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
             m = METRICS[metric]
             rep.add(Heading(f"{metric}: {m.label}, {m.unit}, {m.better} is better ({_centre_note(m.kind)})", 3), t)
     corr = "Holm-adjusted over all tests" if r.correction == "holm" else "not adjusted for multiple tests"
-    rep.add(Para(f"~ : no significant change (Mann-Whitney U on the per-request samples, p >= {ALPHA}, {corr}). "
-                 f"Not tested: fewer than {MIN_SAMPLES} requests on a side; pooled chunk figures (the chunks of one "
-                 "request are not independent samples: itl_req_mean_ms is the tested view of the same gaps); one "
-                 "figure per cell (throughputs, accept_length); summary-only imports."
-                 + (" Goodput is one figure per cell (not tested); slo_attainment, a share of the requests, is tested "
-                    "with Fisher's exact test on the two counts (Wilson 95% intervals)." if r.slo is not None else "")))
+    rep.add(*_noise_blocks(r))
+    rep.add(Para(_legend(r, corr)))
     notes = sorted({f"{c.label}: {n}" for c in r.cells if c.comparable for n in c.notes})
     if notes:
         rep.add(Heading("Notes", 3), Items(notes))
@@ -96,6 +103,47 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
 
         rep.add(Heading("Plots"), *[Image(n, c, png) for n, c, png in all_plots([("A", a), ("B", b)])])
     return rep
+
+
+def _legend(r: DiffResult, corr: str) -> str:
+    """What `~`, `?` and the untested mean in this diff: per-request tests where launch noise is unknown, a
+    t-test of the per-launch figures where it is known (docs/results.md#launch-noise)."""
+    sources = {x["source"] for x in r.noise.values()}
+    launch = any(s != DEFAULT_FLOOR for s in sources)
+    floor = DEFAULT_FLOOR in sources or not sources
+    out = [f"~ : no significant change (p >= {ALPHA}, {corr})."]
+    if launch:
+        out.append("Where the launch noise is known (launches n+m, CI: the change's 95% CI): a t-test of the "
+                   "per-launch figures on the log scale, the launch variance pooled over the arm's cells; every "
+                   "metric is tested this way.")
+    if floor:
+        out.append(f"One launch a side (n=requests): Mann-Whitney U on the per-request samples, and `?` "
+                   f"(inconclusive) for a change within the default floor ±{r.floor_pct:g}% or not arm-wide. Not "
+                   f"tested: fewer than {MIN_SAMPLES} requests on a side; pooled chunk figures (the chunks of one "
+                   "request are not independent samples: itl_req_mean_ms is the tested view of the same gaps); one "
+                   "figure per cell (throughputs, accept_length); summary-only imports."
+                   + (" Goodput is one figure per cell (not tested); slo_attainment, a share of the requests, is "
+                      "tested with Fisher's exact test on the two counts (Wilson 95% intervals)."
+                      if r.slo is not None else ""))
+    return " ".join(out)
+
+
+def _noise_blocks(r: DiffResult) -> list:
+    """Which launch noise each arm's verdicts used (docs/results.md#launch-noise), arms with the same grouped."""
+    if not r.noise:
+        return []
+    groups: dict[tuple, list[str]] = {}
+    for arm, x in r.noise.items():
+        groups.setdefault((x["launches_a"], x["launches_b"], x["source"]), []).append(arm)
+    items = []
+    for (la, lb, src), arms in groups.items():
+        if src == DEFAULT_FLOOR:
+            src = (f"unknown (one launch per side, no calibration): a change is called only beyond the default floor "
+                   f"±{r.floor_pct:g}% in the cell and arm-wide, with the per-request test agreeing; anything less "
+                   "is inconclusive (`toolkit bench noise` calibrates this GPU and environment, `launches: 3` "
+                   "measures it)")
+        items.append(f"{', '.join(arms)}: launches {la} (A) + {lb} (B); launch noise {src}")
+    return [Heading("Launch noise", 3), Items(items)]
 
 
 def _centre_note(kind: str) -> str:

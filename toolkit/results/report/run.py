@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from toolkit.results.archive import Archive
 from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
                                           fmt_num, fmt_stat)
-from toolkit.schema.keys import cell_key
 from toolkit.schema.manifest import ArmState, Derived
 from toolkit.schema.records import CellSummary, Stat
 from toolkit.schema.slo import SloAnalysis
@@ -41,6 +40,7 @@ class RunView:
     data: dict = field(default_factory=dict)
     archive: Archive | None = None
     slo: SloAnalysis | None = None  # the run against its service-level objectives, when it has some
+    noise: dict | None = None  # the launch noise the run can see (report/noise.py), with two or more launches
 
 
 def status_text(status: str, why: str | None) -> str:
@@ -67,6 +67,7 @@ def _matrix_facts(spec: dict) -> list[list[str]]:
             ["concurrency", ", ".join(str(c) for c in spec.get("concurrency") or [])],
             ["output length", spec.get("output_len")], ["requests per cell", per_cell],
             ["warmup / repeats / seed", " / ".join(str(spec.get(k, "-")) for k in ("warmup", "repeats", "seed"))],
+            ["launches per arm", spec.get("launches") if (spec.get("launches") or 1) > 1 else None],
             ["api", spec.get("api")]]
     return [[k, str(v)] for k, v in rows if v not in (None, "", [])]
 
@@ -92,6 +93,8 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
              ["image", image or "-"], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
              ["toolkit", f"{m.toolkit.version or '-'} {m.toolkit.git_sha or ''}".strip()],
              ["source", f["source"]]] + _matrix_facts(spec)
+    if m.purpose:
+        facts.insert(2, ["purpose", m.purpose])
     from toolkit.results.slo import analyse, objectives_for
 
     from toolkit.results.verdicts import current, judged_cells
@@ -110,11 +113,19 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
             commands.append(f"{arm}: {' '.join(map(str, cmd)) if isinstance(cmd, list) else cmd}")
         elif info.preset:
             commands.append(f"{arm}: " + " ".join(f"--{k} {v}" for k, v in info.preset.items()))
+    from toolkit.results.report.noise import noise_data
+
+    noise = noise_data(a, objectives)
+    if len(m.rounds) > 1:
+        facts.append(["launch rounds (arm order)", " | ".join(", ".join(r) for r in m.rounds)])
     data = {"facts": f, "manifest": m.model_dump(mode="json"),
             "cells": {k: c.model_copy(update={"metrics": ms}).model_dump(mode="json") for k, c, ms in cells},
             "derived": derived.model_dump(mode="json")}
+    if noise is not None:
+        data["noise"] = noise
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
-                   commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo)
+                   commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo,
+                   noise=noise)
 
 
 def eligibility_of(cells: list[CellSummary], derived: Derived):
@@ -153,7 +164,7 @@ def from_result(matrix, cells: list[CellSummary], derived: Derived | dict) -> Ru
     from toolkit.results.cells import stored_stats
 
     derived = _derived(derived)
-    view_cells = [(cell_key(c.arm, c.domain, c.concurrency, c.repeat), c, stored_stats(c)) for c in cells]
+    view_cells = [(c.key, c, stored_stats(c)) for c in cells]
     spec = matrix.model_dump(mode="json") if hasattr(matrix, "model_dump") else dict(matrix)
     return RunView(title=f"Run {spec.get('name')}", facts=[["matrix", str(spec.get("name"))]] + _matrix_facts(spec),
                    cells=view_cells, derived=derived, description=spec.get("description") or "", slo=derived.slo,
@@ -162,10 +173,13 @@ def from_result(matrix, cells: list[CellSummary], derived: Derived | dict) -> Ru
 
 
 def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]], elig=None) -> Table:
-    """status: ok, FAILED, `excluded: <why>` (no verdict uses the cell) or `ok, <why>` (verdicts name it)."""
+    """One row per cell; a `launch` column after `rep` when the run launched its arms more than once. status: ok,
+    FAILED, `excluded: <why>` (no verdict uses the cell) or `ok, <why>` (verdicts name it)."""
     rows = []
-    for _, c, m in sorted(cells, key=lambda t: (t[1].arm, t[1].domain, t[1].concurrency, t[1].repeat)):
-        head = [c.arm, c.domain, str(c.concurrency), str(c.repeat), str(c.n_requests), str(c.n_errors)]
+    launched = any(c.launch for _, c, _ in cells)
+    for _, c, m in sorted(cells, key=lambda t: (t[1].arm, t[1].domain, t[1].concurrency, t[1].launch, t[1].repeat)):
+        head = [c.arm, c.domain, str(c.concurrency), str(c.repeat)] + ([str(c.launch)] if launched else []) \
+            + [str(c.n_requests), str(c.n_errors)]
         if c.status != "ok":
             rows.append(head + ["-"] * 9 + ["FAILED"])
             continue
@@ -173,7 +187,8 @@ def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]], elig=None
                             fmt_stat(m.get("ttft_ms")), fmt_stat(m.get("ttft_ms"), "p99"), fmt_stat(m.get("tpot_ms")),
                             fmt_stat(m.get("itl_ms")), fmt_stat(m.get("e2e_ms")), fmt_stat(m.get("e2e_ms"), "p99"),
                             fmt_stat(m.get("accept_length")), _status(c, elig)])
-    return Table(CELL_COLUMNS, rows, align="ll" + "r" * 13 + "l")
+    cols = CELL_COLUMNS[:4] + ["launch"] + CELL_COLUMNS[4:] if launched else CELL_COLUMNS
+    return Table(cols, rows, align="ll" + "r" * (len(cols) - 3) + "l")
 
 
 def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Items | None:
@@ -200,10 +215,20 @@ def speedup_table(derived: Derived) -> Table:
     return Table(SPEEDUP_COLUMNS, rows, align="ll" + "r" * 6 + "l")
 
 
+def _speedup_note(d: Derived) -> str:
+    """How the paired CIs were made: the bootstrap (older archives), or per the launch noise (d.noise set)."""
+    if d.noise is None:
+        return SPEEDUP_NOTE
+    how = sorted({r.ci_method for r in d.speedups if r.ci_method})
+    return ("throughput x: the ratio of the cells' output tok/s. paired x: the ratio of per-prompt output rates (sum "
+            "of tokens / sum of E2E) over the same prompts, with a 95% CI whose unit is the server launch: "
+            + "; ".join(how) + ".")
+
+
 def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
     out: list = []
     if d.speedups:
-        out += [Heading(f"Speedup over the baseline ({d.baseline})"), speedup_table(d), Para(SPEEDUP_NOTE)]
+        out += [Heading(f"Speedup over the baseline ({d.baseline})"), speedup_table(d), Para(_speedup_note(d))]
     advice = [f"{c.arm} / {c.domain}: {c.note}" for c in d.crossovers]
     advice += [f"{arm}: {threshold_advice(d, arm)}" for arm in d.recommended_disable_batch_threshold]
     if advice:
@@ -262,11 +287,15 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
     sources = acceptance_sources(v.cells)
     if sources is not None:
         r.add(Para("Acceptance length (accept), per arm:"), sources)
-    failed = [f"{c.arm} {c.domain} c={c.concurrency} rep {c.repeat}: {c.reason}" for _, c, _ in v.cells
-              if c.status != "ok"]
+    failed = [f"{c.arm} {c.domain} c={c.concurrency} rep {c.repeat}" + (f" launch {c.launch}" if c.launch else "")
+              + f": {c.reason}" for _, c, _ in v.cells if c.status != "ok"]
     if failed:
         r.add(Heading("Failed cells"), Items(failed))
     r.add(*eligibility_blocks(elig), *_derived_blocks(v.derived, v.slo))
+    if v.noise is not None:
+        from toolkit.results.report.noise import noise_blocks
+
+        r.add(*noise_blocks(v.noise))
     if v.commands:
         r.add(Heading("Server commands"), Code("\n".join(v.commands)))
     if plots and v.archive is not None:

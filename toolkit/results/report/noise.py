@@ -1,0 +1,65 @@
+"""The launch noise a run can see (`results show`, report.md, `--json` under `noise`): per arm and metric the
+launch-to-launch coefficient of variation (runs with two or more launches per arm), and per cell the
+smallest change a comparison of this run with one like it could detect at the run's alpha and 80% power.
+toolkit/results/launches.py defines every figure; docs/results.md#launch-noise explains them."""
+
+from __future__ import annotations
+
+from toolkit.results.archive import Archive
+from toolkit.results.launches import ALPHA, POWER, mde_pct
+from toolkit.results.report.model import Heading, Para, Table, fmt_num
+from toolkit.schema.metrics import NAMES
+
+NOTE = ("launch CV: the coefficient of variation of a cell's per-launch figure (the launch's median for request "
+        "metrics, its figure for cell metrics) from one launch to the next, pooled over the arm's cells (df: its "
+        "degrees of freedom, Satterthwaite, lower when launches move all cells together). MDE: the smallest change "
+        f"a comparison with a run like this one (the same launches a side) detects with {POWER:.0%} power at "
+        f"alpha {ALPHA}; per cell in `--json` (noise.cells). A change smaller than the MDE can be real, but this "
+        "design cannot tell it from a relaunch.")
+
+
+def noise_data(a: Archive, objectives=None) -> dict | None:
+    """{arms: {arm: {metric: {cv, df, cells, launches, mde_pct}}}, cells: {label: {metric: mde_pct}}, alpha,
+    power}; None when no arm has two launches."""
+    from toolkit.results.cells import CellReader
+    from toolkit.results.noise import LaunchView
+
+    view = LaunchView(CellReader(a, objectives))
+    arms = sorted({g[0] for g in view.groups})
+    if not any(view.arm_launches(arm) >= 2 for arm in arms):
+        return None
+    out: dict = {"arms": {}, "cells": {}, "alpha": ALPHA, "power": POWER}
+    for arm in arms:
+        for metric in NAMES:
+            n = view.noise(arm, metric)
+            if n is None:
+                continue
+            k = view.arm_launches(arm)
+            out["arms"].setdefault(arm, {})[metric] = {"cv": n.cv, "df": n.df, "cells": n.cells, "launches": k,
+                                                      "mde_pct": mde_pct(n, k)}
+            for g in view.arm_groups(arm):
+                la = view.launches(g)
+                if la >= 1:
+                    label = f"{g[0]} {g[1]} c={g[2]} out={g[3]}"
+                    out["cells"].setdefault(label, {})[metric] = mde_pct(n, la)
+    return out
+
+
+def _pct(v: float) -> str:
+    return f"{v:.1f}%" if v < 1000 else ">1000%"  # beyond 10x: no comparison of this design detects anything
+
+
+def noise_blocks(data: dict | None, metrics: tuple[str, ...] = ("output_tok_s", "ttft_ms", "tpot_ms", "e2e_ms",
+                                                                 "req_output_tok_s", "accept_length")) -> list:
+    if not data:
+        return []
+    rows = []
+    for arm, by in data["arms"].items():
+        for metric in metrics:
+            x = by.get(metric)
+            if x is not None:
+                rows.append([arm, metric, str(x["launches"]), f"{x['cv']:.1%}", fmt_num(x["df"]), str(x["cells"]),
+                             _pct(x["mde_pct"])])
+    return [Heading("Launch-to-launch noise"),
+            Table(["arm", "metric", "launches", "launch CV", "df", "cells", "MDE per cell"], rows, align="ll"),
+            Para(NOTE)]
