@@ -18,7 +18,9 @@ tk() { python3 -m toolkit.cli "$@"; }
 if [ -z "${SGL_COPY:-}" ]; then
   rm -rf "$DEST/repo" && mkdir -p "$DEST/repo"
   tar --exclude=./.sglwheels --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$DEST/repo"
-  for a in .sglwheels/part*.tar.xz; do [ -e "$a" ] && python3 benchmarks/sglang_h200/unpack.py "$a" --dest "$SITE"; done
+  if [ -z "${SGL_DRY:-}" ]; then  # a dry run's SITE is the fake sglang in tests/: never unpack into it
+    for a in .sglwheels/part*.tar.xz; do [ -e "$a" ] && python3 benchmarks/sglang_h200/unpack.py "$a" --dest "$SITE"; done
+  fi
   cd "$DEST/repo" && SGL_COPY=1 exec bash "$SCRIPT" "$DEST"
 fi
 
