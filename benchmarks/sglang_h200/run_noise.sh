@@ -5,7 +5,7 @@
 #      concurrency 1, 8, 32: the reference, with its launch-to-launch noise;
 #   2. `toolkit results reproduce` of it: an A/A pair (same machine, minutes later): the verdict should be
 #      `reproduced within +-X %`;
-#   3. the same replay with TOOLKIT_INJECT_FORWARD_SLEEP_MS=$SLEEP_MS (default 1) in the servers' environment:
+#   3. the same replay with TOOLKIT_INJECT_FORWARD_SLEEP_MS=$SLEEP_MS (default 2) in the servers' environment:
 #      every scheduler step sleeps that long (the patch; overlap scheduling is off, so the slowdown is known:
 #      at concurrency 1 the baseline's TPOT grows by SLEEP_MS): the verdict should be `differs`.
 # After each stage DEST/noise.tar.gz holds results/ and the verdicts so far; DEST/DONE when finished.
@@ -14,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 DEST=${1:-/tmp/sglang-noise-out}
-SLEEP_MS=${SLEEP_MS:-1}
+SLEEP_MS=${SLEEP_MS:-2}
 SCRIPT=benchmarks/sglang_h200/run_noise.sh ENV_SPEC=envs/sglang-0.5.17-h200-noise.yaml
 source benchmarks/sglang_h200/setup.sh
 

@@ -36,10 +36,15 @@ for flag in ("--port", "--tp-size", "--max-running-requests", "--cuda-graph-max-
     p.add_argument(flag, type=int)
 p.add_argument("--mem-fraction-static", type=float)
 p.add_argument("--cuda-graph-bs", type=int, nargs="+")
-for flag in ("--trust-remote-code", "--enable-metrics", "--enable-torch-symm-mem", "--crash-after-start"):
+for flag in ("--trust-remote-code", "--enable-metrics", "--enable-torch-symm-mem", "--crash-after-start",
+             "--disable-overlap-schedule", "--skip-server-warmup"):
     p.add_argument(flag, action="store_true")
 p.add_argument("--token-ms", type=float, default=1.0, help="fake: time per decode step")
 args = p.parse_args()
+# envs/patches/sglang-0.5.17-inject-forward-sleep.patch: a sleep before every step, off unless set
+INJECT_S = float(os.environ.get("TOOLKIT_INJECT_FORWARD_SLEEP_MS") or 0) / 1000
+if INJECT_S:
+    print(f"toolkit-inject: sleeping {INJECT_S * 1000:g} ms before every forward", flush=True)
 
 if args.crash_after_start:
     print("fatal: simulated crash during start", flush=True)
@@ -126,7 +131,7 @@ class H(http.server.BaseHTTPRequestHandler):
             k = min(n - done, 1 + steps % 3) if SPEC else 1
             done += k
             steps += 1
-            time.sleep(args.token_ms / 1000)
+            time.sleep(args.token_ms / 1000 + INJECT_S)
             if chat:
                 for i in range(done - k, done):
                     self._chunk(_chat({"delta": {"content": " x"}, "finish_reason": None}, i + 1))
