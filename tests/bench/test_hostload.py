@@ -21,9 +21,11 @@ from toolkit.schema.eligibility import busy_check
 
 # n busy loops in processes of their own, outside this process's tree (as a second matrix on the host
 # would be): the launcher forks them, prints their pids and exits, so they are re-parented
-HOG = ("import os, sys\npids = []\nfor _ in range(int(sys.argv[1])):\n    pid = os.fork()\n    if pid == 0:\n"
+# (each loop ends by itself after 300 s, should the test die before it stops them)
+HOG = ("import os, sys, time\npids = []\nfor _ in range(int(sys.argv[1])):\n    pid = os.fork()\n    if pid == 0:\n"
        "        null = os.open(os.devnull, os.O_RDWR)\n        for fd in (0, 1, 2):\n            os.dup2(null, fd)\n"
-       "        while True: pass\n    pids.append(pid)\nprint(*pids, flush=True)\nos._exit(0)\n")
+       "        end = time.monotonic() + 300\n        while time.monotonic() < end: pass\n        os._exit(0)\n"
+       "    pids.append(pid)\nprint(*pids, flush=True)\nos._exit(0)\n")
 
 
 class HogAroundSecondCell:
