@@ -41,6 +41,9 @@ class HogAroundSecondCell:
     def arm_starting(self, arm: str) -> None:
         pass
 
+    def arm_waiting(self, arm: str, text: str) -> None:
+        pass
+
     def on_record(self, cell):
         return lambda rec: None
 
@@ -90,6 +93,7 @@ def test_a_cell_beside_a_cpu_hog_carries_the_busy_host_warning(tmp_path: Path) -
     assert hog.done == ["baseline__coding__c1__r0", "baseline__coding__c2__r0"]
     a = open_archive(res.path)
     quiet, busy = (a.cell_map[k] for k in hog.done)
+    assert quiet.status == busy.status == "ok", (quiet.reason, busy.reason)
     # sized by time per level: each cell measured for its level's seconds (a request in flight may end later)
     assert 3 <= quiet.duration_s < 3 + 30 and 5 <= busy.duration_s < 5 + 30
     assert all(set(c.checked) == {"stall", "busy-host"} and c.host["samples"] >= 3 for c in (quiet, busy))

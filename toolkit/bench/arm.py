@@ -119,9 +119,9 @@ class ArmRunner:
             return True
         except Exception as exc:  # noqa: BLE001 - a ToolkitError says why; anything else is named with its type
             took = time.monotonic() - t0
-            self.record.update(ok=False, error=exc.message, startup_s=None)
-            self.ledger.add_time("launch_failed_s", self.arm, took)
             message, hint = _reason(exc)
+            self.record.update(ok=False, error=message, startup_s=None)
+            self.ledger.add_time("launch_failed_s", self.arm, took)
             self.fail(cells, f"{message} ({took:.1f} s after launch)", hint or launcher.log_tail(20))
             launcher.stop()
             self._archive_log()

@@ -84,6 +84,7 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
     """The winner and the arm as it was against the baseline on held-out prompts; the A/A check of the
     baseline against itself where the runs have one; the disable threshold by the crossover rule, over the
     cells a verdict may use (toolkit/schema/eligibility.py: a DRIFT cell is one it may not)."""
+    from toolkit.bench import derive
     from toolkit.results.archive import open_archive
     from toolkit.results.verdicts import advice_text, crossovers, judged_cells, recommended_threshold, never_pays_off
 
