@@ -145,6 +145,7 @@ def reproduce_cmd(
     The server launch is the unit of replication (docs/results.md#launch-noise). Verdicts, with the margin
     X (--tolerance):
 
+    \b
       reproduced within ±X %   exit 0: every metric's change (geometric mean over the cells) is within ±X
                                with confidence (TOST), no cell differs, every cell tested
       differs                  exit 1: a change beyond ±X with confidence (cells named, with the CI), or a
