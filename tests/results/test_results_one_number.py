@@ -43,7 +43,10 @@ def test_show_and_diff_read_the_same_median(run: str) -> None:
             if METRICS[name].kind == "request":
                 assert (dm[name]["a_low"], dm[name]["a_high"]) == (stat["ci_low"], stat["ci_high"]), (key, name)
             compared += 1
-    ok_cells = [c for c in cells.values() if c["status"] == "ok"]
+    ok_cells = [c for c in cells.values() if c["status"] == "ok" and repeats[(c["arm"], c["domain"],
+                                                                            c["concurrency"], c["output_len"])] == 1]
+    if not ok_cells:  # failed runs; several launches or repeats a group: diff reads the group, show each cell
+        pytest.skip(f"{run}: no ok cell alone in its group (every cell failed, or launches/repeats)")
     assert compared >= 6 * len(ok_cells)  # at least the latencies and throughputs of every measured cell
 
 

@@ -5,9 +5,11 @@ toolkit/results/launches.py defines every figure; docs/results.md#launch-noise e
 
 from __future__ import annotations
 
+import math
+
 from toolkit.results.archive import Archive
 from toolkit.results.launches import ALPHA, POWER, mde_pct
-from toolkit.results.report.model import Heading, Para, Table, fmt_num
+from toolkit.results.report.model import Heading, Items, Para, Table, fmt_num
 from toolkit.schema.metrics import NAMES
 
 NOTE = ("launch CV: the coefficient of variation of a cell's per-launch figure (the launch's median for request "
@@ -18,9 +20,37 @@ NOTE = ("launch CV: the coefficient of variation of a cell's per-launch figure (
         "design cannot tell it from a relaunch.")
 
 
+# a launch this far from every other launch of its cell (a factor, either way) is named beside the CV: a
+# relaunch on one GPU moves a cell by 5-10 % (docs/results.md, the H200 reference run); 2x is a one-time
+# cost (kernels compiled on a fresh machine, a stall) or a launch that did not serve like the others
+OUTLIER_FACTOR = 2.0
+OUTLIER_METRICS = ("output_tok_s", "tpot_ms", "ttft_ms")
+
+
+def outlier_launches(view, arm: str) -> list[dict]:
+    """Launches of the arm whose figure in a cell is OUTLIER_FACTOR or more from every other launch of that
+    cell (cells with three or more launches: with two, neither is the odd one)."""
+    out = []
+    for g in view.arm_groups(arm):
+        for metric in OUTLIER_METRICS:
+            figs = view.figures(g, metric)
+            if len(figs) < 3:
+                continue
+            for launch, v in figs.items():
+                others = [x for k, x in figs.items() if k != launch]
+                if v > 0 and all(x > 0 for x in others):
+                    near = min(others, key=lambda x: abs(math.log(x / v)))
+                    factor = max(v / near, near / v)
+                    if factor >= OUTLIER_FACTOR:
+                        out.append({"arm": arm, "cell": f"{g[1]} c={g[2]}", "metric": metric, "launch": launch,
+                                    "value": v, "others": sorted(others), "factor": factor})
+    return out
+
+
 def noise_data(a: Archive, objectives=None) -> dict | None:
-    """{arms: {arm: {metric: {cv, df, cells, launches, mde_pct}}}, cells: {label: {metric: mde_pct}}, alpha,
-    power}; None when no arm has two launches."""
+    """{arms: {arm: {metric: {cv, df, cells, launches, mde_pct}}}, cells: {label: {metric: mde_pct}},
+    outliers: [{arm, cell, metric, launch, value, others, factor}], alpha, power}; None when no arm has two
+    launches."""
     from toolkit.results.cells import CellReader
     from toolkit.results.noise import LaunchView
 
@@ -42,6 +72,7 @@ def noise_data(a: Archive, objectives=None) -> dict | None:
                 if la >= 1:
                     label = f"{g[0]} {g[1]} c={g[2]} out={g[3]}"
                     out["cells"].setdefault(label, {})[metric] = mde_pct(n, la)
+        out.setdefault("outliers", []).extend(outlier_launches(view, arm))
     return out
 
 
@@ -60,6 +91,14 @@ def noise_blocks(data: dict | None, metrics: tuple[str, ...] = ("output_tok_s", 
             if x is not None:
                 rows.append([arm, metric, str(x["launches"]), f"{x['cv']:.1%}", fmt_num(x["df"]), str(x["cells"]),
                              _pct(x["mde_pct"])])
-    return [Heading("Launch-to-launch noise"),
-            Table(["arm", "metric", "launches", "launch CV", "df", "cells", "MDE per cell"], rows, align="ll"),
-            Para(NOTE)]
+    blocks = [Heading("Launch-to-launch noise"),
+              Table(["arm", "metric", "launches", "launch CV", "df", "cells", "MDE per cell"], rows, align="ll"),
+              Para(NOTE)]
+    odd = data.get("outliers") or []
+    if odd:
+        blocks.append(Para(f"Launches {OUTLIER_FACTOR:g}x or more away from every other launch of their cell (in the "
+                           "CVs above; a one-time cost such as kernels compiled on a fresh machine, or a launch that "
+                           "did not serve like the others: look at its log before trusting a comparison):"))
+        blocks.append(Items([f"{o['arm']} launch {o['launch']}, {o['cell']}: {o['metric']} {fmt_num(o['value'])} "
+                             f"vs {', '.join(fmt_num(x) for x in o['others'])} ({o['factor']:.1f}x)" for o in odd]))
+    return blocks
