@@ -170,7 +170,8 @@ def capacities(cells: list[CellSlo]) -> list[Capacity]:
             if cap.holds_again:
                 cap.note += (f"; holds again at {_levels(cap.holds_again)} (not counted: "
                              + ("the level below fails)" if not stop.excluded else f"c={stop.concurrency} is not judged)"))
-        later = [c for c in unjudged if stop is not None and c.concurrency > stop.concurrency]
+        later = [c for c in unjudged if stop is not None and c.concurrency > stop.concurrency
+                 and len(unjudged) < len(cs)]  # all unjudged: the note above lists every level already
         if later:
             cap.note += "; not judged: " + ", ".join(f"c={c.concurrency} ({_codes(c)})" for c in later)
         if cap.qualified:
