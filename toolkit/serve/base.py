@@ -233,6 +233,15 @@ class BaseLauncher:
         """What the server says about itself: nothing, unless an engine's launcher knows how to ask."""
         return {}
 
+    def stop_info(self) -> dict:
+        """How the last stop went: {signals: [what was sent, in order], warnings: [...], exit_code}; {} when
+        the toolkit stops nothing."""
+        return {}
+
+    def log_text(self) -> str | None:
+        """The whole log as the toolkit kept it (None where it keeps none: log_tail is all there is)."""
+        return None
+
     def flush_cache(self) -> bool | None:
         """Nothing to reset, unless an engine's launcher knows how (SGLang: /flush_cache)."""
         return None
@@ -256,7 +265,13 @@ def _pdeathsig() -> None:
 
 
 class ProcessLauncher(BaseLauncher):
-    """A server as a child process in its own process group; stdout+stderr go to a log file."""
+    """A server as a child process in its own process group; stdout+stderr go to a log file.
+
+    A stop sends `stop_signal` (to the whole group, or to the leader alone where the engine ends its own
+    children more cleanly that way) and waits up to stop_timeout_s before anything harsher."""
+
+    stop_signal: int = signal.SIGTERM
+    stop_group: bool = True
 
     def __init__(self, command: list[str], *, log_path: Path, env: dict | None = None, host: str = "127.0.0.1",
                  port: int | None = None, stop_timeout_s: float = 10.0):
@@ -283,20 +298,63 @@ class ProcessLauncher(BaseLauncher):
         return self.proc.poll() if self.proc else None
 
     def _terminate(self) -> None:
+        """The polite signal (stop_signal, to the leader or its group), a bounded wait, then SIGTERM to the group
+        and SIGKILL to the group, each after its own wait; every step taken and every escalation is noted in
+        stop_info(). Whatever the leader left in its group is killed too."""
+        self._stop_notes = {"signals": [], "warnings": []}
         if self.proc is None or self.proc.poll() is not None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            self.proc.wait(self.stop_timeout_s)
-        except subprocess.TimeoutExpired:
+        steps = [(self.stop_signal, self.stop_group, self.stop_timeout_s)]
+        if (self.stop_signal, self.stop_group) != (signal.SIGTERM, True):
+            steps.append((signal.SIGTERM, True, self.stop_timeout_s))
+        steps.append((signal.SIGKILL, True, 10.0))
+        for i, (sig, group, wait) in enumerate(steps):
+            said = f"{signal.Signals(sig).name} to the {'process group' if group else 'leader'}"
+            if not self._signal(sig, group):
+                break
+            self._stop_notes["signals"].append(said)
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(5)
+                self.proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                later = steps[i + 1] if i + 1 < len(steps) else None
+                self._stop_notes["warnings"].append(
+                    f"{self.name} did not exit within {wait:g} s of {said}"
+                    + (f"; sent {signal.Signals(later[0]).name} to the process group" if later else "; gave up on it"))
+        self._reap_group()
+        self._stop_notes["exit_code"] = self.proc.poll()
+
+    def _signal(self, sig: int, group: bool) -> bool:
+        """Send sig to the leader or its whole group; False when there is nothing left to signal."""
+        try:
+            (os.killpg if group else os.kill)(self.proc.pid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    def _reap_group(self, grace_s: float = 5.0) -> None:
+        """Processes the leader left behind in its group (its children, when it did not end them): a short
+        grace, then SIGKILL, with a warning."""
+        deadline = time.monotonic() + grace_s
+        while self._group_alive():
+            if time.monotonic() > deadline:
+                self._stop_notes["warnings"].append(f"{self.name} exited but left processes in its group: killed")
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                return
+            time.sleep(0.1)
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    def stop_info(self) -> dict:
+        return dict(getattr(self, "_stop_notes", {}))
 
     def log_tail(self, n: int = 40) -> str:
         try:
@@ -308,6 +366,12 @@ class ProcessLauncher(BaseLauncher):
         except OSError:
             return ""
         return "\n".join(lines[-n:])
+
+    def log_text(self) -> str | None:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return None
 
     def info(self) -> dict:
         return {**super().info(), "pid": self.proc.pid if self.proc else None, "log": str(self.log_path)}
