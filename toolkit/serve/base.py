@@ -45,6 +45,8 @@ class Launcher(Protocol):
     def flush_cache(self) -> bool | None: ...  # reset counters and caches; None: nothing the toolkit resets
     def stop(self) -> None: ...
     def log_tail(self, n: int = 40) -> str: ...
+    def log_text(self) -> str | None: ...  # the whole log kept by the toolkit (None: log_tail is all there is)
+    def stop_info(self) -> dict: ...  # how the last stop went: signals sent, warnings, exit code
     def exit_code(self) -> int | None: ...  # None while running (or not managed)
 
 
