@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,16 @@ def _alive(pid: int) -> bool:
             return not f.read().split(") ")[1].startswith("Z")
     except FileNotFoundError:
         return False
+
+
+def _all_gone(pids: list[int], deadline_s: float = 30) -> bool:
+    """Every pid has ended (a SIGKILL takes effect when the process is next scheduled)."""
+    end = time.monotonic() + deadline_s
+    while any(_alive(p) for p in pids):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def _children(pid: int) -> list[int]:
@@ -119,7 +131,7 @@ def test_a_stop_takes_sglangs_clean_path(tmp_path):
     assert info == {"signals": ["SIGINT to the leader"], "warnings": [], "exit_code": 0}
     log = srv.log_text()
     assert "Finished server process" in log and "SIGQUIT" not in log and "crashed" not in log
-    assert not any(_alive(c) for c in children)
+    assert _all_gone(children)
 
 
 @pytest.mark.slow
@@ -133,7 +145,7 @@ def test_a_server_that_ignores_stop_signals_still_ends_with_a_warning(tmp_path):
     assert info["signals"] == ["SIGINT to the leader", "SIGTERM to the process group", "SIGKILL to the process group"]
     assert info["exit_code"] == -signal.SIGKILL
     assert len(info["warnings"]) == 2 and "did not exit within 1 s of SIGINT to the leader" in info["warnings"][0]
-    assert not _alive(srv.proc.pid) and not any(_alive(c) for c in children)
+    assert _all_gone([srv.proc.pid, *children])
 
 
 def test_the_archived_log_keeps_the_start_up_and_the_tail():
@@ -150,3 +162,24 @@ def test_the_archived_log_keeps_the_start_up_and_the_tail():
     assert cap_line("\n".join(head[2:] + head[1:2])) is None  # printed after the start-up: not SGLang's cap line
     # a start that never answered: the whole head (up to the cap) is start-up
     assert head_and_tail("\n".join(["x"] * 300), tail=100).count("x") == 300
+
+
+@pytest.mark.slow
+def test_processes_the_leader_leaves_in_its_group_are_killed_with_a_warning(tmp_path):
+    from toolkit.serve import ProcessLauncher
+
+    child = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('child-ready', flush=True); " \
+            "time.sleep(600)"
+    srv = ProcessLauncher([sys.executable, "-c", f"import subprocess, sys, time; subprocess.Popen([sys.executable, "
+                           f"'-c', {child!r}]); time.sleep(600)"], log_path=tmp_path / "p.log")
+    srv.start()
+    deadline = time.monotonic() + 60
+    while "child-ready" not in (srv.log_text() or ""):
+        assert time.monotonic() < deadline, srv.log_text()
+        time.sleep(0.1)
+    children = _children(srv.proc.pid)
+    srv.stop()
+    info = srv.stop_info()
+    assert info["signals"] == ["SIGTERM to the process group"] and info["exit_code"] == -signal.SIGTERM
+    assert info["warnings"] == ["server exited but left processes in its group: killed"]
+    assert children and _all_gone(children)

@@ -349,11 +349,24 @@ class ProcessLauncher(BaseLauncher):
             time.sleep(0.1)
 
     def _group_alive(self) -> bool:
+        """Does a process of the group still run? Zombies waiting for a reaper do not count."""
         try:
             os.killpg(self.proc.pid, 0)
-            return True
         except (ProcessLookupError, PermissionError):
             return False
+        try:
+            pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return True  # no /proc: the kill probe is all there is
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    state, _ppid, pgrp = f.read().rsplit(") ", 1)[1].split()[:3]
+            except (OSError, ValueError, IndexError):
+                continue
+            if int(pgrp) == self.proc.pid and state != "Z":
+                return True
+        return False
 
     def stop_info(self) -> dict:
         return dict(getattr(self, "_stop_notes", {}))
