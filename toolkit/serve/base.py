@@ -300,73 +300,11 @@ class ProcessLauncher(BaseLauncher):
         return self.proc.poll() if self.proc else None
 
     def _terminate(self) -> None:
-        """The polite signal (stop_signal, to the leader or its group), a bounded wait, then SIGTERM to the group
-        and SIGKILL to the group, each after its own wait; every step taken and every escalation is noted in
-        stop_info(). Whatever the leader left in its group is killed too."""
+        from toolkit.serve.stopping import stop_process
+
         self._stop_notes = {"signals": [], "warnings": []}
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        steps = [(self.stop_signal, self.stop_group, self.stop_timeout_s)]
-        if (self.stop_signal, self.stop_group) != (signal.SIGTERM, True):
-            steps.append((signal.SIGTERM, True, self.stop_timeout_s))
-        steps.append((signal.SIGKILL, True, 10.0))
-        for i, (sig, group, wait) in enumerate(steps):
-            said = f"{signal.Signals(sig).name} to the {'process group' if group else 'leader'}"
-            if not self._signal(sig, group):
-                break
-            self._stop_notes["signals"].append(said)
-            try:
-                self.proc.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                later = steps[i + 1] if i + 1 < len(steps) else None
-                self._stop_notes["warnings"].append(
-                    f"{self.name} did not exit within {wait:g} s of {said}"
-                    + (f"; sent {signal.Signals(later[0]).name} to the process group" if later else "; gave up on it"))
-        self._reap_group()
-        self._stop_notes["exit_code"] = self.proc.poll()
-
-    def _signal(self, sig: int, group: bool) -> bool:
-        """Send sig to the leader or its whole group; False when there is nothing left to signal."""
-        try:
-            (os.killpg if group else os.kill)(self.proc.pid, sig)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
-
-    def _reap_group(self, grace_s: float = 5.0) -> None:
-        """Processes the leader left behind in its group (its children, when it did not end them): a short
-        grace, then SIGKILL, with a warning."""
-        deadline = time.monotonic() + grace_s
-        while self._group_alive():
-            if time.monotonic() > deadline:
-                self._stop_notes["warnings"].append(f"{self.name} exited but left processes in its group: killed")
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                return
-            time.sleep(0.1)
-
-    def _group_alive(self) -> bool:
-        """Does a process of the group still run? Zombies waiting for a reaper do not count."""
-        try:
-            os.killpg(self.proc.pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        try:
-            pids = [p for p in os.listdir("/proc") if p.isdigit()]
-        except OSError:
-            return True  # no /proc: the kill probe is all there is
-        for pid in pids:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    state, _ppid, pgrp = f.read().rsplit(") ", 1)[1].split()[:3]
-            except (OSError, ValueError, IndexError):
-                continue
-            if int(pgrp) == self.proc.pid and state != "Z":
-                return True
-        return False
+        if self.proc is not None and self.proc.poll() is None:
+            self._stop_notes = stop_process(self.proc, self.name, self.stop_signal, self.stop_group, self.stop_timeout_s)
 
     def stop_info(self) -> dict:
         return dict(getattr(self, "_stop_notes", {}))
