@@ -11,6 +11,8 @@
       base-image.lock        one base-image build at a time
       active-runs/           one file per matrix run in progress (pid, run): a cell measured while another
                              run is going on the host is marked busy-host (toolkit/bench/hostload.py)
+      jit/<gpu>/<env-hash>/  SGLang's compile and JIT caches, kept between launches (toolkit/serve/jitcache.py)
+    TOOLKIT_JIT_CACHE        `off`: SGLang servers keep their caches where each library puts them (default on)
     TOOLKIT_HOSTS_DIR        host fingerprints (default <cache>/hosts)
     TOOLKIT_RUNS_DIR         provisioning run folders (default <cache>/provision)
     TOOLKIT_SSH_KNOWN_HOSTS  known_hosts for provisioning (default ~/.ssh/known_hosts)
@@ -59,6 +61,7 @@ class Settings:
     event_loop: str | None
     docker_host: str
     no_color: bool
+    jit_cache: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -77,6 +80,7 @@ class Settings:
             event_loop=env.get("TOOLKIT_EVENT_LOOP") or None,
             docker_host=env.get("DOCKER_HOST") or "unix:///var/run/docker.sock",
             no_color="NO_COLOR" in env,
+            jit_cache=(env.get("TOOLKIT_JIT_CACHE") or "on").strip().lower() not in ("off", "0", "false", "no"),
         )
 
 

@@ -80,8 +80,8 @@ def process_target() -> str:
                        "env": {"PYTHONPATH": str(FAKE)}})
 
 
-def run_matrix(m: Path, results: Path, code: int = 0) -> tuple[Path, dict, dict]:
-    r = run_cli("bench", "matrix", str(m), "--results", str(results), "--json", timeout=600)
+def run_matrix(m: Path, results: Path, code: int = 0, env: dict | None = None) -> tuple[Path, dict, dict]:
+    r = run_cli("bench", "matrix", str(m), "--results", str(results), "--json", timeout=600, env=env)
     assert r.returncode == code, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
     return run, json.loads((run / "summary.json").read_text()), json.loads((run / "manifest.json").read_text())
@@ -93,7 +93,7 @@ def checks(summary: dict, name: str) -> list[dict]:
 
 def test_process_arms_one_after_another_with_server_state(tmp_path: Path) -> None:
     m = write_specs(tmp_path, "[baseline, eagle3, ngram]", process_target())
-    run, summary, manifest = run_matrix(m, tmp_path / "results")
+    run, summary, manifest = run_matrix(m, tmp_path / "results", env={"TOOLKIT_CACHE_DIR": str(tmp_path / "cache")})
     assert summary["status"] == "complete" and len(summary["cells"]) == 6
     assert all(c["status"] == "ok" and c["n_errors"] == 0 for c in summary["cells"])
     # one slot: the arms ran one after another, and the measured windows do not overlap
@@ -118,6 +118,23 @@ def test_process_arms_one_after_another_with_server_state(tmp_path: Path) -> Non
     cap = checks(summary, "concurrency-above-max-running-requests")
     assert len(cap) == 1 and cap[0]["severity"] == "error" and "arm ngram" in cap[0]["message"]
     assert "server_info" in cap[0]["message"]
+    # SGLang's own line, quoted from the start-up part of its log
+    assert 'its log: "[' in cap[0]["message"] and "Max running requests is reset to 48" in cap[0]["message"]
+    assert info["eagle3"]["max_running_requests_log_line"] is None  # the preset sets the flag: no such line
+    # one kept cache folder for the environment: the first start compiles into it, the later ones are warm
+    launches = {arm: runs[0] for arm, runs in summary["derived"]["launches"].items()}
+    assert [launches[a]["warm_start"] for a in ("baseline", "eagle3", "ngram")] == [False, True, True]
+    assert len({x["jit_cache"] for x in launches.values()}) == 1
+    assert launches["baseline"]["jit_cache"].startswith(str(tmp_path / "cache" / "jit" / "no-gpu"))
+    assert info["ngram"]["jit_cache"]["warm"] is True
+    # clean stops: SIGINT to the main process only, which ends its children; no escalation
+    for x in launches.values():
+        assert x["stop"] == {"signals": ["SIGINT to the leader"], "warnings": [], "exit_code": 0}
+    assert not checks(summary, "server-stop-escalated")
+    # the archived log: the start-up (argv, the cap line, the first health check) and the end
+    log = (run / launches["ngram"]["log_file"]).read_text()
+    assert log.startswith("FAKE-SGLANG-ARGV") and "Max running requests is reset to 48" in log
+    assert log.rstrip().endswith("include_parent=False")
     # per-request acceptance, with the server's own spec_* fields, for the speculative arms only
     for arm in ("eagle3", "ngram"):
         key = f"{arm}__coding__c1__r0"

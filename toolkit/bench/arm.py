@@ -101,6 +101,7 @@ class ArmRunner:
             took = time.monotonic() - t0
             self.record["stop_s"] = took
             self.ledger.add_time("stop_s", self.arm, took)
+            self._stopped()
             self._archive_log()
 
     def _start(self, cells: list[Cell]) -> bool:
@@ -109,6 +110,9 @@ class ArmRunner:
             if self.ledger.progress:
                 self.ledger.progress.arm_starting(self.arm)
             launcher.start()
+            cache = getattr(launcher, "jit_cache", None)  # toolkit.serve.jitcache: judged warm just before the start
+            if cache is not None:
+                self.record.update(warm_start=cache.warm, jit_cache=str(cache.folder))
             progress = self.ledger.progress
             launcher.wait_healthy(timeout_s=START_TIMEOUT_S, progress=(lambda text: progress.arm_waiting(
                 self.arm, text)) if progress else None)
@@ -124,6 +128,7 @@ class ArmRunner:
             self.ledger.add_time("launch_failed_s", self.arm, took)
             self.fail(cells, f"{message} ({took:.1f} s after launch)", hint or launcher.log_tail(20))
             launcher.stop()
+            self._stopped()
             self._archive_log()
             return False
 
@@ -184,6 +189,12 @@ class ArmRunner:
             info["max_running_requests"] = info.get("max_running_requests") or 48
             info["max_running_requests_source"] = "assumed (no /server_info)"
         info["max_running_requests_implicit"] = speculative and "max-running-requests" not in preset
+        log = self.launcher.log_text()
+        if log:  # SGLang's own word on the cap, quoted by the methodology check
+            from toolkit.scrub import scrub_text
+            from toolkit.serve.logs import cap_line
+
+            info["max_running_requests_log_line"] = cap_line(scrub_text(log))
         info["speculative_algorithm"] = (info["speculative_algorithm"]
                                          or info.get("speculative", {}).get("speculative_algorithm"))
         info["cells"] = {}
@@ -284,13 +295,28 @@ class ArmRunner:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.fail(cells, message, "\n".join(x for x in (hint, tb) if x))
 
+    def _stopped(self) -> None:
+        """How the stop went (signals sent, escalations) into the launch record; an escalation is also a
+        warning on the arm (a methodology check)."""
+        notes = self.launcher.stop_info()
+        if notes:
+            self.record["stop"] = notes
+        if notes.get("warnings"):
+            with self.ledger.lock:
+                info = self.ledger.arm_info.setdefault(self.arm, {"cells": {}})
+                info["stop_warnings"] = [*info.get("stop_warnings", []), *notes["warnings"]]
+
     def _archive_log(self) -> None:
-        tail = self.launcher.log_tail(400)
-        if tail:
+        """The server's log: its start-up (to the first answered health check) and its last lines."""
+        from toolkit.serve.logs import TAIL_LINES, head_and_tail
+
+        text = self.launcher.log_text()
+        kept = head_and_tail(text) if text else self.launcher.log_tail(TAIL_LINES)
+        if kept:
             from toolkit.scrub import scrub_text
 
             name = f"logs/{self.arm}{self.suffix}.log"
-            self.ledger.write_file(name, scrub_text(tail) + "\n")
+            self.ledger.write_file(name, scrub_text(kept) + "\n")
             self.record["log_file"] = name
 
 

@@ -256,14 +256,19 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
             continue
         source = info.get("max_running_requests_source") or "the launcher"
         if info.get("max_running_requests_implicit"):
+            said = info.get("max_running_requests_log_line")
             add("concurrency-above-max-running-requests",
                 f"arm {arm}: concurrency {over} exceeds max running requests {limit} ({source}), which SGLang set by "
-                "itself because speculation is on and `max-running-requests` is unset: extra requests queue and the "
+                "itself because speculation is on and `max-running-requests` is unset"
+                + (f' (its log: "{said}")' if said else "") + ": extra requests queue and the "
                 "cell measures the queue; set max-running-requests in the preset", "error")
         else:
             add("concurrency-above-max-running-requests",
                 f"arm {arm}: concurrency {over} exceeds the {limit} request(s) this server runs at once; extra "
                 "requests queue (TTFT includes the wait, throughput cannot rise)")
+    for arm, info in arm_info.items():
+        for w in info.get("stop_warnings") or []:
+            add("server-stop-escalated", f"arm {arm}: {w} (a harsher signal ended it; its log's tail says why)")
     for arm in dummy_arms or []:
         add("random-weights", f"arm {arm} serves random weights (a dummy model): acceptance lengths and speed-ups "
                               "say nothing about a real drafter or model; the run shows that the path works")

@@ -292,6 +292,9 @@ class ArmState(_Open):
     max_running_requests: int | None = None
     max_running_requests_source: str | None = None
     max_running_requests_implicit: bool = False
+    max_running_requests_log_line: str | None = Field(None, description="SGLang's own start-up line on the cap")
+    stop_warnings: list[str] = Field(default_factory=list, description="a stop that needed a harsher signal")
+    jit_cache: dict[str, Any] | None = Field(None, description="the kept compile/JIT cache folder (warm or not)")
     preset_mismatches: list[dict[str, Any]] = Field(default_factory=list)
     speculative_algorithm: str | None = Field(None, description="the preset's (or the server's) speculative algorithm")
     avg_spec_accept_length: float | None = None
@@ -317,6 +320,9 @@ class LaunchRecord(_Open):
     started_at: float | None = Field(None, description="epoch seconds when the launch began")
     startup_s: float | None = Field(None, description="seconds from launch to healthy")
     stop_s: float | None = None
+    stop: dict[str, Any] = Field(default_factory=dict, description="signals sent in order, warnings, exit code")
+    warm_start: bool | None = Field(None, description="the kept JIT cache folder held files before the start")
+    jit_cache: str | None = Field(None, description="the kept compile/JIT cache folder it used")
     ok: bool = True
     error: str | None = None
     server_info_file: str | None = None

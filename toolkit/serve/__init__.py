@@ -12,13 +12,14 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.serve.base import BaseLauncher, ExternalLauncher, Launcher, ProcessLauncher, free_port
+from toolkit.serve.jitcache import CONTAINER_ROOT, JitCache, gpu_model
 from toolkit.serve.sglang import (SGLangDockerLauncher, SGLangExternalLauncher, SGLangProcessLauncher, flush_cache,
                                   metrics_snapshot, server_info)
 from toolkit.serve.transformers import TransformersLauncher
 
 __all__ = ["Launcher", "BaseLauncher", "ProcessLauncher", "ExternalLauncher", "TransformersLauncher",
            "SGLangDockerLauncher", "SGLangExternalLauncher", "SGLangProcessLauncher", "launcher_for", "model_dir_for",
-           "free_port", "server_info", "metrics_snapshot", "flush_cache"]
+           "free_port", "server_info", "metrics_snapshot", "flush_cache", "kept_cache"]
 
 
 def model_dir_for(env_spec) -> Path:
@@ -55,10 +56,31 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
     if env.engine == "transformers":
         return TransformersLauncher(model_dir_for(env_spec), args=args, port=port, log_path=log_path)
     if kind == "process":
+        extra = kw.get("env", {})
+        cache = kept_cache(env_spec, (extra.get("CUDA_VISIBLE_DEVICES") or env.env.get("CUDA_VISIBLE_DEVICES")))
         return SGLangProcessLauncher(args, python=kw.get("python"), port=port, log_path=log_path,
-                                     env={**env.env, **kw.get("env", {})}, dummy_models=env.dummy_models)
+                                     env={**env.env, **extra}, dummy_models=env.dummy_models, jit_cache=cache)
     if not image:
         raise ToolkitError(f"no image for environment {env.name!r}",
                            hint="build it with `toolkit build env SPEC` and pass the image from its build record")
+    gpus = kw.get("gpus")
+    # a remote engine's folders are on its host, not here: its caches stay in the container (not kept)
+    cache = None if docker_url else kept_cache(env_spec, ",".join(gpus) if isinstance(gpus, list) else None,
+                                               inside=CONTAINER_ROOT)
     return SGLangDockerLauncher(image, args, docker_url=docker_url, port=port, log_path=log_path,
-                                env={**env.env, **kw.pop("env", {})}, **kw)
+                                env={**env.env, **kw.pop("env", {})}, jit_cache=cache, **kw)
+
+
+def kept_cache(env_spec, visible: str | None = None, inside: str | None = None) -> JitCache | None:
+    """The kept compile/JIT cache folder of an SGLang environment on this machine's GPU model
+    (toolkit.serve.jitcache); None where TOOLKIT_JIT_CACHE=off."""
+    from toolkit.render import template_version
+    from toolkit.settings import settings
+    from toolkit.spec import spec_hash
+
+    s = settings()
+    if not s.jit_cache:
+        return None
+    cache = JitCache.for_env(s.cache_dir, spec_hash(env_spec, template_version()), gpu_model(visible))
+    cache.inside = inside
+    return cache

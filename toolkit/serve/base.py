@@ -45,6 +45,8 @@ class Launcher(Protocol):
     def flush_cache(self) -> bool | None: ...  # reset counters and caches; None: nothing the toolkit resets
     def stop(self) -> None: ...
     def log_tail(self, n: int = 40) -> str: ...
+    def log_text(self) -> str | None: ...  # the whole log kept by the toolkit (None: log_tail is all there is)
+    def stop_info(self) -> dict: ...  # how the last stop went: signals sent, warnings, exit code
     def exit_code(self) -> int | None: ...  # None while running (or not managed)
 
 
@@ -233,6 +235,15 @@ class BaseLauncher:
         """What the server says about itself: nothing, unless an engine's launcher knows how to ask."""
         return {}
 
+    def stop_info(self) -> dict:
+        """How the last stop went: {signals: [what was sent, in order], warnings: [...], exit_code}; {} when
+        the toolkit stops nothing."""
+        return {}
+
+    def log_text(self) -> str | None:
+        """The whole log as the toolkit kept it (None where it keeps none: log_tail is all there is)."""
+        return None
+
     def flush_cache(self) -> bool | None:
         """Nothing to reset, unless an engine's launcher knows how (SGLang: /flush_cache)."""
         return None
@@ -256,7 +267,13 @@ def _pdeathsig() -> None:
 
 
 class ProcessLauncher(BaseLauncher):
-    """A server as a child process in its own process group; stdout+stderr go to a log file."""
+    """A server as a child process in its own process group; stdout+stderr go to a log file.
+
+    A stop sends `stop_signal` (to the whole group, or to the leader alone where the engine ends its own
+    children more cleanly that way) and waits up to stop_timeout_s before anything harsher."""
+
+    stop_signal: int = signal.SIGTERM
+    stop_group: bool = True
 
     def __init__(self, command: list[str], *, log_path: Path, env: dict | None = None, host: str = "127.0.0.1",
                  port: int | None = None, stop_timeout_s: float = 10.0):
@@ -283,20 +300,14 @@ class ProcessLauncher(BaseLauncher):
         return self.proc.poll() if self.proc else None
 
     def _terminate(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            self.proc.wait(self.stop_timeout_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(5)
+        from toolkit.serve.stopping import stop_process
+
+        self._stop_notes = {"signals": [], "warnings": []}
+        if self.proc is not None and self.proc.poll() is None:
+            self._stop_notes = stop_process(self.proc, self.name, self.stop_signal, self.stop_group, self.stop_timeout_s)
+
+    def stop_info(self) -> dict:
+        return dict(getattr(self, "_stop_notes", {}))
 
     def log_tail(self, n: int = 40) -> str:
         try:
@@ -308,6 +319,12 @@ class ProcessLauncher(BaseLauncher):
         except OSError:
             return ""
         return "\n".join(lines[-n:])
+
+    def log_text(self) -> str | None:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return None
 
     def info(self) -> dict:
         return {**super().info(), "pid": self.proc.pid if self.proc else None, "log": str(self.log_path)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -17,8 +18,21 @@ import urllib.request
 from pathlib import Path
 
 from toolkit.serve.base import BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get
+from toolkit.serve.jitcache import JitCache
 
 LABEL = "toolkit.launcher"
+# How a stop of SGLang 0.5.17 begins (read in its source; docs/serve.md "Stopping a server"):
+# - SIGTERM to the whole group (the old way) kills the scheduler with -15; the main process's subprocess
+#   watchdog (1 s poll) calls that a crash and SIGQUITs itself; the SIGQUIT handler sleeps 5 s "before crash
+#   diagnostics" (SGLANG_PYSPY_DUMP_BEFORE_CRASH, on by default): 5.3-6.0 s on the H200, logged as a failure.
+# - SIGTERM to the main process alone takes the drain path: tokenizer_manager.sigterm_watchdog polls its
+#   flag every 5 s, then sends ShutdownReq and waits for the schedulers: 0-5 s plus their shutdown.
+# - SIGINT to the main process alone is uvicorn's own graceful shutdown (SGLang installs no SIGINT handler in
+#   it): uvicorn stops within its 0.1 s tick, uvicorn.run returns, and launch_server's `finally:
+#   kill_process_tree(os.getpid(), include_parent=False)` ends the scheduler and detokenizer. The quickest
+#   clean end, so it goes first; SIGTERM and SIGKILL to the group follow only after a bounded wait.
+STOP_SIGNAL = signal.SIGINT
+STOP_WAIT_S = 15.0
 
 
 def render_sglang_args(args: dict) -> list[str]:
@@ -79,13 +93,16 @@ class SGLangExternalLauncher(SGLangMixin, ExternalLauncher):
 
 class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
     name = "sglang"
+    stop_signal, stop_group = STOP_SIGNAL, False  # the main process ends its own children (see STOP_SIGNAL)
 
     def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
-                 log_path: Path | None = None, env: dict | None = None, dummy_models: dict | None = None):
+                 log_path: Path | None = None, env: dict | None = None, dummy_models: dict | None = None,
+                 jit_cache: JitCache | None = None):
         args, port = _with_port(args, port, "127.0.0.1")
         log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-sglang-")) / "server.log"
         super().__init__(sglang_command(args, python or sys.executable), log_path=log_path, env=env, port=port,
-                         stop_timeout_s=30)
+                         stop_timeout_s=STOP_WAIT_S)
+        self.jit_cache = jit_cache
         self.model = args.get("served-model-name") or args.get("model-path")
         # the environment's config-only folders this preset reads (load-format dummy), made before the start
         self.dummy_models = dummy_models or {}
@@ -96,10 +113,13 @@ class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
             from toolkit.serve.dummy import ensure_config_folders
 
             ensure_config_folders(self.dummy_models, only=self.reads)
+        if self.jit_cache is not None:  # the Environment's own `env:` wins over the kept folders
+            self.jit_cache.prepare()
+            self.env = {**self.jit_cache.env(), **(self.env or {})}
         super()._spawn()
 
     def info(self) -> dict:
-        return {**super().info(), **self.sglang_info()}
+        return {**super().info(), **self.sglang_info(), "jit_cache": self.jit_cache.info() if self.jit_cache else None}
 
 
 class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
@@ -111,7 +131,8 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
                  gpus: str | int | list[str] | None = "all", shm_size: str = "32g", network: str = "host",
                  mounts: dict[str, str] | None = None, env: dict[str, str] | None = None, port: int | None = None,
                  log_path: Path | None = None, python: str = "python3",
-                 ulimits: dict[str, int] | None = None, stop_timeout_s: int = 30):
+                 ulimits: dict[str, int] | None = None, stop_timeout_s: int = int(STOP_WAIT_S),
+                 jit_cache: JitCache | None = None):
         self.image = image
         self.docker_url = docker_url
         address = address or (docker_url.split("@")[-1].split(":")[0].removeprefix("ssh://")
@@ -128,6 +149,8 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
         self.model = self.args.get("served-model-name") or self.args.get("model-path")
         self.log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-sglang-")) / "server.log"
         self.stop_timeout_s = stop_timeout_s
+        self.jit_cache = jit_cache  # its `inside` is where the folder is mounted
+        self._stop_notes: dict = {}
         self.container = None
         self._client = None
         self._exit: int | None = None
@@ -145,10 +168,16 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
 
         client = self._docker()
         reap_orphans(client)
+        volumes = {h: {"bind": c, "mode": "ro"} for h, c in self.mounts.items()}
+        env = dict(self.env)
+        if self.jit_cache is not None:  # kept between containers: mounted read-write
+            self.jit_cache.prepare()
+            volumes[str(self.jit_cache.folder)] = {"bind": self.jit_cache.inside, "mode": "rw"}
+            env = {**self.jit_cache.env(), **env}
         kw = dict(
-            ipc_mode="host", shm_size=self.shm_size, network_mode=self.network, environment=self.env,
-            device_requests=docker_api.gpu_requests(self.gpus),
-            volumes={h: {"bind": c, "mode": "ro"} for h, c in self.mounts.items()},
+            ipc_mode="host", shm_size=self.shm_size, network_mode=self.network, environment=env,
+            device_requests=docker_api.gpu_requests(self.gpus), volumes=volumes,
+            stop_signal=signal.Signals(STOP_SIGNAL).name,  # `docker stop` sends it to PID 1: the main process
             labels={LABEL: "1", f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}"},
         )
         if self.network != "host":
@@ -186,12 +215,22 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
         return self._exit
 
     def _terminate(self) -> None:
+        """`docker stop`: the container's stop signal (STOP_SIGNAL) to its main process, then SIGKILL after
+        stop_timeout_s; an exit code of 137 is that SIGKILL, noted as a warning."""
         if self.container is None:
             return
+        self._stop_notes = {"signals": [f"{signal.Signals(STOP_SIGNAL).name} to the container's main process"],
+                            "warnings": []}
         try:
             self.container.stop(timeout=self.stop_timeout_s)
         except Exception:  # noqa: BLE001 - already gone
             pass
+        code = self._poll_exit()
+        self._stop_notes["exit_code"] = code
+        if code == 137:
+            self._stop_notes["signals"].append("SIGKILL (docker)")
+            self._stop_notes["warnings"].append(f"{self.name} did not exit within {self.stop_timeout_s} s of "
+                                                f"{signal.Signals(STOP_SIGNAL).name}; docker killed it")
         if self._log_thread:
             self._log_thread.join(5)
         try:
@@ -210,9 +249,19 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
         except OSError:
             return ""
 
+    def stop_info(self) -> dict:
+        return dict(self._stop_notes)
+
+    def log_text(self) -> str | None:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return None
+
     def info(self) -> dict:
         c = self.container
         return {**super().info(), **self.sglang_info(), "image": self.image,
+                "jit_cache": self.jit_cache.info() if self.jit_cache else None,
                 "image_id": c.image.id if c is not None else None, "container": c.id if c is not None else None,
                 "docker": self.docker_url or "local"}
 

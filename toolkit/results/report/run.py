@@ -271,6 +271,7 @@ def _server_line(arm: str, i: ArmState) -> str:
     spec = ", ".join(f"{k.removeprefix('speculative_')}={v}" for k, v in i.speculative.items())
     return (f"{arm}: SGLang {i.engine_version}, max running requests {i.max_running_requests}"
             + (" (set by SGLang: flag unset)" if i.max_running_requests_implicit else "")
+            + (f' ("{i.max_running_requests_log_line}")' if i.max_running_requests_log_line else "")
             + (f"; speculative: {spec}" if spec else "")
             + (f"; differs from the preset: {i.preset_mismatches}" if i.preset_mismatches else "")
             + (f" ({i.server_info_file})" if i.server_info_file else ""))

@@ -15,11 +15,20 @@ the fake at once).
 
 Speculation is simulated: with --speculative-algorithm each verify step yields 1 + (step % 3) tokens.
 --crash-after-start exits with code 7; --crash-after-requests N exits with code 9 after N requests.
+
+Stopping behaves as 0.5.17's (toolkit/serve/sglang.py STOP_SIGNAL has the source references): the fake has
+a child "scheduler" process in its group and a subprocess watchdog polling it every 1 s. SIGINT to the
+main process: uvicorn's graceful shutdown, then the child is killed and the main process exits 0. SIGTERM
+to it: "Draining requests", acted on at the next tick of a 5 s poll. SIGTERM to the whole group: the child
+dies with -15, the watchdog SIGQUITs the main process, which sleeps 5 s "before crash diagnostics" and
+kills itself. Fake only: --ignore-stop-signals ignores SIGINT, SIGTERM and SIGQUIT (the escalation path).
 """
 import argparse
 import http.server
 import json
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -37,7 +46,7 @@ for flag in ("--port", "--tp-size", "--max-running-requests", "--cuda-graph-max-
 p.add_argument("--mem-fraction-static", type=float)
 p.add_argument("--cuda-graph-bs", type=int, nargs="+")
 for flag in ("--trust-remote-code", "--enable-metrics", "--enable-torch-symm-mem", "--crash-after-start",
-             "--disable-overlap-schedule", "--skip-server-warmup"):
+             "--disable-overlap-schedule", "--skip-server-warmup", "--ignore-stop-signals"):
     p.add_argument(flag, action="store_true")
 p.add_argument("--token-ms", type=float, default=1.0, help="fake: time per decode step")
 args = p.parse_args()
@@ -46,16 +55,32 @@ INJECT_S = float(os.environ.get("TOOLKIT_INJECT_FORWARD_SLEEP_MS") or 0) / 1000
 if INJECT_S:
     print(f"toolkit-inject: sleeping {INJECT_S * 1000:g} ms before every forward", flush=True)
 
+if os.environ.get("TRITON_CACHE_DIR"):  # a real start compiles kernels into its caches
+    kernel = os.path.join(os.environ["TRITON_CACHE_DIR"], "fake-kernel.json")
+    print(("reusing " if os.path.exists(kernel) else "compiling ") + kernel, flush=True)
+    with open(kernel, "w") as f:
+        f.write("{}")
+
 if args.crash_after_start:
     print("fatal: simulated crash during start", flush=True)
     sys.exit(7)
 
 SPEC = args.speculative_algorithm is not None
+
+
+def log(text: str) -> None:
+    print(time.strftime("[%Y-%m-%d %H:%M:%S] ") + text, flush=True)
+
+
+if SPEC and args.max_running_requests is None:  # as srt/arg_groups/speculative_hook.py
+    log("Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
+        "setting --max-running-requests.")
 # as 0.5.17: the resolved limit at top level and in internal_states[0]; None for a plain server without the flag
 MAX_RUNNING = args.max_running_requests or (48 if SPEC else None)
 STATE = {"requests": 0, "accepted": 0, "steps": 0, "tokens_total": 0, "steps_total": 0, "finished_total": 0}
 LOCK = threading.Lock()
-SERVER_ARGS = {k: v for k, v in vars(args).items() if not k.startswith("crash") and k != "token_ms"}
+SERVER_ARGS = {k: v for k, v in vars(args).items()
+               if not k.startswith("crash") and k not in ("token_ms", "ignore_stop_signals")}
 
 
 def server_info() -> dict:
@@ -182,6 +207,79 @@ class Server(http.server.ThreadingHTTPServer):
     request_queue_size = 512  # 64 clients connect at once
 
 
+def _scheduler() -> subprocess.Popen:
+    """The child a real server has (scheduler), in the same process group; it dies with its parent."""
+    def pdeathsig():
+        import ctypes
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
+    return subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(1)"], preexec_fn=pdeathsig)
+
+
+CHILD = _scheduler()
+DRAIN = threading.Event()
+WATCHDOG_OFF = threading.Event()
+
+
+def _kill_tree(include_parent: bool) -> None:
+    if CHILD.poll() is None:
+        CHILD.kill()
+        CHILD.wait()
+    log(f"kill_process_tree called: parent_pid={os.getpid()}, include_parent={include_parent}")
+    if include_parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _subprocess_watchdog() -> None:  # srt/utils/watchdog.py SubprocessWatchdog, 1 s interval
+    while not WATCHDOG_OFF.wait(1.0):
+        code = CHILD.poll()
+        if code not in (None, 0):
+            log(f"Subprocess scheduler_0 (pid={CHILD.pid}) crashed with exit code {code}. Triggering SIGQUIT for cleanup...")
+            os.kill(os.getpid(), signal.SIGQUIT)
+            return
+
+
+def _sigterm_watchdog() -> None:  # tokenizer_manager.sigterm_watchdog: the flag is read every 5 s
+    while not DRAIN.is_set():
+        time.sleep(5)
+    WATCHDOG_OFF.set()
+    CHILD.terminate()  # ShutdownReq: the scheduler exits cleanly
+    CHILD.wait()
+    _kill_tree(include_parent=True)
+
+
+def _on_sigterm(signum, frame):
+    log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+    DRAIN.set()
+
+
+def _on_sigquit(signum, frame):
+    log("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+    WATCHDOG_OFF.set()
+    if os.environ.get("SGLANG_PYSPY_DUMP_BEFORE_CRASH", "1") not in ("0", "false"):
+        log("Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
+        time.sleep(5)
+    _kill_tree(include_parent=True)
+
+
+def _on_sigint(signum, frame):  # uvicorn's handle_exit: the serve loop ends, launch_server's finally runs
+    log("Shutting down")
+    threading.Thread(target=srv.shutdown, daemon=True).start()
+
+
 srv = Server((args.host or "127.0.0.1", args.port or 30000), H)
+if args.ignore_stop_signals:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_IGN)
+else:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGQUIT, _on_sigquit)
+    signal.signal(signal.SIGINT, _on_sigint)
+threading.Thread(target=_subprocess_watchdog, daemon=True).start()
+threading.Thread(target=_sigterm_watchdog, daemon=True).start()
 print(f"The server is fired up and ready to roll! (fake, max_running_requests={MAX_RUNNING})", flush=True)
-srv.serve_forever()
+try:
+    srv.serve_forever()
+finally:
+    log(f"Finished server process [{os.getpid()}]")
+    WATCHDOG_OFF.set()
+    _kill_tree(include_parent=False)
