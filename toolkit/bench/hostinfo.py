@@ -59,7 +59,7 @@ def host_fingerprint(slots) -> dict:
     """This machine's fingerprint, plus the provisioned fingerprint of every host the arms run on."""
     out = {"controller": local_fingerprint(), "hosts": {}}
     for s in slots:
-        if s.target.kind == "hosts":  # toolkit.bench.plan.HostTarget
+        if s.target.kind == "hosts":  # toolkit.bench.slots.HostTarget
             fp = None
             try:
                 from toolkit.provision.fingerprint import load_fingerprint

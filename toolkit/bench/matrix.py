@@ -30,7 +30,8 @@ from toolkit.bench.arm import ArmRunner, command_of, make_launcher, make_launche
 from toolkit.bench.hostload import active_run
 from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
-from toolkit.bench.plan import ExternalTarget, RunPlan, Slot, plan_run, run_manifest
+from toolkit.bench.plan import RunPlan, plan_run, run_manifest
+from toolkit.bench.slots import ExternalTarget, Slot
 from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
 from toolkit.schema.keys import run_status
