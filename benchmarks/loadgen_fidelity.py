@@ -86,7 +86,7 @@ class Relay:
 # -- clients: (command, parser of (ttft_p50, itl_p50)) ----------------------------------------------
 
 def ours(url, c, n, out_len, d):
-    return [PY, "-m", "toolkit.bench.loadgen", url, "--concurrency", str(c), "--requests", str(n),
+    return [PY, "-m", "toolkit.loadgen", url, "--concurrency", str(c), "--requests", str(n),
             "--output-len", str(out_len)], lambda o: (json.loads(o)["metrics"]["ttft_ms"]["p50"],
                                                      json.loads(o)["itl_chunk_p50"])
 

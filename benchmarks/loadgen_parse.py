@@ -1,4 +1,4 @@
-"""The client's per-read parse (toolkit.bench.http._Conn + client._Stream: HTTP chunked framing, SSE,
+"""The client's per-read parse (toolkit.loadgen.http._Conn + client._Stream: HTTP chunked framing, SSE,
 tokens per chunk), without sockets or an event loop: the schedule server's chunks (SGLang's shape with
 per-chunk usage) handed to data_received as reads of K chunks, K = 1 (a realistic load: a chunk a read),
 12, 48 and 455 (a saturated client: the reads of a capacity run). CPU time per read and per chunk, for
@@ -20,13 +20,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load(root: Path, tag: str) -> types.SimpleNamespace:
-    """toolkit.bench.http and .client of `root`, as modules of their own (the schema from this tree)."""
+    """toolkit.loadgen.http and .client of `root`, as modules of their own (the schema from this tree; a
+    tree older than toolkit/loadgen/ has them under toolkit/bench/)."""
     mods = {}
+    pkg = "loadgen" if (root / "toolkit" / "loadgen").is_dir() else "bench"
     for name in ("http", "client"):
-        spec = importlib.util.spec_from_file_location(f"{tag}_{name}", root / "toolkit" / "bench" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"{tag}_{name}", root / "toolkit" / pkg / f"{name}.py")
         m = importlib.util.module_from_spec(spec)
         if name == "client":
-            sys.modules["toolkit.bench.http"] = mods["http"]  # client imports Pool from it
+            sys.modules[f"toolkit.{pkg}.http"] = mods["http"]  # client imports Pool from it
         spec.loader.exec_module(m)
         mods[name] = m
     return types.SimpleNamespace(**mods)

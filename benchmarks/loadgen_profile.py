@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from toolkit.bench.loadgen import run, run_cell  # noqa: E402
+from toolkit.loadgen import CellLoad, run, run_cell  # noqa: E402
 from toolkit.schema.records import Prompt  # noqa: E402
 from toolkit.serve import ProcessLauncher, free_port  # noqa: E402
 
@@ -65,8 +65,8 @@ def main() -> None:
                 prof = cProfile.Profile(time.process_time)  # CPU time: a wait in epoll costs nothing
                 prof.enable()
             c0, w0 = cpu(), time.perf_counter()
-            recs = run(run_cell(url, "chat", prompts, concurrency=a.concurrency, requests=a.requests,
-                                output_len=a.output_len, model="m", workers=1))
+            recs = run(run_cell(url, CellLoad(concurrency=a.concurrency, requests=a.requests, output_len=a.output_len,
+                                         workers=1), prompts, model="m"))
             c1, w1 = cpu(), time.perf_counter()
             if prof is not None:
                 prof.disable()

@@ -76,7 +76,7 @@ def start_server(d: Path, chunks: int, cert: Path | None, key: Path | None) -> t
 
 
 async def drive(url: str, requests: int, concurrency: int) -> tuple[float, int]:
-    from toolkit.bench.client import make_pool, send_one
+    from toolkit.loadgen.client import make_pool, send_one
     from toolkit.schema.records import RequestRecord
 
     pool, prefix = make_pool(url)

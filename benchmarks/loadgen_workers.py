@@ -127,8 +127,10 @@ def _hist_median(hist: dict[int, int]) -> float | None:
 def ours(workers: int, tree: Path = ROOT, pair: bool = True):
     """The load generator of `tree` (this one, or a baseline checkout). pair: distinct prompts ('hi #i')
     and every record written, so each request's TTFT pairs with the server's for the same request."""
+    module = "toolkit.loadgen" if (tree / "toolkit" / "loadgen").is_dir() else "toolkit.bench.loadgen"  # older trees
+
     def make(url, c, n, t, d):
-        cmd = [PY, "-m", "toolkit.bench.loadgen", url, "--concurrency", str(c), "--requests", str(n),
+        cmd = [PY, "-m", module, url, "--concurrency", str(c), "--requests", str(n),
                "--output-len", str(t), "--workers", str(workers)]
         if pair:
             cmd += ["--prompts", str(n), "--records", str(d / "records.jsonl")]

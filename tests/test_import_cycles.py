@@ -19,9 +19,12 @@ PKG = ROOT / "toolkit"
 
 # modules the shared types may use: they import no stage
 SCHEMA_MAY_IMPORT = {"toolkit", "toolkit.errors"}
+# what the load generator may use: the shared types, errors and endpoints; never bench, spec, results or tune
+LOADGEN_MAY_IMPORT = {"toolkit", "toolkit.errors", "toolkit.endpoints", "toolkit.schema", "toolkit.loadgen"}
 # floors, lowest first: a package may import its own floor and the floors below, never one above
 FLOORS = [
     {"toolkit.schema"},
+    {"toolkit.loadgen"},
     {"toolkit.results"},
     {"toolkit.bench"},
     {"toolkit.tune"},
@@ -175,6 +178,22 @@ def test_the_shared_types_import_no_stage():
            for m, edges in graph.items() if package_of(m) == "toolkit.schema"
            for t, line in edges.items() if package_of(t) != "toolkit.schema" and t not in SCHEMA_MAY_IMPORT]
     assert not bad, "toolkit/schema must import no stage:\n  " + "\n  ".join(bad)
+
+
+def test_the_load_generator_imports_nothing_above_it():
+    """toolkit/loadgen sits below bench: bench drives it, and it never imports back up (no bench, spec, results,
+    tune, serve), so the client, its workers and the cell loop can be read and run on their own."""
+    known = modules()
+    graph = imports(known)
+    assert "toolkit.loadgen.cell" in known and "toolkit.loadgen" in graph["toolkit.bench.arm"]
+    bad = [f"{known[m].relative_to(ROOT)}:{line} imports {t}"
+           for m, edges in graph.items() if package_of(m) == "toolkit.loadgen"
+           for t, line in edges.items() if package_of(t) not in LOADGEN_MAY_IMPORT]
+    assert not bad, "toolkit/loadgen must import only " + ", ".join(sorted(LOADGEN_MAY_IMPORT)) + ":\n  " + \
+        "\n  ".join(bad)
+    stayed = sorted(n for n in ("client", "http", "share", "workers", "loadgen", "metrics")
+                    if f"toolkit.bench.{n}" in known)
+    assert not stayed, f"the load generator's modules live in toolkit/loadgen/, not toolkit/bench/: {stayed}"
 
 
 def test_floors_import_only_downwards():

@@ -75,15 +75,16 @@ def record(base: str, model: str, out: Path) -> dict:
 
 
 def phase(base: str, conc: int, n: int, seed: int) -> dict:
-    from toolkit.bench.loadgen import run, run_cell
+    from toolkit.loadgen import CellLoad, run, run_cell
     from toolkit.schema.records import Prompt
     from toolkit.serve.sglang import server_info
 
     prompts = [Prompt(id=f"p{i}", domain="coding", prompt=f"{PROMPT}# variant {i}\n") for i in range(n)]
     before = server_info(base)
     t = time.time()
-    recs = run(run_cell(base, "generate", prompts, concurrency=conc, requests=n, warmup=0, output_len=64,
-                        request_params={"sampling_params": {"ignore_eos": True}}, seed=seed))
+    load = CellLoad(api="generate", concurrency=conc, requests=n, warmup=0, output_len=64, seed=seed,
+                    request_params={"sampling_params": {"ignore_eos": True}})
+    recs = run(run_cell(base, load, prompts))
     acc = [r.accept_length for r in recs if r.accept_length]
     return {"concurrency": conc, "requests": n, "start": t, "end": time.time(),
             "errors": [r.error for r in recs if r.error][:3],

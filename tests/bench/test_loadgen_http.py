@@ -1,4 +1,4 @@
-"""toolkit.bench.http: chunked and Content-Length bodies split at every byte, keep-alive reuse, a
+"""toolkit.loadgen.http: chunked and Content-Length bodies split at every byte, keep-alive reuse, a
 server that closes a kept-alive connection, a server that dies mid-body."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from toolkit.bench.http import Pool, _Conn
+from toolkit.loadgen.http import Pool, _Conn
 
 
 class Sink:

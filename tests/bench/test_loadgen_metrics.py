@@ -7,7 +7,7 @@ import pytest
 
 import numpy as np
 
-from toolkit.bench.metrics import itl_values, summarize
+from toolkit.loadgen.summary import itl_values, summarize
 from toolkit.schema.metrics import METRICS, describe, median_ci
 from toolkit.schema.records import RequestRecord
 

@@ -13,8 +13,8 @@ import pytest
 
 from benchmarks.reference_client import measure
 from tests.bench.conftest import mock_server
-from toolkit.bench.loadgen import run, run_cell
-from toolkit.bench.metrics import itl_values, summarize
+from toolkit.loadgen import CellLoad, run, run_cell
+from toolkit.loadgen.summary import itl_values, summarize
 from toolkit.schema.records import Prompt
 
 pytestmark = pytest.mark.slow
@@ -22,7 +22,7 @@ PROMPTS = [Prompt(id=f"p{i}", domain="d", prompt=f"hello {i}") for i in range(8)
 
 
 def ours(url, c, n, prompts=PROMPTS, **kw):
-    recs = run(run_cell(url, "chat", prompts, concurrency=c, requests=n, output_len=32, model="m", **kw))
+    recs = run(run_cell(url, CellLoad(api="chat", concurrency=c, requests=n, output_len=32, **kw), prompts, model="m"))
     assert all(r.error is None for r in recs), [r.error for r in recs if r.error][:3]
     return [r.ttft_ms for r in recs], itl_values(recs, "chunk"), recs
 
@@ -39,7 +39,7 @@ def test_ttft_agrees_with_reference_client(mock):
     import aiohttp
 
     from benchmarks.reference_client import body_for, one
-    from toolkit.bench.client import make_pool, send_one
+    from toolkit.loadgen.client import make_pool, send_one
     from toolkit.schema.records import RequestRecord
 
     path, ref_body = body_for("chat", 32)
@@ -76,8 +76,8 @@ def test_itl_agrees_with_reference_client(mock, c):
     """Both clients at once in one event loop, c requests in flight each, on the same server."""
     async def both():
         return await asyncio.gather(measure(mock.base_url, c, 24 * c, 32),
-                                    run_cell(mock.base_url, "chat", SAME, concurrency=c, requests=24 * c,
-                                             output_len=32, model="m"))
+                                    run_cell(mock.base_url, CellLoad(api="chat", concurrency=c, requests=24 * c, output_len=32),
+                                             SAME, model="m"))
 
     (_, ref_itl), recs = asyncio.run(both())
     assert all(r.error is None and r.output_tokens == 32 and r.finish_reason == "stop" for r in recs)
@@ -88,7 +88,8 @@ def test_itl_agrees_with_reference_client(mock, c):
 def test_http_500_counted_without_stopping_the_cell(tmp_path):
     srv = mock_server(tmp_path, "--fail-after-requests", "5", ttft_ms=5, itl_ms=1, tokens=8)
     try:
-        recs = run(run_cell(srv.base_url, "completions", PROMPTS, concurrency=2, requests=12, output_len=8, model="m"))
+        recs = run(run_cell(srv.base_url, CellLoad(api="completions", concurrency=2, requests=12, output_len=8), PROMPTS,
+                                model="m"))
     finally:
         srv.stop()
     assert len(recs) == 12
@@ -100,8 +101,8 @@ def test_http_500_counted_without_stopping_the_cell(tmp_path):
 
 def test_open_loop_poisson_is_seeded(mock):
     def sends(seed):
-        recs = run(run_cell(mock.base_url, "completions", PROMPTS, concurrency=64, requests=20, rate=40.0,
-                            seed=seed, output_len=8, model="m"))
+        recs = run(run_cell(mock.base_url, CellLoad(api="completions", concurrency=64, requests=20, rate=40.0,
+                                     seed=seed, output_len=8), PROMPTS, model="m"))
         assert all(r.error is None and r.lag_ms is not None for r in recs)
         return sorted(r.send_s for r in recs), recs
 

@@ -1,4 +1,4 @@
-"""The per-read fast paths of the client (toolkit.bench.http._Conn._whole_chunks, client._Stream._ordinary
+"""The per-read fast paths of the client (toolkit.loadgen.http._Conn._whole_chunks, client._Stream._ordinary
 and _bulk) against a plain oracle: every event JSON-decoded on its own, stamped with the read in which its
 line ended. Streams: SGLang's recorded bytes (tests/data/sglang), the schedule server's shape with per-chunk
 usage (tokens per chunk 1, or 1-4 as with speculative decoding), usage only at the end, reasoning, an
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.bench.client import _Stream
-from toolkit.bench.http import _Conn
+from toolkit.loadgen.client import _Stream
+from toolkit.loadgen.http import _Conn
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sglang"
 
@@ -91,7 +91,7 @@ def frame(events: list[bytes], rng: random.Random, mode: str) -> tuple[bytes, li
 
 def feed(api: str, raw: bytes, cuts: list[int]) -> dict:
     """The client's view: the response (head + body) in reads cut at `cuts`; `now` = the read's index."""
-    import toolkit.bench.http as http
+    import toolkit.loadgen.http as http
 
     async def go():
         c, st = _Conn(), _Stream(api)

@@ -11,8 +11,8 @@ import threading
 import pytest
 from aiohttp import web
 
-from toolkit.bench.loadgen import run_cell
-from toolkit.bench.metrics import summarize
+from toolkit.loadgen import CellLoad, run_cell
+from toolkit.loadgen.summary import summarize
 from toolkit.schema.records import Prompt
 from toolkit.serve import ExternalLauncher, flush_cache, free_port, metrics_snapshot, server_info
 
@@ -71,8 +71,8 @@ def fake_sglang():
 
 
 def test_generate_stream_gives_exact_tokens_and_accept_length(fake_sglang):
-    recs = asyncio.run(run_cell(fake_sglang, "generate", [Prompt(id="a", domain="d", prompt="hi")], concurrency=2,
-                                requests=4, output_len=10))
+    recs = asyncio.run(run_cell(fake_sglang, CellLoad(api="generate", concurrency=2, requests=4, output_len=10),
+                                [Prompt(id="a", domain="d", prompt="hi")]))
     for r in recs:
         assert r.error is None, r.error
         assert r.tokens_source == "meta_info" and r.chunk_tokens == STEPS and r.output_tokens == 10

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from toolkit.bench.loadgen import run, run_cell
-from toolkit.bench.metrics import summarize
+from toolkit.loadgen import CellLoad, run, run_cell
+from toolkit.loadgen.summary import summarize
 from toolkit.schema.records import Prompt
 
 pytestmark = pytest.mark.slow
@@ -24,8 +24,8 @@ PROMPTS = [Prompt(id=f"p{i}", domain="code", prompt=t) for i, t in enumerate([
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_streams_with_usage(tserver, local_env, api):
     params = local_env.model.request_params["baseline"]
-    recs = run(run_cell(tserver.base_url, api, PROMPTS, concurrency=2, requests=4, warmup=1, output_len=24,
-                        request_params=params, model=tserver.model, arm="baseline", domain="code"))
+    load = CellLoad(api=api, concurrency=2, requests=4, warmup=1, output_len=24, request_params=params)
+    recs = run(run_cell(tserver.base_url, load, PROMPTS, model=tserver.model, arm="baseline", domain="code"))
     assert [r.warmup for r in recs].count(True) == 1 and len(recs) == 5
     for r in recs:
         assert r.error is None, r.error
@@ -52,8 +52,9 @@ def test_arms_differ_in_what_the_server_does(tserver, local_env):
     seen = {}
     for arm in ("baseline", "ngram"):
         before = len(_steps(tserver.log_path.read_text()))
-        recs = run(run_cell(tserver.base_url, "completions", PROMPTS[:2], concurrency=1, requests=2, output_len=128,
-                            request_params=local_env.model.request_params[arm], model=tserver.model, arm=arm))
+        load = CellLoad(api="completions", concurrency=1, requests=2, output_len=128,
+                        request_params=local_env.model.request_params[arm])
+        recs = run(run_cell(tserver.base_url, load, PROMPTS[:2], model=tserver.model, arm=arm))
         assert all(r.error is None for r in recs)
         steps = _steps(tserver.log_path.read_text())[before:]
         assert len(steps) == 2
@@ -73,8 +74,9 @@ def test_server_limit_shows_as_queueing_in_ttft(tserver, local_env):
     params = local_env.model.request_params["baseline"]
 
     def cell(c):
-        recs = run(run_cell(tserver.base_url, "completions", PROMPTS[:1], concurrency=c, requests=4 * c, warmup=c,
-                            output_len=32, request_params=params, model=tserver.model))
+        load = CellLoad(api="completions", concurrency=c, requests=4 * c, warmup=c, output_len=32,
+                        request_params=params)
+        recs = run(run_cell(tserver.base_url, load, PROMPTS[:1], model=tserver.model))
         return summarize(recs, arm="baseline", domain="code", concurrency=c, output_len=32)
 
     one, four = cell(1), cell(4)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.bench.loadgen import run, run_cell
+from toolkit.loadgen import CellLoad, run, run_cell
 from toolkit.schema.records import Prompt
 from toolkit.serve.base import http_get
 from tests.bench.test_loadgen_workers import reset, start_server, stats
@@ -34,15 +34,15 @@ def server(tmp_path_factory):
 
 def test_a_late_read_is_in_the_truth_and_in_the_client(server):
     prompts = [Prompt(id="p0", domain="d", prompt="hi #0")]
-    run(run_cell(server.base_url, "chat", prompts, concurrency=1, requests=2, output_len=4, model="m",
-                 workers=1))  # a warm connection: the request below is the only thing the server reads
+    run(run_cell(server.base_url, CellLoad(concurrency=1, requests=2, output_len=4, workers=1), prompts,
+                 model="m"))  # a warm connection: the request below is the only thing the server reads
     reset(server)
     pause_s = 0.25
     server.proc.send_signal(signal.SIGSTOP)
     threading.Timer(pause_s, server.proc.send_signal, (signal.SIGCONT,)).start()
     try:
-        recs = run(run_cell(server.base_url, "chat", prompts, concurrency=1, requests=1, output_len=4, model="m",
-                            workers=1))
+        recs = run(run_cell(server.base_url, CellLoad(concurrency=1, requests=1, output_len=4, workers=1), prompts,
+                            model="m"))
     finally:
         server.proc.send_signal(signal.SIGCONT)
     s = stats(server)
@@ -59,7 +59,7 @@ def test_a_late_read_is_in_the_truth_and_in_the_client(server):
 
 def test_tags_pair_requests_with_the_client(server, tmp_path):
     reset(server)
-    out = subprocess.run([sys.executable, "-m", "toolkit.bench.loadgen", server.base_url, "--concurrency", "4",
+    out = subprocess.run([sys.executable, "-m", "toolkit.loadgen", server.base_url, "--concurrency", "4",
                           "--requests", "24", "--output-len", "6", "--prompts", "24", "--records",
                           str(tmp_path / "r.jsonl")], env=dict(os.environ, PYTHONPATH=str(ROOT)),
                          capture_output=True, text=True, timeout=60)

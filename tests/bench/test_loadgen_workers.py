@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.bench.loadgen import CellFailed, auto_workers, item, run, run_cell, schedule
+from toolkit.loadgen import CellFailed, CellLoad, auto_workers, item, run, run_cell, schedule
 from toolkit.schema.records import Prompt
 from toolkit.serve import ProcessLauncher, free_port
 from toolkit.serve.base import http_get
@@ -56,14 +56,18 @@ def reset(srv) -> None:
     assert http_get(srv.base_url + "/reset", timeout=10)[0] == 200
 
 
+CALL = {"model", "arm", "domain", "repeat", "on_record", "check_alive", "on_measure"}  # run_cell's own keywords
+
+
 def cell(url, **kw):
-    args = dict(concurrency=6, requests=30, output_len=12, model="m", workers=2)
+    args = dict(concurrency=6, requests=30, output_len=12, workers=2)
     args.update(kw)
-    return run(run_cell(url, "chat", PROMPTS, **args))
+    load = CellLoad(api="chat", **{k: v for k, v in args.items() if k not in CALL})
+    return run(run_cell(url, load, PROMPTS, model="m", **{k: v for k, v in args.items() if k in CALL}))
 
 
 def worker_pids(parent: int) -> set[int]:
-    """Live processes running toolkit.bench.workers whose parent is `parent`."""
+    """Live processes running toolkit.loadgen.workers whose parent is `parent`."""
     out = set()
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -74,7 +78,7 @@ def worker_pids(parent: int) -> set[int]:
             state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError, ValueError):
             continue
-        if b"toolkit.bench.workers" in cmd and ppid == parent and state != "Z":
+        if b"toolkit.loadgen.workers" in cmd and ppid == parent and state != "Z":
             out.add(int(d.name))
     return out
 
@@ -152,7 +156,8 @@ def test_prompts_paired_across_arms(server):
 
 def test_errors_are_records_not_a_stop(server):
     """An HTTP error in every request of a worker's share: every request is an errored record."""
-    recs = run(run_cell(server.base_url, "generate", PROMPTS, concurrency=4, requests=12, output_len=4, workers=2))
+    recs = run(run_cell(server.base_url, CellLoad(api="generate", concurrency=4, requests=12, output_len=4, workers=2),
+                        PROMPTS))
     assert len(recs) == 12 and all(r.status == 404 and r.error.startswith("HTTP 404") for r in recs)
 
 
@@ -177,7 +182,7 @@ def test_killed_server_fails_the_cell_cleanly(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_no_worker_outlives_the_parent(server, sig):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-m", "toolkit.bench.loadgen", server.base_url, "--concurrency", "4",
+    p = subprocess.Popen([sys.executable, "-m", "toolkit.loadgen", server.base_url, "--concurrency", "4",
                           "--requests", "400", "--output-len", "200", "--workers", "2"], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

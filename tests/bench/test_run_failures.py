@@ -100,7 +100,7 @@ def _in_process(tmp_path: Path, m: Path):
 def test_an_exception_in_a_cell_fails_that_cell_and_the_arm_goes_on(tmp_path: Path, monkeypatch, capfd) -> None:
     """A bug while summarising one cell (injected into the real run): that cell is archived as failed with the
     exception's type, message and traceback; the arm's other cells and the other arm still run."""
-    import toolkit.bench.metrics as metrics
+    import toolkit.loadgen.summary as metrics
 
     real = metrics.summarize
 
@@ -140,7 +140,7 @@ def test_an_exception_escaping_an_arm_fails_its_cells_not_the_slot_thread(tmp_pa
 
 
 def _workers_of(pid: int) -> list[int]:
-    """pids of `python -m toolkit.bench.workers` processes whose parent is pid."""
+    """pids of `python -m toolkit.loadgen.workers` processes whose parent is pid."""
     out = []
     for p in os.listdir("/proc"):
         if not p.isdigit():
@@ -150,7 +150,7 @@ def _workers_of(pid: int) -> list[int]:
             ppid = int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == pid and b"toolkit.bench.workers" in cmd:
+        if ppid == pid and b"toolkit.loadgen.workers" in cmd:
             out.append(int(p))
     return out
 

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.bench.conftest import mock_server
-from toolkit.bench.loadgen import CellFailed, run, run_cell
+from toolkit.loadgen import CellFailed, CellLoad, run, run_cell
 from toolkit.schema.records import Prompt
 from toolkit.errors import ToolFailure
 from toolkit.serve import ProcessLauncher, TransformersLauncher
@@ -66,7 +66,7 @@ def test_server_killed_mid_cell_fails_clearly(tmp_path):
 
     t = time.monotonic()
     with pytest.raises(CellFailed) as exc:
-        run(asyncio.wait_for(run_cell(srv.base_url, "chat", prompts, concurrency=4, requests=200, output_len=200,
+        run(asyncio.wait_for(run_cell(srv.base_url, CellLoad(concurrency=4, requests=200, output_len=200), prompts,
                                       model="m", on_record=kill_after_first, check_alive=srv.check_alive), 120))
     assert time.monotonic() - t < 60
     assert "exited with code -9" in exc.value.message

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from toolkit.bench.loadgen import run_cell
+from toolkit.loadgen import CellLoad, run_cell
 from toolkit.schema.records import Prompt
 from toolkit.serve import free_port
 from toolkit.serve.sglang import parse_metrics, preset_mismatches, server_state
@@ -65,8 +65,8 @@ def replay():
 
 
 def one(replay: str, api: str) -> object:
-    recs = asyncio.run(run_cell(replay, api, [Prompt(id="a", domain="coding", prompt="def f(x):")], concurrency=1,
-                                requests=1, output_len=12))
+    recs = asyncio.run(run_cell(replay, CellLoad(api=api, concurrency=1, requests=1, output_len=12),
+                                [Prompt(id="a", domain="coding", prompt="def f(x):")]))
     assert len(recs) == 1 and recs[0].error is None, recs[0].error
     return recs[0]
 

@@ -166,7 +166,7 @@ class ArmRunner:
 
         info = self.launcher.info()
         preset = self.plan.env_spec.model.servers[self.arm]
-        info["external"] = self.slot.target["kind"] == "external"
+        info["external"] = self.slot.target.kind == "external"
         speculative = "speculative-algorithm" in preset
         info["speculative_algorithm"] = preset.get("speculative-algorithm") or (
             "prompt lookup" if is_speculative(self.plan.env_spec.model, self.arm) else None)
@@ -224,11 +224,11 @@ class ArmRunner:
 
     def _run_cell(self, cell: Cell) -> None:
         from toolkit.bench.acceptance import probe_for
-        from toolkit.bench.loadgen import resolve_workers, run, run_cell
-        from toolkit.bench.metrics import summarize
+        from toolkit.loadgen import run, run_cell
+        from toolkit.loadgen.summary import summarize
 
         m, workload, launcher = self.plan.m, self.plan.workloads[cell.domain], self.launcher
-        prompts = self.plan.prompts(cell)
+        prompts, cell_load = self.plan.prompts(cell), self.plan.load(cell)
         flushed = self._flush()
         self.ledger.set_flushed(cell.arm, flushed is not False)
         probe = probe_for(launcher, self.plan.engine, speculative=self._speculative(), flushed=flushed,
@@ -238,15 +238,11 @@ class ArmRunner:
         telemetry = _telemetry_start()
         load = HostLoad().start()  # the host's load over the cell: a busy host is a methodology warning
         t0 = time.monotonic()
-        workers = resolve_workers(m.workers, cell.concurrency, None, m.output_len)  # the client processes
         try:
             records = run(run_cell(
-                launcher.base_url, m.api, prompts, concurrency=cell.concurrency, requests=m.requests,
-                duration_s=m.duration_at(cell.concurrency), warmup=m.warmup, output_len=m.output_len,
-                temperature=m.temperature, request_params=self.plan.request_params(cell.arm), arm=cell.arm,
-                domain=cell.domain, repeat=cell.repeat, seed=m.seed, model=launcher.model, on_record=on_record,
-                check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"), workers=workers,
-                on_measure=probe.measured))
+                launcher.base_url, cell_load, prompts, model=launcher.model, arm=cell.arm, domain=cell.domain,
+                repeat=cell.repeat, on_record=on_record, on_measure=probe.measured,
+                check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}")))
         finally:
             host = load.stop()
         self.ledger.cell_time(cell.arm, time.monotonic() - t0)
@@ -254,7 +250,7 @@ class ArmRunner:
         records = _launched(records, cell.launch)
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
                             repeat=cell.repeat, launch=cell.launch, output_len=m.output_len, workload_hash=workload.hash,
-                            sampling={**self.plan.sampling(), "workers": workers})  # as run; diff ignores it
+                            sampling={**self.plan.sampling(), "workers": cell_load.processes})  # as run; diff ignores it
         summary.host = host
         summary.checked = [*summary.checked, "busy-host"]
         busy = busy_check(host)

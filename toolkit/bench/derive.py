@@ -209,7 +209,7 @@ def overhead_ratio(timing: dict, slot_arms: list[list[str]]) -> float | None:
 
 def shared_hardware_overlaps(windows: dict[str, dict]) -> list[tuple[str, str, float]]:
     """Pairs of arms measured at the same time on shared hardware: (arm a, arm b, seconds of overlap)."""
-    from toolkit.bench.plan import shares_hardware
+    from toolkit.bench.slots import shares_hardware
 
     out = []
     arms = sorted(windows)

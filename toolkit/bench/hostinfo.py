@@ -59,13 +59,13 @@ def host_fingerprint(slots) -> dict:
     """This machine's fingerprint, plus the provisioned fingerprint of every host the arms run on."""
     out = {"controller": local_fingerprint(), "hosts": {}}
     for s in slots:
-        if s.target.get("kind") == "hosts":
+        if s.target.kind == "hosts":  # toolkit.bench.slots.HostTarget
             fp = None
             try:
                 from toolkit.provision.fingerprint import load_fingerprint
 
-                fp = load_fingerprint(s.target["host"])
+                fp = load_fingerprint(s.target.host)
             except ImportError:
                 pass
-            out["hosts"][s.target["host"]] = fp or {"missing": "no fingerprint: run `toolkit provision host` first"}
+            out["hosts"][s.target.host] = fp or {"missing": "no fingerprint: run `toolkit provision host` first"}
     return scrub(out)

@@ -29,7 +29,7 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
 from toolkit.schema.manifest import DriftRecord, InputFile, InputsRecord, Manifest
-from toolkit.spec import LoadedSpec, load_spec, referenced_files, sha256_file
+from toolkit.spec import LoadedSpec, referenced_files, sha256_file
 
 FILES = "inputs/files"
 REFERENCE_ONLY = {"ca_bundle"}  # roles whose bytes never go in an archive
@@ -67,9 +67,8 @@ def _entries(plan) -> list[tuple[str, str, Path]]:
     """(key, role, path) of every file the run reads, specs first."""
     out: list[tuple[str, str, Path]] = []
     specs: list[tuple[str, LoadedSpec]] = [("matrix", plan.spec), ("environment", plan.env_spec)]
-    m = plan.spec.model
-    if m.target.hosts:
-        specs.append(("target.hosts", load_spec(plan.spec.path_of(("target", "hosts"), m.target.hosts))))
+    if plan.hosts_spec is not None:
+        specs.append(("target.hosts", plan.hosts_spec))
     for name, spec in specs:
         for i, f in enumerate(spec.files or [spec.path]):
             out.append((name if i == 0 else f"{name}.extends[{i - 1}]", "spec", Path(f)))
@@ -77,9 +76,8 @@ def _entries(plan) -> list[tuple[str, str, Path]]:
         for key, f in referenced_files(spec).items():
             if key not in ("environment", "target.hosts"):  # the specs themselves, listed above
                 out.append((f"{name}:{key}", _role(key), f))
-    env = plan.env_spec.model
-    if env.model is not None and env.model.path:
-        out.append(("environment:model.path", "model", plan.env_spec.path_of(("model", "path"), env.model.path)))
+    if plan.paths.model is not None:
+        out.append(("environment:model.path", "model", plan.paths.model))
     return out
 
 

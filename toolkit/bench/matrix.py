@@ -30,7 +30,8 @@ from toolkit.bench.arm import ArmRunner, command_of, make_launcher, make_launche
 from toolkit.bench.hostload import active_run
 from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
-from toolkit.bench.plan import RunPlan, Slot, load_environment, plan_run, run_manifest
+from toolkit.bench.plan import RunPlan, plan_run, run_manifest
+from toolkit.bench.slots import ExternalTarget, Slot
 from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
 from toolkit.schema.keys import run_status
@@ -65,10 +66,11 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
     (`noise-calibration`: toolkit.bench.noise)."""
     from toolkit.bench.targets import prepare_target
 
-    load_environment(spec)  # a Matrix whose arms are presets of its Environment, before anything else
-    prepare_target(spec)  # extras and engines the target needs; https and API keys of external URLs
+    plan = plan_run(spec)  # the one reader of the spec: its Environment loaded once, every path resolved
+    prepare_target(plan)  # extras and engines the target needs; https and API keys of external URLs
     writer = ArchiveWriter.resume(resume) if resume else None
-    plan = plan_run(spec, resumed=writer.manifest if writer else None, done=writer.done_cells() if writer else set())
+    if writer is not None:
+        plan.resume(writer.manifest, writer.done_cells())
     if build is not None:
         plan.build = build
     if origin is not None and origin.build is not None:
@@ -206,7 +208,7 @@ def _restore_interrupts(previous: dict) -> None:
 def shared_server(plan: RunPlan) -> set[str]:
     """Arms served by the baseline's own server (external URLs equal to the baseline's, e.g. bench tune's shared
     server): they and the baseline are one launch, so their speed-ups carry no launch noise between them."""
-    urls = {a: u for s in plan.slots if s.target["kind"] == "external" for a, u in s.target.get("urls", {}).items()}
+    urls = {a: u for s in plan.slots if isinstance(s.target, ExternalTarget) for a, u in s.target.urls.items()}
     base = urls.get(plan.m.baseline_arm)
     return {a for a, u in urls.items() if base is not None and u == base and a != plan.m.baseline_arm}
 
@@ -214,7 +216,7 @@ def shared_server(plan: RunPlan) -> set[str]:
 def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -> Derived:
     """Speedups, crossovers, threshold advice and methodology checks of what the ledger holds; with an slo
     block, goodput, capacity and the advice within the objectives (toolkit/results/slo.py)."""
-    m, env = plan.m, plan.env_spec.model
+    m, env = plan.m, plan.env
     from toolkit.results.verdicts import verdicts
 
     measured = any(c.status == "ok" for c in ledger.cells)  # no cell succeeded: no advice from zero data
@@ -228,7 +230,7 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
                                        arm_info=ledger.arm_info, flushed=ledger.flushed,
                                        representativeness=plan.representativeness, windows=ledger.windows,
                                        dummy_arms=[a for a in m.arms if plan.is_dummy(a, ledger.arm_info.get(a))])
-    if m.launches > 1 and any(s.target["kind"] == "external" for s in plan.slots):
+    if m.launches > 1 and any(isinstance(s.target, ExternalTarget) for s in plan.slots):
         checks.append({"check": "launches-of-external-servers", "severity": "warning",
                        "message": f"launches: {m.launches} against external servers: the toolkit does not start them, "
                                   "so their launches are not relaunches and the launch noise is not sampled"})

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import SpecError, ToolkitError
+from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key
 from toolkit.schema.manifest import BuildRecord, Manifest
 from toolkit.schema.records import Prompt
 from toolkit.spec import LoadedSpec, load_spec, spec_hash
+from toolkit.bench.slots import ExternalTarget, HostTarget, LocalTarget, Slot, plan_slots
+from toolkit.spec.environment import Environment
 from toolkit.spec.matrix import Matrix
 
 
@@ -39,24 +42,29 @@ class Cell:
         return cell_key(self.arm, self.domain, self.concurrency, self.repeat, self.launch)
 
 
-@dataclass
-class Slot:
-    """Where arms run one after another: {'kind': 'local', 'gpus'?: '0,1'} | {'kind': 'hosts', 'host': name, ...}
-    | {'kind': 'external', 'urls': {arm: url}}. `hardware` names what the slot's arms load ({host, gpus}):
-    slots whose hardware overlaps must not be measured at the same time."""
+@dataclass(frozen=True)
+class RunPaths:
+    """Every file or folder a run reads, resolved once (each relative to the spec file that names it)."""
 
-    name: str
-    target: dict
-    arms: list[str] = field(default_factory=list)
-    hardware: dict = field(default_factory=dict)
+    matrix: Path
+    environment: Path
+    hosts: Path | None = None  # target.hosts
+    ca_bundle: Path | None = None  # target.ca_bundle
+    training_data: Path | None = None
+    model: Path | None = None  # the environment's model.path
 
 
-def shares_hardware(a: dict, b: dict) -> bool:
-    """Do two slots' hardware overlap? Same host, and the same GPUs (or all of them) on it."""
-    if not a or not b or a.get("host") != b.get("host"):
-        return False
-    ga, gb = a.get("gpus", "all"), b.get("gpus", "all")
-    return ga == "all" or gb == "all" or bool(set(str(ga).split(",")) & set(str(gb).split(",")))
+def resolve_paths(spec: LoadedSpec, env_spec: LoadedSpec) -> RunPaths:
+    m: Matrix = spec.model
+    env = env_spec.model
+    t = m.target
+    return RunPaths(
+        matrix=spec.path, environment=env_spec.path,
+        hosts=spec.path_of(("target", "hosts"), t.hosts) if t.hosts else None,
+        ca_bundle=spec.path_of(("target", "ca_bundle"), t.ca_bundle) if t.ca_bundle else None,
+        training_data=spec.path_of(("training_data",), m.training_data) if m.training_data else None,
+        model=env_spec.path_of(("model", "path"), env.model.path)
+        if getattr(env, "model", None) is not None and env.model.path else None)
 
 
 def cell_seed(seed: int, domain: str, concurrency: int, repeat: int) -> int:
@@ -69,60 +77,6 @@ def cell_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
     order = list(range(len(prompts)))
     random.Random(seed).shuffle(order)
     return [prompts[order[i % len(order)]] for i in range(n)]
-
-
-def plan_slots(spec: LoadedSpec, engine: str | None = None) -> list[Slot]:
-    """The slots of a run. Arms on one slot run one after another; slots run side by side, and only slots
-    on separate hardware may (local GPU sets, separate hosts, external URLs declared `independent`)."""
-    from urllib.parse import urlsplit
-
-    m: Matrix = spec.model
-    t = m.target
-    if t.kind == "local":
-        if t.gpus:
-            slots = [Slot(f"gpus-{g}", {"kind": "local", "gpus": g}, hardware={"host": "localhost", "gpus": g})
-                     for g in t.gpus]
-        else:
-            n = min(t.parallel, len(m.arms))
-            if n > 1 and engine == "sglang":
-                raise spec.error(("target", "parallel"), "SGLang arms on the same GPUs would be measured while "
-                                 "they disturb each other", hint="give `gpus: ['0', '1']` to run arms side by side "
-                                 "on separate GPUs, or drop `parallel` to run them one after another")
-            slots = [Slot(f"local-{i}", {"kind": "local"}, hardware={"host": "localhost", "gpus": "all"})
-                     for i in range(n)]
-    elif t.kind == "external":
-        if t.urls:
-            missing = [a for a in m.arms if a not in t.urls]
-            if missing:
-                raise spec.error(("target", "urls"), f"no URL for arm(s) {missing}", hint="give every arm a URL")
-            slots_by: dict[str, Slot] = {}
-            for arm in m.arms:
-                url = t.urls[arm]
-                u = urlsplit(url)
-                host = u.hostname or url
-                # one host is one machine unless the spec says its URLs are separate hardware
-                key = url if t.independent else host
-                hw = {"host": url if t.independent else host, "gpus": "all"}
-                slot = slots_by.setdefault(key, Slot(f"external-{arm}" if t.independent else f"external-{host}",
-                                                     {"kind": "external", "urls": {}}, hardware=hw))
-                slot.target["urls"][arm] = url
-                slot.arms.append(arm)
-            return list(slots_by.values())
-        host = urlsplit(t.url).hostname or t.url
-        slots = [Slot("external", {"kind": "external", "urls": {a: t.url for a in m.arms}},
-                      hardware={"host": host, "gpus": "all"})]
-    else:
-        hosts_spec = load_spec(spec.path_of(("target", "hosts"), t.hosts), expect="Hosts")
-        group = hosts_spec.model.group(t.group)
-        if not group:
-            raise spec.error(("target", "group"), f"group {t.group!r} has no hosts in {t.hosts}",
-                             hint=f"hosts there: {', '.join(hosts_spec.model.hosts)}")
-        slots = [Slot(name, {"kind": "hosts", "host": name, "spec": h.model_dump(), "hosts_path": str(hosts_spec.path)},
-                      hardware={"host": h.address, "gpus": "all"})
-                 for name, h in group.items()]
-    for i, arm in enumerate(m.arms):
-        slots[i % len(slots)].arms.append(arm)
-    return [s for s in slots if s.arms]
 
 
 def plan_cells(m: Matrix, domains: list[str], arm: str) -> list[Cell]:
@@ -147,25 +101,34 @@ def plan_rounds(m: Matrix) -> list[list[str]]:
 
 @dataclass
 class RunPlan:
-    """Everything decided before a server starts. `todo` holds, per arm, the cells still to run, in order
-    (all of them, or on resume the ones the archive lacks)."""
+    """Everything decided before a server starts, from the Matrix spec alone: plan_run reads the spec, loads
+    its Environment (and Hosts spec) once, resolves every path, and the run below works from this object.
+    `todo` holds, per arm, the cells still to run, in order (all of them, or on resume the ones the archive
+    lacks)."""
 
-    spec: LoadedSpec  # the Matrix
-    env_spec: LoadedSpec  # its Environment
+    spec: LoadedSpec  # the Matrix (its files and marks: the archive's inputs/)
+    env_spec: LoadedSpec  # its Environment, loaded once (the launchers take it)
     workloads: dict[str, Any]  # name -> toolkit.workloads.LoadedWorkload
     slots: list[Slot]
     todo: dict[str, list[Cell]]
     build: BuildRecord | None = None  # the image's build record (SGLang in containers)
     representativeness: list[dict] = field(default_factory=list)
     rounds: list[list[str]] = field(default_factory=list)  # per launch round, the arms in launch order
+    paths: RunPaths | None = None  # every path the run reads, resolved
+    hosts_spec: LoadedSpec | None = None  # a hosts target's Hosts spec, loaded once
+    hashes: dict[str, str] = field(default_factory=dict)  # matrix, environment: their spec hashes
 
     @property
     def m(self) -> Matrix:
         return self.spec.model
 
     @property
+    def env(self) -> Environment:
+        return self.env_spec.model
+
+    @property
     def engine(self) -> str:
-        return self.env_spec.model.engine
+        return self.env.engine
 
     @property
     def cells_planned(self) -> int:
@@ -177,9 +140,14 @@ class RunPlan:
         return [c for c in self.todo.get(arm, []) if c.launch == launch]
 
     def sampling(self) -> dict:
+        """A cell summary's `sampling` record (as archives have always had it)."""
         m = self.m
         return {"api": m.api, "temperature": m.temperature, "output_len": m.output_len, "seed": m.seed,
                 "warmup": m.warmup, "requests": m.requests, "duration_s": m.duration_s}
+
+    def load(self, cell: Cell) -> CellLoad:
+        """What the cell sends: the Matrix's load at its concurrency, with its arm's request parameters."""
+        return CellLoad.of(self.m, cell.concurrency, self.request_params(cell.arm))
 
     def prompts(self, cell: Cell) -> list[Prompt]:
         """The prompts a cell sends, warmup first: the same for every arm."""
@@ -188,12 +156,12 @@ class RunPlan:
         return cell_prompts(w.prompts, n, cell_seed(m.seed, cell.domain, cell.concurrency, cell.repeat))
 
     def request_params(self, arm: str) -> dict:
-        return self.env_spec.model.request_params.get(arm, {})
+        return self.env.request_params.get(arm, {})
 
     def is_dummy(self, arm: str, info: dict | None = None) -> bool:
         """Does this arm serve random weights? Of a server the toolkit did not start (an external target) only
         what the server says about itself counts (`info`: its arm facts, SGLang's load_format)."""
-        env = self.env_spec.model
+        env = self.env
         if self.m.target.kind == "external":
             return (info or {}).get("load_format") == "dummy"
         if env.engine == "sglang":
@@ -205,23 +173,32 @@ class RunPlan:
         or a Docker engine (local or a host's, over ssh)."""
         t = slot.target
         kw: dict = {"log_path": Path(log_dir) / f"{arm}.log"}
-        if t["kind"] == "external":
-            return {**kw, "kind": "external", "url": t["urls"][arm]}
+        if isinstance(t, ExternalTarget):
+            return {**kw, "kind": "external", "url": t.urls[arm]}
+        gpus = t.gpus if isinstance(t, LocalTarget) else None
         target = self.m.target
         if self.engine == "sglang" and target.launcher == "process":
             env = dict(target.env)
-            if t.get("gpus"):
-                env["CUDA_VISIBLE_DEVICES"] = t["gpus"]
+            if gpus:
+                env["CUDA_VISIBLE_DEVICES"] = gpus
             return {**kw, "kind": "process", "python": target.python, "env": env}
         if self.engine == "sglang":
             kw.update(kind="docker", image=self.build.image if self.build else None)
-            if t.get("gpus"):
-                kw["gpus"] = t["gpus"].split(",")
-            if t["kind"] == "hosts":
-                h = t["spec"]
-                user = f"{h['user']}@" if h.get("user") else ""
-                kw.update(address=h["address"], docker_url=f"ssh://{user}{h['address']}:{h.get('port', 22)}")
+            if gpus:
+                kw["gpus"] = gpus.split(",")
+            if isinstance(t, HostTarget):
+                kw.update(address=t.spec.address, docker_url=t.docker_url)
         return kw
+
+    def resume(self, resumed: Manifest, done: set[str]) -> None:
+        """Resuming a run: only the cells it lacks, its image and launch rounds; the same matrix spec."""
+        if resumed.matrix.hash and resumed.matrix.hash != self.hashes["matrix"]:
+            raise ToolkitError(f"the matrix spec changed since run {resumed.run_id} started",
+                               hint="resume with the same spec, or start a new run", file=self.spec.path)
+        self.todo = {arm: [c for c in cells if c.key not in done] for arm, cells in self.todo.items()}
+        self.build = resumed.build
+        if resumed.rounds:
+            self.rounds = [list(r) for r in resumed.rounds]
 
 
 def _hash(spec: LoadedSpec) -> str:
@@ -230,22 +207,24 @@ def _hash(spec: LoadedSpec) -> str:
     return spec_hash(spec, template_version())
 
 
-def find_build(env_spec: LoadedSpec) -> BuildRecord | None:
+def find_build(env_spec: LoadedSpec, env_hash: str | None = None) -> BuildRecord | None:
     """The build record of this environment's image (`toolkit build env`), if one was made here."""
     if env_spec.model.engine != "sglang":
         return None
     from toolkit.image.records import find_build_record
 
-    rec = find_build_record(_hash(env_spec))
+    rec = find_build_record(env_hash or _hash(env_spec))
     return BuildRecord.model_validate(rec) if rec is not None else None
 
 
-def load_workloads(spec: LoadedSpec) -> dict:
+def load_workloads(spec: LoadedSpec, training: Path | None = None) -> dict:
+    """The matrix's workloads by name (`training`: its training_data, resolved; resolved here when not given)."""
     from toolkit.workloads import load_workload
 
     m: Matrix = spec.model
+    if training is None and m.training_data:
+        training = spec.path_of(("training_data",), m.training_data)
     out = {}
-    training = spec.path_of(("training_data",), m.training_data) if m.training_data else None
     for i, ref in enumerate(m.workloads):
         try:
             w = load_workload(ref, base_dir=spec.path.parent, seed=m.seed, training=training)
@@ -257,14 +236,13 @@ def load_workloads(spec: LoadedSpec) -> dict:
     return out
 
 
-def _representativeness(spec: LoadedSpec, workloads: dict) -> list[dict]:
-    m: Matrix = spec.model
-    if not m.training_data:
+def _representativeness(m: Matrix, training: Path | None, workloads: dict) -> list[dict]:
+    if training is None:
         return []
     from toolkit.workloads.bundled import read_prompts
     from toolkit.workloads.represent import representativeness
 
-    train = read_prompts(spec.path_of(("training_data",), m.training_data))
+    train = read_prompts(training)
     out = []
     for w in workloads.values():
         rep = representativeness(train, w.prompts, train_name=m.training_data, workload_name=w.name,
@@ -287,21 +265,34 @@ def load_environment(spec: LoadedSpec) -> LoadedSpec:
     return env_spec
 
 
+def plan_target(spec: LoadedSpec) -> RunPlan:
+    """The part of the plan that says where the arms run: the Environment and Hosts spec loaded, every path
+    resolved, the slots. Every spec mistake of the target is found here, before anything about this machine."""
+    env_spec = load_environment(spec)
+    paths = resolve_paths(spec, env_spec)
+    kind = spec.model.target.kind
+    hosts_spec = load_spec(paths.hosts, expect="Hosts" if kind == "hosts" else None) if paths.hosts else None
+    slots = plan_slots(spec, env_spec.model.engine, hosts_spec)
+    return RunPlan(spec, env_spec, {}, slots, {}, paths=paths, hosts_spec=hosts_spec)
+
+
 def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str] = frozenset()) -> RunPlan:
     """The plan of a new run, or of resuming one (`resumed`: its manifest; `done`: keys of its written cells).
-    A resumed run keeps its image and must use the same matrix spec."""
-    env_spec = load_environment(spec)
-    m: Matrix = spec.model
-    if resumed is not None and resumed.matrix.hash and resumed.matrix.hash != _hash(spec):
-        raise ToolkitError(f"the matrix spec changed since run {resumed.run_id} started",
-                           hint="resume with the same spec, or start a new run", file=spec.path)
-    workloads = load_workloads(spec)
-    slots = plan_slots(spec, env_spec.model.engine)
-    todo = {arm: [c for c in plan_cells(m, list(workloads), arm) if c.key not in done] for arm in m.arms}
-    build = resumed.build if resumed is not None else find_build(env_spec)
-    return RunPlan(spec, env_spec, workloads, slots, todo, build, _representativeness(spec, workloads),
-                   rounds=[list(r) for r in resumed.rounds] if resumed is not None and resumed.rounds
-                   else plan_rounds(m))
+    A resumed run keeps its image and must use the same matrix spec. The one reader of the Matrix spec in a
+    run: everything below works from the plan."""
+    plan = plan_target(spec)
+    m = plan.m
+    plan.hashes = {"matrix": _hash(spec), "environment": _hash(plan.env_spec)}
+    plan.workloads = load_workloads(spec, plan.paths.training_data)
+    plan.todo = {arm: plan_cells(m, list(plan.workloads), arm) for arm in m.arms}
+    plan.build = find_build(plan.env_spec, plan.hashes["environment"])
+    plan.representativeness = _representativeness(m, plan.paths.training_data, plan.workloads)
+    plan.rounds = plan_rounds(m)
+    if resumed is not None:
+        plan.resume(resumed, done)
+    elif done:
+        plan.todo = {arm: [c for c in cells if c.key not in done] for arm, cells in plan.todo.items()}
+    return plan
 
 
 def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
@@ -312,16 +303,16 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
 
     m, env = plan.m, plan.env_spec.model
     return Manifest.model_validate({
-        "matrix": {"name": m.name, "path": str(plan.spec.path), "hash": _hash(plan.spec),
+        "matrix": {"name": m.name, "path": str(plan.spec.path), "hash": plan.hashes["matrix"],
                    "resolved": m.model_dump(mode="json")},
-        "environment": {"name": env.name, "path": str(plan.env_spec.path), "hash": _hash(plan.env_spec),
+        "environment": {"name": env.name, "path": str(plan.env_spec.path), "hash": plan.hashes["environment"],
                         "resolved": env.model_dump(mode="json")},
         "build": plan.build,
         "arms": {a: {"preset": env.servers[a], "request_params": env.request_params.get(a, {}),
                      "command": commands.get(a)} for a in m.arms},
         "baseline": m.baseline_arm,
         "slots": [{"name": s.name, "arms": s.arms, "hardware": s.hardware,
-                   "target": {k: v for k, v in s.target.items() if k != "spec"}} for s in plan.slots],
+                   "target": s.target.record()} for s in plan.slots],
         "workloads": {n: {"hash": w.hash, "n_prompts": len(w.prompts), "source": str(w.source)}
                       for n, w in plan.workloads.items()},
         "host": host_fingerprint(plan.slots),

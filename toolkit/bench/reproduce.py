@@ -196,7 +196,7 @@ def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
     """Another GPU model, engine version or dummy-model recipe than the original's."""
     from toolkit.bench.hostinfo import host_fingerprint
     from toolkit.bench.inputs import dummy_record
-    from toolkit.bench.plan import plan_slots
+    from toolkit.bench.slots import plan_slots
     from toolkit.results.facts import host_view
 
     env = env_spec.model

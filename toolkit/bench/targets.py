@@ -1,6 +1,6 @@
 """Before a matrix runs: what its target needs, checked up front, and how its external servers are reached.
 
-    prepare_target(load_spec("envs/matrices/gateway.yaml"))   # before run_matrix(...)
+    prepare_target(plan_run(load_spec("envs/matrices/gateway.yaml")))   # as run_matrix does, before the archive
 
 - the embedded engine (engine: transformers, target local) needs the `local` extra (torch, transformers,
   tokenizers); SGLang in containers needs the docker SDK and an engine that answers. Missing: a one-line
@@ -13,19 +13,18 @@
 from __future__ import annotations
 
 from toolkit import endpoints
+from toolkit.bench.plan import RunPlan, plan_target
 from toolkit.errors import ToolkitError
 from toolkit.extras import require_extra, require_module
-from toolkit.spec import LoadedSpec, load_spec
-from toolkit.spec.matrix import Matrix
+from toolkit.spec import LoadedSpec
 
 
-def external_endpoints(spec: LoadedSpec) -> list[endpoints.Endpoint]:
+def external_endpoints(plan: RunPlan) -> list[endpoints.Endpoint]:
     """The endpoints of an external target, keys read from the environment (not registered)."""
-    m: Matrix = spec.model
-    t = m.target
+    t = plan.m.target
     if t.kind != "external":
         return []
-    ca = spec.path_of(("target", "ca_bundle"), t.ca_bundle) if t.ca_bundle else None
+    ca = plan.paths.ca_bundle
     urls = sorted({*([t.url] if t.url else []), *t.urls.values()})
     out = []
     for url in urls:
@@ -33,25 +32,23 @@ def external_endpoints(spec: LoadedSpec) -> list[endpoints.Endpoint]:
         try:
             ep = ep.with_key_from_env()
         except ToolkitError as exc:
-            raise spec.error(("target", "api_key_env"), exc.message, exc.hint) from None
+            raise plan.spec.error(("target", "api_key_env"), exc.message, exc.hint) from None
         if ep.tls:
             ep.ssl_context()  # a CA bundle that does not load fails here, before the run
         out.append(ep)
     return out
 
 
-def prepare_target(spec: LoadedSpec) -> list[endpoints.Endpoint]:
-    """Check what the run needs and register its external endpoints; returns them. Mistakes in the spec
-    (the run plan's own checks) are reported before anything about this machine."""
-    from toolkit.bench.plan import plan_slots
-
-    m: Matrix = spec.model
-    t = m.target
-    env_spec = load_spec(spec.path_of(("environment",), m.environment), expect="Environment")
+def prepare_target(plan: RunPlan | LoadedSpec) -> list[endpoints.Endpoint]:
+    """Check what the run needs and register its external endpoints; returns them. `plan`: the run's plan
+    (its spec mistakes were found when it was made), or a Matrix spec, planned here as far as its target
+    (bench tune, before it plans its runs)."""
+    if isinstance(plan, LoadedSpec):
+        plan = plan_target(plan)
+    t, env_spec = plan.m.target, plan.env_spec
     env = env_spec.model
-    plan_slots(spec, env.engine)
     if t.kind == "external":
-        return [endpoints.register(ep) for ep in external_endpoints(spec)]
+        return [endpoints.register(ep) for ep in external_endpoints(plan)]
     if env.engine == "transformers":
         if env.model is None:
             raise env_spec.error(("engine",), "the embedded engine runs here (target local) and this environment "

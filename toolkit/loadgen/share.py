@@ -1,5 +1,5 @@
-"""One process's part of a cell, shared by the load generator (toolkit.bench.loadgen, one process) and
-its worker processes (toolkit.bench.workers): the event loop, which prompt request i sends, the seeded
+"""One process's part of a cell, shared by the cell loop (toolkit.loadgen.cell, one process) and
+its worker processes (toolkit.loadgen.workers): the event loop, which prompt request i sends, the seeded
 open-loop schedule, the request slots of one process, and how a cell fails. Both import this module,
 never each other's internals (loadgen starts workers; workers run these parts).
 """
@@ -13,8 +13,9 @@ import random
 import time
 from typing import Callable
 
-from toolkit.bench.client import PATHS, Api, build_body, make_pool, send_one
 from toolkit.errors import ToolFailure
+from toolkit.loadgen.client import PATHS, build_body, make_pool, send_one
+from toolkit.loadgen.load import CellLoad
 from toolkit.schema.records import Prompt, RequestRecord
 
 
@@ -58,27 +59,24 @@ class Share:
     """One process's part of a cell: `slots` requests in flight at most, the next request index from
     `take(limit)` (a counter shared by every process of the cell; None when the phase is used up)."""
 
-    def __init__(self, base_url: str, api: Api, prompts: list[Prompt], *, slots: int, take: Callable,
-                 t0: float, concurrency: int, output_len: int = 128, temperature: float = 0.0,
-                 request_params: dict | None = None, model: str | None = None, arm: str = "", domain: str = "",
-                 repeat: int = 0, read_timeout_s: float = 300.0,
-                 on_record: Callable[[RequestRecord], None] | None = None,
+    def __init__(self, base_url: str, load: CellLoad, prompts: list[Prompt], *, slots: int, take: Callable,
+                 t0: float, model: str | None = None, arm: str = "", domain: str = "", repeat: int = 0,
+                 read_timeout_s: float = 300.0, on_record: Callable[[RequestRecord], None] | None = None,
                  on_error: Callable[[RequestRecord], object] | None = None):
-        self.api, self.prompts, self.slots, self.take, self.t0 = api, prompts, slots, take, t0
-        self.concurrency, self.arm, self.domain, self.repeat = concurrency, arm, domain, repeat
+        self.load, self.api, self.prompts, self.slots, self.take, self.t0 = load, load.api, prompts, slots, take, t0
+        self.concurrency, self.arm, self.domain, self.repeat = load.concurrency, arm, domain, repeat
+        self.model = model
         self.on_record, self.on_error = on_record, on_error
         self.pool, prefix = make_pool(base_url, read_timeout_s)
-        self.url = prefix + PATHS[api]
+        self.url = prefix + PATHS[load.api]
         self.failure: list[BaseException] = []
         self.records: list[RequestRecord] = []
         self._bodies: dict[str, bytes] = {}
-        self._body_args = dict(model=model, output_len=output_len, temperature=temperature,
-                               request_params=request_params)
 
     def body(self, p: Prompt) -> bytes:
         b = self._bodies.get(p.id)
         if b is None:
-            b = self._bodies[p.id] = json.dumps(build_body(self.api, p, **self._body_args)).encode()
+            b = self._bodies[p.id] = json.dumps(build_body(self.load, p, self.model)).encode()
         return b
 
     async def one(self, p: Prompt, is_warmup: bool, scheduled: float | None = None) -> None:
@@ -135,7 +133,7 @@ class Share:
 
 class Counter:
     """Request indices of a phase, for one process: take(limit) -> the next index, or None once
-    `limit` is reached (toolkit.bench.workers.SharedCounter is the same, shared by processes)."""
+    `limit` is reached (toolkit.loadgen.workers.SharedCounter is the same, shared by processes)."""
 
     def __init__(self) -> None:
         self.i = 0
@@ -150,8 +148,9 @@ class Counter:
         return self.i - 1
 
 
-def cell_failed(exc: ToolFailure, records: list[RequestRecord], opts: dict, plan: dict) -> CellFailed:
-    return CellFailed(f"cell {opts['arm']}/{opts['domain']}/c{plan['concurrency']} failed: {exc.message}", records,
+def cell_failed(exc: ToolFailure, records: list[RequestRecord], who: dict, concurrency: int) -> CellFailed:
+    """The cell's failure, named by its arm and domain (`who`: run_cell's identity keywords)."""
+    return CellFailed(f"cell {who['arm']}/{who['domain']}/c{concurrency} failed: {exc.message}", records,
                       hint=exc.hint)
 
 

@@ -2,8 +2,8 @@
 
 One Python process streams some tens of thousands of chunks per second (docs/loadgen.md); a GPU host
 at high concurrency streams more, and past its limit a client measures its own queue. run_parallel
-starts N processes (`python -m toolkit.bench.workers`), each with its own event loop and connection
-pool running a `Share` of the cell (toolkit.bench.share), and merges their records into the one cell:
+starts N processes (`python -m toolkit.loadgen.workers`), each with its own event loop and connection
+pool running a `Share` of the cell (toolkit.loadgen.share), and merges their records into the one cell:
 
 - one clock: send times and chunk arrivals are time.perf_counter, CLOCK_MONOTONIC on Linux, the same
   clock in every process; the cell's t0 is the parent's.
@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Callable
 
 from toolkit.errors import ToolFailure
+from toolkit.loadgen.load import CellLoad
 from toolkit.schema.records import Prompt, RequestRecord
 
 FLUSH_S = 0.02      # how often a worker sends its finished records to the parent
@@ -150,7 +151,7 @@ class _Workers:
             up_r, up_w = os.pipe()      # worker -> parent
             try:
                 self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "toolkit.bench.workers", str(down_r), str(up_w), str(counter_fd),
+                    [sys.executable, "-m", "toolkit.loadgen.workers", str(down_r), str(up_w), str(counter_fd),
                      str(os.getpid())], pass_fds=(down_r, up_w, counter_fd), env=env, stdin=subprocess.DEVNULL))
             finally:
                 os.close(down_r)
@@ -185,20 +186,20 @@ class _Workers:
                 p.wait()
 
 
-async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: dict, opts: dict,
+async def run_parallel(base_url: str, load: CellLoad, prompts: list[Prompt], n: int, who: dict,
                        on_record: Callable[[RequestRecord], None] | None,
                        check_alive: Callable[[], None] | None,
                        on_measure: Callable[[], None] | None = None) -> list[RequestRecord]:
     """run_cell over n worker processes (see the module's docstring); same records, same failures."""
     from toolkit import endpoints
-    from toolkit.bench.client import make_pool
-    from toolkit.bench.share import cell_failed
+    from toolkit.loadgen.client import make_pool
+    from toolkit.loadgen.share import cell_failed
 
     make_pool(base_url)  # a bad URL is the caller's error, raised here, before any process starts
     records: list[RequestRecord] = []
     failure: list[BaseException] = []
     t0 = time.perf_counter()
-    cfg = dict(base_url=base_url, api=api, prompts=prompts, t0=t0, n=n, plan=plan, opts=opts,
+    cfg = dict(base_url=base_url, load=load, prompts=prompts, t0=t0, n=n, who=who,
                endpoint=endpoints.lookup(base_url), check=check_alive is not None)
 
     def alive() -> None:
@@ -221,7 +222,7 @@ async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: 
                                                "the cell started"))
                     break
             await _gather(ws, "ready", records, on_record, alive, failure, READY_TIMEOUT_S)
-            phases = (["warmup"] if plan["warmup"] else []) + ["measure"]
+            phases = (["warmup"] if load.warmup else []) + ["measure"]
             for phase in phases:
                 if failure:
                     break
@@ -229,7 +230,7 @@ async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: 
                 if phase == "measure" and on_measure is not None:
                     on_measure()  # every worker is idle: warmup done, nothing sent yet
                 start = time.perf_counter() + 0.01  # every worker starts at the same instant
-                until = start + plan["duration_s"] if phase == "measure" and plan["duration_s"] else None
+                until = start + load.duration_s if phase == "measure" and load.duration_s else None
                 ws.send(("go", phase, start, until))
                 await _gather(ws, phase, records, on_record, alive, failure, None)
             if failure:
@@ -238,7 +239,7 @@ async def run_parallel(base_url: str, api, prompts: list[Prompt], n: int, plan: 
         finally:
             ws.close()
     if failure:
-        raise cell_failed(failure[0], records, opts, plan)
+        raise cell_failed(failure[0], records, who, load.concurrency)
     return records
 
 
@@ -257,7 +258,7 @@ async def _gather(ws: _Workers, phase: str, records: list, on_record, alive, fai
             if alive is None:
                 return  # stopping: close() reaps what is left
             raise ToolFailure(f"load workers did not start within {timeout_s:.0f} s",
-                              hint="the machine is overloaded, or `python -m toolkit.bench.workers` cannot start")
+                              hint="the machine is overloaded, or `python -m toolkit.loadgen.workers` cannot start")
         try:
             w, msg = await asyncio.wait_for(ws.inbox.get(), max(0.01, min(next_check - now, 0.5)))
         except asyncio.TimeoutError:
@@ -310,12 +311,12 @@ def _die_with_parent(ppid: int) -> None:
 
 async def _work(ch: Channel, counter: SharedCounter) -> None:
     from toolkit import endpoints
-    from toolkit.bench.share import Share, until_failure
+    from toolkit.loadgen.share import Share, until_failure
 
     cfg = ch.recv_blocking()
     if cfg["endpoint"] is not None:
         endpoints.register(cfg["endpoint"])
-    w, n, plan = cfg["index"], cfg["n"], cfg["plan"]
+    w, n, load = cfg["index"], cfg["n"], cfg["load"]
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue = asyncio.Queue()
     pending: list[RequestRecord] = []
@@ -350,9 +351,8 @@ async def _work(ch: Channel, counter: SharedCounter) -> None:
         else:
             inbox.put_nowait(msg)
 
-    share = Share(cfg["base_url"], cfg["api"], cfg["prompts"], slots=split(plan["concurrency"], n, w), take=counter,
-                  t0=cfg["t0"], concurrency=plan["concurrency"], on_record=on_record,
-                  on_error=on_error if cfg["check"] else None, **cfg["opts"])
+    share = Share(cfg["base_url"], load, cfg["prompts"], slots=split(load.concurrency, n, w), take=counter,
+                  t0=cfg["t0"], on_record=on_record, on_error=on_error if cfg["check"] else None, **cfg["who"])
     ch.attach(loop, on_msg, lambda: inbox.put_nowait(("stop",)))  # EOF: the parent is gone or done
     ch.send(("ready",))
     async with share.pool:
@@ -363,11 +363,11 @@ async def _work(ch: Channel, counter: SharedCounter) -> None:
             _, phase, start, until = msg
             await asyncio.sleep(max(0.0, start - time.perf_counter()))
             if phase == "warmup":
-                work = share.closed(plan["warmup"], True, None)
-            elif plan["rate"]:
-                work = share.open_loop(plan["rate"], plan["seed"], plan["requests"], until, start, n, w)
+                work = share.closed(load.warmup, True, None)
+            elif load.rate:
+                work = share.open_loop(load.rate, load.seed, load.requests, until, start, n, w)
             else:
-                work = share.closed(plan["requests"], False, until)
+                work = share.closed(load.requests, False, until)
             task = asyncio.ensure_future(until_failure(work, share.failure))
             getter = asyncio.ensure_future(inbox.get())
             await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
@@ -387,12 +387,12 @@ async def _work(ch: Channel, counter: SharedCounter) -> None:
 
 
 def main() -> None:
-    """`python -m toolkit.bench.workers IN_FD OUT_FD COUNTER_FD PARENT_PID`: started by run_parallel only."""
+    """`python -m toolkit.loadgen.workers IN_FD OUT_FD COUNTER_FD PARENT_PID`: started by run_parallel only."""
     rfd, wfd, counter_fd, ppid = (int(x) for x in sys.argv[1:5])
     _die_with_parent(ppid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     ch = Channel(rfd, wfd)
-    from toolkit.bench.share import run
+    from toolkit.loadgen.share import run
 
     try:
         run(_work(ch, SharedCounter(counter_fd)))

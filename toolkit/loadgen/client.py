@@ -1,4 +1,4 @@
-"""One streamed request -> one RequestRecord. HTTP by toolkit.bench.http (asyncio Protocols, keep-alive
+"""One streamed request -> one RequestRecord. HTTP by toolkit.loadgen.http (asyncio Protocols, keep-alive
 connections: cheaper per chunk than aiohttp, which measured cheaper than httpx: docs/loadgen.md); SSE
 parsed incrementally from raw reads.
 
@@ -14,15 +14,14 @@ import re
 import time
 from itertools import repeat
 from operator import sub
-from typing import Literal
 
 from urllib.parse import urlsplit
 
-from toolkit.bench.http import Pool
-from toolkit.schema.records import Prompt, RequestRecord
 from toolkit.errors import ToolkitError
+from toolkit.loadgen.http import Pool
+from toolkit.loadgen.load import Api, CellLoad
+from toolkit.schema.records import Prompt, RequestRecord
 
-Api = Literal["completions", "chat", "generate"]
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
 _perf = time.perf_counter
 
@@ -65,17 +64,18 @@ def _value_at(p: bytes, key: bytes) -> int:
     return j if j < len(p) else -1
 
 
-def build_body(api: Api, prompt: Prompt, *, model: str | None, output_len: int, temperature: float,
-               request_params: dict | None = None) -> dict:
-    """The JSON body for one request. `generation_config` dicts become the JSON string transformers wants;
-    a request_params value of None removes that key (e.g. stream_options for a server that rejects it)."""
-    params = dict(request_params or {})
+def build_body(load: CellLoad, prompt: Prompt, model: str | None = None) -> dict:
+    """The JSON body for one request of a cell: its sampling (CellLoad.body_sampling) and the arm's request
+    parameters. `generation_config` dicts become the JSON string transformers wants; a request_params value
+    of None removes that key (e.g. stream_options for a server that rejects it)."""
+    api = load.api
+    params = dict(load.request_params)
     if isinstance(params.get("generation_config"), dict):
         params["generation_config"] = json.dumps(params["generation_config"], sort_keys=True)
     if api == "generate":
-        sampling = {"max_new_tokens": output_len, "temperature": temperature, **params.pop("sampling_params", {})}
+        sampling = {**load.body_sampling(), **params.pop("sampling_params", {})}
         return {"text": prompt.as_text(), "sampling_params": sampling, "stream": True, **params}
-    body: dict = {"max_tokens": output_len, "temperature": temperature, "stream": True,
+    body: dict = {**load.body_sampling(), "stream": True,
                   "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     if model:
         body["model"] = model

@@ -1,0 +1,93 @@
+"""What one cell sends: its API, concurrency, request size and sampling, how many requests (or how long),
+the warmup, the open-loop rate, the seed, the client processes and the arm's per-request parameters.
+
+    load = CellLoad.of(matrix, concurrency=16, request_params=env.request_params["ngram"])
+    records = run(run_cell(url, load, prompts, model=srv.model, arm="ngram", domain="coding"))
+
+A CellLoad is built from a Matrix in one place, `CellLoad.of`: each of its fields takes the Matrix field of
+the same name. A field declared with `sent(...)` is a request parameter, put into every request body by
+`body_sampling` (client.build_body). So a Matrix field that only changes what a cell sends is a field of
+the Matrix spec and one here, nothing else. The loadgen reads the Matrix by duck typing: it imports no spec.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Mapping
+
+Api = Literal["completions", "chat", "generate"]
+
+# What one worker carries with its timing intact (docs/loadgen.md: measured capacity is several times
+# this), and what a GPU server streams per request at most (a 4 ms token).
+CHUNKS_PER_WORKER = 25_000
+CHUNKS_PER_STREAM = 250
+
+
+def sent(openai: str, generate: str | None = None, *, default: Any) -> Any:
+    """A CellLoad field carried by every request: under `openai` in a /v1 body, under `generate` (default: the
+    same name) in /generate's sampling_params."""
+    return field(default=default, metadata={"sent": (openai, generate or openai)})
+
+
+def auto_workers(concurrency: int, rate: float | None = None, output_len: int = 128, cpus: int | None = None) -> int:
+    """Processes for a cell: its expected chunk rate over CHUNKS_PER_WORKER, one when small, at most
+    half the CPUs this process may run on (the rest for the parent and a local server)."""
+    expected = concurrency * CHUNKS_PER_STREAM
+    if rate:
+        expected = min(expected, rate * output_len)
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(math.ceil(expected / CHUNKS_PER_WORKER), cpus // 2, concurrency))
+
+
+def resolve_workers(workers: int | None, concurrency: int, rate: float | None = None, output_len: int = 128) -> int:
+    """The processes a cell runs on: `workers` as asked (never more than the concurrency), else auto_workers."""
+    return auto_workers(concurrency, rate, output_len) if workers is None else max(1, min(workers, concurrency))
+
+
+@dataclass(frozen=True)
+class CellLoad:
+    """What one cell sends. Closed loop: `concurrency` requests in flight until `requests` are done (or
+    `duration_s` passed); open loop: Poisson arrivals at `rate` req/s (seeded), at most `concurrency` in
+    flight. `warmup` requests run first. `workers`: client processes (None: enough for the chunk rate)."""
+
+    api: Api = "chat"
+    concurrency: int = 1
+    output_len: int = sent("max_tokens", "max_new_tokens", default=128)
+    temperature: float = sent("temperature", default=0.0)
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup: int = 0
+    rate: float | None = None
+    seed: int = 0
+    workers: int | None = None
+    request_params: Mapping[str, Any] = field(default_factory=dict)  # the arm's (Environment request_params)
+
+    def __post_init__(self) -> None:
+        if (self.requests is None) == (self.duration_s is None):
+            raise ValueError("give exactly one of requests or duration_s")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency {self.concurrency}: at least 1 request in flight")
+
+    @classmethod
+    def of(cls, matrix: Any, concurrency: int, request_params: Mapping[str, Any] | None = None) -> "CellLoad":
+        """The load of a Matrix's cells at one concurrency level: every field from the Matrix field of the same
+        name, the duration at this level (Matrix.duration_at), the arm's request parameters."""
+        given = {"concurrency": concurrency, "request_params": dict(request_params or {})}
+        if getattr(matrix, "duration_s", None) is not None:
+            given["duration_s"] = matrix.duration_at(concurrency)
+        taken = {f.name: getattr(matrix, f.name) for f in fields(cls)
+                 if f.name not in given and f.name in type(matrix).model_fields}
+        return cls(**{**taken, **given})
+
+    @property
+    def processes(self) -> int:
+        """The client processes this cell runs on (`workers`, or enough for its expected chunk rate)."""
+        return resolve_workers(self.workers, self.concurrency, self.rate, self.output_len)
+
+    def body_sampling(self) -> dict[str, Any]:
+        """The request parameters every request of the cell carries, by the API's names, in field order."""
+        i = 1 if self.api == "generate" else 0
+        return {f.metadata["sent"][i]: getattr(self, f.name) for f in fields(self) if "sent" in f.metadata}
