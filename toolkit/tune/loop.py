@@ -16,6 +16,7 @@ from toolkit.tune import search, specs
 from toolkit.tune.progress import SearchProgress
 from toolkit.tune.report import run_records
 from toolkit.tune.servers import Servers
+from toolkit.tune.state import matrix_hash
 
 
 def evaluations(schedule: list[int], again: str | None) -> int:
@@ -81,7 +82,6 @@ class SearchLoop:
         resume = None
         if runs:
             from toolkit.results.archive import open_archive
-            from toolkit.tune.state import matrix_hash
 
             if open_archive(runs[-1]).manifest.matrix.hash == matrix_hash(load_spec(path, expect="Matrix")):
                 resume = runs[-1]
