@@ -18,6 +18,7 @@ import pytest
 from tests.bench.test_matrix_runner import ENV
 from toolkit.bench.hostload import HostLoad, active_run, other_runs
 from toolkit.schema.eligibility import busy_check
+from toolkit.schema.progress import RunProgress
 
 # n busy loops in processes of their own, outside this process's tree (as a second matrix on the host
 # would be): the launcher forks them, prints their pids and exits, so they are re-parented
@@ -28,24 +29,12 @@ HOG = ("import os, sys, time\npids = []\nfor _ in range(int(sys.argv[1])):\n    
        "    pids.append(pid)\nprint(*pids, flush=True)\nos._exit(0)\n")
 
 
-class HogAroundSecondCell:
+class HogAroundSecondCell(RunProgress):
     """A progress object for run_matrix: after the first cell is archived, start busy loops (each one
     always runnable); after the second, stop them."""
 
     def __init__(self, n: int):
         self.n, self.pids, self.done = n, [], []
-
-    def start(self, todo, matrix) -> None:
-        pass
-
-    def arm_starting(self, arm: str) -> None:
-        pass
-
-    def arm_waiting(self, arm: str, text: str) -> None:
-        pass
-
-    def on_record(self, cell):
-        return lambda rec: None
 
     def cell_done(self, cell, summary) -> None:
         self.done.append(cell.key)

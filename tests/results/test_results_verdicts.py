@@ -201,16 +201,16 @@ def test_tune_verdicts_never_cite_drift_cells() -> None:
     from toolkit.results.report import render_text
 
     res = result(json.loads((TUNE / "tune.json").read_text()), TUNE)
-    conf = res["confirmation"]
-    drift = [f"{c['domain']} c={c['concurrency']}" for c in conf["cells"] if c["drift"]]
+    conf = res.confirmation
+    drift = [f"{c.domain} c={c.concurrency}" for c in conf.cells if c.drift]
     assert len(drift) == 3
-    claims = conf["verdict"].split("; no claim at ")[0]
-    assert not any(d in claims for d in drift), conf["verdict"]
-    assert all(f"{d} (DRIFT)" in conf["verdict"] for d in drift)
-    assert not ("no threshold needed" in conf["advice"] and "never pays off" in conf["advice"]), conf["advice"]
-    for x in conf["crossovers"]:  # no crossover rests on a DRIFT level
-        assert x["crossover_concurrency"] not in [c["concurrency"] for c in conf["cells"]
-                                                  if c["drift"] and c["domain"] == x["domain"]]
+    claims = conf.verdict.split("; no claim at ")[0]
+    assert not any(d in claims for d in drift), conf.verdict
+    assert all(f"{d} (DRIFT)" in conf.verdict for d in drift)
+    assert not ("no threshold needed" in conf.advice and "never pays off" in conf.advice), conf.advice
+    for x in conf.crossovers:  # no crossover rests on a DRIFT level
+        assert x.crossover_concurrency not in [c.concurrency for c in conf.cells
+                                               if c.drift and c.domain == x.domain]
     text = render_text(build_tune_report(res))
     assert "significantly faster than ngram as it was at coding c=4" not in text
 
@@ -222,8 +222,9 @@ def test_tune_verdicts_never_cite_drift_cells() -> None:
                                       "(DRIFT)"),
 ])
 def test_tune_verdict_text(cells, expect) -> None:
-    from toolkit.tune.report import _verdict
+    from toolkit.schema.tune import ConfirmedCell
+    from toolkit.tune.verdict import verdict
 
-    cs = [{"domain": d, "concurrency": c, "vs_incumbent": {"ci_low": lo, "ci_high": hi}, "drift": drift,
-           "excluded": ["baseline: drift (A/A)"] if drift else []} for d, c, lo, hi, drift in cells]
-    assert _verdict(cs, "t05", "ngram").endswith(expect)
+    cs = [ConfirmedCell(domain=d, concurrency=c, vs_incumbent={"ci_low": lo, "ci_high": hi}, drift=drift,
+                        excluded=["baseline: drift (A/A)"] if drift else []) for d, c, lo, hi, drift in cells]
+    assert verdict(cs, "t05", "ngram").endswith(expect)

@@ -14,7 +14,7 @@ from toolkit.schema.records import CellSummary, RequestRecord
 class Ledger:
     def __init__(self, writer, progress: Any = None, stopping: threading.Event | None = None):
         self.writer = writer  # toolkit.results.archive.ArchiveWriter
-        self.progress = progress  # toolkit.bench.progress.MatrixProgress or None
+        self.progress = progress  # a toolkit.schema.progress.RunProgress (MatrixProgress draws it) or None
         self.lock = threading.Lock()
         self.stopping = stopping or threading.Event()  # set by SIGINT/SIGTERM (toolkit.bench.matrix)
         self.cells: list[CellSummary] = []

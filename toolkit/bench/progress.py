@@ -7,6 +7,7 @@ import time
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from toolkit.schema.progress import RunProgress
 from toolkit.schema.records import CellSummary, RequestRecord
 
 
@@ -14,7 +15,7 @@ def _label(cell) -> str:
     return f"{cell.arm} {cell.domain} c={cell.concurrency} r={cell.repeat}" + (f" l={cell.launch}" if cell.launch else "")
 
 
-class MatrixProgress:
+class MatrixProgress(RunProgress):
     def __init__(self, console) -> None:
         self.console = console
         self.progress = Progress(TextColumn("{task.description}", justify="left"), BarColumn(bar_width=24),

@@ -6,4 +6,6 @@ serve, workloads, image, provision, gpu); every stage reads and writes through i
     columns   the per-request numeric columns stored beside each cell (.npz), under registry names
     keys      SCHEMA_VERSION, FORMAT, STATUSES, cell_key, safe_name
     manifest  Manifest (manifest.json), Summary and Derived (summary.json); loaders for every old shape
+    tune      TuneState (a tune session's tune.json) and TuneResult (`bench tune --json`); every older session loads
+    progress  RunProgress: what the matrix runner tells a display, every call a no-op unless overridden
 """

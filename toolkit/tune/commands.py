@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from toolkit.console import emit_json, err, out, warn
+from toolkit.schema.tune import TuneResult
 
 
 def tune_cmd(
@@ -41,59 +42,50 @@ def tune_cmd(
     leaves the finished work in place; `--resume SESSION` goes on from there.
     """
     from toolkit.spec import load_spec
+    from toolkit.tune.progress import TuneProgress
     from toolkit.tune.session import TuneSession
 
     loaded = load_spec(spec, expect="Matrix")
     for w in loaded.warnings:
         warn(w)
-    session = TuneSession(loaded, arm, budget=budget, results_root=results, resume=resume, console=err,
+    session = TuneSession(loaded, arm, budget=budget, results_root=results, resume=resume,
                           log=lambda m: err.print(m, markup=False))
     for w in session.warnings:
         warn(w)
-    res = session.run()
-    if res["status"] == "complete" and out_env is not None:
-        res["out"] = str(_write_back(session, res, out_env))
+    res = session.run(progress=TuneProgress(err))
+    if res.status == "complete" and out_env is not None:
+        res.out = str(_write_back(session, res, out_env))
     if json_out:
-        emit_json(res)
+        emit_json(res.dump())
     else:
         _print_result(res)
-    if res["status"] != "complete":
-        err.print(f"tune stopped: resume with `toolkit bench tune {spec} --arm {arm} --resume {res['session']}`",
+    if res.status != "complete":
+        err.print(f"tune stopped: resume with `toolkit bench tune {spec} --arm {arm} --resume {res.session}`",
                   markup=False)
         raise typer.Exit(130)
 
 
-def _write_back(session, res: dict, out_env: Path) -> Path:
-    from pathlib import PurePath
-
+def _write_back(session, res: TuneResult, out_env: Path) -> Path:
+    """The tuned environment at out_env, each value commented with what the session found (the words are
+    toolkit.tune.verdict's); a warning first when the winner is not faster than the preset it replaces."""
+    from toolkit.tune.verdict import write_back_texts
     from toolkit.tune.writeback import write_tuned
 
-    conf, best = res["confirmation"], res["best"]
-    sid = f"{PurePath(res['session']).parent.name}/{PurePath(res['session']).name}"
-    speedups = [c["speedup"] for c in conf["cells"] if c["speedup"] is not None]
-    held = f", {min(speedups):.2f}-{max(speedups):.2f}x on held-out prompts" if speedups else ""
-    usable = [c for c in conf["cells"] if not c.get("excluded", ["drift"] if c["drift"] else [])]  # no DRIFT claims
-    faster = any((c["vs_incumbent"]["ci_low"] or 0) > 1 for c in usable)
-    slower = any((c["vs_incumbent"]["ci_high"] or 2) < 1 for c in usable)
-    if slower or not faster:
-        held += f"; {'slower than' if slower else 'not faster than'} {res['arm']} as it was in some cells"
-        warn(f"on held-out prompts, {conf['verdict']}; {out_env} holds the tuned setting all the same: "
-             "compare before you adopt it")
-    drift = sum(c["drift"] for c in conf["cells"])
-    held += f"; load drift in {drift} of {len(conf['cells'])} cells: see its report" if drift else ""
-    note = f"bench tune {sid} (trial {best['trial']}{held})"
-    return write_tuned(session.env_spec, out_env, arm=res["arm"], engine=res["engine"], params=best["params"],
-                       note=note, threshold=conf["recommended_disable_batch_threshold"],
-                       threshold_note=f"{conf['advice']} (bench tune {sid})")
+    texts = write_back_texts(res, out_env)
+    if texts.caution:
+        warn(texts.caution)
+    return write_tuned(session.env_spec, out_env, arm=res.arm, engine=res.engine, params=res.best.params,
+                       note=texts.note, threshold=res.confirmation.recommended_disable_batch_threshold,
+                       threshold_note=texts.threshold_note)
 
 
-def _print_result(res: dict) -> None:
+def _print_result(res: TuneResult) -> None:
     """The session's report on the terminal: the same model as report.md."""
     from toolkit.results.report import render_text
     from toolkit.tune.report import build_tune_report
 
     out.print(render_text(build_tune_report(res)), markup=False, highlight=False)
-    if res.get("report"):
-        out.print(f"report: {res['report']}", markup=False)
-    if res.get("out"):
-        out.print(f"tuned environment: {res['out']}", markup=False)
+    if res.report:
+        out.print(f"report: {res.report}", markup=False)
+    if res.out:
+        out.print(f"tuned environment: {res.out}", markup=False)

@@ -1,6 +1,8 @@
-"""Live progress of a tune: one bar over trial evaluations (every rung's arms, then the confirmation) with
-the current best, and one over the requests of the cell running now. It speaks the matrix runner's
-progress interface (start, arm_starting, on_record, cell_done, stop), so each run of the session reports
+"""Live progress of a tune. The session is handed its progress (it imports no display): SearchProgress is
+the interface, every call a no-op, so a caller's display that leaves one out cannot crash a session;
+TuneProgress draws it (the CLI's): one bar over trial evaluations (every rung's arms, then the
+confirmation) with the current best, and one over the requests of the cell running now. Both speak the
+matrix runner's interface too (toolkit.schema.progress.RunProgress), so each run of the session reports
 into the same bars."""
 
 from __future__ import annotations
@@ -10,9 +12,36 @@ import time
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from toolkit.schema.progress import RunProgress
 
-class TuneProgress:
-    def __init__(self, console, total: int) -> None:
+
+class SearchProgress(RunProgress):
+    """The session's calls, beside the runner's: each does nothing here."""
+
+    def begin_session(self, total: int) -> None:
+        """The session's trial evaluations: every rung's arms (and A/A twins), then the confirmation."""
+
+    def set_stage(self, stage: str) -> None:
+        """`rung k/n` or `confirmation`."""
+
+    def set_best(self, text: str) -> None:
+        """The leader after a rung, formatted."""
+
+    def skip(self, n: int) -> None:
+        """Evaluations already done (a resumed session) or no longer planned (an early stop)."""
+
+    def begin(self, units: list, levels: int = 0) -> None:
+        """The runs of one rung: (name, arms, workloads, concurrency levels) each."""
+
+    def reused(self, arms: list[str], cells: int) -> None:
+        """A run finished before (a resumed session): its cells count as done."""
+
+    def finish(self) -> None:
+        """The session is over."""
+
+
+class TuneProgress(SearchProgress):
+    def __init__(self, console) -> None:
         self.console = console
         self.plain = not console.is_terminal
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
@@ -21,12 +50,15 @@ class TuneProgress:
         self._lock = threading.Lock()
         self.stage = ""
         self.best = "best: -"
-        self.progress.start()
-        self.trials = self.progress.add_task("trials", total=total, info=self.best)
+        self.trials = None
         self._left: dict[str, int] = {}
         self._cell = None
 
     # -- the session's calls
+    def begin_session(self, total: int) -> None:
+        self.progress.start()
+        self.trials = self.progress.add_task("trials", total=total, info=self.best)
+
     def set_stage(self, stage: str) -> None:
         self.stage = stage
         self._refresh()
@@ -38,7 +70,6 @@ class TuneProgress:
             self.console.print(f"{self.stage}: {self.best}", markup=False)
 
     def skip(self, n: int) -> None:
-        """Evaluations already done (a resumed session) or no longer planned (an early stop)."""
         self.progress.update(self.trials, advance=n)
 
     def finish(self) -> None:
@@ -76,12 +107,6 @@ class TuneProgress:
         for arm, cells in todo.items():
             if planned - len(cells):
                 self._cells_done(arm, planned - len(cells))
-
-    def arm_starting(self, arm: str) -> None:
-        pass
-
-    def arm_waiting(self, arm: str, text: str) -> None:
-        pass
 
     def on_record(self, cell):
         with self._lock:

@@ -2,25 +2,35 @@
 `bench tune --json`), and the report (report.md, report.html, plots/) built once as blocks and rendered by
 toolkit.results.report like every other report.
 
-    result(state, folder)          # trials, best, winners, confirmation, runs
-    write_tune_report(state, folder)
+    result(state, folder)          # TuneResult: trials, best, winners, confirmation, runs
+    write_tune_report(res, folder)
+
+The verdict's words are toolkit.tune.verdict's (the CLI's --out note reads the same split of cells).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit.tune import search
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num
+from toolkit.schema.manifest import Crossover
+from toolkit.schema.tune import (Best, CellRatio, Confirmation, ConfirmedCell, Ratio, Trial, TrialScore, TuneResult,
+                                 TuneState, Winner)
+from toolkit.tune import search
+from toolkit.tune.verdict import verdict
 
 
 def _params(p: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in p.items())
 
 
-def _cell_rows(cells: dict) -> list[dict]:
-    return [{"domain": d, "concurrency": c, "speedup": r["ratio"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
-             "n_pairs": r["n_pairs"]} for (d, c), r in cells.items()]
+def _cell_rows(cells: dict) -> list[CellRatio]:
+    return [CellRatio(domain=d, concurrency=c, speedup=r["ratio"], ci_low=r["ci_low"], ci_high=r["ci_high"],
+                      n_pairs=r["n_pairs"]) for (d, c), r in cells.items()]
+
+
+def _ratio(r: dict) -> Ratio:
+    return Ratio(speedup=r.get("ratio"), ci_low=r.get("ci_low"), ci_high=r.get("ci_high"))
 
 
 def run_records(run_dir: Path) -> dict[tuple, list]:
@@ -42,45 +52,43 @@ def _merged(folder: Path, runs: list[str]) -> dict[tuple, list]:
     return out
 
 
-def result(state: dict, folder: Path) -> dict:
-    baseline, again, seed = state["baseline"], state.get("again"), state.get("seed", 0)
-    knobs = state.get("knobs") or list(state["tune"]["space"][state["arm"]])  # tune.json sorts its keys
-    state = {**state, "trials": {t: {k: p[k] for k in knobs if k in p} for t, p in state["trials"].items()}}
-    done = [r for r in state["rungs"] if r.get("status") == "complete"]
-    records = [_merged(folder, r["runs"]) for r in done]
+def result(state: TuneState | dict, folder: Path) -> TuneResult:
+    """The result of a session as its state and its run archives stand (a tune.json as read: mapped)."""
+    if isinstance(state, dict):
+        state = TuneState.model_validate(state)
+    baseline, again, seed = state.baseline, state.again, state.seed
+    done = [r for r in state.rungs if r.status == "complete"]
+    records = [_merged(folder, r.runs) for r in done]
     trials, per = [], {}
-    for name, params in state["trials"].items():
-        ran = [r for r in done if name in r["trials"]]
+    for name in state.trials:
+        ran = [r for r in done if name in r.trials]
         if not ran:
             continue
         cells = search.pooled_cells(records, name, baseline, again, seed=seed)
         per[name] = cells
         s = search.score(cells)
-        trials.append({"name": name, "params": params, "rungs": len(ran),
-                       "requests_per_cell": sum(r["requests"] for r in ran),
-                       "score": {"geomean": s.geomean, "ci_low": s.low, "ci_high": s.high}, "cells": _cell_rows(cells)})
-    trials.sort(key=lambda t: (-t["rungs"], t["score"]["geomean"] is None, -(t["score"]["geomean"] or 0.0),
-                               t["name"]))
-    out = {"session": str(folder), "status": state["status"], "matrix": state["matrix"]["name"], "arm": state["arm"],
-           "baseline": baseline, "engine": state["engine"], "level": state["level"], "budget": state["budget"],
-           "candidates": state["candidates"], "notes": state["notes"],
-           "space": {k: state["tune"]["space"][state["arm"]][k] for k in knobs},
-           "incumbent": state["incumbent"], "server": state.get("server"), "split": state["split"],
-           "trials": trials, "winners": search.cell_winners(per), "best": None, "confirmation": None,
-           "noise": _cell_rows(search.pooled_cells(records, again, baseline, seed=seed)) if again else None,
-           "runs": [str(folder / r) for rung in done for r in rung["runs"]], "wall_s": state.get("wall_s")}
-    best = state.get("best")
-    if best:
-        score = next(t["score"] for t in trials if t["name"] == best)
-        out["best"] = {"trial": best, "params": state["trials"][best], "score": score}
-    conf = state.get("confirmation") or {}
-    if conf.get("status") == "complete":
-        out["confirmation"] = _confirmation(state, folder, conf, best)
-        out["runs"] += out["confirmation"]["runs"]
+        trials.append(Trial(name=name, params=state.params(name), rungs=len(ran),
+                            requests_per_cell=sum(r.requests for r in ran),
+                            score=TrialScore(geomean=s.geomean, ci_low=s.low, ci_high=s.high), cells=_cell_rows(cells)))
+    trials.sort(key=lambda t: (-t.rungs, t.score.geomean is None, -(t.score.geomean or 0.0), t.name))
+    out = TuneResult(
+        session=str(folder), status=state.status, matrix=state.matrix.name, arm=state.arm, baseline=baseline,
+        engine=state.engine, level=state.level, budget=state.budget, candidates=state.candidates, notes=state.notes,
+        space={k: state.tune["space"][state.arm][k] for k in state.knobs}, incumbent=state.incumbent,
+        server=state.server, split=state.split, trials=trials,
+        winners=[Winner(**w) for w in search.cell_winners(per)], best=None, confirmation=None,
+        noise=_cell_rows(search.pooled_cells(records, again, baseline, seed=seed)) if again else None,
+        runs=[str(folder / r) for rung in done for r in rung.runs], wall_s=state.wall_s)
+    if state.best:
+        score = next(t.score for t in trials if t.name == state.best)
+        out.best = Best(trial=state.best, params=state.params(state.best), score=score)
+    if state.confirmation is not None and state.confirmation.status == "complete":
+        out.confirmation = _confirmation(state, folder, state.confirmation.runs, state.best)
+        out.runs = out.runs + out.confirmation.runs
     return out
 
 
-def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
+def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) -> Confirmation:
     """The winner and the arm as it was against the baseline on held-out prompts; the A/A check of the
     baseline against itself where the runs have one; the disable threshold by the crossover rule, over the
     cells a verdict may use (toolkit/schema/eligibility.py: a DRIFT cell is one it may not)."""
@@ -88,45 +96,42 @@ def _confirmation(state: dict, folder: Path, conf: dict, best: str) -> dict:
     from toolkit.results.archive import open_archive
     from toolkit.results.verdicts import advice_text, crossovers, judged_cells, recommended_threshold, never_pays_off
 
-    baseline, again, arm, seed = state["baseline"], state.get("again"), state["arm"], state.get("seed", 0)
-    recs = [_merged(folder, conf["runs"])]
+    baseline, again, arm, seed = state.baseline, state.again, state.arm, state.seed
+    recs = [_merged(folder, runs)]
     # arms on servers of their own (no shared server): the launch is the unit, as in the runner's speed-ups
-    noise = None if again else derive.speedup_noise(folder / conf["runs"][0], 1)[0] if conf["runs"] else None
+    noise = None if again else derive.speedup_noise(folder / runs[0], 1)[0] if runs else None
     mine = search.pooled_cells(recs, best, baseline, again, seed=seed, noise=noise)
     inc = search.pooled_cells(recs, arm, baseline, again, seed=seed, noise=noise)
     aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}
     head = search.pooled_cells(recs, best, arm, seed=seed, noise=noise)  # the winner against the preset it replaces
-    elig = _eligibility([open_archive(folder / r) for r in conf["runs"]], judged_cells)
+    elig = _eligibility([open_archive(folder / r) for r in runs], judged_cells)
     cells = []
     for (d, c), r in mine.items():
-        i, n, h = inc.get((d, c)) or {}, aa.get((d, c)), head.get((d, c)) or {}
+        n = aa.get((d, c))
         drift = bool(n and n["ci_low"] is not None and (n["ci_low"] > 1 or n["ci_high"] < 1))
         flags = {a: elig.flags(a, d, c) for a in (best, arm, baseline)}
-        cells.append({"domain": d, "concurrency": c, "speedup": r["ratio"], "ci_low": r["ci_low"],
-                      "ci_high": r["ci_high"], "n_pairs": r["n_pairs"],
-                      "ci_method": r.get("ci_method", "paired bootstrap over the requests (one shared server)"),
-                      "incumbent": {"speedup": i.get("ratio"), "ci_low": i.get("ci_low"), "ci_high": i.get("ci_high")},
-                      "noise": {"speedup": n["ratio"], "ci_low": n["ci_low"], "ci_high": n["ci_high"]} if n else None,
-                      "vs_incumbent": {"speedup": h.get("ratio"), "ci_low": h.get("ci_low"), "ci_high": h.get("ci_high")},
-                      "drift": drift,
-                      "excluded": ([f"{baseline}: drift (measured twice, it differs from itself: A/A)"] if drift else [])
-                      + [f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if f.excludes],
-                      "qualified": [f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if not f.excludes]})
-    rows = [{"arm": best, "domain": x["domain"], "concurrency": x["concurrency"], "throughput_ratio": x["speedup"],
-             "ci_low": x["ci_low"], "ci_high": x["ci_high"], "excluded": x["excluded"], "qualified": x["qualified"]}
+        cells.append(ConfirmedCell(
+            domain=d, concurrency=c, speedup=r["ratio"], ci_low=r["ci_low"], ci_high=r["ci_high"],
+            n_pairs=r["n_pairs"], ci_method=r.get("ci_method", "paired bootstrap over the requests (one shared server)"),
+            incumbent=_ratio(inc.get((d, c)) or {}), noise=_ratio(n) if n else None,
+            vs_incumbent=_ratio(head.get((d, c)) or {}), drift=drift,
+            excluded=([f"{baseline}: drift (measured twice, it differs from itself: A/A)"] if drift else [])
+            + [f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if f.excludes],
+            qualified=[f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if not f.excludes]))
+    rows = [{"arm": best, "domain": x.domain, "concurrency": x.concurrency, "throughput_ratio": x.speedup,
+             "ci_low": x.ci_low, "ci_high": x.ci_high, "excluded": x.excluded, "qualified": x.qualified}
             for x in cells]
     cross = crossovers(rows, {best})
-    threshold = recommended_threshold(cross, best)
-    never = never_pays_off(cross, best)
-    errors = sorted({c.message for r in conf["runs"] for c in open_archive(folder / r).derived.errors()})
-    errors += [f"{x['domain']} c={x['concurrency']}: the baseline measured twice differs (A/A "
-               f"{x['noise']['speedup']:.2f}x [{x['noise']['ci_low']:.2f}, {x['noise']['ci_high']:.2f}]): the machine's "
-               "load changed during the cell, so its speedups are not a claim" for x in cells if x["drift"]]
-    return {"runs": [str(folder / r) for r in conf["runs"]], "prompts": "held-out (never seen by the search)",
-            "verdict": _verdict(cells, best, arm),
-            "held_out": {w: s["held_out"] for w, s in state["split"].items()}, "requests": conf["requests"],
-            "cells": cells, "crossovers": cross, "recommended_disable_batch_threshold": threshold,
-            "never_pays_off": never, "advice": advice_text(cross, best), "methodology": errors}
+    errors = sorted({c.message for r in runs for c in open_archive(folder / r).derived.errors()})
+    errors += [f"{x.domain} c={x.concurrency}: the baseline measured twice differs (A/A "
+               f"{x.noise.speedup:.2f}x [{x.noise.ci_low:.2f}, {x.noise.ci_high:.2f}]): the machine's "
+               "load changed during the cell, so its speedups are not a claim" for x in cells if x.drift]
+    return Confirmation(
+        runs=[str(folder / r) for r in runs], prompts="held-out (never seen by the search)",
+        verdict=verdict(cells, best, arm), held_out={w: s.held_out for w, s in state.split.items()},
+        requests=state.confirmation.requests, cells=cells, crossovers=[Crossover(**x) for x in cross],
+        recommended_disable_batch_threshold=recommended_threshold(cross, best),
+        never_pays_off=never_pays_off(cross, best), advice=advice_text(cross, best), methodology=errors)
 
 
 def _eligibility(archives: list, judged):
@@ -138,144 +143,113 @@ def _eligibility(archives: list, judged):
     return Eligibility(cells, info)
 
 
-def _where(cs: list[dict]) -> str:
-    return ", ".join(f"{c['domain']} c={c['concurrency']}" for c in cs)
-
-
-def _codes(cell: dict) -> str:
-    """`DRIFT`, `capped`, ...: why a cell is no claim, short."""
-    out = {x.split(": ", 1)[-1].split(" (", 1)[0] for x in cell["excluded"]}  # `arm: code (why)`
-    return "/".join(sorted(out)).replace("drift", "DRIFT")
-
-
-def _verdict(cells: list[dict], best: str, arm: str) -> str:
-    """The winner against the preset it replaces, both measured on the same held-out prompts. A cell a
-    verdict may not use (DRIFT, failed, capped, stalled, too few requests) is named as no claim, never as
-    faster or slower."""
-    usable = [c for c in cells if not c.get("excluded")]
-    skipped = [c for c in cells if c.get("excluded")]
-    better = [c for c in usable if (c["vs_incumbent"]["ci_low"] or 0) > 1]
-    worse = [c for c in usable if c["vs_incumbent"]["ci_high"] is not None and c["vs_incumbent"]["ci_high"] < 1]
-    tail = ("; no claim at " + ", ".join(f"{c['domain']} c={c['concurrency']} ({_codes(c)})" for c in skipped)
-            if skipped else "")
-    if not usable:
-        return f"no claim: no held-out cell is one a verdict may use{tail}"
-    if not better and not worse:
-        return f"{best} and {arm} as it was are not significantly different on held-out prompts in any cell{tail}"
-    parts = ([f"significantly faster than {arm} as it was at {_where(better)}"] if better else []) + \
-            ([f"significantly slower at {_where(worse)}"] if worse else [])
-    return (f"{best} is " + "; ".join(parts) + (" (the rest ~)" if len(better) + len(worse) < len(usable) else "")
-            + tail)
-
-
-def heatmap(res: dict) -> bytes | None:
+def heatmap(res: TuneResult) -> bytes | None:
     """Trial x cell: each trial's pooled paired speedup over the baseline (the search's own data)."""
     from toolkit.results.plots import _png
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.colors import TwoSlopeNorm
 
-    trials = res["trials"]
-    cells = sorted({(c["domain"], c["concurrency"]) for t in trials for c in t["cells"]})
+    trials = res.trials
+    cells = sorted({(c.domain, c.concurrency) for t in trials for c in t.cells})
     if not trials or not cells:
         return None
     grid = np.full((len(trials), len(cells)), np.nan)
     for y, t in enumerate(trials):
-        for c in t["cells"]:
-            if c["speedup"] is not None:
-                grid[y, cells.index((c["domain"], c["concurrency"]))] = c["speedup"]
+        for c in t.cells:
+            if c.speedup is not None:
+                grid[y, cells.index((c.domain, c.concurrency))] = c.speedup
     lo, hi = np.nanmin(grid) if np.isfinite(grid).any() else 1, np.nanmax(grid) if np.isfinite(grid).any() else 1
     norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.99), vmax=max(hi, 1.01))
     fig, ax = plt.subplots(figsize=(1.6 + 1.25 * len(cells), 1.0 + 0.42 * len(trials)))
     im = ax.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
-    best = (res.get("best") or {}).get("trial")
+    best = res.best.trial if res.best else None
     for y, t in enumerate(trials):
         for x in range(len(cells)):
             if np.isfinite(grid[y, x]):
                 dark = abs(float(norm(grid[y, x])) - 0.5) > 0.35
                 ax.text(x, y, f"{grid[y, x]:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if dark else "black", fontweight="bold" if t["name"] == best else None)
+                        color="white" if dark else "black", fontweight="bold" if t.name == best else None)
     ax.set_xticks(range(len(cells)), [f"{d}\nc={c}" for d, c in cells], fontsize=8)
-    ax.set_yticks(range(len(trials)), [f"{t['name']}{' *' if t['name'] == best else ''}: {_params(t['params'])} "
-                                       f"({t['requests_per_cell']} req)" for t in trials], fontsize=8)
-    ax.set_title(f"paired speedup over {res['baseline']}, pooled over each trial's rungs (* = chosen)", fontsize=9)
+    ax.set_yticks(range(len(trials)), [f"{t.name}{' *' if t.name == best else ''}: {_params(t.params)} "
+                                       f"({t.requests_per_cell} req)" for t in trials], fontsize=8)
+    ax.set_title(f"paired speedup over {res.baseline}, pooled over each trial's rungs (* = chosen)", fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.046)
     return _png(fig)
 
 
-def build_tune_report(res: dict) -> Report:
+def _ci(x) -> str:
+    """A Ratio or CellRatio as `1.23 [1.01, 1.45]`."""
+    return fmt_centre(x.speedup, x.ci_low, x.ci_high)
+
+
+def build_tune_report(res: TuneResult) -> Report:
     """The session's report in the one report model (toolkit/results/report): rendered as report.md,
     HTML and terminal text like every other report."""
-    best = res.get("best") or {}
-    conf = res.get("confirmation") or {}
-    facts = [["session", res["session"]], ["matrix / arm", f"{res['matrix']} / {res['arm']} (baseline "
-                                                          f"{res['baseline']})"],
-             ["engine / knobs", f"{res['engine']} / " + ("request-level: every trial on one server"
-                                                         if res["level"] == "request" else
-                                                         "server flags: one launch per trial and rung")],
-             ["space", f"{res['candidates']} candidate(s); {len(res['trials'])} trial(s) (budget {res['budget']})"],
-             ["prompts", "; ".join(f"{w}: {s['tune']} to tune, {s['held_out']} held out" for w, s in
-                                    res["split"].items())],
-             ["wall time", f"{fmt_num(res.get('wall_s'))} s"], ["status", res["status"]]]
-    if res.get("server"):
-        facts.append(["shared server", res["server"].get("command", "-")])
+    best, best_params = (res.best.trial, res.best.params) if res.best else (None, {})
+    facts = [["session", res.session], ["matrix / arm", f"{res.matrix} / {res.arm} (baseline {res.baseline})"],
+             ["engine / knobs", f"{res.engine} / " + ("request-level: every trial on one server"
+                                                     if res.level == "request" else
+                                                     "server flags: one launch per trial and rung")],
+             ["space", f"{res.candidates} candidate(s); {len(res.trials)} trial(s) (budget {res.budget})"],
+             ["prompts", "; ".join(f"{w}: {s.tune} to tune, {s.held_out} held out" for w, s in res.split.items())],
+             ["wall time", f"{fmt_num(res.wall_s)} s"], ["status", res.status]]
+    if res.server:
+        facts.append(["shared server", res.server.command or "-"])
     out: list = [Facts(facts), Heading("Search space"),
-                 Table(["knob", "values", f"{res['arm']} now"],
-                         [[k, ", ".join(map(str, v)), "unset" if res["incumbent"].get(k) is None else str(res["incumbent"][k])]
-                          for k, v in res["space"].items()], align="lll")]
-    if res["notes"]:
-        out.append(Items(res["notes"]))
+                 Table(["knob", "values", f"{res.arm} now"],
+                       [[k, ", ".join(map(str, v)), "unset" if res.incumbent.get(k) is None else str(res.incumbent[k])]
+                        for k, v in res.space.items()], align="lll")]
+    if res.notes:
+        out.append(Items(res.notes))
     out += [Heading("Trials"),
             Table(["trial", "params", "rungs", "req/cell", "speedup geomean [95% CI]"],
-             [[t["name"] + (" (chosen)" if t["name"] == best.get("trial") else ""), _params(t["params"]),
-               str(t["rungs"]), str(t["requests_per_cell"]),
-               fmt_centre(t["score"]["geomean"], t["score"]["ci_low"], t["score"]["ci_high"])] for t in res["trials"]],
-                  align="llrrr")]
+                  [[t.name + (" (chosen)" if t.name == best else ""), _params(t.params), str(t.rungs),
+                    str(t.requests_per_cell), fmt_centre(t.score.geomean, t.score.ci_low, t.score.ci_high)]
+                   for t in res.trials], align="llrrr")]
     png = heatmap(res)
     if png:
         out.append(Image("tune-heatmap.png", "Trial x cell: paired speedup over the baseline on the tune sample", png))
-    if res.get("noise"):
-        out += [Para(f"Noise floor of the search: {res['baseline']} measured again after the trials of each cell, "
-                      "against itself (A/A; 1.00 means no drift): " + "; ".join(
-                          f"{n['domain']} c={n['concurrency']} {fmt_centre(n['speedup'], n['ci_low'], n['ci_high'])}"
-                          for n in res["noise"]) + ". The reference of every speedup is the mean of both measurements.")]
+    if res.noise:
+        out += [Para(f"Noise floor of the search: {res.baseline} measured again after the trials of each cell, "
+                     "against itself (A/A; 1.00 means no drift): " + "; ".join(
+                         f"{n.domain} c={n.concurrency} {_ci(n)}" for n in res.noise)
+                     + ". The reference of every speedup is the mean of both measurements.")]
     out += [Heading("Winner per domain and concurrency (tune sample)"),
             Table(["domain", "c", "trial", "params", "speedup [95% CI]", "pairs", "advice"],
-             [[w["domain"], str(w["concurrency"]), w["trial"], _params(res_params(res, w["trial"])),
-               fmt_centre(w["speedup"], w["ci_low"], w["ci_high"]), str(w["n_pairs"]),
-               "speculation off: even the best trial is significantly slower" if w["speculation_off"] else ""]
-              for w in res["winners"]], align="lrllrrl"),
+                  [[w.domain, str(w.concurrency), w.trial, _params(res.params(w.trial)), _ci(w), str(w.n_pairs),
+                    "speculation off: even the best trial is significantly slower" if w.speculation_off else ""]
+                   for w in res.winners], align="lrllrrl"),
             Para("A trial stopped in an early rung has fewer requests behind its figures; only the chosen "
-                  "setting is confirmed and written back.")]
-    if conf:
-        out += [Heading("Confirmation on held-out prompts"),
-                Para(f"{best.get('trial')} ({_params(best.get('params') or {})}) and {res['arm']} as it was, "
-                      f"against {res['baseline']}, {conf['requests']} requests per cell on prompts the search never "
-                      f"saw ({', '.join(f'{w}: {n}' for w, n in conf['held_out'].items())})."),
-                Table(["domain", "c", f"{best.get('trial')} x [95% CI]", f"{res['arm']} now x [95% CI]",
-                           f"{best.get('trial')} / {res['arm']} now", f"A/A {res['baseline']} x [95% CI]", "pairs"],
-                 [[c["domain"], str(c["concurrency"]), fmt_centre(c["speedup"], c["ci_low"], c["ci_high"]),
-                   fmt_centre(c["incumbent"]["speedup"], c["incumbent"]["ci_low"], c["incumbent"]["ci_high"]),
-                   fmt_centre(c["vs_incumbent"]["speedup"], c["vs_incumbent"]["ci_low"], c["vs_incumbent"]["ci_high"]),
-                   (fmt_centre(*(c["noise"][k] for k in ("speedup", "ci_low", "ci_high"))) if c["noise"] else "-")
-                   + (" DRIFT" if c["drift"] else ""), str(c["n_pairs"])] for c in conf["cells"]], align="lrrrrrr"),
-                Para(f"Against the preset it would replace: {conf['verdict']}."),
-                Para(f"Advice for {best.get('trial')}: {conf['advice']}."),
-                Items([f"{c['domain']}: {c['note']}" for c in conf.get("crossovers") or []])]
-        if conf["methodology"]:
-            out.append(Items([f"methodology error: {m}" for m in conf["methodology"]]))
-    out += [Heading("Runs"), Items(res["runs"]),
+                 "setting is confirmed and written back.")]
+    if res.confirmation is not None:
+        out += _confirmation_blocks(res, best, best_params)
+    out += [Heading("Runs"), Items(res.runs),
             Para("Each is a normal run archive: `toolkit results show|report|diff RUN`.")]
-    return Report(f"Tune {res['matrix']} / {res['arm']}", out, res)
+    return Report(f"Tune {res.matrix} / {res.arm}", out, res.dump())
 
 
-def res_params(res: dict, trial: str) -> dict:
-    return next((t["params"] for t in res["trials"] if t["name"] == trial), {})
+def _confirmation_blocks(res: TuneResult, best: str | None, best_params: dict) -> list:
+    conf = res.confirmation
+    out = [Heading("Confirmation on held-out prompts"),
+           Para(f"{best} ({_params(best_params)}) and {res.arm} as it was, against {res.baseline}, {conf.requests} "
+                "requests per cell on prompts the search never saw "
+                f"({', '.join(f'{w}: {n}' for w, n in conf.held_out.items())})."),
+           Table(["domain", "c", f"{best} x [95% CI]", f"{res.arm} now x [95% CI]", f"{best} / {res.arm} now",
+                  f"A/A {res.baseline} x [95% CI]", "pairs"],
+                 [[c.domain, str(c.concurrency), _ci(c), _ci(c.incumbent), _ci(c.vs_incumbent),
+                   (_ci(c.noise) if c.noise else "-") + (" DRIFT" if c.drift else ""), str(c.n_pairs)]
+                  for c in conf.cells], align="lrrrrrr"),
+           Para(f"Against the preset it would replace: {conf.verdict}."),
+           Para(f"Advice for {best}: {conf.advice}."),
+           Items([f"{c.domain}: {c.note}" for c in conf.crossovers])]
+    if conf.methodology:
+        out.append(Items([f"methodology error: {m}" for m in conf.methodology]))
+    return out
 
 
-def write_tune_report(state: dict, folder: Path) -> Path:
+def write_tune_report(res: TuneResult, folder: Path) -> Path:
     from toolkit.results.report import write_report
 
-    res = state["result"]
     write_report(build_tune_report(res), folder)
     return folder / "report.md"
