@@ -90,11 +90,13 @@ def test_a_cell_beside_a_cpu_hog_carries_the_busy_host_warning(tmp_path: Path) -
     # is additive, so others' demand in the hogged cell exceeds the quiet cell's by about that much
     threshold = quiet.host["foreign_cores"] + 2 * cpus  # a threshold the hog clearly exceeds
     assert busy.host["foreign_cores"] > threshold, (quiet.host, busy.host)
-    assert [c.check for c in busy.checks] == ["busy-host"] and "other processes wanted" in busy.checks[0].message
+    # a stall (one slow request on this shared machine) is a genuine measurement, judged by its own check
+    (warn,) = [c for c in busy.checks if c.check == "busy-host"]
+    assert "other processes wanted" in warn.message and {c.check for c in busy.checks} <= {"busy-host", "stall"}
     assert busy.host["own_cores"] < 4 * cpus  # the hog is not this run's own load
     # the quiet cell is judged by the same rule: marked only if the machine was busy without the hog
     assert bool(quiet.checks) == (busy_check(quiet.host) is not None)
-    assert not [c for c in quiet.checks if c.check != "busy-host"]
+    assert {c.check for c in quiet.checks} <= {"busy-host", "stall"}
     stored = json.loads((res.path / "cells" / f"{hog.done[1]}.json").read_text())
     assert stored["checks"][0]["check"] == "busy-host" and stored["host"]["foreign_cores"] > threshold
     print("quiet", quiet.host, "\nhogged", busy.host)  # the figures docs/results.md quotes

@@ -28,8 +28,8 @@ def _dump(res) -> dict:
 def test_tune_result_json_golden() -> None:
     res = _dump(_result())
     # keys sorted: the state read back from tune.json (sorted keys) feeds some of them; the session path as
-    # given (absolute here) relative to the repository
-    text = json.dumps(res, indent=2, sort_keys=True, default=str).replace(f"{ROOT}/", "")
+    # given (absolute here) relative to the repository; other recorded paths (the server command) stay as recorded
+    text = json.dumps(res, indent=2, sort_keys=True, default=str).replace(f"{ROOT}/results/", "results/")
     check_golden("tune-quickstart-598b59.json", text + "\n")
 
 
@@ -37,4 +37,4 @@ def test_tune_report_markdown_golden() -> None:
     from toolkit.results.report.render import render_md
     from toolkit.tune.report import build_tune_report
 
-    check_golden("tune-quickstart-598b59.md", render_md(build_tune_report(_result())).replace(f"{ROOT}/", ""))
+    check_golden("tune-quickstart-598b59.md", render_md(build_tune_report(_result())).replace(f"{ROOT}/results/", "results/"))
