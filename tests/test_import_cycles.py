@@ -5,7 +5,8 @@ import inside a function hides a cycle from the interpreter, not from the reader
 from the source with `ast`; nothing is imported.
 
 Packages are toolkit's sub-packages (toolkit.bench, toolkit.results, ...); a top-level module
-(toolkit.cli, toolkit.render, ...) is a package of its own.
+(toolkit.cli, toolkit.render, ...) is a package of its own. Every package has a floor (FLOORS) and imports
+only packages on floors below it.
 """
 
 from __future__ import annotations
@@ -19,16 +20,27 @@ PKG = ROOT / "toolkit"
 
 # modules the shared types may use: they import no stage
 SCHEMA_MAY_IMPORT = {"toolkit", "toolkit.errors"}
-# what the load generator may use: the shared types, errors and endpoints; never bench, spec, results or tune
-LOADGEN_MAY_IMPORT = {"toolkit", "toolkit.errors", "toolkit.endpoints", "toolkit.schema", "toolkit.loadgen"}
-# floors, lowest first: a package may import its own floor and the floors below, never one above
-FLOORS = [
-    {"toolkit.schema"},
-    {"toolkit.loadgen"},
-    {"toolkit.results"},
-    {"toolkit.bench"},
-    {"toolkit.tune"},
-    {"toolkit.cli"},
+# what the load generator may use: the shared types, errors, endpoints and settings; never bench, spec, results or tune
+LOADGEN_MAY_IMPORT = {"toolkit", "toolkit.errors", "toolkit.endpoints", "toolkit.schema", "toolkit.settings",
+                      "toolkit.loadgen"}
+# Every package's floor, lowest first. A package imports only packages on floors below its own: never one
+# above (that would run back up the house) and never a neighbour on its own floor (neighbours stand side by
+# side, so each reads without the other). A new package needs a floor here before the test passes.
+FLOORS: list[tuple[str, set[str]]] = [
+    ("ground: imports no toolkit package",
+     {"toolkit", "toolkit._data", "toolkit.errors", "toolkit.fsutil", "toolkit.settings"}),
+    ("the shared types, the spec models and leaf helpers",
+     {"toolkit.schema", "toolkit.spec", "toolkit.console", "toolkit.endpoints", "toolkit.extras",
+      "toolkit.gitinfo", "toolkit.patches", "toolkit.resources", "toolkit.scrub"}),
+    ("wrappers, rendering, the exit mapping, the load generator and workloads",
+     {"toolkit.checksums", "toolkit.docker_api", "toolkit.exits", "toolkit.render", "toolkit.loadgen",
+      "toolkit.workloads"}),
+    ("the stages that stand alone: results, image, gpu, serve",
+     {"toolkit.results", "toolkit.image", "toolkit.gpu", "toolkit.serve"}),
+    ("provisioning (uses gpu's probes)", {"toolkit.provision"}),
+    ("the benchmark (drives loadgen, serve, image, provision; writes through results)", {"toolkit.bench"}),
+    ("the tuner (runs bench matrices)", {"toolkit.tune"}),
+    ("the command line", {"toolkit.cli"}),
 ]
 
 
@@ -196,18 +208,53 @@ def test_the_load_generator_imports_nothing_above_it():
     assert not stayed, f"the load generator's modules live in toolkit/loadgen/, not toolkit/bench/: {stayed}"
 
 
-def test_floors_import_only_downwards():
-    known = modules()
-    graph = imports(known)
-    floor = {p: i for i, ps in enumerate(FLOORS) for p in ps}
+def floor_of() -> dict[str, int]:
+    return {p: i for i, (_, ps) in enumerate(FLOORS) for p in ps}
+
+
+def test_every_package_has_a_floor():
+    """The floors name every package there is (a new one gets its place), and only packages there are."""
+    have = {package_of(m) for m in modules()}
+    listed = [p for _, ps in FLOORS for p in ps]
+    twice = sorted({p for p in listed if listed.count(p) > 1})
+    assert not twice, f"packages on two floors: {twice}"
+    assert not have - set(listed), f"packages with no floor in FLOORS (give each one): {sorted(have - set(listed))}"
+    assert not set(listed) - have, f"FLOORS lists packages that do not exist: {sorted(set(listed) - have)}"
+
+
+def floor_breaches(graph: dict[str, dict[str, int]], known: dict[str, Path]) -> list[str]:
+    floor = floor_of()
     bad = []
     for m, edges in graph.items():
         a = package_of(m)
         for t, line in edges.items():
             b = package_of(t)
-            if a in floor and b in floor and floor[b] > floor[a]:
-                bad.append(f"{known[m].relative_to(ROOT)}:{line}: {a} imports {t}, a floor above it")
-    assert not bad, "imports running up the house:\n  " + "\n  ".join(bad)
+            if a != b and floor[b] >= floor[a]:
+                where = "a floor above it" if floor[b] > floor[a] else "a neighbour on its own floor"
+                bad.append(f"{known[m].relative_to(ROOT)}:{line}: {a} (floor {floor[a]}) imports {t}, {where} "
+                           f"(floor {floor[b]}: {FLOORS[floor[b]][0]})")
+    return bad
+
+
+def test_floors_import_only_downwards():
+    known = modules()
+    bad = floor_breaches(imports(known), known)
+    assert not bad, "imports running up or across the house:\n  " + "\n  ".join(bad)
+
+
+def test_the_floor_rule_catches_an_import_up_or_across():
+    """The rule bites: an edge up a floor, or across to a neighbour, is named with its file and line."""
+    known = modules()
+    real = imports(known)
+    graph = {m: dict(e) for m, e in real.items()}
+    graph["toolkit.results.archive"]["toolkit.bench.matrix"] = 7      # results -> bench: up
+    graph["toolkit.loadgen.cell"]["toolkit.workloads.loader"] = 9     # loadgen -> workloads: across
+    graph["toolkit.schema.records"]["toolkit.spec.matrix"] = 11       # schema -> spec: across
+    bad = sorted(set(floor_breaches(graph, known)) - set(floor_breaches(real, known)))
+    assert any(b.startswith("toolkit/results/archive.py:7: toolkit.results") and "a floor above it" in b for b in bad)
+    assert any(b.startswith("toolkit/loadgen/cell.py:9:") and "neighbour" in b for b in bad)
+    assert any(b.startswith("toolkit/schema/records.py:11:") for b in bad)
+    assert len(bad) == 3
 
 
 def test_the_walk_sees_function_level_and_relative_imports(tmp_path):

@@ -40,9 +40,43 @@ def _code_strings(path: Path):
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
 
 
-def test_no_module_but_settings_resolves_a_cache_folder():
-    pattern = re.compile(r"^(\.cache|TOOLKIT_CACHE(_DIR)?|XDG_CACHE_HOME|TOOLKIT_(HOSTS|RUNS)_DIR|TOOLKIT_SSH_KNOWN_HOSTS|"
-                         r"TOOLKIT_GIT_REVISION|DOCKER_HOST|NO_COLOR)$")
+# variables the toolkit sets for a process it starts and that process reads back: plumbing, not user settings
+PLUMBING = {"TOOLKIT_SMOKE"}  # toolkit/image/smoke.py: the smoke test's inputs, handed into the container
+_VAR = re.compile(r"^(TOOLKIT_[A-Z_]+|XDG_CACHE_HOME|DOCKER_HOST|NO_COLOR)$")
+
+
+def _settings_vars() -> set[str]:
+    """Every environment variable Settings reads: the variable-like strings in toolkit/settings.py."""
+    return {text for _, text in _code_strings(ROOT / "toolkit/settings.py") if _VAR.match(text)}
+
+
+def test_no_module_but_settings_reads_a_user_setting():
+    """Every user setting (cache folders, the event loop, the JIT cache, the Docker host, ...) is read through
+    Settings; another module naming one of its variables, or a TOOLKIT_ variable Settings does not know
+    that is not plumbing, reads the environment around it."""
+    known = _settings_vars()
+    assert {"TOOLKIT_CACHE_DIR", "TOOLKIT_EVENT_LOOP", "TOOLKIT_JIT_CACHE", "DOCKER_HOST", "NO_COLOR"} <= known
+    pattern = re.compile(r"^\.cache$")
     hits = [f"{p.relative_to(ROOT)}:{line} {text!r}" for p in sorted((ROOT / "toolkit").rglob("*.py"))
-            if p.name != "settings.py" for line, text in _code_strings(p) if pattern.match(text)]
-    assert not hits, "resolve folders and read these variables through toolkit.settings:\n  " + "\n  ".join(hits)
+            if p.name != "settings.py" for line, text in _code_strings(p)
+            if text in known or pattern.match(text) or (_VAR.match(text) and text not in PLUMBING)]
+    assert not hits, "read these variables (and resolve folders) through toolkit.settings:\n  " + "\n  ".join(hits)
+
+
+def test_the_event_loop_setting_picks_the_loop(monkeypatch):
+    """TOOLKIT_EVENT_LOOP=asyncio (Settings.event_loop) runs the load generator on the standard loop; unset, on
+    uvloop (installed with the toolkit's lock)."""
+    import asyncio
+
+    import uvloop
+
+    from toolkit.loadgen.share import run
+
+    async def loop_type():
+        return type(asyncio.get_running_loop())
+
+    monkeypatch.setenv("TOOLKIT_EVENT_LOOP", "asyncio")
+    assert Settings.from_env().event_loop == "asyncio"
+    assert not issubclass(run(loop_type()), uvloop.Loop)
+    monkeypatch.delenv("TOOLKIT_EVENT_LOOP")
+    assert issubclass(run(loop_type()), uvloop.Loop)

@@ -10,6 +10,9 @@ import typer
 from toolkit.console import emit_json, err, out, warn
 
 app = typer.Typer(no_args_is_help=True, help="Benchmark server presets on domain workloads.")
+# commands defined here, beside the runner they use, that `toolkit results` shows: toolkit/cli.py merges this
+# group into results (results must not import bench)
+results_app = typer.Typer()
 
 
 @app.command("matrix")
@@ -114,6 +117,7 @@ def noise_cmd(
         raise typer.Exit(130)
 
 
+@results_app.command("reproduce")
 def reproduce_cmd(
     run: Annotated[str, typer.Argument(help="the run to replay: run folder, run id (prefix), <matrix>/<run-id>, "
                                             "or latest")],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import time
 from typing import Callable
@@ -17,6 +16,7 @@ from toolkit.errors import ToolFailure
 from toolkit.loadgen.client import PATHS, build_body, make_pool, send_one
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.records import Prompt, RequestRecord
+from toolkit.settings import settings
 
 
 class CellFailed(ToolFailure):
@@ -29,8 +29,8 @@ class CellFailed(ToolFailure):
 
 def run(coro):
     """Run a coroutine on uvloop when installed (less client CPU per chunk), else asyncio
-    (TOOLKIT_EVENT_LOOP=asyncio forces the standard loop)."""
-    if os.environ.get("TOOLKIT_EVENT_LOOP") != "asyncio":
+    (the setting `event_loop`, TOOLKIT_EVENT_LOOP=asyncio, forces the standard loop)."""
+    if settings().event_loop != "asyncio":
         try:
             import uvloop
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import SpecError
+from toolkit.spec.base import Hash
 from toolkit.spec.environment import Environment
 from toolkit.spec.hosts import Hosts
 from toolkit.spec.matrix import Matrix
@@ -377,19 +378,28 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
     return h.hexdigest()
 
 
+def hash_policy(model: type[BaseModel], name: str) -> str | None:
+    """The hash policy a field declares (toolkit.spec.base.Hash): "never", "omit-default", or None (hashed)."""
+    info = model.model_fields.get(name)
+    return next((m.policy for m in (info.metadata if info else ()) if isinstance(m, Hash)), None)
+
+
 def _hash_doc(value: Any, dumped: Any = None) -> Any:
-    """What the hash covers of a spec model, at every level: its JSON dump, without the fields a model marks as
-    analysis (HASH_EXCLUDE: a Matrix's slo) or as added after v1 and unset (HASH_OMIT_NONE: unset, a spec keeps
-    its hash) or at their default (HASH_OMIT_DEFAULT: a Matrix's launches: 1), plus what a model adds that the dump does not say (hash_extra: the version of the recipe a
-    dummy model is made with). `dumped`: value's JSON dump, for the dicts and lists that hold models."""
+    """What the hash covers of a spec model, at every level: its JSON dump, less the fields whose declared
+    policy (`Hash` on the field) leaves them out: `never` (a Matrix's slo and tune), `omit-default` at their
+    default (a Matrix's launches: 1; workers, an Environment's dummy_models unset), plus what a model adds that
+    the dump does not say (hash_extra: the version of the recipe a dummy model is made with). `dumped`: value's
+    JSON dump, for the dicts and lists that hold models."""
     if isinstance(value, BaseModel):
-        doc = value.model_dump(mode="json", exclude=set(getattr(value, "HASH_EXCLUDE", ())))
+        doc = value.model_dump(mode="json")
+        fields = type(value).model_fields
         for name in list(doc):
             v = getattr(value, name, None)
-            if v is None and name in getattr(value, "HASH_OMIT_NONE", ()):
+            policy = hash_policy(type(value), name)
+            if policy == "never":
                 doc.pop(name)
-            elif name in getattr(value, "HASH_OMIT_DEFAULT", {}) and doc[name] == value.HASH_OMIT_DEFAULT[name]:
-                doc.pop(name)  # added after v1, at its default: the hash of an older spec holds
+            elif policy == "omit-default" and v == fields[name].get_default(call_default_factory=True):
+                doc.pop(name)  # added after hashing began, at its default: the hash of an older spec holds
             elif _has_model(v):
                 doc[name] = _hash_doc(v, doc[name])
         if hasattr(value, "hash_extra"):

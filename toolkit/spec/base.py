@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 NAME_RE = r"^[a-z0-9][a-z0-9._-]*$"
 Name = Annotated[str, Field(pattern=NAME_RE, description="lower-case name: letters, digits, . _ -")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lower-case hex digits")]
+
+
+@dataclass(frozen=True)
+class Hash:
+    """A field's hash policy, declared on the field (`name: Annotated[T, Hash.never(...)] = ...`) and read by
+    toolkit.spec.spec_hash; a field with none is hashed as it is.
+
+    never         not part of what is measured or served (a Matrix's `slo`, `tune`): never hashed
+    omit-default  added after hashing began: left out of the hash at its default, so the hash of a spec that
+                  does not set it holds (a Matrix's `launches`, `workers`; an Environment's `dummy_models`)
+    """
+
+    policy: Literal["never", "omit-default"]
+    why: str
+
+    @classmethod
+    def never(cls, why: str) -> "Hash":
+        return cls("never", why)
+
+    @classmethod
+    def omit_default(cls, why: str) -> "Hash":
+        return cls("omit-default", why)
 
 
 class StrictModel(BaseModel):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from toolkit.spec.base import ArgValue, Name, ServerArgs, Sha256, StrictModel
+from toolkit.spec.base import ArgValue, Hash, Name, ServerArgs, Sha256, StrictModel
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 IMAGE_RE = re.compile(r"^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?$")
@@ -156,7 +156,8 @@ class Environment(StrictModel):
     ca_bundle: CABundle | None = None
     model: Model | None = Field(None, description="transformers engine run locally: the model it serves (an "
                                                   "external target serves its own: no `model:` needed)")
-    dummy_models: dict[str, DummyConfig] | None = Field(
+    dummy_models: Annotated[dict[str, DummyConfig] | None,
+                            Hash.omit_default("unset: a v1 environment's hash holds")] = Field(
         None, description="config-only model folders the presets serve with `load-format: dummy`, by absolute path: "
                           "made from this recipe before a server starts (process launcher) or by "
                           "benchmarks/sglang_h200/make_models.py, so the spec (and its hash) says what is served")
@@ -235,8 +236,6 @@ class Environment(StrictModel):
     @property
     def pinned(self) -> bool:
         return self.base_image is not None and "@sha256:" in self.base_image
-
-    HASH_OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"dummy_models"})  # unset: a v1 environment's hash holds
 
     def spec_warnings(self) -> list[str]:
         out = []

@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticKnownError
 
-from toolkit.spec.base import Name, StrictModel
+from toolkit.spec.base import Hash, Name, StrictModel
 
 
 class Target(StrictModel):
@@ -162,11 +162,6 @@ class Tune(StrictModel):
 
 
 class Matrix(StrictModel):
-    # analysis, not measurement: objectives do not change what a run measures, so they are not hashed
-    HASH_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"slo"})
-    HASH_OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"workers"})  # unset: the hash of a v1 matrix holds
-    HASH_OMIT_DEFAULT: ClassVar[dict] = {"launches": 1}  # at its default: the hash of an older matrix holds
-
     kind: Literal["Matrix"]
     name: Name
     description: str = ""
@@ -185,18 +180,20 @@ class Matrix(StrictModel):
                                 "{LEVEL: SECONDS}, e.g. {1: 20, 16: 30}: a level takes the value of the highest "
                                 "listed level at or below it (docs/bench.md)")
     warmup: int = Field(2, ge=0, description="requests per cell sent first and excluded from the figures")
-    workers: int | None = Field(None, ge=1, description="load generator processes per cell (default: enough for the "
+    workers: Annotated[int | None, Hash.omit_default("unset: the hash of a v1 matrix holds")] = Field(None, ge=1, description="load generator processes per cell (default: enough for the "
                                 "cell's expected chunk rate, one when it is small; docs/loadgen.md)")
     repeats: int = Field(1, ge=1, description="runs of each cell against the same server launch")
-    launches: int = Field(1, ge=1, le=100, description="server launches per arm: each launch runs every cell of its "
+    launches: Annotated[int, Hash.omit_default("1: the hash of an older matrix holds")] = Field(1, ge=1, le=100, description="server launches per arm: each launch runs every cell of its "
                           "arm (and its repeats); rounds interleave the arms in a seeded random order, and verdicts "
                           "take the launch as the unit of replication (docs/results.md#launch-noise)")
     seed: int = 0
     temperature: float = Field(0.0, ge=0)
-    slo: Slo | None = Field(None, description="service-level objectives: goodput, attainment and capacity per arm "
+    slo: Annotated[Slo | None, Hash.never("analysis, not measurement: objectives do not change what a run "
+                                          "measures")] = Field(None, description="service-level objectives: goodput, attainment and capacity per arm "
                                               "(docs/slo.md)")
-    tune: Tune | None = Field(None, exclude=True, description="search space of `toolkit bench tune` (not part of "
-                                                              "what the matrix measures, nor of its hash)")
+    tune: Annotated[Tune | None, Hash.never("the search `bench tune` runs, not what the matrix measures")] = Field(
+        None, description="search space of `toolkit bench tune` (not part of what the matrix measures, nor of its "
+                          "hash; archived with the matrix)")
 
     @field_validator("duration_s", mode="before")
     @classmethod

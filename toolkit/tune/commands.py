@@ -11,7 +11,12 @@ import typer
 from toolkit.console import emit_json, err, out, warn
 from toolkit.schema.tune import TuneResult
 
+# `toolkit bench tune`: shown under bench, whose matrices it runs; toolkit/cli.py merges this group into bench
+# (bench must not import tune)
+bench_app = typer.Typer()
 
+
+@bench_app.command("tune")
 def tune_cmd(
     spec: Annotated[Path, typer.Argument(help="a Matrix spec with a `tune:` block, e.g. envs/matrices/quickstart.yaml")],
     arm: Annotated[str, typer.Option("--arm", help="the arm (a preset of the environment) whose knobs are searched")],

@@ -1,4 +1,4 @@
-"""CLI command of the workloads stage (registered as `toolkit bench representativeness`)."""
+"""CLI command of the workloads stage (`toolkit bench representativeness`, declared here in `bench_app`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
+# `toolkit bench representativeness`: shown under bench; toolkit/cli.py merges this group into bench
+bench_app = typer.Typer()
+
 
 class Method(str, Enum):
     rules = "rules"
@@ -15,6 +18,7 @@ class Method(str, Enum):
     both = "both"
 
 
+@bench_app.command("representativeness")
 def representativeness(
     train: Annotated[Path, typer.Option("--train", help="a sample of the drafter's training data: JSON lines in "
                                         "ShareGPT, OpenAI `messages` or prompt/completion form")],
