@@ -166,3 +166,25 @@ def test_a_run_reads_its_environment_once(tmp_path, server, monkeypatch):
     res = run_matrix(spec, results_root=tmp_path / "results", log=lambda line: None)
     assert res.status == "complete"
     assert parsed == [(tmp_path / "env.yaml").resolve()], parsed
+
+
+# -- warmup: concurrency: one full batch of the cell's size before the measured phase
+
+def test_warmup_concurrency_sends_one_full_batch_per_cell(tmp_path, server):
+    url, bodies = server
+    m = write_specs(tmp_path, url)
+    m.write_text(m.read_text().replace("warmup: 1", "warmup: concurrency"))
+    spec = load_spec(m, expect="Matrix")
+    assert [CellLoad.of(spec.model, c).warmup for c in (1, 2, 32)] == [1, 2, 32]
+    res = run_matrix(spec, results_root=tmp_path / "results", log=lambda line: None)
+    assert res.status == "complete" and all(c.status == "ok" and c.n_requests == 4 for c in res.cells)
+    assert len(bodies) == 2 * ((1 + 4) + (2 + 4))  # arms x levels x (warmup = concurrency + requests)
+
+
+def test_warmup_takes_a_count_or_concurrency_only(tmp_path):
+    from toolkit.errors import SpecError
+
+    m = write_specs(tmp_path, "http://127.0.0.1:9")
+    m.write_text(m.read_text().replace("warmup: 1", "warmup: lots"))
+    with pytest.raises(SpecError, match=r"m\.yaml:\d+.*warmup"):
+        load_spec(m, expect="Matrix")

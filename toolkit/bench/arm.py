@@ -232,7 +232,7 @@ class ArmRunner:
         flushed = self._flush()
         self.ledger.set_flushed(cell.arm, flushed is not False)
         probe = probe_for(launcher, self.plan.engine, speculative=self._speculative(), flushed=flushed,
-                          warmup=m.warmup)
+                          warmup=cell_load.warmup)
         probe.start()
         on_record = self.ledger.progress.on_record(cell) if self.ledger.progress else None
         telemetry = _telemetry_start()

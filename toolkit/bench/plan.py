@@ -152,7 +152,7 @@ class RunPlan:
     def prompts(self, cell: Cell) -> list[Prompt]:
         """The prompts a cell sends, warmup first: the same for every arm."""
         m, w = self.m, self.workloads[cell.domain]
-        n = m.warmup + (m.requests or max(len(w.prompts), 1))
+        n = m.warmup_at(cell.concurrency) + (m.requests or max(len(w.prompts), 1))
         return cell_prompts(w.prompts, n, cell_seed(m.seed, cell.domain, cell.concurrency, cell.repeat))
 
     def request_params(self, arm: str) -> dict:

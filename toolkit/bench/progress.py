@@ -27,7 +27,7 @@ class MatrixProgress(RunProgress):
 
     def start(self, todo: dict, matrix) -> None:
         total = sum(len(v) for v in todo.values())
-        self.per_cell = matrix.warmup + (matrix.requests or 0)
+        self.matrix = matrix
         self.progress.start()
         self.cells_task = self.progress.add_task("cells", total=total, rate="")
         self.arm_tasks = {arm: self.progress.add_task(f"arm {arm}", total=len(cells), rate="waiting")
@@ -44,10 +44,15 @@ class MatrixProgress(RunProgress):
         if self.plain:
             self.console.print(f"arm {arm}: {text}", markup=False, highlight=False)
 
+    def _per_cell(self, cell) -> int | None:
+        """Requests a cell sends, warmup included (None: a cell sized by time)."""
+        m = self.matrix
+        return m.warmup_at(cell.concurrency) + m.requests if m.requests else None
+
     def on_record(self, cell):
         key = _label(cell)
         with self._lock:
-            task = self.progress.add_task(f"  {key}", total=self.per_cell or None, rate="")
+            task = self.progress.add_task(f"  {key}", total=self._per_cell(cell), rate="")
         t0 = time.monotonic()
         tokens = [0]
 

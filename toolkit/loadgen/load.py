@@ -74,10 +74,12 @@ class CellLoad:
     @classmethod
     def of(cls, matrix: Any, concurrency: int, request_params: Mapping[str, Any] | None = None) -> "CellLoad":
         """The load of a Matrix's cells at one concurrency level: every field from the Matrix field of the same
-        name, the duration at this level (Matrix.duration_at), the arm's request parameters."""
+        name, the duration and warmup at this level (Matrix.duration_at, warmup_at), the arm's request parameters."""
         given = {"concurrency": concurrency, "request_params": dict(request_params or {})}
         if getattr(matrix, "duration_s", None) is not None:
             given["duration_s"] = matrix.duration_at(concurrency)
+        if hasattr(matrix, "warmup_at"):
+            given["warmup"] = matrix.warmup_at(concurrency)
         taken = {f.name: getattr(matrix, f.name) for f in fields(cls)
                  if f.name not in given and f.name in type(matrix).model_fields}
         return cls(**{**taken, **given})

@@ -179,7 +179,10 @@ class Matrix(StrictModel):
         None, description="or: measure each cell for this long (seconds); per concurrency level as "
                                 "{LEVEL: SECONDS}, e.g. {1: 20, 16: 30}: a level takes the value of the highest "
                                 "listed level at or below it (docs/bench.md)")
-    warmup: int = Field(2, ge=0, description="requests per cell sent first and excluded from the figures")
+    warmup: Annotated[int, Field(ge=0)] | Literal["concurrency"] = Field(
+        2, description="requests per cell sent first and excluded from the figures; `concurrency`: as many as "
+                       "the cell's concurrency, all at once, so the server has run a full batch of the cell's "
+                       "size (kernels compiled, graphs warm) before the measured phase (docs/bench.md)")
     workers: Annotated[int | None, Hash.omit_default("unset: the hash of a v1 matrix holds")] = Field(None, ge=1, description="load generator processes per cell (default: enough for the "
                                 "cell's expected chunk rate, one when it is small; docs/loadgen.md)")
     repeats: int = Field(1, ge=1, description="runs of each cell against the same server launch")
@@ -257,6 +260,10 @@ class Matrix(StrictModel):
     @property
     def baseline_arm(self) -> str:
         return self.baseline or self.arms[0]
+
+    def warmup_at(self, concurrency: int) -> int:
+        """Warmup requests of a cell at this concurrency (`warmup: concurrency`: one full batch)."""
+        return concurrency if self.warmup == "concurrency" else self.warmup
 
     def duration_at(self, concurrency: int) -> float | None:
         """Seconds to measure a cell at this concurrency (None: cells are sized by `requests`)."""

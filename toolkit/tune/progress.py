@@ -102,18 +102,23 @@ class TuneProgress(SearchProgress):
 
     # -- the matrix runner's interface
     def start(self, todo: dict, matrix) -> None:
-        self.per_cell = matrix.warmup + (matrix.requests or 0)
+        self.matrix = matrix
         planned = len(matrix.workloads) * len(matrix.concurrency) * matrix.repeats
         for arm, cells in todo.items():
             if planned - len(cells):
                 self._cells_done(arm, planned - len(cells))
+
+    def _per_cell(self, cell) -> int | None:
+        """Requests a cell sends, warmup included (None: a cell sized by time)."""
+        m = self.matrix
+        return m.warmup_at(cell.concurrency) + m.requests if m.requests else None
 
     def on_record(self, cell):
         with self._lock:
             if self._cell is not None:
                 self.progress.remove_task(self._cell)
             self._cell = self.progress.add_task(f"  {cell.arm} {cell.domain} c={cell.concurrency}",
-                                                total=self.per_cell or None, info="")
+                                                total=self._per_cell(cell), info="")
         task, t0, tokens = self._cell, time.monotonic(), [0]
 
         def cb(rec) -> None:
