@@ -190,6 +190,11 @@ def test_reproduce_verdicts_reproduced_differs_inconclusive(tmp_path: Path) -> N
     assert {m["cell"].split()[0] for m in slow.moved} == {"eagle3"} and len(moved) == 4  # the affected cells, named
     assert all(m["low_pct"] <= 100 <= m["high_pct"] for m in moved)  # the CI covers the injected +100 %
     assert "differs: " in reproduce_text(slow) and "eagle3 chat c=1 out=32: ttft_ms +" in reproduce_text(slow)
+    # per arm, at the run's margin: the arm nothing happened to reproduced, the slowed one differs
+    assert {a: v.verdict for a, v in slow.arms.items()} == {"baseline": "reproduced", "eagle3": "differs"}
+    assert all(v.tolerance_pct == slow.judged.tolerance_pct for v in slow.arms.values())
+    assert f"  baseline: reproduced within ±{slow.judged.tolerance_pct:g}%" in reproduce_text(slow)
+    assert slow.to_dict()["arms"]["eagle3"]["verdict"] == "differs"
 
     tight = compare_runs(orig, open_archive(write_run(tmp_path, seed=41, **kw)), tolerance=0.5)
     assert tight.verdict == "inconclusive" and tight.exit_code == 3  # CIs straddle a 0.5 % margin
@@ -218,3 +223,28 @@ def test_slo_certainty_takes_the_launch_as_the_unit(tmp_path: Path) -> None:
         assert (r3.ci_high - r3.ci_low) / r3.value > 2 * (r1.ci_high - r1.ci_low) / r1.value  # launches, not requests
         assert r3.certain == (r3.ci_high <= 80.0 if r3.holds else r3.ci_low > 80.0)
     assert any(not c.certain for c in three.cells)
+
+
+def test_reproduce_replay_judges_an_earlier_replay_and_refuses_another_run(tmp_path: Path, cli) -> None:
+    """`results reproduce RUN --replay RUN2`: the verdict of a replay made earlier (nothing runs), at any
+    --tolerance; a run that is not RUN's replay is bad input (exit 2) pointing at `results diff`."""
+    from tests.synthetic import manifest_for
+
+    kw = {"launches": 3, "launch_cv": 0.03, "n": 200}
+    orig = open_archive(write_run(tmp_path, seed=40, **kw))
+    arms = {"baseline": ["python", "-m", "sglang.launch_server", "--tp", "8"],
+            "eagle3": ["python", "-m", "sglang.launch_server", "--tp", "8", "--speculative-algorithm", "EAGLE3"]}
+    replay = open_archive(write_run(tmp_path, seed=41, manifest={**manifest_for(arms), "reproduces": orig.run_id},
+                                    **kw))
+    other = open_archive(write_run(tmp_path, seed=42, **kw))
+    base = ["results", "reproduce", orig.run_id, "--root", str(tmp_path)]
+    ok = cli(*base, "--replay", replay.run_id, "--json")
+    assert ok.returncode == 0, ok.stderr
+    got = json.loads(ok.stdout)
+    assert got["verdict"] == "reproduced" and set(got["arms"]) == {"baseline", "eagle3"}
+    tight = cli(*base, "--replay", replay.run_id, "--tolerance", "0.5")
+    assert tight.returncode == 3 and "inconclusive" in tight.stdout and "per arm (each arm's cells alone, at ±0.5%)" \
+        in tight.stdout
+    bad = cli(*base, "--replay", other.run_id)
+    assert bad.returncode == 2 and "is not a replay of" in bad.stderr and "toolkit results diff" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -139,6 +139,10 @@ def reproduce_cmd(
         help="the margin X of `reproduced within ±X %`, percent (default: the noise floor, printed: what two single "
              "launches stay within at the launch noise measured in the runs or a calibration, else the default "
              "floor, 32%)")] = None,
+    replay: Annotated[Optional[str], typer.Option(
+        "--replay", metavar="RUN2", help="judge this earlier replay of RUN instead of running one (its manifest "
+                                         "says `reproduces: RUN`): the verdict again, e.g. at another --tolerance")]
+    = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the verdict and per-cell comparisons as JSON")]
     = False,
 ) -> None:
@@ -158,6 +162,9 @@ def reproduce_cmd(
                                per side and no calibration: launch noise unknown; `launches: 3` in the
                                Matrix, or `toolkit bench noise`, makes them testable)
 
+    With several arms the verdict is the run's; each arm's own follows (the same rules on its cells alone):
+    one arm that does not repeat from launch to launch does not hide that the others reproduced.
+
     Bad input (exit 2): an archive that does not verify, a missing or edited input file, an archive from
     before inputs/ that read files it does not hold, or another GPU model or engine version without
     --allow-drift. Interrupted: 130 (the replay is partial).
@@ -165,7 +172,7 @@ def reproduce_cmd(
     Example: toolkit results reproduce quickstart/20261202T111454Z-7d0001 --json
     """
     from toolkit.bench.reproduce import extract as extract_inputs
-    from toolkit.bench.reproduce import reproduce, reproduce_text
+    from toolkit.bench.reproduce import judge_replay, reproduce, reproduce_text
 
     if extract is not None:
         path = extract_inputs(run, results, extract)
@@ -176,7 +183,7 @@ def reproduce_cmd(
         return
     from toolkit.bench.progress import MatrixProgress
 
-    rep = reproduce(run, root=results, image=image, target=target, allow_drift=allow_drift,
+    rep = judge_replay(run, replay, root=results, tolerance=tolerance) if replay is not None else reproduce(run, root=results, image=image, target=target, allow_drift=allow_drift,
                     progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False),
                     tolerance=tolerance)
     if json_out:

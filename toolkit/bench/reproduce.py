@@ -53,6 +53,7 @@ class Reproduction:
     notes: list[str] = field(default_factory=list)
     judged: Verdict | None = None
     interrupted: bool = False  # the new run was stopped by a signal (exit 130; --resume completes it)
+    arms: dict[str, Verdict] = field(default_factory=dict)  # per arm: the same rules on its cells alone
 
     @property
     def verdict(self) -> str:
@@ -79,7 +80,9 @@ class Reproduction:
                 "reproduction": {"run_id": self.new.run_id, "path": str(self.new.path), "status": self.status},
                 "moved": self.moved, "cells": cells, "only_original": d["only_a"], "only_reproduction": d["only_b"],
                 "untested": untested, "geomean": d["geomean"], "correction": d["correction"], "env": d["env"],
-                "drift": [x.model_dump(mode="json") for x in self.drift], "notes": self.notes}
+                "drift": [x.model_dump(mode="json") for x in self.drift], "notes": self.notes,
+                "arms": {arm: {"verdict": v.verdict, "headline": v.headline, "reasons": v.reasons}
+                         for arm, v in self.arms.items()}}
 
 
 # -- the original
@@ -353,11 +356,26 @@ def compare_runs(original: Archive, new: Archive, status: str = "complete", drif
     diff = diff_runs(original, new)
     structural = moved_cells(original, new, diff)
     judged = judge(diff, structural, tolerance)
+    arms = sorted({c.arm for c in diff.cells})
+    # Per arm, at the run's margin: one unstable arm (a bimodal speculative cell) leaves the run inconclusive,
+    # but says nothing of the others. Each arm is its own family for the Holm correction.
+    per_arm = {arm: judge(diff_runs(original, new, arms=[arm]), [r for r in structural if r["cell"].startswith(f"{arm} ")],
+                          judged.tolerance_pct) for arm in arms} if len(arms) > 1 else {}
     moved = structural + [{"cell": x["cell"], "metric": x["metric"], "why": f"beyond ±{judged.tolerance_pct:g}%",
                            "delta_pct": x["delta_pct"], "low_pct": x["low_pct"], "high_pct": x["high_pct"],
                            "p": x["p"]} for x in judged.differs]
     return Reproduction(original, new, status, diff, moved, list(drift or []), list(notes or []), judged,
-                        interrupted)
+                        interrupted, per_arm)
+
+
+def judge_replay(ref: str, replay: str, *, root: Path, tolerance: float | None = None) -> Reproduction:
+    """The verdict of a replay made earlier (`results reproduce RUN --replay RUN2`): nothing is run."""
+    original, new = open_original(ref, root), open_original(replay, root)
+    if new.manifest.reproduces != original.run_id:
+        raise ToolkitError(f"{new.run_id} is not a replay of {original.run_id} (its manifest says reproduces: "
+                           f"{new.manifest.reproduces or 'nothing'})",
+                           hint=f"compare any two runs with `toolkit results diff {original.run_id} {new.run_id}`")
+    return compare_runs(original, new, new.status, tolerance=tolerance, interrupted=new.interrupted)
 
 
 def _short(v: Any) -> str:
@@ -408,7 +426,10 @@ def reproduce_text(rep: Reproduction) -> str:
                      + f" (TOST p={x['tost_p']:.3g})")
     if j.verdict == "inconclusive":  # the rest of why (the metric lines above already say theirs)
         lines += [f"  {r}" for r in j.reasons[1:] if not any(r.startswith(f"{n}: the geometric") for n in j.metrics)]
+    if rep.arms:
+        lines.append(f"per arm (each arm's cells alone, at ±{j.tolerance_pct:g}%):")
+        lines += [f"  {arm}: {v.headline}" for arm, v in rep.arms.items()]
     return "\n".join(lines)
 
 
-__all__ = ["Reproduction", "reproduce", "extract", "open_original", "moved_cells", "reproduce_text", "compare_runs"]
+__all__ = ["Reproduction", "reproduce", "judge_replay", "extract", "open_original", "moved_cells", "reproduce_text", "compare_runs"]

@@ -22,6 +22,7 @@ tested with Fisher's exact test on the two counts (met of measured requests).
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -361,7 +362,9 @@ def _noise_summary(arms: set[str], va: LaunchView, vb: LaunchView, model: NoiseM
 
 
 def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correction: str = "holm",
-              objectives: Objectives | None = None, calibration: Archive | str | None = "auto") -> DiffResult:
+              objectives: Objectives | None = None, calibration: Archive | str | None = "auto",
+              arms: Collection[str] | None = None) -> DiffResult:
+    """B against A, cell by cell (`arms`: only those arms' cells; the launch noise is each arm's own either way)."""
     obj, slo_note = run_objectives(a, b, objectives)
     asked = list(metrics or [])
     metrics = asked or [m for m in NAMES if obj is not None or m not in SLO_METRICS]
@@ -376,6 +379,8 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
         raise ToolkitError(f"unknown correction {correction!r}", hint="holm or none")
     ra, rb = CellReader(a, obj), CellReader(b, obj)
     ga, gb = ra.groups(), rb.groups()
+    if arms is not None:
+        ga, gb = ({g: v for g, v in x.items() if g[0] in arms} for x in (ga, gb))
     views = _noise_model(ra, rb, calibration, obj)
     cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics, views) for g in sorted(set(ga) & set(gb))]
     _qualify(cells, a, b)
