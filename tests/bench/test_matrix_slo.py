@@ -77,5 +77,6 @@ def test_matrix_with_objectives_prints_goodput_and_capacity(tmp_path: Path) -> N
     # the runner's analysis is what `results slo` recomputes
     assert SloAnalysis.model_validate({k: doc[k] for k in SloAnalysis.model_fields}) == SloAnalysis.model_validate(slo)
     tight = json.loads(run_cli("results", "slo", str(run), "--slo", "ttft_ms.p90=0.001", "--json").stdout)
-    assert all(c["capacity"] is None and c["first_failure"] == 1 for c in tight["capacity"])
+    for c in tight["capacity"]:  # nothing holds; c=1 fails first unless a stall left it out of every verdict
+        assert c["capacity"] is None and c["first_failure"] == (None if c1[c["arm"]].get("excluded") else 1), c
     assert tree_digest(run) == before
