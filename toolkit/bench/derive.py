@@ -186,15 +186,6 @@ def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tup
         {"source": "calibration", "calibration": cal.run_id, **note}
 
 
-def is_speculative(env, arm: str) -> bool:
-    """Does this preset speculate? SGLang: a speculative algorithm; transformers: prompt lookup or an
-    assistant model in the per-request generation config."""
-    if "speculative-algorithm" in env.servers.get(arm, {}):
-        return True
-    gen = (env.request_params.get(arm, {}) or {}).get("generation_config") or {}
-    return bool(gen.get("prompt_lookup_num_tokens") or gen.get("assistant_model"))
-
-
 def overhead_ratio(timing: dict, slot_arms: list[list[str]]) -> float | None:
     """Wall time over the busiest slot's own time (its arms' server starts, stops and cells): slots run
     side by side, so the run can take no less than its longest slot. 1.0 means no runner overhead."""
