@@ -31,9 +31,10 @@ FLOORS: list[tuple[str, set[str]]] = [
      {"toolkit", "toolkit._data", "toolkit.errors", "toolkit.fsutil", "toolkit.settings"}),
     ("what the engines mean (SGLang's flags, the embedded engine's generation_config): facts the spec, "
      "the shared types and every stage ask", {"toolkit.engines"}),
-    ("the shared types, the spec models and leaf helpers",
-     {"toolkit.schema", "toolkit.spec", "toolkit.console", "toolkit.endpoints", "toolkit.extras",
+    ("the shared types and leaf helpers",
+     {"toolkit.schema", "toolkit.console", "toolkit.endpoints", "toolkit.extras",
       "toolkit.gitinfo", "toolkit.patches", "toolkit.resources", "toolkit.scrub"}),
+    ("the spec models (they give the shared types: a Matrix's objectives)", {"toolkit.spec"}),
     ("wrappers, rendering, the exit mapping, the load generator and workloads",
      {"toolkit.checksums", "toolkit.docker_api", "toolkit.exits", "toolkit.render", "toolkit.loadgen",
       "toolkit.workloads"}),

@@ -256,7 +256,6 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     if m.slo is not None:  # from the archived cells, as `results slo` recomputes it
         from toolkit.results.archive import open_archive
         from toolkit.results.slo import analyse
-        from toolkit.schema.slo import Objectives
 
-        derived.slo = analyse(open_archive(ledger.writer.path), Objectives.from_block(m.slo.model_dump()), derived)
+        derived.slo = analyse(open_archive(ledger.writer.path), m.slo.objectives(), derived)
     return derived

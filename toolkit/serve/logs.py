@@ -4,6 +4,8 @@ the report quotes (SGLang's own cap on running requests)."""
 
 from __future__ import annotations
 
+import re
+
 from toolkit.engines.sglang import CAP_LINE
 
 TAIL_LINES = 400
