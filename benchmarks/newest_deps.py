@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TESTS = ["tests/spec", "tests/schema", "tests/results", "tests/bench/test_tserve_versions.py",
+DEFAULT_TESTS = ["tests/spec", "tests/schema", "tests/results", "tests/serve/test_tserve_versions.py",
                  "tests/bench/test_loadgen_transformers.py", "tests/bench/test_matrix_runner.py"]
 
 
