@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TESTS = ["tests/spec", "tests/schema", "tests/results", "tests/serve/test_tserve_versions.py",
-                 "tests/bench/test_loadgen_transformers.py", "tests/bench/test_matrix_runner.py"]
+                 "tests/loadgen/test_loadgen_transformers.py", "tests/bench/test_matrix_runner.py"]
 
 
 def locked() -> dict[str, str]:
