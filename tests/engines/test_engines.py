@@ -101,3 +101,17 @@ def test_the_one_home_check_bites() -> None:
         assert spelled_outside(FLAGS) == ["toolkit/bench/_stray_engine_probe.py:2: 'speculative-algorithm'"]
     finally:
         stray.unlink()
+
+
+def test_every_consumer_asks_the_engines() -> None:
+    """spec, image, serve, bench and tune each read engine knowledge from toolkit/engines (and the shared
+    types the 48 cap), on a floor below all of them (tests/test_import_cycles.py)."""
+    from tests.test_import_cycles import floor_of, imports, modules, package_of
+
+    graph = imports(modules())
+    asking = {package_of(m) for m, edges in graph.items() for t in edges
+              if package_of(t) == "toolkit.engines"} - {"toolkit.engines"}
+    assert {"toolkit.spec", "toolkit.image", "toolkit.serve", "toolkit.bench", "toolkit.tune",
+            "toolkit.schema"} <= asking
+    floor = floor_of()
+    assert all(floor["toolkit.engines"] < floor[p] for p in asking)
