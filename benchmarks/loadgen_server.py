@@ -1,5 +1,5 @@
 """A streaming server with a known schedule that records when it wrote each chunk: the truth a load
-generator's timing is compared with (benchmarks/loadgen_workers.py, tests/bench/test_loadgen_workers.py).
+generator's timing is compared with (benchmarks/loadgen_workers.py, tests/loadgen/test_loadgen_workers.py).
 
     python benchmarks/loadgen_server.py --port 8000 --ttft-ms 20 --itl-ms 5 [--stats-port 8001] [--reuse-port]
 

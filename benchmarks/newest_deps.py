@@ -24,8 +24,8 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TESTS = ["tests/spec", "tests/schema", "tests/results", "tests/bench/test_tserve_versions.py",
-                 "tests/bench/test_loadgen_transformers.py", "tests/bench/test_matrix_runner.py"]
+DEFAULT_TESTS = ["tests/spec", "tests/schema", "tests/results", "tests/serve/test_tserve_versions.py",
+                 "tests/loadgen/test_loadgen_transformers.py", "tests/bench/test_matrix_runner.py"]
 
 
 def locked() -> dict[str, str]:

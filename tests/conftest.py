@@ -1,5 +1,5 @@
-"""Shared fixtures. Real parts (dockerd, the debootstrap base image, sshd hosts, engines) start once
-per session. Locally a part that cannot start skips its tests with the reason; under CI=true it fails."""
+"""Shared fixtures. Real parts (dockerd, the debootstrap base image, sshd hosts, engines, the guidellm mock
+server) start once per session. Locally a part that cannot start skips its tests with the reason; under CI=true it fails."""
 
 from __future__ import annotations
 
@@ -67,3 +67,33 @@ def cli():
 
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
+
+
+# -- servers the bench, serve and tune areas share, started once per session through the toolkit's launchers
+
+@pytest.fixture(scope="session")
+def mock(tmp_path_factory):
+    """guidellm's mock server (tests/helpers.py: mock_server)."""
+    from tests.helpers import mock_server
+
+    srv = mock_server(tmp_path_factory.mktemp("mock"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def local_env():
+    from toolkit.spec import load_spec
+
+    return load_spec(ROOT / "envs" / "local-cpu.yaml")
+
+
+@pytest.fixture(scope="session")
+def tserver(local_env):
+    """The embedded transformers engine serving envs/local-cpu.yaml's baseline."""
+    from toolkit.serve import launcher_for
+
+    srv = launcher_for(local_env, "baseline")
+    srv.wait_healthy(300)
+    yield srv
+    srv.stop()

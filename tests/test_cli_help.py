@@ -53,3 +53,17 @@ def test_a_command_shown_under_another_group_is_declared_beside_its_code() -> No
 
     src = inspect.getsource(toolkit.cli)
     assert ".command(\"reproduce\")" not in src and "reproduce_cmd" not in src and "tune_cmd" not in src
+
+
+def test_one_json_flag() -> None:
+    """`--json` is declared once (toolkit.console.json_option); every command's flag is made there."""
+    import ast
+    from pathlib import Path
+
+    pkg = Path(__file__).resolve().parent.parent / "toolkit"
+    where = [f"{p.relative_to(pkg)}:{n.lineno}" for p in sorted(pkg.rglob("*.py"))
+             for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Constant) and n.value == "--json"]
+    assert len(where) == 1 and where[0].startswith("console.py:"), where
+    root = typer.main.get_command(app)
+    flags = [cmd for _, cmd in _commands(root) if any("--json" in p.opts for p in cmd.params)]
+    assert len(flags) >= 9

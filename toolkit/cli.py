@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from toolkit import __version__
-from toolkit.console import emit_json, err, out, warn
+from toolkit.console import JsonOpt, emit_json, err, out, warn
 from toolkit.errors import ToolkitError
 
 app = typer.Typer(
@@ -52,7 +52,6 @@ def _register_stages() -> None:
     app.add_typer(env_app, name="env", hidden=True)  # the old name of `gpu validate`
 
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
 
 
 @app.command()

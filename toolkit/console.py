@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 from rich.console import Console
 
@@ -19,6 +19,16 @@ def _console(stderr: bool) -> Console:
 
 out = _console(stderr=False)
 err = _console(stderr=True)
+
+
+def json_option(help: str = "print machine-readable JSON on stdout") -> Any:
+    """The one `--json` flag of every command (its help may say what the JSON holds)."""
+    import typer
+
+    return Annotated[bool, typer.Option("--json", help=help)]
+
+
+JsonOpt = json_option()
 
 
 def emit_json(obj: Any) -> None:

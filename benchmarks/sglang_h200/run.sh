@@ -8,7 +8,7 @@
 #   3. record.py: the raw wire format of every endpoint the toolkit reads (tests/data/sglang/), then the
 #      speculative-disable-batch-threshold patch under load (2, 16, 2 requests at a time).
 # Everything lands in DEST (default /tmp/sglang-h200-out): log.txt, run.tar.gz, DONE when finished.
-# SGL_DRY=1 with SITE=<a folder holding tests/bench/fake_sglang's sglang> tries the script on a CPU.
+# SGL_DRY=1 with SITE=<a folder holding tests/data/fake_sglang's sglang> tries the script on a CPU.
 # MATRIX=<file> runs that matrix instead of matrix.yaml; TYPO=0 and RECORD=0 leave out steps 1 and 3
 # (issue 25's chat-API acceptance run: MATRIX=benchmarks/sglang_h200/matrix-chat.yaml TYPO=0 RECORD=0).
 #   bash benchmarks/sglang_h200/run.sh [DEST]

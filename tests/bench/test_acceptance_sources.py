@@ -17,16 +17,15 @@ import gzip
 import json
 import re
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 
 from tests.conftest import ROOT, run_cli
+from tests.helpers import served
 from toolkit.bench.acceptance import counters
 from toolkit.schema.metrics import ACCEPT_SOURCES
-from toolkit.serve import free_port
 from toolkit.serve.sglang import parse_metrics
 
 pytestmark = pytest.mark.slow
@@ -91,16 +90,8 @@ class Replay:
 def replay(request):
     server_info, metrics = request.param
     rp = Replay(server_info, metrics)
-    port = free_port()
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(rp.app())
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{port}", rp
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(5)
+    with served(rp.app()) as url:
+        yield url, rp
 
 
 def chat_matrix(tmp: Path, arm: str, url: str) -> Path:

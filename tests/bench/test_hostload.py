@@ -10,12 +10,11 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.bench.test_matrix_runner import ENV
+from tests.helpers import write_matrix
 from toolkit.bench.hostload import HostLoad, active_run, other_runs
 from toolkit.schema.eligibility import busy_check
 from toolkit.schema.progress import RunProgress
@@ -60,19 +59,14 @@ def test_a_cell_beside_a_cpu_hog_carries_the_busy_host_warning(tmp_path: Path) -
     from toolkit.results.archive import open_archive
     from toolkit.spec import load_spec
 
-    (tmp_path / "env.yaml").write_text(ENV)
-    m = tmp_path / "m.yaml"
-    m.write_text(textwrap.dedent("""\
-        kind: Matrix
-        name: t
-        environment: env.yaml
+    m = write_matrix(tmp_path, """\
         arms: [baseline]
         workloads: [coding]
         concurrency: [1, 2]
         duration_s: {1: 3, 2: 5}
         output_len: 8
         warmup: 1
-        """))
+        """)
     cpus = os.cpu_count() or 1
     hog = HogAroundSecondCell(4 * cpus)
     try:

@@ -7,7 +7,6 @@ import numpy as np
 from toolkit.bench import derive
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.schema.slo import CellSlo
-from toolkit.spec.environment import Environment
 from toolkit.spec.matrix import Matrix
 
 
@@ -52,16 +51,6 @@ def test_no_crossover_when_never_slower() -> None:
     records = {("spec", "coding", 1): recs("spec", 1, 150), ("base", "coding", 1): recs("base", 1, 100)}
     cross = derive.crossovers(derive.speedups(cells, records, "base"), {"spec"})
     assert cross[0]["crossover_concurrency"] is None and "no threshold" in cross[0]["note"]
-
-
-def test_speculative_arms_are_recognised() -> None:
-    env = Environment(kind="Environment", name="e", engine="transformers", model={"dummy": {}},
-                      servers={"baseline": {}, "ngram": {}, "cb": {"continuous-batching": True}},
-                      request_params={"ngram": {"generation_config": {"prompt_lookup_num_tokens": 4}}})
-    assert [a for a in env.servers if derive.is_speculative(env, a)] == ["ngram"]
-    sg = Environment(kind="Environment", name="s", base_image="x:1", sglang={"version": "0.5.23"},
-                     servers={"baseline": {"tp-size": 8}, "eagle3": {"speculative-algorithm": "EAGLE3"}})
-    assert derive.is_speculative(sg, "eagle3") and not derive.is_speculative(sg, "baseline")
 
 
 def test_methodology_checks() -> None:

@@ -15,32 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
+from tests.helpers import write_matrix
 
 pytestmark = pytest.mark.slow
 
-ENV = textwrap.dedent("""\
-    kind: Environment
-    name: t-cpu
-    engine: transformers
-    model:
-      dummy: {hidden_size: 32, intermediate_size: 64, layers: 1, heads: 2, vocab_size: 512, seed: 0}
-    servers:
-      baseline: {}
-      ngram: {}
-      broken: {no-such-flag: true}
-    request_params:
-      ngram:
-        generation_config: {prompt_lookup_num_tokens: 4}
-    """)
-
 
 def matrix(tmp: Path, arms: str, extra: str = "", concurrency: str = "[1, 2]") -> Path:
-    (tmp / "env.yaml").write_text(ENV)
-    m = tmp / "m.yaml"
-    m.write_text(textwrap.dedent(f"""\
-        kind: Matrix
-        name: t
-        environment: env.yaml
+    return write_matrix(tmp, textwrap.dedent(f"""\
         arms: {arms}
         workloads: [coding, math]
         concurrency: {concurrency}
@@ -49,7 +30,6 @@ def matrix(tmp: Path, arms: str, extra: str = "", concurrency: str = "[1, 2]") -
         warmup: 1
         seed: 7
         """) + extra)
-    return m
 
 
 def tree_digest(run: Path) -> dict[str, tuple[str, int]]:

@@ -1,5 +1,5 @@
 """SGLang arms as local processes (`target: {kind: local, launcher: process}`) and external SGLang URLs,
-through the real CLI, against the fake launch_server of tests/bench/fake_sglang (SGLang's flags parsed by
+through the real CLI, against the fake launch_server of tests/data/fake_sglang (SGLang's flags parsed by
 argparse, its /server_info, /flush_cache and streamed /generate in the shape recorded from 0.5.17).
 
 What the runner must do with them: arms on one GPU set one after another, never measured at once;
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.helpers import FAKE_SGLANG
 
 pytestmark = pytest.mark.slow
 
-FAKE = Path(__file__).parent / "fake_sglang"
 
 ENV = textwrap.dedent("""\
     kind: Environment
@@ -77,7 +77,7 @@ def write_specs(tmp: Path, arms: str, target: str, concurrency: str = "[1, 64]",
 
 def process_target() -> str:
     return json.dumps({"kind": "local", "launcher": "process", "python": sys.executable,
-                       "env": {"PYTHONPATH": str(FAKE)}})
+                       "env": {"PYTHONPATH": str(FAKE_SGLANG)}})
 
 
 def run_matrix(m: Path, results: Path, code: int = 0, env: dict | None = None) -> tuple[Path, dict, dict]:
@@ -192,7 +192,7 @@ def two_servers(tmp_path: Path):
     another max-running-requests than its preset."""
     from toolkit.serve import SGLangProcessLauncher
 
-    env = {"PYTHONPATH": str(FAKE)}
+    env = {"PYTHONPATH": str(FAKE_SGLANG)}
     base = SGLangProcessLauncher({"model-path": "/models/target", "served-model-name": "target",
                                   "load-format": "dummy", "mem-fraction-static": 0.8},
                                  log_path=tmp_path / "a.log", env=env)

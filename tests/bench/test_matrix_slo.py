@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.bench.test_matrix_runner import ENV, tree_digest
+from tests.bench.test_matrix_runner import tree_digest
+from tests.helpers import write_matrix
 from tests.conftest import run_cli
 from toolkit.schema.slo import SloAnalysis
 
@@ -19,12 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_matrix_with_objectives_prints_goodput_and_capacity(tmp_path: Path) -> None:
-    (tmp_path / "env.yaml").write_text(ENV)
-    m = tmp_path / "m.yaml"
-    m.write_text(textwrap.dedent("""\
-        kind: Matrix
-        name: t
-        environment: env.yaml
+    m = write_matrix(tmp_path, """\
         arms: [baseline, ngram]
         workloads: [coding]
         concurrency: [1, 2]
@@ -34,7 +29,7 @@ def test_matrix_with_objectives_prints_goodput_and_capacity(tmp_path: Path) -> N
         slo:
           ttft_ms: {p90: 60000}
           e2e_ms: {per_request: 120000}
-        """))
+        """)
     results = tmp_path / "results"
     r = run_cli("bench", "matrix", str(m), "--results", str(results), timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]

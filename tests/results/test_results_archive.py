@@ -277,6 +277,27 @@ def test_plain_verify_checks_the_runs_nested_in_a_tune_session(tmp_path, cli):
     assert res.returncode == 1 and not got[str(bad)]["ok"] and got[str(session)]["ok"] and len(got) == 17
 
 
+def test_verify_reads_a_sessions_state_as_its_readers_do(tmp_path):
+    """A tune session's tune.json is checked through load_tune_state: valid JSON that is not a session's
+    state (another format, a rung without its requests) is named, as the tuner would refuse it."""
+    from toolkit.results.verify import verify_folder
+
+    src = next((Path(__file__).resolve().parents[2] / "results" / "quickstart-tune").iterdir())
+    session = tmp_path / src.name
+    session.mkdir()
+    raw = json.loads((src / "tune.json").read_text())
+    (session / "tune.json").write_text(json.dumps(raw))
+    assert [p.severity for p in verify_folder(session)] == ["warning"]  # the committed state reads
+    raw["rungs"][0].pop("requests")
+    (session / "tune.json").write_text(json.dumps(raw))
+    got = [p for p in verify_folder(session) if p.severity == "error"]
+    assert [p.file for p in got] == ["tune.json"] and "rungs.0.requests" in got[0].message
+    (session / "tune.json").write_text(json.dumps({**raw, "format": "toolkit-run"}))
+    assert "not a tune session's state" in verify_folder(session)[0].message
+    (session / "tune.json").write_text("{truncated")
+    assert verify_folder(session)[0].message.startswith("not valid JSON")
+
+
 def test_capture_folders_are_checked_by_their_checksums(tmp_path, cli):
     from toolkit.checksums import write_sums
     from toolkit.results.verify import verify_folder

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,3 +77,22 @@ def test_report_of_a_single_run_has_speedup_heatmap_data(two_runs):
 
     table = speedup_table(open_archive(two_runs[0]))
     assert set(table) == {"eagle3"} and table["eagle3"][("chat", 1)] > 1.2 > 1 > table["eagle3"][("chat", 16)]
+
+
+def test_the_heatmap_and_the_runner_share_one_speedup():
+    """The derived speed-ups' throughput_ratio is toolkit.schema.metrics.throughput_ratios of the archived
+    cells (the committed H200 run), and the heatmap of a run without derived speed-ups (an import) reads
+    that same function, not a ratio of its own."""
+    from toolkit.results.plots import baseline_arm, speedup_table
+    from toolkit.schema.metrics import throughput_ratios
+
+    run = sorted((Path(__file__).resolve().parents[2] / "results" / "sglang-h200").iterdir())[0]
+    a = open_archive(run)
+    derived = {(r.arm, r.domain, int(r.concurrency)): r.throughput_ratio for r in a.derived.speedups
+               if r.throughput_ratio is not None}
+    ours = throughput_ratios(a.cells, baseline_arm(a))
+    assert derived and set(ours) == set(derived)
+    assert all(ours[k] == pytest.approx(v, rel=1e-9) for k, v in derived.items())
+    a.derived.speedups = []  # as an import: no derived speed-ups
+    table = speedup_table(a)
+    assert {(arm, d, c): v for arm, t in table.items() for (d, c), v in t.items()} == ours

@@ -138,3 +138,22 @@ def test_objectives_round_trip_the_spec_block() -> None:
     obj = Objectives.from_block(block)
     assert [o.name for o in obj.items] == ["ttft_ms.p90", "ttft_ms.per_request", "tpot_ms.p99"]
     assert obj.block() == block and Objectives.from_block({"attainment": 0.9}) is None
+
+
+def test_the_matrix_block_gives_the_one_objective_type() -> None:
+    """A Matrix's `slo:` block (the committed quickstart-slo) gives toolkit.schema.slo.Objectives directly,
+    the same objectives an archived block reads back as; the default attainment is written once."""
+    from pathlib import Path
+
+    from toolkit.schema.slo import DEFAULT_ATTAINMENT
+    from toolkit.spec import load_spec
+    from toolkit.spec.matrix import Slo
+
+    root = Path(__file__).resolve().parents[2]
+    slo = load_spec(root / "envs" / "matrices" / "quickstart-slo.yaml").model.slo
+    got = slo.objectives()
+    assert isinstance(got, Objectives) and got.items and all(isinstance(o, Objective) for o in got.items)
+    assert got == Objectives.from_block(slo.model_dump())  # what an archive of this matrix reads back
+    assert Slo(tpot_ms={"p90": 50}).attainment == DEFAULT_ATTAINMENT == Objectives().attainment
+    assert Slo(tpot_ms={"p90": 50, "per_request": 80}, attainment=0.5).objectives().text() == (
+        "tpot_ms p90 <= 50 ms; tpot_ms <= 80 ms per request; attainment >= 50% of the requests")

@@ -161,21 +161,21 @@ class ArmRunner:
         /server_info archived as servers/<arm>.json (servers/<arm>__l<launch>.json for later launches), its
         limits and speculative settings, and each preset flag it reports differently. The 48-request cap is
         read from the server, not assumed."""
-        from toolkit.bench.derive import is_speculative
+        from toolkit.engines import preset_meaning, sglang
         from toolkit.serve.sglang import preset_mismatches, server_state
 
         info = self.launcher.info()
         preset = self.plan.env_spec.model.servers[self.arm]
+        meaning = preset_meaning(self.plan.env_spec.model, self.arm)
         info["external"] = self.slot.target.kind == "external"
-        speculative = "speculative-algorithm" in preset
-        info["speculative_algorithm"] = preset.get("speculative-algorithm") or (
-            "prompt lookup" if is_speculative(self.plan.env_spec.model, self.arm) else None)
+        info["speculative_algorithm"] = meaning.algorithm
         if self.plan.engine != "sglang":
             return info
         raw = info.pop("server_info", None) or self.launcher.server_info()
         info.update(server_state(raw))
-        if raw and raw.get("load_format"):
-            info["load_format"] = raw["load_format"]  # `dummy`: random weights, said by the server itself
+        if raw and raw.get(sglang.SERVER_INFO_LOAD_FORMAT):
+            # `dummy`: random weights, said by the server itself
+            info["load_format"] = raw[sglang.SERVER_INFO_LOAD_FORMAT]
         if raw:
             from toolkit.scrub import scrub
 
@@ -184,11 +184,11 @@ class ArmRunner:
             info["server_info_file"] = self.record["server_info_file"] = name
             info["preset_mismatches"] = preset_mismatches(preset, raw)
             info["max_running_requests_source"] = "server_info"
-        elif speculative and "max-running-requests" not in preset:
+        elif meaning.cap_implicit:
             # no /server_info: SGLang's documented behaviour, marked as assumed
-            info["max_running_requests"] = info.get("max_running_requests") or 48
+            info["max_running_requests"] = info.get("max_running_requests") or meaning.cap
             info["max_running_requests_source"] = "assumed (no /server_info)"
-        info["max_running_requests_implicit"] = speculative and "max-running-requests" not in preset
+        info["max_running_requests_implicit"] = meaning.cap_implicit
         log = self.launcher.log_text()
         if log:  # SGLang's own word on the cap, quoted by the methodology check
             from toolkit.scrub import scrub_text

@@ -7,7 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from toolkit.console import emit_json, err, out, warn
+from toolkit.console import emit_json, err, json_option, out, warn
+
+JsonSummary = json_option("print the run's summary as JSON on stdout")
+JsonNoise = json_option("print the calibration's launch noise as JSON")
+JsonVerdict = json_option("print the verdict and per-cell comparisons as JSON")
 
 app = typer.Typer(no_args_is_help=True, help="Benchmark server presets on domain workloads.")
 # commands defined here, beside the runner they use, that `toolkit results` shows: toolkit/cli.py merges this
@@ -26,7 +30,7 @@ def matrix_cmd(
     allow_failed_cells: Annotated[bool, typer.Option(
         "--allow-failed-cells", help="exit 0 for a run in which some cells failed (status partial) as long as one "
                                      "succeeded; without it such a run exits 1")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="print the run's summary as JSON on stdout")] = False,
+    json_out: JsonSummary = False,
 ) -> None:
     """Launch each arm's server (`launches:` times, in rounds whose arm order is a seeded shuffle), run every
     (workload x concurrency x repeat) cell against each launch with the same prompts for every arm, and
@@ -62,9 +66,9 @@ def matrix_cmd(
                    "cells": [c.model_dump() for c in result.cells], "derived": dd})
     else:  # the runner's tables are `results show`'s: one report model (toolkit/results/report)
         from toolkit.results.archive import open_archive
-        from toolkit.results.report import build_run_report, render_text, status_text
+        from toolkit.results.report import build_run_report, emit, status_text
 
-        out.print(render_text(build_run_report(open_archive(run_dir))), markup=False, highlight=False, end="")
+        emit(build_run_report(open_archive(run_dir)))
         for c in errors:
             err.print(f"methodology error: [{c.check}] {c.message}", markup=False)
         out.print(f"run {status_text(result.status, result.why)}: {run_dir}", markup=False, highlight=False)
@@ -82,7 +86,7 @@ def noise_cmd(
     results: Annotated[Path, typer.Option("--results", help="archive root: the calibration goes to "
                                           "RESULTS/<matrix>/<run-id>/, where diff and reproduce look for it")]
     = Path("results"),
-    json_out: Annotated[bool, typer.Option("--json", help="print the calibration's launch noise as JSON")] = False,
+    json_out: JsonNoise = False,
 ) -> None:
     """Calibrate the launch-to-launch noise of this GPU and environment: an A/A run of MATRIX with --launches
     server launches per arm (interleaved rounds), archived as a normal run marked `noise-calibration`.
@@ -104,14 +108,12 @@ def noise_cmd(
     result = calibrate(loaded, launches=launches, results_root=results,
                        progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False))
     from toolkit.results.archive import open_archive
-    from toolkit.results.report import build_run_report, render_text
+    from toolkit.results.report import build_run_report, emit
 
     report = build_run_report(open_archive(result.path))
-    if json_out:
-        emit_json({"run": str(result.path), "status": result.status, "purpose": "noise-calibration",
-                   "noise": report.data.get("noise")})
-    else:
-        out.print(render_text(report), markup=False, highlight=False, end="")
+    emit(report, json_out, data={"run": str(result.path), "status": result.status, "purpose": "noise-calibration",
+                                 "noise": report.data.get("noise")})
+    if not json_out:
         out.print(f"noise calibration {result.status}: {result.path}", markup=False, highlight=False)
     if result.status == "partial":
         raise typer.Exit(130)
@@ -143,8 +145,7 @@ def reproduce_cmd(
         "--replay", metavar="RUN2", help="judge this earlier replay of RUN instead of running one (its manifest "
                                          "says `reproduces: RUN`): the verdict again, e.g. at another --tolerance")]
     = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print the verdict and per-cell comparisons as JSON")]
-    = False,
+    json_out: JsonVerdict = False,
 ) -> None:
     """Replay an archived run from the archive alone (its inputs/: specs, patches, workload files; never
     the checkout's envs/), with the same cells, seeds and prompts, archive the replay as a new run whose

@@ -23,7 +23,7 @@ import numpy as np
 
 from toolkit.results.verdicts import crossovers, never_pays_off, recommended_threshold  # noqa: F401 (re-exported)
 from toolkit.schema.eligibility import MIN_CELL_S, MIN_REQUESTS_PER_SLOT, short_why
-from toolkit.schema.metrics import figure_of
+from toolkit.schema.metrics import cell_throughput
 from toolkit.schema.records import CellSummary, RequestRecord
 
 BOOTSTRAP = 2000
@@ -105,12 +105,6 @@ def launch_paired(arm: list[RequestRecord], base: list[RequestRecord], seed: int
     return {**pr, "ci_low": lo, "ci_high": hi, "rounds": 1, "ci_method": method}
 
 
-def _tput(cells: list[CellSummary]) -> float | None:
-    vals = [figure_of(c.metrics["output_tok_s"]) for c in cells
-            if c.status == "ok" and "output_tok_s" in c.metrics and figure_of(c.metrics["output_tok_s"])]
-    return float(np.mean(vals)) if vals else None
-
-
 def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]], baseline: str,
              seed: int = 0, noise: Callable[[str], object] | None = None,
              shared: set[str] = frozenset()) -> list[dict]:
@@ -127,7 +121,7 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
     for (arm, domain, conc), arm_cells in sorted(by.items()):
         if arm == baseline or (baseline, domain, conc) not in by:
             continue
-        ta, tb = _tput(arm_cells), _tput(by[(baseline, domain, conc)])
+        ta, tb = cell_throughput(arm_cells), cell_throughput(by[(baseline, domain, conc)])
         ra, rb = _rounds(records.get((arm, domain, conc), [])), _rounds(records.get((baseline, domain, conc), []))
         ratios = {k: x for k in sorted(set(ra) & set(rb)) if (x := _point(ra[k], rb[k])) is not None}
         if len(ratios) >= 2:
@@ -184,15 +178,6 @@ def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tup
     model = NoiseModel(view, view, view)
     return (lambda arm: model.calibrated(arm, "output_tok_s") or DEFAULT), \
         {"source": "calibration", "calibration": cal.run_id, **note}
-
-
-def is_speculative(env, arm: str) -> bool:
-    """Does this preset speculate? SGLang: a speculative algorithm; transformers: prompt lookup or an
-    assistant model in the per-request generation config."""
-    if "speculative-algorithm" in env.servers.get(arm, {}):
-        return True
-    gen = (env.request_params.get(arm, {}) or {}).get("generation_config") or {}
-    return bool(gen.get("prompt_lookup_num_tokens") or gen.get("assistant_model"))
 
 
 def overhead_ratio(timing: dict, slot_arms: list[list[str]]) -> float | None:

@@ -32,6 +32,7 @@ from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import RunPlan, plan_run, run_manifest
 from toolkit.bench.slots import ExternalTarget, Slot
+from toolkit.engines import preset_meaning
 from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
 from toolkit.schema.keys import run_status
@@ -224,7 +225,8 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     noise, noise_note = derive.speedup_noise(ledger.writer.path, m.launches, shared)
     rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed, noise=noise,
                            shared=shared) if measured else []
-    spec_arms = {a for a in m.arms if a != m.baseline_arm and derive.is_speculative(env, a)} if measured else set()
+    spec_arms = ({a for a in m.arms if a != m.baseline_arm and preset_meaning(env, a).speculative}
+                 if measured else set())
     v = verdicts(rows, ledger.cells, ledger.arm_info, spec_arms)  # crossovers and advice over usable levels
     checks = derive.methodology_checks(matrix=m, cells=ledger.cells, records=ledger.records,
                                        arm_info=ledger.arm_info, flushed=ledger.flushed,
@@ -254,7 +256,6 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     if m.slo is not None:  # from the archived cells, as `results slo` recomputes it
         from toolkit.results.archive import open_archive
         from toolkit.results.slo import analyse
-        from toolkit.schema.slo import Objectives
 
-        derived.slo = analyse(open_archive(ledger.writer.path), Objectives.from_block(m.slo.model_dump()), derived)
+        derived.slo = analyse(open_archive(ledger.writer.path), m.slo.objectives(), derived)
     return derived

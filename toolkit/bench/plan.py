@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.engines import preset_meaning, sglang
 from toolkit.errors import SpecError, ToolkitError
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key
@@ -24,9 +25,6 @@ from toolkit.spec import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import ExternalTarget, HostTarget, LocalTarget, Slot, plan_slots
 from toolkit.spec.environment import Environment
 from toolkit.spec.matrix import Matrix
-
-
-SGLANG_DUMMY_SEED = 1234  # sglang's initialize_dummy_weights(seed=1234) in 0.5.x: the same random weights each launch
 
 
 @dataclass(frozen=True)
@@ -161,12 +159,9 @@ class RunPlan:
     def is_dummy(self, arm: str, info: dict | None = None) -> bool:
         """Does this arm serve random weights? Of a server the toolkit did not start (an external target) only
         what the server says about itself counts (`info`: its arm facts, SGLang's load_format)."""
-        env = self.env
         if self.m.target.kind == "external":
-            return (info or {}).get("load_format") == "dummy"
-        if env.engine == "sglang":
-            return env.servers.get(arm, {}).get("load-format") == "dummy"
-        return env.model is not None and env.model.dummy is not None
+            return sglang.server_says_dummy(info)  # the arm facts keep /server_info's load_format
+        return preset_meaning(self.env, arm).dummy_weights
 
     def launcher_kwargs(self, slot: Slot, arm: str, log_dir: Path) -> dict:
         """How the slot's target becomes a launcher (toolkit.serve.launcher_for): local engine, external URL,
@@ -326,7 +321,7 @@ def _config_sha(preset: dict) -> str | None:
     """sha256 of the model's config.json where this machine has it (a dummy model is its config and a seed)."""
     from toolkit.spec import sha256_file
 
-    path = preset.get("model-path") or preset.get("model")
+    path = sglang.model_path(preset)
     cfg = Path(str(path)) / "config.json" if path else None
     return sha256_file(cfg) if cfg is not None and cfg.is_file() else None
 
@@ -340,10 +335,10 @@ def determinism(plan: RunPlan) -> dict:
     if env.engine == "sglang":
         dummy = [a for a in m.arms if plan.is_dummy(a)]
         if dummy:
-            out["sglang_dummy_weights"] = {"arms": dummy, "seed": SGLANG_DUMMY_SEED,
-                                           "source": "sglang weight_utils.initialize_dummy_weights",
+            out["sglang_dummy_weights"] = {"arms": dummy, "seed": sglang.DUMMY_WEIGHT_SEED,
+                                           "source": sglang.DUMMY_WEIGHT_SOURCE,
                                            "config_sha256": {a: _config_sha(env.servers[a]) for a in dummy}}
-        out["deterministic_inference"] = {a: bool(env.servers.get(a, {}).get("enable-deterministic-inference"))
+        out["deterministic_inference"] = {a: bool(env.servers.get(a, {}).get(sglang.DETERMINISTIC))
                                           for a in m.arms}
     elif env.model is not None and env.model.dummy is not None:
         from toolkit.bench.inputs import dummy_record

@@ -9,7 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from toolkit.console import emit_json, err, out
+from toolkit.console import emit_json, err, json_option, out
+
+JsonReport = json_option("print the JSON report on stdout")
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -32,7 +34,7 @@ def validate_cmd(
     require_gpu: Annotated[bool, typer.Option("--require-gpu", help="a missing GPU fails the checks "
                                               "instead of skipping them")] = False,
     out_file: Annotated[Optional[Path], typer.Option("-o", "--out", help="also write the JSON report here")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
+    json_out: JsonReport = False,
 ) -> None:
     """Check this machine: each check passes, fails or is skipped with the reason. Exit 1 on a failure.
 

@@ -7,11 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from toolkit.console import emit_json, err, out
+from toolkit.console import JsonOpt, emit_json, err, out
 
 app = typer.Typer(no_args_is_help=True, help="Build environment images with the Docker engine.")
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
 
 
 def _client():

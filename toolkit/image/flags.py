@@ -19,6 +19,7 @@ from typing import Any
 
 from toolkit.image.flags_static import static_flags
 from toolkit.errors import SpecError
+from toolkit.engines import sglang as sglang_engine
 from toolkit.spec import LoadedSpec
 
 MARK = "@@TOOLKIT-FLAGS@@"
@@ -211,9 +212,9 @@ def check_presets(spec: LoadedSpec, table: FlagTable, version: str) -> list[str]
                                              hint=f"did you mean {close[0]!r}?" if close else None)
             if info["deprecated"]:
                 warnings.append(f"servers.{preset}.{key}: deprecated in sglang {version}: {info['help'][:160]}")
-        if args.get("speculative-algorithm") and "max-running-requests" not in args:
-            warnings.append(f"servers.{preset}: speculative-algorithm {args['speculative-algorithm']} without "
-                            "max-running-requests: SGLang caps it at 48; set it explicitly")
+        cap = sglang_engine.implicit_cap_warning(preset, args)
+        if cap:
+            warnings.append(cap)
         parse_error = table.exact_parses.get(preset)
         if parse_error:
             raise spec.error(("servers", preset), f"SGLang's own parser rejects this preset: {parse_error}")

@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from toolkit.console import emit_json, err, out
+from toolkit.console import emit_json, err, json_option, out
+
+JsonResult = json_option("print the run result as JSON on stdout")
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU hosts with Ansible.")
 
@@ -23,7 +25,7 @@ def host_cmd(
                                                 "sglang_host, facts (or `gpu` for the three GPU roles)")] = None,
     forks: Annotated[Optional[int], typer.Option("--forks", min=1, help="hosts provisioned in parallel "
                                                  "(default: all selected, up to 16)")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print the run result as JSON on stdout")] = False,
+    json_out: JsonResult = False,
 ) -> None:
     """Provision the hosts of a Hosts spec with playbooks/site.yml (Ansible through ansible-runner).
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from toolkit.console import emit_json, err, out
+from toolkit.console import JsonOpt, emit_json, err, out
 from toolkit.errors import ToolkitError
 
 app = typer.Typer(no_args_is_help=True, help=(
@@ -16,7 +16,7 @@ app = typer.Typer(no_args_is_help=True, help=(
     "a run id (or a unique prefix or suffix of one) under --root, `<matrix>/<run-id>`, or `latest`."))
 
 Root = Annotated[Path, typer.Option("--root", help="folder holding <matrix>/<run-id>/ archives")]
-Json = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
+Json = JsonOpt
 RunArg = Annotated[str, typer.Argument(help="run folder, run id (prefix), <matrix>/<run-id>, or latest")]
 SloOpt = Annotated[Optional[list[str]], typer.Option(
     "--slo", metavar="METRIC.BOUND=MS",
@@ -61,13 +61,10 @@ def list_cmd(root: Root = Path("results"),
     """The archived runs, newest first: when, matrix, env hash, host, GPU, arms, status. Corrupt runs are
     listed with their error; the others still list."""
     from toolkit.results.facts import list_runs
-    from toolkit.results.report import build_list_report, render_text
+    from toolkit.results.report import build_list_report, emit
 
     report = build_list_report(list_runs(root, matrix))
-    if json_out:
-        emit_json(report.data)
-    else:
-        out.print(render_text(report), markup=False, highlight=False, end="")
+    emit(report, json_out)
 
 
 @app.command("show")
@@ -76,13 +73,10 @@ def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False,
     """One run: its facts, the per-cell table, speedups, crossovers and methodology checks. Every figure
     is read through the metric registry (docs/results.md), so it equals what `results diff` shows for
     the cell. --json gives every metric with mean, p50, p90, p99, the median's 95% CI and n."""
-    from toolkit.results.report import build_run_report, render_text
+    from toolkit.results.report import build_run_report, emit
 
     report = build_run_report(_open(run, root, allow_unverified))
-    if json_out:
-        emit_json(report.data)
-    else:
-        out.print(render_text(report), markup=False, highlight=False, end="")
+    emit(report, json_out)
 
 
 @app.command("verify")
@@ -167,7 +161,7 @@ def diff_cmd(
 
     Example (CI gate): toolkit results diff quickstart/20261201T0900Z-1a2b3c latest --fail-on-regression 5"""
     from toolkit.results.diff import diff_runs
-    from toolkit.results.report import build_diff_report, render_text
+    from toolkit.results.report import build_diff_report, emit
 
     from toolkit.results.slo import objectives_for, parse_slo
 
@@ -185,10 +179,7 @@ def diff_cmd(
     data["not_gated"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj,
                           "excluded": c.excluded} for c, m in ungated]
     report = build_diff_report(ra, rb, result, data=data)
-    if json_out:
-        emit_json(report.data)
-    else:
-        out.print(render_text(report), markup=False, highlight=False, end="")
+    emit(report, json_out)
     if fail_on_regression is not None:
         for c, m in ungated:
             err.print(f"not gated: {c.label} {m.metric} {m.delta_pct:+.2f}% in a cell no verdict may use "
@@ -247,7 +238,7 @@ def slo_cmd(run: RunArg, slo: SloOpt = None, attainment: AttainmentOpt = None, r
     (its Matrix's slo block). The archive is only read. docs/slo.md explains every figure.
 
     Example: toolkit results slo latest --slo tpot_ms.p90=30 --slo ttft_ms.per_request=500 --json"""
-    from toolkit.results.report import render_text, threshold_advice
+    from toolkit.results.report import emit, threshold_advice
     from toolkit.results.report.run import eligibility_of, methodology_blocks
     from toolkit.results.report.slo import build_slo_report
     from toolkit.results.slo import analyse, objectives_for, parse_slo
@@ -264,10 +255,7 @@ def slo_cmd(run: RunArg, slo: SloOpt = None, attainment: AttainmentOpt = None, r
             "excluded_cells": elig.lines(excluding=True), "qualified_cells": elig.lines(excluding=False)}
     report = build_slo_report(f"Run {a.matrix_name}/{a.run_id} against service-level objectives", an, raw, data,
                               methodology_blocks(d, elig))
-    if json_out:
-        emit_json(report.data)
-    else:
-        out.print(render_text(report), markup=False, highlight=False, end="")
+    emit(report, json_out)
 
 
 @app.command("import")

@@ -134,19 +134,18 @@ def percentiles(runs: list[tuple[str, Archive]], metric: str, title: str) -> byt
 
 
 def speedup_table(a: Archive) -> dict[str, dict[tuple[str, int], float]]:
-    """arm -> (domain, concurrency) -> throughput ratio over the baseline (the runner's, else computed)."""
+    """arm -> (domain, concurrency) -> throughput ratio over the baseline: the runner's derived speed-ups, else
+    (an imported run has none) the same ratio from the archive's cells (toolkit.schema.metrics)."""
+    from toolkit.schema.metrics import throughput_ratios
+
     out: dict[str, dict] = defaultdict(dict)
     for r in a.derived.speedups:
         if r.throughput_ratio is not None:
             out[r.arm][(r.domain, int(r.concurrency))] = float(r.throughput_ratio)
     if out:
         return dict(out)
-    base = baseline_arm(a)
-    st = cell_stat(a, "output_tok_s")
-    for (arm, d, c), v in st.items():
-        b = st.get((base, d, c))
-        if arm != base and b:
-            out[arm][(d, c)] = v / b
+    for (arm, d, c), ratio in throughput_ratios(a.cells, baseline_arm(a)).items():
+        out[arm][(d, int(c))] = ratio
     return dict(out)
 
 

@@ -347,4 +347,4 @@ def parse_slo(specs: list[str], attainment: float | None = None, base: Objective
         where = ".".join(str(x) for x in e["loc"])
         raise ToolkitError(f"--slo: {where}: {e['msg'].removeprefix('Value error, ')}",
                            hint="limits are milliseconds > 0; --attainment is a share in (0, 1]") from None
-    return Objectives.from_block(slo.model_dump())
+    return slo.objectives()

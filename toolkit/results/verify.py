@@ -192,6 +192,19 @@ def kind_of(path: Path) -> str:
     return "folder"
 
 
+def _session(path: Path, problems: list[Problem]) -> None:
+    """A tune session's state, read as every reader reads it (toolkit.schema.tune.load_tune_state): valid
+    JSON, a session's format and version, the typed fields."""
+    from toolkit.schema.tune import STATE_FILE, load_tune_state
+
+    if _json(path / STATE_FILE, problems, STATE_FILE) is None:
+        return  # missing, or not JSON: said once
+    try:
+        load_tune_state(path / STATE_FILE)
+    except ToolkitError as exc:
+        problems.append(Problem(STATE_FILE, exc.message + (f" ({exc.hint})" if exc.hint else "")))
+
+
 def verify_folder(path: str | Path) -> list[Problem]:
     """Every problem of one kept folder, whatever its kind (warnings included)."""
     path = Path(path)
@@ -202,7 +215,7 @@ def verify_folder(path: str | Path) -> list[Problem]:
         return verify_run(path)
     problems: list[Problem] = []
     if kind == "session":
-        _json(path / "tune.json", problems, "tune.json")
+        _session(path, problems)
     if (path / SUMS).exists():
         problems.extend(Problem(rel, msg) for rel, msg in check_sums(path))
     else:

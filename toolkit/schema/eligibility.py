@@ -31,6 +31,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from toolkit.engines.sglang import IMPLICIT_SPEC_CAP
 from toolkit.schema.records import CellCheck, CellSummary, RequestRecord
 
 MIN_SAMPLES = 10            # successful measured requests a verdict needs (the diff's test needs as many)
@@ -41,7 +42,6 @@ STALL_MIN_MS = 200.0        # ... and at least 200 ms more than it (a client-sid
 STALL_SHARE = 0.1           # ... and the wait is at least a tenth of the cell: it moves throughput by 10 % or more
 STEAL_MAX = 0.10            # the hypervisor took more than 10 % of the CPU time
 BUSY_MARGIN_CORES = 0.5     # runnable-task samples are instantaneous: half a core of noise is no load
-IMPLICIT_SPEC_CAP = 48      # SGLang: speculation on and max-running-requests unset (FACTS.md)
 
 EXCLUDING = ("failed", "capped", "few-samples", "stall", "drift")
 QUALIFYING = ("short", "busy-host")

@@ -38,7 +38,7 @@ from typing import Callable, Iterable, Literal
 
 import numpy as np
 
-from toolkit.schema.records import RequestRecord, Stat
+from toolkit.schema.records import CellSummary, RequestRecord, Stat
 
 MIN_N = {"p90": 10, "p99": 100}  # fewer samples than this: the percentile is marked unreliable
 LEVEL = 0.95
@@ -262,6 +262,30 @@ def figure(value: float | None, n: int) -> Stat:
 def figure_of(stat: Stat) -> float | None:
     """The one figure of a cell metric's Stat (older archives kept other fields beside the mean)."""
     return stat.mean if stat.mean is not None else stat.p50
+
+
+def cell_throughput(cells: Iterable[CellSummary]) -> float | None:
+    """The output throughput of one (arm, domain, concurrency): the mean of its ok cells' output_tok_s
+    (repeats and launches alike). A speed-up's throughput_ratio is the arm's over the baseline's."""
+    vals = [figure_of(c.metrics["output_tok_s"]) for c in cells
+            if c.status == "ok" and "output_tok_s" in c.metrics and figure_of(c.metrics["output_tok_s"])]
+    return float(np.mean(vals)) if vals else None
+
+
+def throughput_ratios(cells: Iterable[CellSummary], baseline: str) -> dict[tuple[str, str, int], float]:
+    """(arm, domain, concurrency) -> the arm's cell_throughput over the baseline's at that level: the one
+    speed-up every reader uses (the runner's derived speed-ups hold it as throughput_ratio)."""
+    by: dict[tuple[str, str, int], list[CellSummary]] = {}
+    for c in cells:
+        by.setdefault((c.arm, c.domain, c.concurrency), []).append(c)
+    out = {}
+    for (arm, domain, conc), own in sorted(by.items()):
+        if arm == baseline or (baseline, domain, conc) not in by:
+            continue
+        ta, tb = cell_throughput(own), cell_throughput(by[(baseline, domain, conc)])
+        if ta and tb:
+            out[(arm, domain, conc)] = ta / tb
+    return out
 
 
 def request_values(records: list[RequestRecord], name: str) -> np.ndarray:

@@ -30,7 +30,7 @@ a level where more than one request in ten fails or misses its limits is not one
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -83,15 +83,19 @@ class Objectives(_Model):
     attainment: float = Field(DEFAULT_ATTAINMENT, gt=0, le=1)
 
     @classmethod
+    def of(cls, bounds: Iterable[tuple[str, str, float | None]], attainment: float | None = None) -> "Objectives | None":
+        """(metric, bound, limit) triples -> Objectives (None when no limit is set). The Matrix's `Slo`
+        (toolkit/spec/matrix.py) makes its objectives here, and so does an archived block."""
+        items = [Objective(metric=m, bound=b, limit=float(v)) for m, b, v in bounds if v is not None and b in BOUNDS]
+        return cls(items=items, attainment=attainment or DEFAULT_ATTAINMENT) if items else None
+
+    @classmethod
     def from_block(cls, block: dict[str, Any] | None) -> "Objectives | None":
-        """The Matrix's `slo:` block (as validated and dumped: unset bounds are None) -> Objectives."""
+        """An archived `slo:` block (the Matrix's, as it was dumped: unset bounds are None) -> Objectives."""
         if not block:
             return None
-        items = [Objective(metric=m, bound=b, limit=float(v)) for m in OBJECTIVE_SAMPLES
-                 for b, v in (block.get(m) or {}).items() if v is not None and b in BOUNDS]
-        if not items:
-            return None
-        return cls(items=items, attainment=block.get("attainment") or DEFAULT_ATTAINMENT)
+        return cls.of(((m, b, v) for m in OBJECTIVE_SAMPLES for b, v in (block.get(m) or {}).items()),
+                      block.get("attainment"))
 
     def block(self) -> dict[str, Any]:
         """Back to the shape of the Matrix's `slo:` block."""

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 
+from toolkit.engines.sglang import CAP_LINE
+
 TAIL_LINES = 400
 HEAD_MAX_LINES = 1500  # a start-up longer than this is cut (the tail still holds the end)
 # the first health check the server answered: uvicorn's access line for GET /health with 200, or
 # SGLang's "ready" line (a server that logs no access lines)
 _READY = re.compile(r'"GET /health(?:_generate)? HTTP/[0-9.]+" 200|The server is fired up and ready to roll')
-# SGLang 0.5.17 (srt/arg_groups/speculative_hook.py) when speculation is on and --max-running-requests unset
-CAP_LINE = re.compile(r"Max running requests is reset to (\d+)")
 
 
 def head_end(lines: list[str]) -> int:

@@ -17,6 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from toolkit.engines import sglang
 from toolkit.serve.base import BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get
 from toolkit.serve.jitcache import JitCache
 
@@ -103,10 +104,10 @@ class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
         super().__init__(sglang_command(args, python or sys.executable), log_path=log_path, env=env, port=port,
                          stop_timeout_s=STOP_WAIT_S)
         self.jit_cache = jit_cache
-        self.model = args.get("served-model-name") or args.get("model-path")
+        self.model = sglang.served_name(args)
         # the environment's config-only folders this preset reads (load-format dummy), made before the start
         self.dummy_models = dummy_models or {}
-        self.reads = {args.get(f) for f in ("model-path", "speculative-draft-model-path")} - {None}
+        self.reads = set(sglang.meaning(args).reads)
 
     def _spawn(self) -> None:
         if self.reads & set(self.dummy_models):
@@ -146,7 +147,7 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
         # as SGLang's compose file; memlock needs a privileged engine (lower it where that is refused)
         self.ulimits = {"memlock": -1, "stack": 67108864} if ulimits is None else dict(ulimits)
         self.command = sglang_command(self.args, python)
-        self.model = self.args.get("served-model-name") or self.args.get("model-path")
+        self.model = sglang.served_name(self.args)
         self.log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-sglang-")) / "server.log"
         self.stop_timeout_s = stop_timeout_s
         self.jit_cache = jit_cache  # its `inside` is where the folder is mounted
@@ -304,8 +305,6 @@ def server_info(base_url: str) -> dict:
     return {}
 
 
-SPEC_FIELDS = ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
-               "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_disable_batch_threshold")
 # What may differ between a preset and the server it started without meaning another server: the
 # toolkit picks the port (and the bind address) when the preset leaves them out.
 _NOT_COMPARED = {"host", "port"}
@@ -325,7 +324,7 @@ def server_state(info: dict) -> dict:
     mrr = st0.get("max_running_requests", info.get("max_running_requests"))
     return {"engine": "sglang", "server_info_read": True, "engine_version": info.get("version"),
             "max_running_requests": mrr,
-            "speculative": {k: info[k] for k in SPEC_FIELDS if info.get(k) is not None},
+            "speculative": {k: info[k] for k in sglang.SERVER_INFO_SPEC_FIELDS if info.get(k) is not None},
             "avg_spec_accept_length": st0.get("avg_spec_accept_length")}
 
 

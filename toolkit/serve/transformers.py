@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
+from toolkit.engines import transformers as transformers_engine
 from toolkit.serve.base import ProcessLauncher
 
 
@@ -62,8 +63,6 @@ class TransformersLauncher(ProcessLauncher):
     def info(self) -> dict:
         from importlib.metadata import version
 
-        cb = bool(self.args.get("continuous-batching"))
+        cap = transformers_engine.running_cap(self.args)  # one generate() at a time without continuous batching
         return {**super().info(), "engine": "transformers", "engine_version": version("transformers"),
-                "continuous_batching": cb,
-                # without continuous batching the server runs one generate() at a time
-                "max_running_requests": None if cb else 1}
+                "continuous_batching": cap is None, "max_running_requests": cap}

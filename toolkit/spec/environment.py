@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from toolkit.engines import sglang as sglang_engine
 from toolkit.spec.base import ArgValue, Hash, Name, ServerArgs, Sha256, StrictModel
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -251,11 +252,11 @@ class Environment(StrictModel):
                        "(append @sha256:... to pin it)")
         known = set(self.dummy_models or {})
         for name, args in self.servers.items():
-            if args.get("load-format") != "dummy":
+            if not sglang_engine.meaning(args).dummy_weights:
                 continue
-            for flag in ("model-path", "speculative-draft-model-path"):
-                if isinstance(args.get(flag), str) and args[flag] not in known:
-                    out.append(f"preset {name} serves random weights from {flag} {args[flag]}, a folder whose "
+            for flag, folder in sglang_engine.model_folders(args):
+                if folder not in known:
+                    out.append(f"preset {name} serves random weights from {flag} {folder}, a folder whose "
                                "config the spec does not hold: its hash does not change when that folder does; "
                                "declare its recipe under `dummy_models:`")
         return out

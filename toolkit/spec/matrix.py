@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticKnownError
 
+from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
 from toolkit.spec.base import Hash, Name, StrictModel
 
 
@@ -79,8 +80,10 @@ class Workload(StrictModel):
     holdout: str | None = Field(None, description="exclude prompts present in this training file")
 
 
-class Objective(StrictModel):
-    """Bounds on one latency (ms): a percentile over each cell's requests, and/or a per-request limit."""
+class Bounds(StrictModel):
+    """The bounds on one latency (ms) as the `slo:` block writes them: a percentile over each cell's
+    requests, and/or a per-request limit. Each set bound is one objective (toolkit.schema.slo.Objective,
+    the one objective type: `Slo.objectives()`)."""
 
     p50: float | None = Field(None, gt=0, description="the cell's median of this latency is at most this (ms)")
     p75: float | None = Field(None, gt=0, description="the cell's p75 is at most this (ms)")
@@ -91,7 +94,7 @@ class Objective(StrictModel):
                                                               "value is at most this (ms)")
 
     @model_validator(mode="after")
-    def _some(self) -> "Objective":
+    def _some(self) -> "Bounds":
         if all(v is None for v in self.model_dump().values()):
             raise ValueError("give a percentile (p50, p75, p90, p95, p99) or per_request, e.g. {p90: 50}")
         return self
@@ -108,20 +111,25 @@ class Slo(StrictModel):
               "or `tpot_ms` (time per output token after the first)"
         for name in ("tbt_ms", "tbt", "time_between_tokens_ms", "inter_token_latency_ms")}
 
-    ttft_ms: Objective | None = Field(None, description="time to first token, per request")
-    tpot_ms: Objective | None = Field(None, description="time per output token after the first, per request")
-    itl_ms: Objective | None = Field(None, description="inter-token latency, judged on each request's mean ITL "
+    ttft_ms: Bounds | None = Field(None, description="time to first token, per request")
+    tpot_ms: Bounds | None = Field(None, description="time per output token after the first, per request")
+    itl_ms: Bounds | None = Field(None, description="inter-token latency, judged on each request's mean ITL "
                                                        "(itl_req_mean_ms): the pooled itl_ms has no per-request value")
-    e2e_ms: Objective | None = Field(None, description="end-to-end latency, per request")
-    attainment: float = Field(0.9, gt=0, le=1, description="the share of a cell's requests that must succeed and "
+    e2e_ms: Bounds | None = Field(None, description="end-to-end latency, per request")
+    attainment: float = Field(DEFAULT_ATTAINMENT, gt=0, le=1, description="the share of a cell's requests that must succeed and "
                                                            "meet every per-request objective for the cell to hold")
 
     @model_validator(mode="after")
     def _some(self) -> "Slo":
-        if not any(getattr(self, m) for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")):
+        if not any(getattr(self, m) for m in OBJECTIVE_SAMPLES):
             raise ValueError("name at least one objective: ttft_ms, tpot_ms, itl_ms or e2e_ms, e.g. "
                              "`tpot_ms: {p90: 50}`")
         return self
+
+    def objectives(self) -> Objectives:
+        """This block as the one objective type the analysis reads (toolkit/schema/slo.py)."""
+        return Objectives.of(((m, b, getattr(bounds, b)) for m in OBJECTIVE_SAMPLES
+                              if (bounds := getattr(self, m)) is not None for b in BOUNDS), self.attainment)
 
 
 Knob = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$", description="a knob name: an SGLang server flag "

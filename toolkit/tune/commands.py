@@ -8,8 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from toolkit.console import emit_json, err, out, warn
+from toolkit.console import emit_json, err, json_option, out, warn
 from toolkit.schema.tune import TuneResult
+
+JsonResult = json_option("print the result as JSON on stdout")
 
 # `toolkit bench tune`: shown under bench, whose matrices it runs; toolkit/cli.py merges this group into bench
 # (bench must not import tune)
@@ -29,7 +31,7 @@ def tune_cmd(
     = Path("results"),
     resume: Annotated[Optional[Path], typer.Option("--resume", help="continue an interrupted session (its folder)")]
     = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,
+    json_out: JsonResult = False,
 ) -> None:
     """Find the best settings of one speculative arm per domain and concurrency, confirm them on held-out
     prompts, and write them back into the environment.

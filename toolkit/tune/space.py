@@ -6,9 +6,9 @@ SGLang's own rules between its speculative flags, all checked before any server 
     space.level           # "request" (no restart between trials) or "server"
 
 Knobs of the embedded engine (`engine: transformers`) are per-request `generation_config` keys: every
-trial runs on one server. Knobs of SGLang are server flags: every trial is a server launch. SGLang's rules
-are those of 0.5.17 (sglang/srt/arg_groups/speculative_hook.py, sglang/srt/speculative/eagle_utils.py);
-each message names the line it comes from. A value SGLang rejects, or a value no feasible combination
+trial runs on one server. Knobs of SGLang are server flags: every trial is a server launch. The knobs and
+SGLang's rules between them (0.5.17: sglang.canonical) are the engines' own (toolkit/engines/); this
+module checks a Matrix's space against them. Each message names the SGLang line it comes from. A value SGLang rejects, or a value no feasible combination
 can use, is an error at its line in the spec; a combination SGLang would silently rewrite into another
 one (topk 1 forces draft tokens = steps + 1) is dropped and named in `notes`.
 """
@@ -20,39 +20,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.engines import KnobInfo, sglang, transformers
 from toolkit.spec import LoadedSpec
 
-SG = "sglang 0.5.17 srt/arg_groups/speculative_hook.py"
-
-
-@dataclass(frozen=True)
-class KnobInfo:
-    name: str
-    level: str          # "request": a generation_config key per request; "server": a server flag
-    minimum: int
-    help: str
-
-
-TRANSFORMERS_KNOBS = {k.name: k for k in (
-    KnobInfo("prompt_lookup_num_tokens", "request", 1, "tokens drafted per step by prompt lookup (n-gram "
-             "speculation of transformers' generate)"),
-    KnobInfo("max_matching_ngram_size", "request", 1, "longest n-gram prompt lookup matches (transformers "
-             "default 2); needs prompt_lookup_num_tokens"),
-)}
-
-SGLANG_KNOBS = {k.name: k for k in (
-    KnobInfo("speculative-num-steps", "server", 1, "draft steps per verification (EAGLE family)"),
-    KnobInfo("speculative-eagle-topk", "server", 1, "branches per draft step (EAGLE family)"),
-    KnobInfo("speculative-num-draft-tokens", "server", 2, "tokens verified per step"),
-    KnobInfo("speculative-ngram-max-bfs-breadth", "server", 1, "NGRAM: widest draft tree (becomes the topk)"),
-    KnobInfo("speculative-ngram-min-bfs-breadth", "server", 1, "NGRAM: narrowest draft tree"),
-    KnobInfo("speculative-ngram-max-trie-depth", "server", 1, "NGRAM: longest suffix matched"),
-    KnobInfo("max-running-requests", "server", 1, "requests a server runs at once (48 with speculation unset)"),
-    KnobInfo("speculative-disable-batch-threshold", "server", 1, "stop drafting from this many running "
-             "requests (the toolkit's patch in envs/patches/)"),
-)}
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-STEPS, TOPK, DRAFT = "speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens"
+SGLANG_KNOBS, TRANSFORMERS_KNOBS = sglang.FACTS.knobs, transformers.FACTS.knobs
+STEPS, TOPK, DRAFT = sglang.STEPS, sglang.TOPK, sglang.DRAFT
 
 
 @dataclass
@@ -124,79 +96,27 @@ def _ints(mspec: LoadedSpec, arm: str, knob: str, values: list, info: KnobInfo) 
 
 
 def _transformers(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
-    gen = dict((env.request_params.get(arm) or {}).get("generation_config") or {})
+    gen = transformers.generation_config(env.request_params.get(arm))
     for knob, values in knobs.items():
         info = TRANSFORMERS_KNOBS.get(knob)
         if info is None:
             _unknown(mspec, arm, knob, TRANSFORMERS_KNOBS, "transformers")
         _ints(mspec, arm, knob, values, info)
-    if "max_matching_ngram_size" in knobs and "prompt_lookup_num_tokens" not in knobs \
-            and not gen.get("prompt_lookup_num_tokens"):
-        raise mspec.error(_where(arm, "max_matching_ngram_size"), "max_matching_ngram_size has no effect without "
-                          "prompt lookup: neither the space nor the preset sets prompt_lookup_num_tokens",
-                          hint=f"add prompt_lookup_num_tokens to tune.space.{arm} or to request_params.{arm}")
+    lookup, size = transformers.PROMPT_LOOKUP, transformers.NGRAM_SIZE
+    if size in knobs and lookup not in knobs and not gen.get(lookup):
+        raise mspec.error(_where(arm, size), f"{size} has no effect without "
+                          f"prompt lookup: neither the space nor the preset sets {lookup}",
+                          hint=f"add {lookup} to tune.space.{arm} or to request_params.{arm}")
     names = list(knobs)
     cands = [dict(zip(names, combo)) for combo in itertools.product(*(knobs[k] for k in names))]
-    return Space(arm, "transformers", "request", names, cands, base={k: gen.get(k) for k in names})
-
-
-def _algorithm(params: dict) -> str | None:
-    algo = params.get("speculative-algorithm")
-    return str(algo).upper() if algo else None
-
-
-def canonical_sglang(params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """What SGLang 0.5.17 would run for these preset values: (the values, "") or (None, why it refuses).
-    A rewrite SGLang makes by itself is applied, so two spellings of one setting compare equal."""
-    p = dict(params)
-    algo = _algorithm(p)
-    steps, topk, draft = p.get(STEPS), p.get(TOPK), p.get(DRAFT)
-    tuned_spec = any(k in p for k in (STEPS, TOPK, DRAFT))
-    if algo is None:
-        return (None, f"{', '.join(k for k in (STEPS, TOPK, DRAFT) if k in p)} without speculative-algorithm "
-                      "does nothing") if tuned_spec else (p, "")
-    adaptive = bool(p.get("speculative-adaptive"))
-    if algo in ("DFLASH", "DSPARK") and (steps not in (None, 1) or topk not in (None, 1)):
-        line = 175 if algo == "DFLASH" else 325
-        return None, f"{algo} runs one step with topk 1 and overrides other values ({SG}:{line})"
-    if algo == "NGRAM" and TOPK in p:
-        return None, (f"with NGRAM SGLang replaces speculative-eagle-topk by speculative-ngram-max-bfs-breadth "
-                      f"({SG}:699); tune that flag instead")
-    if algo not in EAGLE_FAMILY:
-        return p, ""
-    if adaptive:
-        if DRAFT in p:
-            return None, f"with speculative-adaptive SGLang sets draft tokens to num-steps + 1 ({SG}:796)"
-        return p, ""
-    if steps is None:
-        if topk is not None or draft is not None:
-            return None, (f"speculative-eagle-topk and speculative-num-draft-tokens need speculative-num-steps: "
-                          f"without it SGLang chooses all three and asserts the other two are unset ({SG}:588-595)")
-        return p, ""
-    if topk is None or draft is None:
-        return None, (f"give speculative-num-steps, speculative-eagle-topk and speculative-num-draft-tokens together: "
-                      f"SGLang asserts them set or unset as one ({SG}:588-595)")
-    if topk > 1 and str(p.get("attention-backend", "")) == "trtllm_mha":
-        return None, f"attention-backend trtllm_mha supports topk 1 only ({SG}:603-606)"
-    if topk != 1 and p.get("speculative-use-rejection-sampling"):
-        return None, f"speculative-use-rejection-sampling requires topk 1 ({SG}:620-623)"
-    backend = p.get("attention-backend")
-    if topk > 1 and int(p.get("page-size", 1) or 1) > 1 and backend and backend not in ("flashinfer", "fa3", "triton"):
-        return None, f"topk > 1 with page-size > 1 needs attention-backend flashinfer, fa3 or triton ({SG}:666-681)"
-    if topk == 1:
-        p[DRAFT] = steps + 1  # SGLang's own rewrite, with a warning (speculative_hook.py:657-665)
-    elif draft - 1 > topk + (steps - 1) * topk * topk:
-        return None, (f"{draft} draft tokens need more than the {topk + (steps - 1) * topk * topk} candidates a tree "
-                      f"of {steps} steps x topk {topk} holds (topk + (steps-1) x topk^2): torch.topk fails at start-up "
-                      "(sglang 0.5.17 srt/speculative/eagle_utils.py:106-110)")
-    return p, ""
+    return Space(arm, "transformers", transformers.FACTS.level, names, cands, base={k: gen.get(k) for k in names})
 
 
 def _tree_reason(draft: int, knobs: dict, preset: dict) -> str:
     """Why no combination holds `draft` tokens: the largest draft tree the space allows is too small."""
     steps = max(knobs.get(STEPS) or [preset.get(STEPS) or 1])
     topk = max(knobs.get(TOPK) or [preset.get(TOPK) or 1])
-    return (f"the largest draft tree here ({steps} steps x topk {topk}) holds {topk + (steps - 1) * topk * topk} "
+    return (f"the largest draft tree here ({steps} steps x topk {topk}) holds {sglang.tree_capacity(steps, topk)} "
             f"candidates (topk + (steps-1) x topk^2) and SGLang verifies draft tokens - 1 of them: torch.topk "
             "fails at start-up (sglang 0.5.17 srt/speculative/eagle_utils.py:106-110)")
 
@@ -218,7 +138,7 @@ def _sglang(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
     rewritten = refused = 0
     for combo in itertools.product(*(list(enumerate(knobs[k])) for k in names)):
         given = {k: v for k, (_, v) in zip(names, combo)}
-        canon, reason = canonical_sglang({**preset, **given})
+        canon, reason = sglang.canonical({**preset, **given})
         if canon is None:
             refused += 1
             for k, (i, _) in zip(names, combo):
@@ -234,7 +154,7 @@ def _sglang(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
         for i, v in enumerate(knobs[k]):
             if not used.get((k, i)):
                 reason = why.get((k, i)) or (f"SGLang rewrites it in every combination: with topk 1 it sets "
-                                              f"draft tokens to num-steps + 1 ({SG}:657-665)")
+                                              f"draft tokens to num-steps + 1 ({sglang.SG}:657-665)")
                 if k == DRAFT and "torch.topk" in reason:
                     reason = _tree_reason(v, knobs, preset)
                 raise mspec.error(_where(arm, k, i), f"{k}: {v!r} is never run as written: {reason}",
@@ -242,12 +162,12 @@ def _sglang(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
     notes = []
     if rewritten:
         notes.append(f"{rewritten} combination(s) run as SGLang rewrites them (topk 1 sets draft tokens = "
-                     f"num-steps + 1, {SG}:657-665); duplicates merged")
+                     f"num-steps + 1, {sglang.SG}:657-665); duplicates merged")
     if refused:
         notes.append(f"{refused} combination(s) SGLang refuses were left out (the rules: docs/tune.md)")
     if not seen:
         raise mspec.error(("tune", "space", arm), "no combination of these values is one SGLang accepts")
-    return Space(arm, "sglang", "server", names, list(seen.values()), notes, base={k: preset.get(k) for k in names})
+    return Space(arm, "sglang", sglang.FACTS.level, names, list(seen.values()), notes, base={k: preset.get(k) for k in names})
 
 
 def check_sglang_flags(mspec: LoadedSpec, env_spec: LoadedSpec, space: Space, log=print) -> list[str]:

@@ -19,11 +19,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from toolkit.engines import engine_facts, sglang, transformers
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.spec import LoadedSpec, load_spec
 
-THRESHOLD_FLAG = "speculative-disable-batch-threshold"
+THRESHOLD_FLAG = sglang.THRESHOLD
 
 
 def _yaml(text: str):
@@ -88,14 +89,14 @@ def write_tuned(env_spec: LoadedSpec, out: Path, *, arm: str, engine: str, param
     text = src.read_text(encoding="utf-8")
     y = _yaml(text)
     data = y.load(text)
-    if engine == "transformers":
+    if engine_facts(engine).level == "request":  # request parameters: the arm's generation_config
         rp = data.get("request_params")
         if rp is None:
             from ruamel.yaml.comments import CommentedMap
 
             data["request_params"] = rp = CommentedMap()
         target = _own_map(rp, arm, [v for k, v in rp.items() if k != arm])
-        gen = _own_map(target, "generation_config", [])
+        gen = _own_map(target, transformers.GENERATION_CONFIG, [])
     else:
         servers = data["servers"]
         gen = _own_map(servers, arm, [v for k, v in servers.items() if k != arm])

@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from toolkit.console import JsonOpt
+
 # `toolkit bench representativeness`: shown under bench; toolkit/cli.py merges this group into bench
 bench_app = typer.Typer()
 
@@ -32,7 +34,7 @@ def representativeness(
     tokenizer: Annotated[Optional[Path], typer.Option(help="local Hugging Face tokenizer folder for token counts "
                          "(default: words and punctuation, no tokenizer)")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 when any workload is far from the training data")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """How representative is a workload of the drafter's training data?
 

@@ -6,22 +6,21 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.helpers import FAKE_SGLANG
 from toolkit.errors import ToolFailure
 from toolkit.serve import SGLangDockerLauncher, free_port
 from toolkit.serve.sglang import LABEL, render_sglang_args
 
-HERE = Path(__file__).parent
 IMAGE = "toolkit-test/fake-sglang:1"
 ULIMITS = {"stack": 67108864}  # memlock -1 (the default) needs privileges this engine lacks
 
 
 @pytest.fixture(scope="session")
 def fake_sglang_image(docker_client, base_image):
-    docker_client.images.build(path=str(HERE / "fake_sglang"), tag=IMAGE, network_mode="host", rm=True)
+    docker_client.images.build(path=str(FAKE_SGLANG), tag=IMAGE, network_mode="host", rm=True)
     return IMAGE
 
 

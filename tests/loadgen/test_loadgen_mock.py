@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from benchmarks.reference_client import measure
-from tests.bench.conftest import mock_server
+from tests.helpers import mock_server
 from toolkit.loadgen import CellLoad, run, run_cell
 from toolkit.loadgen.summary import itl_values, summarize
 from toolkit.schema.records import Prompt

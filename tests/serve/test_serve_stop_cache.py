@@ -1,5 +1,5 @@
 """Kept JIT caches, clean stops and the archived log, with real processes: the fake launch_server of
-tests/bench/fake_sglang, which handles SIGINT/SIGTERM/SIGQUIT as SGLang 0.5.17 does and writes a kernel
+tests/data/fake_sglang, which handles SIGINT/SIGTERM/SIGQUIT as SGLang 0.5.17 does and writes a kernel
 into TRITON_CACHE_DIR as a real start compiles one."""
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import FAKE_SGLANG
 from toolkit.serve import SGLangProcessLauncher, kept_cache, launcher_for
 from toolkit.serve.jitcache import KEPT, JitCache, gpu_model
 from toolkit.serve.logs import cap_line, head_and_tail
 from toolkit.spec import load_spec
 
-FAKE = str(Path(__file__).parent / "fake_sglang")
+FAKE = str(FAKE_SGLANG)
 ENV = textwrap.dedent("""\
     kind: Environment
     name: sg-cache

@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import ROOT, run_cli
 from toolkit.errors import SpecError
 from toolkit.spec import load_spec, spec_hash
-from toolkit.tune.space import canonical_sglang, check_space
+from toolkit.engines.sglang import canonical as canonical_sglang
+from toolkit.tune.space import check_space
 
 LOCAL_ENV = textwrap.dedent("""\
     kind: Environment

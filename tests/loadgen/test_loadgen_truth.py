@@ -19,7 +19,7 @@ import pytest
 from toolkit.loadgen import CellLoad, run, run_cell
 from toolkit.schema.records import Prompt
 from toolkit.serve.base import http_get
-from tests.bench.test_loadgen_workers import reset, start_server, stats
+from tests.loadgen.test_loadgen_workers import reset, start_server, stats
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.bench.conftest import mock_server
+from tests.helpers import FAKE_SGLANG, mock_server
 from toolkit.loadgen import CellFailed, CellLoad, run, run_cell
 from toolkit.schema.records import Prompt
 from toolkit.errors import ToolFailure
@@ -100,15 +100,12 @@ def test_no_orphan_when_the_toolkit_is_stopped(tmp_path, sig):
 
 
 def test_sglang_process_launcher_runs_the_preset(tmp_path):
-    """A plain process where 'SGLang' is installed: the fake launch_server of tests/bench/fake_sglang."""
-    from pathlib import Path
-
+    """A plain process where 'SGLang' is installed: the fake launch_server of tests/data/fake_sglang."""
     from toolkit.serve import SGLangProcessLauncher, free_port
 
     port = free_port()
     preset = {"model-path": "/models/t", "tp-size": 2, "trust-remote-code": True, "host": "127.0.0.1", "port": port}
-    fake = Path(__file__).parent / "fake_sglang"
-    with SGLangProcessLauncher(preset, log_path=tmp_path / "s.log", env={"PYTHONPATH": str(fake)}) as srv:
+    with SGLangProcessLauncher(preset, log_path=tmp_path / "s.log", env={"PYTHONPATH": str(FAKE_SGLANG)}) as srv:
         info = srv.info()
         assert info["command"] == [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/t",
                                    "--tp-size", "2", "--trust-remote-code", "--host", "127.0.0.1", "--port", str(port)]

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import pytest
 from aiohttp import web
 
+from tests.helpers import served
 from toolkit.loadgen import CellLoad, run_cell
 from toolkit.loadgen.summary import summarize
 from toolkit.schema.records import Prompt
-from toolkit.serve import ExternalLauncher, flush_cache, free_port, metrics_snapshot, server_info
+from toolkit.serve import ExternalLauncher, flush_cache, metrics_snapshot, server_info
 
 STEPS = [2, 3, 1, 4]  # tokens accepted per verification step: 10 tokens in 4 steps
 
@@ -59,15 +59,8 @@ def fake_sglang():
     app = web.Application()
     app.add_routes([web.post("/generate", generate), web.get("/server_info", info), web.post("/flush_cache", flush),
                     web.get("/metrics", metrics), web.get("/health", lambda r: web.Response(text="ok"))])
-    port = free_port()
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{port}"
-    loop.call_soon_threadsafe(loop.stop)
+    with served(app) as url:
+        yield url
 
 
 def test_generate_stream_gives_exact_tokens_and_accept_length(fake_sglang):

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from tests.helpers import served
 from toolkit.loadgen import CellLoad, run_cell
 from toolkit.schema.records import Prompt
-from toolkit.serve import free_port
 from toolkit.serve.sglang import parse_metrics, preset_mismatches, server_state
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sglang"
@@ -53,15 +53,8 @@ def replay():
     app.add_routes([web.post("/generate", stream_handler("generate_stream")),
                     web.post("/v1/chat/completions", stream_handler("chat_stream")),
                     web.post("/v1/completions", stream_handler("completions_stream"))])
-    port = free_port()
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{port}"
-    loop.call_soon_threadsafe(loop.stop)
+    with served(app) as url:
+        yield url
 
 
 def one(replay: str, api: str) -> object:

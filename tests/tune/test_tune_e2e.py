@@ -159,7 +159,7 @@ def test_ctrl_c_leaves_valid_archives_and_resume_finishes(tmp_path):
 
 
 def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path):
-    """SGLang's speculative flags against the fake launch_server of tests/bench/fake_sglang (SGLang's flag
+    """SGLang's speculative flags against the fake launch_server of tests/data/fake_sglang (SGLang's flag
     parser, /server_info, streamed /generate): the flags are checked against 0.5.17's source first (preflight,
     static), every trial is a launch with its own flags, and --out puts the winner in servers.eagle3."""
     from tests.bench.test_matrix_sglang_process import ENV, process_target

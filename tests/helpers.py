@@ -1,0 +1,94 @@
+"""Helpers the test areas share (fixtures that start parts live in tests/conftest.py):
+
+    served(app)                   an aiohttp app served from a thread of its own; yields its base URL
+    write_matrix(tmp, body)       env.yaml (the tiny embedded-engine environment, TINY_ENV) and a Matrix on it
+    mock_server(tmp)              guidellm's mock server through the toolkit's own ProcessLauncher
+    FAKE_SGLANG                   the fake `sglang` package (launch_server with SGLang 0.5.17's flags and
+                                  stop paths), for process, container and matrix tests without a GPU
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_SGLANG = ROOT / "tests" / "data" / "fake_sglang"
+
+# the smallest environment the embedded engine serves: random weights, a plain arm, a prompt-lookup arm
+# and one whose flag transformers refuses
+TINY_ENV = textwrap.dedent("""\
+    kind: Environment
+    name: t-cpu
+    engine: transformers
+    model:
+      dummy: {hidden_size: 32, intermediate_size: 64, layers: 1, heads: 2, vocab_size: 512, seed: 0}
+    servers:
+      baseline: {}
+      ngram: {}
+      broken: {no-such-flag: true}
+    request_params:
+      ngram:
+        generation_config: {prompt_lookup_num_tokens: 4}
+    """)
+
+
+def write_matrix(tmp: Path, body: str, *, env: str = TINY_ENV, name: str = "t", file: str = "m.yaml") -> Path:
+    """tmp/env.yaml (`env`) and tmp/`file`: a Matrix called `name` on it, `body` its other fields (YAML,
+    dedented). Returns the Matrix's path."""
+    (tmp / "env.yaml").write_text(env)
+    m = tmp / file
+    m.write_text(f"kind: Matrix\nname: {name}\nenvironment: env.yaml\n" + textwrap.dedent(body))
+    return m
+
+
+@contextlib.contextmanager
+def served(app) -> Iterator[str]:
+    """Serve an aiohttp web.Application on 127.0.0.1 (a free port) from a thread running its own event
+    loop; yields the base URL, then stops the loop and cleans the runner up."""
+    from aiohttp import web
+
+    from toolkit.serve import free_port
+
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+        if not t.is_alive():
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+
+def guidellm_bin() -> str | None:
+    exe = Path(sys.executable).with_name("guidellm")
+    return str(exe) if exe.is_file() else shutil.which("guidellm")
+
+
+def mock_server(tmp: Path, *extra: str, ttft_ms: float = 20, itl_ms: float = 2, tokens: int = 32):
+    """guidellm's mock server (a ProcessLauncher, healthy): ttft_ms to the first token, itl_ms between tokens."""
+    from tests.conftest import need
+    from toolkit.serve import ProcessLauncher, free_port
+
+    exe = guidellm_bin()
+    need(exe is not None, "guidellm is not installed (pip install -e '.[test]')")
+    port = free_port()
+    cmd = [exe, "mock-server", "--host", "127.0.0.1", "--port", str(port), "--ttft-ms", str(ttft_ms),
+           "--itl-ms", str(itl_ms), "--output-tokens", str(tokens), *extra]
+    srv = ProcessLauncher(cmd, log_path=tmp / f"mock-{port}.log", port=port)
+    srv.name = "guidellm mock-server"
+    srv.wait_healthy(120)
+    return srv

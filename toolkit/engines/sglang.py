@@ -1,0 +1,150 @@
+"""What SGLang (0.5.17, /work/shared/FACTS.md) means by its flags: the one place that knows them.
+
+    meaning(preset)              PresetMeaning: speculative or not, the algorithm, the cap it implies
+                                 (48 with speculation on and max-running-requests unset), dummy weights
+    canonical(params)            what SGLang would really run for these speculative flags, or why it refuses
+    FACTS.knobs                  the server flags the tuner may search (each value is a server launch)
+    CAP_LINE, SERVER_INFO_SPEC_FIELDS   how the server says so itself (its log, its /server_info)
+
+Flags are written as in a preset: dashes, no leading `--`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
+
+ALGORITHM = "speculative-algorithm"
+DRAFT_MODEL = "speculative-draft-model-path"
+MODEL = "model-path"
+SERVED_NAME = "served-model-name"
+MAX_RUNNING = "max-running-requests"
+LOAD_FORMAT = "load-format"
+DUMMY_LOAD_FORMAT = "dummy"          # random weights SGLang fills itself
+DETERMINISTIC = "enable-deterministic-inference"
+THRESHOLD = "speculative-disable-batch-threshold"  # the toolkit's patch (envs/patches/)
+STEPS, TOPK, DRAFT = "speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens"
+ADAPTIVE, REJECTION = "speculative-adaptive", "speculative-use-rejection-sampling"
+
+IMPLICIT_SPEC_CAP = 48    # speculation on and max-running-requests unset: SGLang resets the cap to 48
+DUMMY_WEIGHT_SEED = 1234  # initialize_dummy_weights(seed=1234) in 0.5.x: the same random weights each launch
+DUMMY_WEIGHT_SOURCE = "sglang weight_utils.initialize_dummy_weights"
+# its start-up line when it applies the implicit cap (srt/arg_groups/speculative_hook.py)
+CAP_LINE = re.compile(r"Max running requests is reset to (\d+)")
+# the speculative settings /server_info reports (ServerArgs fields at top level)
+SERVER_INFO_SPEC_FIELDS = ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
+                           "speculative_eagle_topk", "speculative_num_draft_tokens",
+                           "speculative_disable_batch_threshold")
+SERVER_INFO_LOAD_FORMAT = "load_format"
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+SG = "sglang 0.5.17 srt/arg_groups/speculative_hook.py"
+
+FACTS = EngineFacts("sglang", {k.name: k for k in (
+    KnobInfo(STEPS, "server", 1, "draft steps per verification (EAGLE family)"),
+    KnobInfo(TOPK, "server", 1, "branches per draft step (EAGLE family)"),
+    KnobInfo(DRAFT, "server", 2, "tokens verified per step"),
+    KnobInfo("speculative-ngram-max-bfs-breadth", "server", 1, "NGRAM: widest draft tree (becomes the topk)"),
+    KnobInfo("speculative-ngram-min-bfs-breadth", "server", 1, "NGRAM: narrowest draft tree"),
+    KnobInfo("speculative-ngram-max-trie-depth", "server", 1, "NGRAM: longest suffix matched"),
+    KnobInfo(MAX_RUNNING, "server", 1, f"requests a server runs at once ({IMPLICIT_SPEC_CAP} with speculation unset)"),
+    KnobInfo(THRESHOLD, "server", 1, "stop drafting from this many running requests (the toolkit's patch in "
+             "envs/patches/)"),
+)}, level="server")
+
+
+def meaning(preset: dict[str, Any]) -> PresetMeaning:
+    speculative = ALGORITHM in preset
+    implicit = speculative and MAX_RUNNING not in preset
+    cap = preset.get(MAX_RUNNING)
+    return PresetMeaning(
+        "sglang", speculative=speculative, algorithm=preset.get(ALGORITHM) or None,
+        cap=int(cap) if cap is not None else IMPLICIT_SPEC_CAP if implicit else None, cap_implicit=implicit,
+        dummy_weights=preset.get(LOAD_FORMAT) == DUMMY_LOAD_FORMAT,
+        reads=frozenset(folder for _, folder in model_folders(preset)))
+
+
+def model_folders(preset: dict[str, Any]) -> list[tuple[str, str]]:
+    """(flag, folder) of each model folder the preset reads: the model and a draft model."""
+    return [(f, preset[f]) for f in (MODEL, DRAFT_MODEL) if isinstance(preset.get(f), str)]
+
+
+def model_path(preset: dict[str, Any]) -> str | None:
+    return preset.get(MODEL) or preset.get("model")
+
+
+def served_name(preset: dict[str, Any]) -> str | None:
+    """The model name the server answers to (the name clients send)."""
+    return preset.get(SERVED_NAME) or preset.get(MODEL)
+
+
+def implicit_cap_warning(name: str, preset: dict[str, Any]) -> str | None:
+    """The spec warning for a preset that leaves SGLang's implicit cap in place."""
+    m = meaning(preset)
+    if not (m.cap_implicit and m.algorithm):
+        return None
+    return (f"servers.{name}: {ALGORITHM} {m.algorithm} without {MAX_RUNNING}: SGLang caps it at "
+            f"{IMPLICIT_SPEC_CAP}; set it explicitly")
+
+
+def server_says_dummy(server_info: dict | None) -> bool:
+    """Does a running server say it serves random weights (its /server_info's load format)?"""
+    return (server_info or {}).get(SERVER_INFO_LOAD_FORMAT) == DUMMY_LOAD_FORMAT
+
+
+def _algorithm(params: dict) -> str | None:
+    algo = params.get(ALGORITHM)
+    return str(algo).upper() if algo else None
+
+
+def canonical(params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """What SGLang 0.5.17 would run for these preset values: (the values, "") or (None, why it refuses).
+    A rewrite SGLang makes by itself is applied, so two spellings of one setting compare equal."""
+    p = dict(params)
+    algo = _algorithm(p)
+    steps, topk, draft = p.get(STEPS), p.get(TOPK), p.get(DRAFT)
+    tuned_spec = any(k in p for k in (STEPS, TOPK, DRAFT))
+    if algo is None:
+        return (None, f"{', '.join(k for k in (STEPS, TOPK, DRAFT) if k in p)} without {ALGORITHM} "
+                      "does nothing") if tuned_spec else (p, "")
+    adaptive = bool(p.get(ADAPTIVE))
+    if algo in ("DFLASH", "DSPARK") and (steps not in (None, 1) or topk not in (None, 1)):
+        line = 175 if algo == "DFLASH" else 325
+        return None, f"{algo} runs one step with topk 1 and overrides other values ({SG}:{line})"
+    if algo == "NGRAM" and TOPK in p:
+        return None, (f"with NGRAM SGLang replaces {TOPK} by speculative-ngram-max-bfs-breadth "
+                      f"({SG}:699); tune that flag instead")
+    if algo not in EAGLE_FAMILY:
+        return p, ""
+    if adaptive:
+        if DRAFT in p:
+            return None, f"with {ADAPTIVE} SGLang sets draft tokens to num-steps + 1 ({SG}:796)"
+        return p, ""
+    if steps is None:
+        if topk is not None or draft is not None:
+            return None, (f"{TOPK} and {DRAFT} need {STEPS}: "
+                          f"without it SGLang chooses all three and asserts the other two are unset ({SG}:588-595)")
+        return p, ""
+    if topk is None or draft is None:
+        return None, (f"give {STEPS}, {TOPK} and {DRAFT} together: "
+                      f"SGLang asserts them set or unset as one ({SG}:588-595)")
+    if topk > 1 and str(p.get("attention-backend", "")) == "trtllm_mha":
+        return None, f"attention-backend trtllm_mha supports topk 1 only ({SG}:603-606)"
+    if topk != 1 and p.get(REJECTION):
+        return None, f"{REJECTION} requires topk 1 ({SG}:620-623)"
+    backend = p.get("attention-backend")
+    if topk > 1 and int(p.get("page-size", 1) or 1) > 1 and backend and backend not in ("flashinfer", "fa3", "triton"):
+        return None, f"topk > 1 with page-size > 1 needs attention-backend flashinfer, fa3 or triton ({SG}:666-681)"
+    if topk == 1:
+        p[DRAFT] = steps + 1  # SGLang's own rewrite, with a warning (speculative_hook.py:657-665)
+    elif draft - 1 > tree_capacity(steps, topk):
+        return None, (f"{draft} draft tokens need more than the {tree_capacity(steps, topk)} candidates a tree "
+                      f"of {steps} steps x topk {topk} holds (topk + (steps-1) x topk^2): torch.topk fails at start-up "
+                      "(sglang 0.5.17 srt/speculative/eagle_utils.py:106-110)")
+    return p, ""
+
+
+def tree_capacity(steps: int, topk: int) -> int:
+    """Candidates an EAGLE draft tree of `steps` x `topk` holds; SGLang verifies draft tokens - 1 of them."""
+    return topk + (steps - 1) * topk * topk
