@@ -5,7 +5,8 @@ generator's timing is compared with (benchmarks/loadgen_workers.py, tests/loadge
 
 It speaks SGLang's OpenAI chat/completions stream (the chunk shape of tests/data/sglang/chat_stream.txt:
 per-chunk usage when `stream_options.continuous_usage_stats` is asked for or `--always-usage` is given,
-a finish chunk, `[DONE]`),
+a finish chunk, `[DONE]`) and its native /generate stream (meta_info.completion_tokens in every chunk,
+the finish reason in the last, as tests/data/sglang/generate_stream.txt),
 one HTTP chunk per SSE event, `max_tokens` content chunks per request (`--vary v`: max_tokens x U(1-v, 1+v),
 seeded, so that requests started together do not all end together and the next ones arrive spread out). Like SGLang's decode loop it
 is batch-synchronous: a request gets its first chunk `ttft_ms` after it arrived, then joins the running
@@ -88,6 +89,8 @@ class Stats:
         self.ttft_ms: list[float] = []       # first write - arrival at the socket (the truth)
         self.ttft_read_ms: list[float] = []  # first write - when this process read the request
         self.tags: list[str | None] = []
+        self.arrival: list[float] = []       # per request, beside ttft_ms: arrival and first write (perf_counter)
+        self.first_write: list[float] = []
         self.gaps: list[float] = []
         self.cpu0 = _cpu()
 
@@ -98,6 +101,7 @@ class Stats:
         return {"requests": self.requests, "chunks": self.chunks, "first_arrival": self.first_arrival,
                 "last_write": self.last_write, "max_inflight": self.max_inflight, "inflight": self.inflight,
                 "ttft_ms": self.ttft_ms, "ttft_read_ms": self.ttft_read_ms, "tags": self.tags,
+                "arrival": self.arrival, "first_write": self.first_write,
                 "read_arrivals": self.read_arrivals,
                 "gap_hist_us": {"bins": bins, "counts": [hist[b] for b in bins]}, "cpu_s": _cpu() - self.cpu0}
 
@@ -108,11 +112,11 @@ def _cpu() -> float:
 
 
 class Stream:
-    __slots__ = ("proto", "chat", "left", "n", "usage", "final_usage", "arrival", "read", "last", "rid", "tag")
+    __slots__ = ("proto", "api", "left", "n", "usage", "final_usage", "arrival", "read", "last", "rid", "tag")
 
-    def __init__(self, proto, chat: bool, tokens: int, usage: bool, final_usage: bool, arrival: float,
+    def __init__(self, proto, api: str, tokens: int, usage: bool, final_usage: bool, arrival: float,
                  read: float, rid: int, tag: str | None):
-        self.proto, self.chat, self.left, self.n = proto, chat, tokens, 0
+        self.proto, self.api, self.left, self.n = proto, api, tokens, 0
         self.usage, self.final_usage, self.arrival, self.read, self.last = usage, final_usage, arrival, read, None
         self.rid, self.tag = rid, tag
 
@@ -178,39 +182,63 @@ class Server:
             return False
         st.n += 1
         st.left -= 1
-        if st.chat:
+        if st.api == "generate":
+            return self._write_generate(st)
+        if st.api == "chat":
             delta = b'{"reasoning_content":null,"content":" tok%d"}' % st.n
             choice = b'{"index":0,"delta":%s,"logprobs":null,"finish_reason":null,"matched_stop":null}' % delta
         else:
             choice = b'{"index":0,"text":" tok%d","logprobs":null,"finish_reason":null,"matched_stop":null}' % st.n
         usage = (b',"usage":{"prompt_tokens":8,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":'
                  b'null,"reasoning_tokens":0}' % (8 + st.n, st.n)) if st.usage else b""
-        obj = b'chat.completion.chunk' if st.chat else b'text_completion'
+        obj = b'chat.completion.chunk' if st.api == "chat" else b'text_completion'
         ev = b'data: {"id":"r%d","object":"%s","created":1,"model":"m","choices":[%s]%s}\n\n' % (
             st.rid, obj, choice, usage)
-        conn.write(_chunk(ev))
+        self._sent(st, ev)
+        if st.left > 0:
+            return True
+        fin = (b'{"index":0,"delta":{},"finish_reason":"length","matched_stop":null}' if st.api == "chat" else
+               b'{"index":0,"text":"","finish_reason":"length","matched_stop":null}')
+        usage = (b',"usage":{"prompt_tokens":8,"total_tokens":%d,"completion_tokens":%d}' % (8 + st.n, st.n)
+                 if st.usage or st.final_usage else b"")
+        self._end(st, b'data: {"id":"r%d","object":"%s","choices":[%s]%s}\n\n' % (st.rid, obj, fin, usage))
+        return False
+
+    def _write_generate(self, st: Stream) -> bool:
+        """SGLang's /generate: each chunk carries the running completion_tokens; the last, the finish reason."""
+        fin = b'{"type":"length","length":%d}' % st.n if st.left <= 0 else b"null"
+        ev = (b'data: {"text":" tok%d","output_ids":[%d],"meta_info":{"id":"r%d","finish_reason":%s,'
+              b'"prompt_tokens":8,"completion_tokens":%d,"cached_tokens":0}}\n\n' % (st.n, st.n, st.rid, fin, st.n))
+        self._sent(st, ev)
+        if st.left > 0:
+            return True
+        self._end(st, b"")
+        return False
+
+    def _sent(self, st: Stream, ev: bytes) -> None:
+        """Write one content chunk and record when it went."""
+        s = self.stats
+        st.proto.write(_chunk(ev))
         now = _perf()  # send() has returned: on loopback the bytes are in the client's socket
         s.chunks += 1
         if st.last is None:
             s.ttft_ms.append((now - st.arrival) * 1000.0)
             s.ttft_read_ms.append((now - st.read) * 1000.0)
             s.tags.append(st.tag)
+            s.arrival.append(st.arrival)
+            s.first_write.append(now)
         else:
             s.gaps.append(now - st.last)
         st.last = s.last_write = now
-        if st.left > 0:
-            return True
-        fin = (b'{"index":0,"delta":{},"finish_reason":"length","matched_stop":null}' if st.chat else
-               b'{"index":0,"text":"","finish_reason":"length","matched_stop":null}')
-        usage = (b',"usage":{"prompt_tokens":8,"total_tokens":%d,"completion_tokens":%d}' % (8 + st.n, st.n)
-                 if st.usage or st.final_usage else b"")
-        conn.write(_chunk(b'data: {"id":"r%d","object":"%s","choices":[%s]%s}\n\n' % (st.rid, obj, fin, usage))
-                   + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
-        s.inflight -= 1
+
+    def _end(self, st: Stream, last: bytes) -> None:
+        """The response's last event (if any), [DONE] and the end of the chunked body."""
+        conn = st.proto
+        conn.write((_chunk(last) if last else b"") + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        self.stats.inflight -= 1
         conn.busy = False
         if conn.buf:  # a request that came in while this one streamed (none from a one-at-a-time client)
             conn.parse()
-        return False
 
 
 class Conn:
@@ -309,7 +337,7 @@ class Conn:
                 self.server.stats = Stats()
                 return self._reply(200, b"{}")
             return self._reply(200, b"ok") if path in ("/health", "/v1/models") else self._reply(404, b"")
-        if path not in ("/v1/chat/completions", "/v1/completions"):
+        if path not in ("/v1/chat/completions", "/v1/completions", "/generate"):
             return self._reply(404, b'{"error":"not found"}')
         try:
             req = json.loads(body)
@@ -318,10 +346,12 @@ class Conn:
         opts = req.get("stream_options") or {}
         self.busy = True
         self.server.rid += 1
-        tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        api = "generate" if path == "/generate" else "chat" if path.endswith("chat/completions") else "completions"
+        tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or
+                     (req.get("sampling_params") or {}).get("max_new_tokens") or 16)
         if self.server.vary:  # lengths spread: requests that started together do not all end together
             tokens = max(1, round(tokens * (1 - self.server.vary + 2 * self.server.vary * self.server.rng.random())))
-        self.server.admit(Stream(self, path.endswith("chat/completions"), tokens,
+        self.server.admit(Stream(self, api, tokens,
                                  self.server.always_usage or bool(opts.get("continuous_usage_stats")),
                                  bool(opts.get("include_usage")), self.arrival, self.read, self.server.rid,
                                  _tag(req)))
@@ -333,7 +363,7 @@ class Conn:
 
 def _tag(req: dict) -> str | None:
     """`#N` when the prompt (or the last message) ends in ` #N`, else None."""
-    text = req.get("prompt")
+    text = req.get("prompt") or req.get("text")
     if text is None and req.get("messages"):
         text = req["messages"][-1].get("content")
     if isinstance(text, str):

@@ -1,16 +1,22 @@
-"""A minimal HTTP/1.1 client for streamed POSTs on asyncio Protocols: keep-alive connections, chunked
-or Content-Length bodies, the body handed to a sink once per socket read with that read's time.
+"""A minimal HTTP/1.1 client for streamed POSTs: keep-alive connections, chunked or Content-Length
+bodies, the body handed to a sink once per socket read with the time those bytes reached the socket.
 
 Why not aiohttp (which measured faster than httpx): its per-chunk StreamReader wake-ups cost about as
-much as the whole of this client (docs/loadgen.md). Here the bytes are parsed inside data_received,
+much as the whole of this client (docs/loadgen.md). Here the bytes are parsed in the read callback,
 with no coroutine switch per chunk.
 
     async with Pool(host, port) as pool:
         status, error_body = await pool.post(b"/v1/completions", body, sink)   # sink.feed(bytes, t)
 
+A read's time is when its bytes reached the socket, as early as the kernel allows: plain http:// reads
+its own non-blocking socket (the event loop's add_reader, recvmsg) with the kernel's receive timestamp
+(SO_TIMESTAMPNS, on the perf_counter clock), so a chunk that waits in the socket while this process
+parses other connections' reads, or is preempted, keeps the time it arrived. Without a kernel timestamp
+(another OS, a network stack without them) it is the read callback's first clock read, before any parse.
+
 https:// goes through asyncio's own TLS transport (loop.create_connection with an SSLContext): the
-protocol above sees decrypted bytes in data_received exactly as over plain TCP, so the per-read parse
-is the same. Extra headers (an Authorization: Bearer key) are part of the fixed request head; an
+protocol sees decrypted bytes in data_received, timed on entry (before any parse), and the per-read
+parse is the same. Extra headers (an Authorization: Bearer key) are part of the fixed request head; an
 error body that echoes the key has it masked before it leaves the pool.
 """
 
@@ -20,12 +26,22 @@ import asyncio
 import itertools
 import socket
 import ssl as _ssl
+import struct
+import sys
 import time
 from typing import Protocol
 
 _perf = time.perf_counter
 _HEX = itertools.repeat(16)
 _LAST = b"\r\n0\r\n\r\n"
+_READ = 1 << 18  # bytes a read takes at most (uvloop's stream buffer is the same size)
+# kernel receive timestamps: Linux's SO_TIMESTAMPNS (CLOCK_REALTIME), turned into perf_counter's clock,
+# which is CLOCK_MONOTONIC there; anywhere else a read is timed by the read callback
+_KERNEL_TS = sys.platform == "linux" and time.get_clock_info("perf_counter").implementation == \
+    "clock_gettime(CLOCK_MONOTONIC)"
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_ANC = socket.CMSG_SPACE(16) if _KERNEL_TS else 0  # one struct timespec
+_TIMESPEC = struct.Struct("qq").unpack_from
 
 
 class Sink(Protocol):
@@ -49,6 +65,20 @@ class _Conn(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    # what the pool does with a connection (here through the transport; _Raw has its own socket)
+    def write(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def usable(self) -> bool:
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        self.transport.abort()
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -120,8 +150,13 @@ class _Conn(asyncio.Protocol):
             self._finish()
         return True
 
-    def data_received(self, data: bytes) -> None:  # noqa: C901 - one small state machine
-        now = self.last_rx = _perf()
+    def data_received(self, data: bytes) -> None:
+        """The transport's read callback (https): timed on entry, before any parse."""
+        self.received(data, _perf())
+
+    def received(self, data: bytes, now: float) -> None:  # noqa: C901 - one small state machine
+        """One read's bytes, `now` the time they reached the socket (or the read callback's entry)."""
+        self.last_rx = now
         buf = self.buf + data if self.buf else data
         if self.state == 1 and self._whole_chunks(buf, now):
             return
@@ -196,6 +231,112 @@ class _Conn(asyncio.Protocol):
             self._body(buf, now)
 
 
+class _Raw(_Conn):
+    """A plain-TCP connection on its own non-blocking socket, read on the event loop's add_reader with
+    recvmsg: each read comes with the kernel's receive timestamp (the time of the read's newest bytes),
+    so what this process did before it got round to the read (other connections' reads, a GC pause,
+    being descheduled) is not in the time. The read callback's own clock read stands in where the kernel
+    gave none, or gave one outside [request written, read] (a clock stepped in between)."""
+
+    __slots__ = ("sock", "fd", "loop", "recv", "bufs", "view", "out", "off_ns", "floor")
+
+    def __init__(self, sock: socket.socket, loop, buf: bytearray) -> None:
+        super().__init__()
+        self.sock, self.fd, self.loop, self.recv = sock, sock.fileno(), loop, sock.recvmsg_into
+        self.bufs, self.view = (buf,), memoryview(buf)  # one buffer per pool: a read is copied out at once
+        self.out = b""
+        self.off_ns, self.floor = 0, 0.0
+        loop.add_reader(self.fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            n, anc, _, _ = self.recv(self.bufs, _ANC)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            return self._lost(exc)
+        now = _perf()
+        if not n:
+            return self._lost(None)
+        if anc:
+            sec, nsec = _TIMESPEC(anc[0][2])
+            t = (sec * 1_000_000_000 + nsec - self.off_ns) / 1e9
+            if self.floor <= t <= now:
+                now = t
+        self.received(self.view[:n].tobytes(), now)
+
+    def write(self, data: bytes) -> None:
+        if _KERNEL_TS:  # the clocks' offset for this request's reads (it moves when the wall clock is stepped)
+            self.off_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        self.floor = _perf()  # no byte of the answer reached the socket before this
+        if not self.out:
+            try:
+                n = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as exc:
+                return self._lost(exc)
+            if n == len(data):
+                return
+            data = data[n:]
+            self.loop.add_writer(self.fd, self._writable)
+        self.out += data
+
+    def _writable(self) -> None:
+        try:
+            n = self.sock.send(self.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            return self._lost(exc)
+        self.out = self.out[n:]
+        if not self.out:
+            self.loop.remove_writer(self.fd)
+
+    def usable(self) -> bool:
+        return not self.closed
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.loop.remove_reader(self.fd)
+            if self.out:
+                self.loop.remove_writer(self.fd)
+            self.sock.close()
+
+    abort = close
+
+    def _lost(self, exc: BaseException | None) -> None:
+        if not self.closed:
+            self.close()
+            self.connection_lost(exc)
+
+    @classmethod
+    async def open(cls, loop, addrs: list, buf: bytearray) -> tuple["_Raw", tuple]:
+        """Connect to the first address of `addrs` (getaddrinfo's) that answers; the connection and it."""
+        err: OSError | None = None
+        for family, kind, proto, _, where in addrs:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if _KERNEL_TS:
+                    try:
+                        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                    except OSError:  # no kernel timestamps here: reads are timed by the callback
+                        pass
+                await loop.sock_connect(sock, where)
+            except OSError as exc:
+                sock.close()
+                err = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return cls(sock, loop, buf), (family, kind, proto, "", where)
+        raise err or OSError(f"no address to connect to: {addrs}")
+
+
 class Pool:
     """Keep-alive connections to one host:port; one request per connection at a time."""
 
@@ -213,21 +354,30 @@ class Pool:
         self.head = f"Host: {authority}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n{extra}"
         # values to mask in error bodies (an API key a server echoes back)
         self.secrets = [v.split()[-1].encode() for k, v in (headers or {}).items() if k.lower() == "authorization"]
+        self.addrs: list | None = None  # plain TCP: the host's addresses, resolved once
+        self.buf = bytearray(_READ)     # plain TCP: every connection's reads land here first
 
     async def _conn(self, fresh: bool = False) -> tuple[_Conn, bool]:
         while self.idle and not fresh:
             c = self.idle.pop()
-            if not c.closed and c.transport is not None and not c.transport.is_closing():
+            if c.usable():
                 return c, True
             self.all.discard(c)
         loop = asyncio.get_running_loop()
         if self.ssl is None:
-            connect = loop.create_connection(_Conn, self.host, self.port)
+            c = await asyncio.wait_for(self._open(loop), self.connect_timeout_s)
         else:
             connect = loop.create_connection(_Conn, self.host, self.port, ssl=self.ssl, server_hostname=self.host)
-        _, c = await asyncio.wait_for(connect, self.connect_timeout_s)
+            _, c = await asyncio.wait_for(connect, self.connect_timeout_s)
         self.all.add(c)
         return c, False
+
+    async def _open(self, loop) -> _Raw:
+        if self.addrs is None:
+            self.addrs = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        c, addr = await _Raw.open(loop, self.addrs, self.buf)
+        self.addrs = [addr] + [a for a in self.addrs if a != addr]  # the one that answered first from now on
+        return c
 
     async def post(self, path: str, body: bytes, sink: Sink) -> tuple[int, bytes]:
         """Send; feed the 200 body to sink as it comes. Returns (status, first 4 KiB of a non-200 body).
@@ -246,12 +396,12 @@ class Pool:
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         c._reset(sink, done)
-        c.transport.write(f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        c.write(f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
         timer = loop.call_later(self.read_timeout_s, self._check, c, done)
         try:
             status, err = await done
         except BaseException:
-            c.transport.abort()
+            c.abort()
             self.all.discard(c)
             raise
         finally:
@@ -259,7 +409,7 @@ class Pool:
         if c.keep and not c.closed:
             self.idle.append(c)
         else:
-            c.transport.close()
+            c.close()
             self.all.discard(c)
         for secret in self.secrets:
             if err and secret in err:
@@ -277,8 +427,7 @@ class Pool:
 
     async def close(self) -> None:
         for c in list(self.all):
-            if c.transport is not None:
-                c.transport.close()
+            c.close()
         self.all.clear()
         self.idle.clear()
 
