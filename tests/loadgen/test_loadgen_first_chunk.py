@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.test_loadgen_workers import reset, start_server, stats, worker_pids
+from tests.loadgen.test_loadgen_workers import reset, start_server, stats, worker_pids
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def test_first_chunk_time_is_its_arrival_not_the_read(server, tmp_path, api, wor
     reset(server)
     n = workers  # one request per reading process
     out = tmp_path / "records.jsonl"
-    p = subprocess.Popen([sys.executable, "-m", "toolkit.bench.loadgen", server.base_url, "--api", api,
+    p = subprocess.Popen([sys.executable, "-m", "toolkit.loadgen", server.base_url, "--api", api,
                           "--concurrency", str(n), "--requests", str(n), "--output-len", "3",
                           "--prompts", "2",  # tagged prompts ("hi #i"): the server's TTFT pairs with the record
                           "--workers", str(workers), "--records", str(out)],
