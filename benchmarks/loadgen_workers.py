@@ -62,14 +62,14 @@ FIRST = ("ref", "sglang", "ours-1", "ours-4")  # the sweep's order: the peers an
 class Farm:
     """`procs` server processes sharing one port; each has its own stats port for /stats and /reset."""
 
-    def __init__(self, procs: int, ttft_ms: float, itl_ms: float):
+    def __init__(self, procs: int, ttft_ms: float, itl_ms: float, always_usage: bool = True, vary: float = 0.5):
         self.port = free_port()
         self.servers = []
         for i in range(procs):
             sp = free_port()
             cmd = [PY, str(ROOT / "benchmarks" / "loadgen_server.py"), "--port", str(self.port), "--reuse-port",
-                   "--stats-port", str(sp), "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--always-usage",
-                   "--vary", "0.5"]
+                   "--stats-port", str(sp), "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--vary", str(vary)]
+            cmd += ["--always-usage"] if always_usage else []
             srv = ProcessLauncher(cmd, log_path=TMP / f"server-{self.port}-{i}.log", port=sp)
             srv.name = "schedule server"
             self.servers.append(srv)
@@ -98,7 +98,8 @@ class Farm:
         med = lambda v: statistics.median(v) if v else None  # noqa: E731
         return {"requests": sum(p["requests"] for p in parts), "chunks": sum(p["chunks"] for p in parts),
                 "span_s": span, "first": min(firsts) if firsts else None, "last": max(lasts) if lasts else None,
-                "ttft_p50": med(ttfts), "ttft_read_p50": med(reads), "wait_p50": med(waits),
+                "ttft_p50": med(ttfts), "ttft_p99": quantile(ttfts, 0.99), "itl_p99": _hist_quantile(hist, 0.99),
+                "ttft_read_p50": med(reads), "wait_p50": med(waits),
                 "read_arrivals": sum(p.get("read_arrivals", 0) for p in parts),
                 "wait_p90": waits[int(0.9 * (len(waits) - 1))] if waits else None,
                 "ttft_by_tag": {g: t for p in parts for g, t in zip(p["tags"], p["ttft_ms"]) if g},
@@ -111,15 +112,26 @@ class Farm:
 
 
 def _hist_median(hist: dict[int, int]) -> float | None:
+    return _hist_quantile(hist, 0.5)
+
+
+def _hist_quantile(hist: dict[int, int], q: float) -> float | None:
+    """The q-quantile (ms) of the server's 1-us gap histogram."""
     n = sum(hist.values())
     if not n:
         return None
     acc = 0
     for b in sorted(hist):
         acc += hist[b]
-        if acc * 2 >= n:
+        if acc >= q * n:
             return (b + 0.5) / 1000.0  # 1-us bins -> ms
     return None
+
+
+def quantile(values, q: float) -> float | None:
+    """The q-quantile by rank (the lower of the two around it), the same for every client and the server."""
+    v = sorted(values)
+    return v[int(q * (len(v) - 1))] if v else None
 
 
 # -- clients: command + parser of (ttft_p50 ms, itl_p50 ms) -----------------------------------------
@@ -162,7 +174,8 @@ def sglang_client(sgl_dir: Path, deps: Path, tokenizer: Path):
 
         def parse(_):
             j = json.loads(out.read_text().splitlines()[-1])
-            return j["median_ttft_ms"], j["median_itl_ms"], None
+            return j["median_ttft_ms"], j["median_itl_ms"], None, {"ttft_p99": j.get("p99_ttft_ms"),
+                                                                  "itl_p99": j.get("p99_itl_ms")}
         return [PY, str(ROOT / "benchmarks" / "sglang_bench_shim.py"), str(sgl_dir), str(deps), "--", "--backend",
                 "sglang-oai-chat", "--base-url", url, "--dataset-name", "random-ids", "--model", "m", "--tokenizer",
                 str(tokenizer), "--num-prompts", str(n), "--max-concurrency", str(c), "--random-input-len", "16",
@@ -231,7 +244,7 @@ def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
     if p.returncode:
         raise RuntimeError(f"{name} failed ({p.returncode}): {(stderr or stdout).decode(errors='replace')[-800:]}")
     lines = [ln for ln in stdout.decode().splitlines() if ln.startswith("{")]
-    ttft, itl, per_req = parse(lines[-1] if lines else "")
+    ttft, itl, per_req, *extra = parse(lines[-1] if lines else "")  # extra: a dict of more figures
     s = farm.stats()
     cpu = window_cpu(samples, s["first"], s["last"]) if samples and s["first"] else float("nan")
     paired = None
@@ -244,7 +257,8 @@ def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
             paired = {"n": len(diffs), "p50": statistics.median(diffs), "p90": diffs[int(0.9 * (len(diffs) - 1))],
                       "p99": diffs[int(0.99 * (len(diffs) - 1))]}
     del s["ttft_by_tag"]
-    return {"ttft": ttft, "itl": itl, "wall": wall, "cpu": cpu, "server": s, "paired": paired}
+    return {"ttft": ttft, "itl": itl, "wall": wall, "cpu": cpu, "server": s, "paired": paired,
+            **(extra[0] if extra else {})}
 
 
 def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dict:

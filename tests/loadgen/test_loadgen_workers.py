@@ -156,8 +156,8 @@ def test_prompts_paired_across_arms(server):
 
 def test_errors_are_records_not_a_stop(server):
     """An HTTP error in every request of a worker's share: every request is an errored record."""
-    recs = run(run_cell(server.base_url, CellLoad(api="generate", concurrency=4, requests=12, output_len=4, workers=2),
-                        PROMPTS))
+    recs = run(run_cell(server.base_url + "/nowhere", CellLoad(api="chat", concurrency=4, requests=12, output_len=4,
+                                                               workers=2), PROMPTS))  # the server answers 404 there
     assert len(recs) == 12 and all(r.status == 404 and r.error.startswith("HTTP 404") for r in recs)
 
 

@@ -23,7 +23,10 @@ error body that echoes the key has it masked before it leaves the pool.
 from __future__ import annotations
 
 import asyncio
+import errno
+import ipaddress
 import itertools
+import os
 import socket
 import ssl as _ssl
 import struct
@@ -325,7 +328,7 @@ class _Raw(_Conn):
                         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
                     except OSError:  # no kernel timestamps here: reads are timed by the callback
                         pass
-                await loop.sock_connect(sock, where)
+                await _connect(loop, sock, where)
             except OSError as exc:
                 sock.close()
                 err = exc
@@ -335,6 +338,31 @@ class _Raw(_Conn):
                 raise
             return cls(sock, loop, buf), (family, kind, proto, "", where)
         raise err or OSError(f"no address to connect to: {addrs}")
+
+
+async def _connect(loop, sock: socket.socket, where: tuple) -> None:
+    """A non-blocking connect to an address (loop.sock_connect would look the address up again, in a
+    thread: milliseconds for each of a cell's first connections on a busy host)."""
+    err = sock.connect_ex(where)
+    if err in (0, errno.EISCONN):
+        return
+    if err not in (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
+        raise OSError(err, f"Connect call failed {where[:2]}: {os.strerror(err)}")
+    try:  # on loopback the handshake is often done already: no wait for the loop
+        sock.getpeername()
+        return
+    except OSError:
+        pass
+    fd = sock.fileno()
+    done = loop.create_future()
+    loop.add_writer(fd, lambda: done.done() or done.set_result(None))
+    try:
+        await done
+    finally:
+        loop.remove_writer(fd)
+    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:  # OSError(errno, ...) is the errno's subclass: ConnectionRefusedError, ...
+        raise OSError(err, f"Connect call failed {where[:2]}: {os.strerror(err)}")
 
 
 class Pool:
@@ -374,7 +402,14 @@ class Pool:
 
     async def _open(self, loop) -> _Raw:
         if self.addrs is None:
-            self.addrs = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            try:  # an address, not a name: no lookup (a first getaddrinfo costs a millisecond, the loop's a thread)
+                ip = ipaddress.ip_address(self.host)
+                addrs = [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (self.host, self.port, 0, 0))
+                         if ip.version == 6 else
+                         (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (self.host, self.port))]
+            except ValueError:
+                addrs = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            self.addrs = self.addrs or addrs
         c, addr = await _Raw.open(loop, self.addrs, self.buf)
         self.addrs = [addr] + [a for a in self.addrs if a != addr]  # the one that answered first from now on
         return c
