@@ -149,5 +149,8 @@ def test_ctrl_c_leaves_no_job_and_resume_submits_only_what_is_missing(slurm, tmp
     resumed = run_cli("bench", "matrix", str(spec), "--results", str(tmp_path / "results"), "--resume", str(run))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     submitted = [json.loads(f.read_text())["arm"] for f in (run / "slurm" / "jobs").glob("*.json")]
-    assert sorted(submitted) == ["baseline", "ngram"]  # one job each: the resume submitted ngram's alone
+    # baseline's one job; ngram's cancelled while it queued, and the one the resume submitted (baseline: none)
+    assert sorted(submitted) == ["baseline", "ngram", "ngram"]
+    cells = open_archive(run).cells
+    assert len(cells) == 4 and {c.arm for c in cells} == {"baseline", "ngram"} and all(c.status == "ok" for c in cells)
     assert not _ours(slurm, "slurm-interrupt")

@@ -30,7 +30,8 @@ from toolkit.slurm import tools
 from toolkit.slurm.render import PORT, JobScript
 
 POLL_S = 2.0  # at most one scontrol per launcher this often while cells run (slurmctld is shared)
-STOP_WAIT_S = 60.0  # scancel: SIGTERM, then Slurm's own KillWait; this long before SIGKILL from here
+STOP_WAIT_S = 60.0
+FINAL_STATE_WAIT_S = 45.0  # a job COMPLETING has its final state once Slurm's KillWait (default 30 s) is over  # scancel: SIGTERM, then Slurm's own KillWait; this long before SIGKILL from here
 
 
 class SlurmLauncher(BaseLauncher):
@@ -185,7 +186,10 @@ class SlurmLauncher(BaseLauncher):
 
     def _ended(self, st: tools.JobState, during: str) -> ToolFailure:
         """The failure of a job that ended: its state (and sacct's, where the cluster keeps accounting), the
-        server's last error line and the job log's tail."""
+        server's last error line and the job log's tail. A job still COMPLETING is waited for (bounded): its
+        final state (TIMEOUT, CANCELLED, NODE_FAIL, ...) is the reason."""
+        if st.state == "COMPLETING" and self._wait_ended(FINAL_STATE_WAIT_S):
+            st = self.state()
         acct = tools.sacct_state(self.job_id) if self.job_id else None
         text = self.log_tail(200)
         said = last_error_line(text)
