@@ -1,7 +1,8 @@
 """The quickstart's arms (embedded CPU engine) as Slurm jobs on the real one-node cluster of conftest.slurm:
 a whole matrix that verifies and compares with a local run, two arms as two jobs at once, a job that fails to
 start, a job cancelled mid-cell, a time limit hit, and Ctrl-C (with a job still pending) leaving no job in
-squeue, which --resume then completes by submitting only the missing arm."""
+squeue, which --resume then completes by submitting only the missing arm; and after `kill -9` of the toolkit,
+the job ends itself once its heartbeat stops, or --resume cancels it first."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def _launches(run: Path) -> dict:
     return json.loads((run / "summary.json").read_text())["derived"]["launches"]
 
 
-def _start(spec: Path, results: Path, *extra: str) -> subprocess.Popen:
-    env = dict(os.environ, NO_COLOR="1")
+def _start(spec: Path, results: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ, NO_COLOR="1", **(env or {}))
     return subprocess.Popen([sys.executable, "-m", "toolkit.cli", "bench", "matrix", str(spec), "--results",
                              str(results), *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -154,3 +155,36 @@ def test_ctrl_c_leaves_no_job_and_resume_submits_only_what_is_missing(slurm, tmp
     cells = open_archive(run).cells
     assert len(cells) == 4 and {c.arm for c in cells} == {"baseline", "ngram"} and all(c.status == "ok" for c in cells)
     assert not _ours(slurm, "slurm-interrupt")
+
+
+def test_kill_9_the_job_ends_itself_or_resume_cancels_it(slurm, tmp_path):
+    spec = matrix(tmp_path, "slurm-kill", arms=("baseline",), cells="duration_s: 30", concurrency="[1]")
+    jobs = tmp_path / "jobs"
+
+    def running_job(after: set[str]) -> str | None:
+        for f in jobs.glob("tk-slurm-kill-baseline-*.endpoint"):
+            job_id = f.name.rsplit("-", 1)[1].removesuffix(".endpoint")
+            if job_id not in after:
+                return job_id
+        return None
+
+    # a toolkit that dies with SIGKILL cancels nothing: its job notices the heartbeat stop and ends itself
+    proc = _start(spec, tmp_path / "results", env={"TOOLKIT_SLURM_ORPHAN_S": "10"})
+    first = slurm.wait(lambda: running_job(set()), "the first job to start")
+    proc.kill()
+    proc.wait(60)
+    assert [j for j in _ours(slurm, "slurm-kill") if j["id"] == first], "the job ended before its heartbeat stopped"
+    slurm.wait(lambda: not _ours(slurm, "slurm-kill"), "the orphaned job to end itself", timeout=180)
+    log = next(jobs.glob(f"tk-slurm-kill-baseline-{first}.out")).read_text()
+    assert "no heartbeat from the toolkit that submitted this job" in log
+    # killed again (default heartbeat timeout, so the job still runs): --resume cancels it before it submits
+    run = next((tmp_path / "results" / "slurm-kill").iterdir())
+    proc = _start(spec, tmp_path / "results", "--resume", str(run))
+    second = slurm.wait(lambda: running_job({first}), "the resumed run's job to start")
+    proc.kill()
+    proc.wait(60)
+    assert [j for j in _ours(slurm, "slurm-kill") if j["id"] == second]
+    resumed = run_cli("bench", "matrix", str(spec), "--results", str(tmp_path / "results"), "--resume", str(run))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"cancelled Slurm job {second}, left running by the run being resumed" in resumed.stdout + resumed.stderr
+    assert not _ours(slurm, "slurm-kill")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -29,9 +30,11 @@ from toolkit.serve.sglang import SGLangMixin
 from toolkit.slurm import tools
 from toolkit.slurm.render import PORT, JobScript
 
-POLL_S = 2.0  # at most one scontrol per launcher this often while cells run (slurmctld is shared)
+POLL_S = 5.0  # at most one scontrol per launcher this often while cells run (slurmctld is shared); a server
+# that stops listening is asked about at once
 STOP_WAIT_S = 60.0
-FINAL_STATE_WAIT_S = 45.0  # a job COMPLETING has its final state once Slurm's KillWait (default 30 s) is over  # scancel: SIGTERM, then Slurm's own KillWait; this long before SIGKILL from here
+FINAL_STATE_WAIT_S = 45.0
+HEARTBEAT_EVERY_S = 10.0  # the job ends itself once the file is TOOLKIT_SLURM_ORPHAN_S old (toolkit.settings)  # a job COMPLETING has its final state once Slurm's KillWait (default 30 s) is over  # scancel: SIGTERM, then Slurm's own KillWait; this long before SIGKILL from here
 
 
 class SlurmLauncher(BaseLauncher):
@@ -53,6 +56,7 @@ class SlurmLauncher(BaseLauncher):
         self._state: tools.JobState | None = None
         self._state_at = 0.0
         self._notes: dict = {}
+        self._beating = threading.Event()
 
     # -- where the job is
     @property
@@ -80,11 +84,32 @@ class SlurmLauncher(BaseLauncher):
         return self._state
 
     # -- BaseLauncher hooks
+    @property
+    def heartbeat_path(self) -> Path:
+        return self.job.workdir / f"{self.job.job_name}.{os.getpid()}.{id(self):x}.heartbeat"
+
     def _spawn(self) -> None:
+        from toolkit.settings import settings
+
         self.job.workdir.mkdir(parents=True, exist_ok=True)
         self._script = write_atomic(self.job.workdir / f"{self.job.job_name}.{os.getpid()}.sbatch", self.job.text,
                                     mode=0o755)
-        self.job_id = tools.sbatch(self._script)
+        self.heartbeat_path.touch()
+        self._beating.set()
+        threading.Thread(target=self._beat, name=f"heartbeat {self.job.job_name}", daemon=True).start()
+        self.job_id = tools.sbatch(self._script, export={
+            "TOOLKIT_HEARTBEAT": str(self.heartbeat_path),
+            "TOOLKIT_HEARTBEAT_TIMEOUT_S": str(int(settings().slurm_orphan_s))})
+
+    def _beat(self) -> None:
+        """Touch the heartbeat file while this toolkit lives and the job is wanted (a daemon thread: it dies with
+        the process, however the process dies)."""
+        while self._beating.is_set():
+            try:
+                os.utime(self.heartbeat_path)
+            except OSError:
+                pass
+            time.sleep(HEARTBEAT_EVERY_S)
 
     def _poll_exit(self) -> int | None:
         st = self.state()
@@ -113,7 +138,8 @@ class SlurmLauncher(BaseLauncher):
             st = self.state(fresh=True) if self.job_id else None
             notes["job_state"] = st.describe() if st else None
             self._notes = notes
-            for path in (self.endpoint_path, self._script):
+            self._beating.clear()
+            for path in (self.endpoint_path, self._script, self.heartbeat_path):
                 if path is not None:
                     path.unlink(missing_ok=True)
 

@@ -64,9 +64,9 @@ def workdir_of(spec: LoadedSpec) -> Path:
     else:
         path = settings().cache_dir / "slurm"
     path = path.absolute()
-    if any(c.isspace() or c in "'\"$`\\" for c in str(path)):
+    if any(c.isspace() or c in "'\"$`\\," for c in str(path)):
         raise spec.error(("target", "slurm", "workdir"), f"{path}: #SBATCH lines cannot name a folder with spaces, "
-                         "quotes, $ or backslashes", hint="give `slurm: {workdir: ...}` a plain path on the shared "
+                         "quotes, commas, $ or backslashes", hint="give `slurm: {workdir: ...}` a plain path on the shared "
                                                           "file system")
     return path
 

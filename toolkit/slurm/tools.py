@@ -61,9 +61,10 @@ def _run(argv: list[str], timeout: float = CALL_TIMEOUT_S) -> subprocess.Complet
                           hint="slurmctld is slow or down: `scontrol ping` says which") from None
 
 
-def sbatch(script: Path) -> str:
-    """Submit a batch script; the job id."""
-    r = _run(["sbatch", "--parsable", str(script)])
+def sbatch(script: Path, export: dict[str, str] | None = None) -> str:
+    """Submit a batch script (`export`: variables added to the job's environment); the job id."""
+    more = [f"--export=ALL,{','.join(f'{k}={v}' for k, v in export.items())}"] if export else []
+    r = _run(["sbatch", "--parsable", *more, str(script)])
     if r.returncode != 0:
         raise ToolFailure(f"sbatch refused {script.name}: {(r.stderr or r.stdout).strip()[:500]}",
                           hint=f"the script is {script}: `sbatch {script}` by hand says the same")
