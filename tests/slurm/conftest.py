@@ -127,7 +127,7 @@ def slurm(tmp_path_factory):
     munge = _start_munge()
     daemons = [subprocess.Popen([exe, "-D", "-f", str(conf), *extra], stdout=subprocess.DEVNULL,
                                 stderr=open(d / f"{Path(exe).name}.stderr", "wb"), start_new_session=True)
-               for exe, extra in (("/usr/sbin/slurmctld", ["-i"]), ("/usr/sbin/slurmd", ["-N", node]))]
+               for exe, extra in ((shutil.which("slurmctld"), ["-i"]), (shutil.which("slurmd"), ["-N", node]))]
     cluster = Cluster(conf, d, node)
     try:
         def idle() -> bool:
