@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README command 2, and all that .ci/run runs). On a fresh Debian/Ubuntu machine
-# as root it installs what the tests need (Docker engine, debootstrap, Chromium, a venv with the
-# toolkit and its extras), starts dockerd when none is running, then runs pytest.
+# as root it installs what the tests need (Docker engine, debootstrap, Chromium, Slurm and munge, a venv
+# with the toolkit and its extras), starts dockerd when none is running, then runs pytest.
 # Under CI=true a real part that cannot start fails the run; nothing is skipped for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +15,8 @@ command -v patch >/dev/null || need_apt+=(patch)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v ssh >/dev/null || need_apt+=(openssh-client)
 command -v git >/dev/null || need_apt+=(git)
+command -v slurmctld >/dev/null || need_apt+=(slurm-wlm)  # tests/slurm start a one-node cluster
+command -v munged >/dev/null || need_apt+=(munge)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "tests/run.sh: installing ${need_apt[*]}"

@@ -41,6 +41,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("the stages that stand alone: results, image, gpu, serve",
      {"toolkit.results", "toolkit.image", "toolkit.gpu", "toolkit.serve"}),
     ("provisioning (uses gpu's probes)", {"toolkit.provision"}),
+    ("Slurm jobs (serve's launchers as batch jobs)", {"toolkit.slurm"}),
     ("the benchmark (drives loadgen, serve, image, provision; writes through results)", {"toolkit.bench"}),
     ("the tuner (runs bench matrices)", {"toolkit.tune"}),
     ("the command line", {"toolkit.cli"}),

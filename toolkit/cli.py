@@ -148,6 +148,26 @@ def render_hosts_cmd(
         sys.stdout.write(inv.text)
 
 
+@render_app.command("slurm")
+def render_slurm_cmd(
+    spec: Annotated[Path, typer.Argument(help="a Matrix spec with `target: {kind: slurm}`")],
+    out_dir: Annotated[Optional[Path], typer.Option("-o", "--out", help="write one <job>.sbatch per arm here "
+                                                    "(default: print them)")] = None,
+) -> None:
+    """Render a Slurm matrix's job scripts: one sbatch script per arm, as `bench matrix` submits them."""
+    from toolkit.bench.plan import plan_target
+    from toolkit.slurm.render import render_jobs, write_jobs
+    from toolkit.spec import load_spec
+
+    plan = plan_target(load_spec(spec, expect="Matrix"))
+    jobs = render_jobs(plan.spec, plan.env_spec)
+    if out_dir:
+        for path in write_jobs(jobs, out_dir):
+            out.print(f"wrote {path}")
+    else:
+        sys.stdout.write("\n".join(job.text for job in jobs))
+
+
 def version_callback(value: bool) -> None:
     if value:
         out.print(f"toolkit {__version__}")

@@ -12,7 +12,10 @@
       active-runs/           one file per matrix run in progress (pid, run): a cell measured while another
                              run is going on the host is marked busy-host (toolkit/bench/hostload.py)
       jit/<gpu>/<env-hash>/  SGLang's compile and JIT caches, kept between launches (toolkit/serve/jitcache.py)
+      slurm/                 a Slurm target's job scripts, job logs and endpoint files, unless its `workdir:`
     TOOLKIT_JIT_CACHE        `off`: SGLang servers keep their caches where each library puts them (default on)
+    TOOLKIT_SLURM_ORPHAN_S   a Slurm job the toolkit submitted ends itself after this many seconds without a
+                             heartbeat from it (a toolkit killed with -9 cannot cancel it; default 300)
     TOOLKIT_HOSTS_DIR        host fingerprints (default <cache>/hosts)
     TOOLKIT_RUNS_DIR         provisioning run folders (default <cache>/provision)
     TOOLKIT_SSH_KNOWN_HOSTS  known_hosts for provisioning (default ~/.ssh/known_hosts)
@@ -62,6 +65,7 @@ class Settings:
     docker_host: str
     no_color: bool
     jit_cache: bool = True
+    slurm_orphan_s: float = 300.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -81,7 +85,17 @@ class Settings:
             docker_host=env.get("DOCKER_HOST") or "unix:///var/run/docker.sock",
             no_color="NO_COLOR" in env,
             jit_cache=(env.get("TOOLKIT_JIT_CACHE") or "on").strip().lower() not in ("off", "0", "false", "no"),
+            slurm_orphan_s=_seconds(env, "TOOLKIT_SLURM_ORPHAN_S", 300.0),
         )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A number of seconds > 0 from the environment; anything else is the default (the toolkit starts anyway)."""
+    try:
+        value = float(env.get(name) or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
 
 
 def settings() -> Settings:

@@ -26,15 +26,13 @@ START_TIMEOUT_S = 600
 def make_launchers(plan: RunPlan, log_dir: Path) -> dict[str, Any]:
     """Every arm's launcher (toolkit.serve.Launcher), made but not started, so that the manifest records
     the exact command; an arm whose launcher cannot be made maps to the ToolkitError saying why."""
-    from toolkit.serve import launcher_for
-
     out: dict[str, Any] = {}
     for slot in plan.slots:
         for arm in slot.arms:
             if not plan.todo.get(arm):
                 continue
             try:
-                out[arm] = launcher_for(plan.env_spec, arm, **plan.launcher_kwargs(slot, arm, log_dir))
+                out[arm] = _launcher_for(plan, arm, plan.launcher_kwargs(slot, arm, log_dir))
             except ToolkitError as exc:
                 out[arm] = exc
             except Exception as exc:  # noqa: BLE001 - e.g. transformers refusing a dummy model: the arm fails
@@ -55,14 +53,23 @@ def _json(obj: Any) -> str:
 
 def make_launcher(plan: RunPlan, slot: Slot, arm: str, log_dir: Path, launch: int = 0):
     """A fresh launcher for one launch of an arm (its own log file), or the ToolkitError of making one."""
-    from toolkit.serve import launcher_for
-
-    kw = plan.launcher_kwargs(slot, arm, log_dir)
-    kw["log_path"] = Path(log_dir) / f"{arm}{launch_suffix(launch)}.log"
     try:
-        return launcher_for(plan.env_spec, arm, **kw)
+        kw = plan.launcher_kwargs(slot, arm, log_dir)
+        kw["log_path"] = Path(log_dir) / f"{arm}{launch_suffix(launch)}.log"
+        return _launcher_for(plan, arm, kw)
     except ToolkitError as exc:
         return exc
+
+
+def _launcher_for(plan: RunPlan, arm: str, kw: dict):
+    """toolkit.serve.launcher_for, or for a Slurm target the job's launcher (toolkit.slurm sits above serve)."""
+    if kw.get("kind") == "slurm":
+        from toolkit.slurm.launcher import slurm_launcher
+
+        return slurm_launcher(plan.env_spec, arm, **kw)
+    from toolkit.serve import launcher_for
+
+    return launcher_for(plan.env_spec, arm, **kw)
 
 
 class ArmRunner:
@@ -89,7 +96,8 @@ class ArmRunner:
             return
         if not self._start(cells):
             return
-        window = {"slot": self.slot.name, "hardware": self.slot.hardware, "start": time.time(), "end": None,
+        hardware = getattr(self.launcher, "hardware", None) or self.slot.hardware  # a Slurm job's node and GPUs
+        window = {"slot": self.slot.name, "hardware": hardware, "start": time.time(), "end": None,
                   "arm": self.arm, "launch": self.launch}
         self.ledger.set_arm(self.arm, window=window, label=self.arm + self.suffix)
         try:
@@ -110,6 +118,8 @@ class ArmRunner:
             if self.ledger.progress:
                 self.ledger.progress.arm_starting(self.arm)
             launcher.start()
+            for name, text in getattr(launcher, "archive_files", dict)().items():  # a Slurm job's script and id
+                self.ledger.write_file(name, text)
             cache = getattr(launcher, "jit_cache", None)  # toolkit.serve.jitcache: judged warm just before the start
             if cache is not None:
                 self.record.update(warm_start=cache.warm, jit_cache=str(cache.folder))
@@ -295,6 +305,9 @@ class ArmRunner:
         """How the stop went (signals sent, escalations) into the launch record; an escalation is also a
         warning on the arm (a methodology check)."""
         notes = self.launcher.stop_info()
+        facts = getattr(self.launcher, "launch_facts", None)  # where a Slurm job ran and how it ended
+        if facts is not None:
+            self.record.update(facts())
         if notes:
             self.record["stop"] = notes
         if notes.get("warnings"):

@@ -72,6 +72,11 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
     writer = ArchiveWriter.resume(resume) if resume else None
     if writer is not None:
         plan.resume(writer.manifest, writer.done_cells())
+        if plan.m.target.kind == "slurm":  # jobs a killed run left behind: cancelled before any is resubmitted
+            from toolkit.slurm.launcher import cancel_recorded
+
+            for job_id in cancel_recorded(writer.path):
+                log(f"cancelled Slurm job {job_id}, left running by the run being resumed")
     if build is not None:
         plan.build = build
     if origin is not None and origin.build is not None:

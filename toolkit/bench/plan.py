@@ -22,7 +22,7 @@ from toolkit.schema.keys import cell_key
 from toolkit.schema.manifest import BuildRecord, Manifest
 from toolkit.schema.records import Prompt
 from toolkit.spec import LoadedSpec, load_spec, spec_hash
-from toolkit.bench.slots import ExternalTarget, HostTarget, LocalTarget, Slot, plan_slots
+from toolkit.bench.slots import ExternalTarget, HostTarget, LocalTarget, Slot, SlurmTarget, plan_slots
 from toolkit.spec.environment import Environment
 from toolkit.spec.matrix import Matrix
 
@@ -170,6 +170,10 @@ class RunPlan:
         kw: dict = {"log_path": Path(log_dir) / f"{arm}.log"}
         if isinstance(t, ExternalTarget):
             return {**kw, "kind": "external", "url": t.urls[arm]}
+        if isinstance(t, SlurmTarget):  # toolkit.slurm.launcher.slurm_launcher: the arm's rendered job script
+            from toolkit.slurm.render import render_jobs
+
+            return {**kw, "kind": "slurm", "job": render_jobs(self.spec, self.env_spec, [arm])[0]}
         gpus = t.gpus if isinstance(t, LocalTarget) else None
         target = self.m.target
         if self.engine == "sglang" and target.launcher == "process":

@@ -57,9 +57,23 @@ class ExternalTarget:
         return {"kind": "external", "urls": dict(self.urls)}
 
 
-# Where a slot's arms run. A new kind (a Slurm allocation) is one more class with `kind` and `record()`,
-# a branch in plan_slots and one in toolkit.bench.plan.RunPlan.launcher_kwargs.
-SlotTarget = LocalTarget | HostTarget | ExternalTarget
+@dataclass(frozen=True)
+class SlurmTarget:
+    """Slurm batch jobs, one per arm (toolkit.slurm): the scheduler places them; the node each server came up
+    on is learnt when it starts (the launch record's `slurm`). The load generator runs on the submitting host."""
+
+    partition: str | None = None
+    launcher: str = "process"
+    kind: ClassVar[str] = "slurm"
+
+    def record(self) -> dict:
+        return {"kind": "slurm", "launcher": self.launcher, "loadgen": "submitting-host",
+                **({"partition": self.partition} if self.partition else {})}
+
+
+# Where a slot's arms run. A new kind is one more class with `kind` and `record()`, a branch in plan_slots and
+# one in toolkit.bench.plan.RunPlan.launcher_kwargs.
+SlotTarget = LocalTarget | HostTarget | ExternalTarget | SlurmTarget
 
 
 @dataclass
@@ -100,6 +114,11 @@ def plan_slots(spec: LoadedSpec, engine: str | None = None, hosts_spec: LoadedSp
                      for i in range(n)]
     elif t.kind == "external":
         return _external_slots(spec)
+    elif t.kind == "slurm":
+        # each job has its own allocation: `hardware` names the job; the node and GPUs it got are the window's
+        target = SlurmTarget(t.slurm.partition, t.launcher)
+        slots = [Slot(f"slurm-{i}", target, hardware={"host": f"slurm-job-{i}", "gpus": "all"})
+                 for i in range(min(t.slurm.jobs or slurm_jobs_default(t.slurm, len(m.arms)), len(m.arms)))]
     else:
         if hosts_spec is None:
             hosts_spec = load_spec(spec.path_of(("target", "hosts"), t.hosts), expect="Hosts")
@@ -112,6 +131,13 @@ def plan_slots(spec: LoadedSpec, engine: str | None = None, hosts_spec: LoadedSp
     for i, arm in enumerate(m.arms):
         slots[i % len(slots)].arms.append(arm)
     return [s for s in slots if s.arms]
+
+
+def slurm_jobs_default(s, arms: int) -> int:
+    """Jobs at once when the spec does not say: every arm where each job gets hardware of its own (GPUs, or
+    whole nodes with --exclusive); else one at a time, since CPU jobs may share a node's cores."""
+    own = bool(s.gpus_per_arm or s.gres or any(o.split("=")[0] == "--exclusive" for o in s.sbatch))
+    return arms if own else 1
 
 
 def _external_slots(spec: LoadedSpec) -> list[Slot]:

@@ -55,7 +55,12 @@ def prepare_target(plan: RunPlan | LoadedSpec) -> list[endpoints.Endpoint]:
                                  "names no model for it", hint="add `model: {dummy: {}}` (random weights) or "
                                  "`model: {path: DIR}`; a server of your own is a target of kind external")
         require_extra("local", "the embedded CPU engine (engine: transformers)")
-    elif env.engine == "sglang" and not (t.kind == "local" and t.launcher == "process"):
+    if t.kind == "slurm":
+        from toolkit.slurm.tools import require_client
+
+        require_client()  # sbatch and friends answer here, or a one-line error now
+        return []
+    if env.engine == "sglang" and not (t.kind == "local" and t.launcher == "process"):
         require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")
         if t.kind == "local":
             from toolkit.docker_api import client

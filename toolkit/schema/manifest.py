@@ -328,6 +328,8 @@ class LaunchRecord(_Open):
     server_info_file: str | None = None
     log_file: str | None = None
     cells: list[str] = Field(default_factory=list, description="cell keys measured against this launch")
+    slurm: dict[str, Any] | None = Field(None, description="a Slurm target: the job (job_id, job_name, node, gpus, "
+                                                           "state as it ended, script, log)")
 
 
 class Timing(_Open):

@@ -9,19 +9,21 @@ from pydantic_core import PydanticKnownError
 
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
 from toolkit.spec.base import Hash, Name, StrictModel
+from toolkit.spec.slurm import SlurmJob
 
 
 class Target(StrictModel):
-    """Where the arms run: this machine, hosts of a Hosts spec, or URLs already serving.
+    """Where the arms run: this machine, hosts of a Hosts spec, URLs already serving, or Slurm jobs.
 
     Arms that share hardware (one GPU set of one host) run one after another: a measurement taken while
     another arm loads the same GPU says nothing about either. Side by side only on separate GPU sets.
     """
 
-    kind: Literal["local", "hosts", "external"] = "local"
-    launcher: Literal["docker", "process"] = Field(
+    kind: Literal["local", "hosts", "external", "slurm"] = "local"
+    launcher: Literal["docker", "process", "container"] = Field(
         "docker", description="sglang engine, kind local: a container from the built image (docker) or a plain "
-                              "process where SGLang is installed (a venv, a Slurm job)")
+                              "process where SGLang is installed (a venv); kind slurm: process (the default) or "
+                              "container (container_image)")
     python: str | None = Field(None, description="launcher process: the Python that has SGLang (default: the "
                                                   "toolkit's own)")
     env: dict[str, str] = Field(default_factory=dict, description="launcher process: extra environment variables")
@@ -43,6 +45,10 @@ class Target(StrictModel):
                           "`Authorization: Bearer <key>` (the key itself never goes in a spec or an archive)")
     parallel: int = Field(1, ge=1, description="kind local, transformers engine: arms run side by side on this many "
                                                "engines (they share the host: the run reports it as an error)")
+    slurm: Annotated[SlurmJob | None, Hash.omit_default("added with Slurm targets: unset, the hash of an older "
+                                                        "matrix holds")] = Field(
+        None, description="kind slurm: partition, account, time limit, GPUs, nodes, sbatch options, container "
+                          "(docs/slurm.md)")
 
     @model_validator(mode="after")
     def _fields(self) -> "Target":
@@ -58,8 +64,25 @@ class Target(StrictModel):
                 raise ValueError(f"{url!r} is not an http:// or https:// base URL (e.g. https://gateway:8443)")
         if self.ca_bundle and not any(u.startswith("https://") for u in [self.url or "", *self.urls.values()]):
             raise ValueError("`ca_bundle:` verifies https:// URLs, and this target has none")
-        if self.kind != "local" and (self.gpus or self.launcher == "process"):
-            raise ValueError("`gpus:` and `launcher: process` apply to a target of kind local")
+        if self.kind == "slurm" and self.launcher == "docker":
+            if "launcher" in self.model_fields_set:
+                raise ValueError("a Slurm job runs `launcher: process` (a Python on the shared file system) or "
+                                 "`launcher: container` (container_image), not docker")
+            self.launcher = "process"
+        if self.kind != "slurm" and self.launcher == "container":
+            raise ValueError("`launcher: container` applies to a target of kind slurm (kind local: docker)")
+        if self.kind not in ("local", "slurm") and (self.gpus or self.launcher == "process"):
+            raise ValueError("`gpus:` and `launcher: process` apply to a target of kind local or slurm")
+        if self.kind != "slurm" and self.slurm is not None:
+            raise ValueError("`slurm:` applies to a target of kind slurm")
+        if self.kind == "slurm" and self.slurm is None:
+            self.slurm = SlurmJob()
+        if self.kind == "slurm" and self.gpus:
+            raise ValueError("`gpus:` names GPU sets of this machine: a Slurm job's GPUs are "
+                             "`slurm: {gpus_per_arm: N}`")
+        if self.kind == "slurm" and self.parallel != 1:
+            raise ValueError("`parallel:` applies to kind local: Slurm arms run as jobs side by side, "
+                             "at most `slurm: {jobs: N}` at once")
         if len(set(self.gpus)) != len(self.gpus):
             raise ValueError("each GPU set may appear once in `gpus:`")
         seen: set[str] = set()
@@ -263,6 +286,9 @@ class Matrix(StrictModel):
                                 f"list each {what} once" + (" (a Workload entry is named by its `name:`)"
                                                             if key == "workloads" else "")))
                 seen.setdefault(name, i)
+        if self.target.slurm is not None:
+            out += [(("target", *key), message, hint) for key, message, hint in
+                    self.target.slurm.errors(self.target.launcher)]
         return out
 
     @property

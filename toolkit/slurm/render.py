@@ -1,0 +1,146 @@
+"""A Slurm matrix's job scripts, rendered from the specs through templates/slurm/job.sbatch.j2: one per arm,
+deterministic (no time, no job id: the job finds those itself), readable and submittable by hand.
+
+    jobs = render_jobs(matrix_spec, env_spec)     # toolkit.bench.plan.plan_target loads both
+    jobs[0].text                                   # the sbatch script
+    jobs[0].command                                # the preset's exact server command ("${PORT}": the job's port)
+
+Each script carries the environment's spec hash, the NVLink-multicast-off variables, the preset's exact server
+command, and writes "HOST PORT GPUS" to <workdir>/<job name>-<job id>.endpoint just before the server starts:
+that is how the toolkit learns where the server came up.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit import __version__
+from toolkit.errors import ToolkitError
+from toolkit.fsutil import write_atomic
+from toolkit.gpu.probes import NO_MULTICAST
+from toolkit.render import jinja_env, template_version
+from toolkit.spec import LoadedSpec, spec_hash
+
+PORT = "@PORT@"  # stands for the port the job picks; shlex leaves it unquoted, the script says "${PORT}"
+# what the embedded engine needs offline (as toolkit.serve.transformers.TransformersLauncher sets it)
+TRANSFORMERS_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@dataclass(frozen=True)
+class JobScript:
+    """One arm's job: its name, script text, the server command it runs and the folder it writes to."""
+
+    arm: str
+    job_name: str
+    text: str
+    command: list[str]  # the server command; PORT where the job's port goes (unless the preset fixes one)
+    workdir: Path
+    model: str | None  # the model name requests carry
+    engine: str
+
+    @property
+    def filename(self) -> str:
+        return f"{self.job_name}.sbatch"
+
+    @property
+    def command_line(self) -> str:
+        return shell_line(self.command)
+
+
+def shell_line(command: list[str]) -> str:
+    return shlex.join(command).replace(PORT, '"${PORT}"')
+
+
+def workdir_of(spec: LoadedSpec) -> Path:
+    """The shared folder of a Slurm matrix's jobs: `slurm.workdir` (relative to the spec), or <cache>/slurm."""
+    from toolkit.settings import settings
+
+    t = spec.model.target
+    if t.slurm is not None and t.slurm.workdir:
+        path = spec.path_of(("target", "slurm", "workdir"), t.slurm.workdir, must_exist=False)
+    else:
+        path = settings().cache_dir / "slurm"
+    path = path.absolute()
+    if any(c.isspace() or c in "'\"$`\\," for c in str(path)):
+        raise spec.error(("target", "slurm", "workdir"), f"{path}: #SBATCH lines cannot name a folder with spaces, "
+                         "quotes, commas, $ or backslashes", hint="give `slurm: {workdir: ...}` a plain path on the shared "
+                                                          "file system")
+    return path
+
+
+def server_command(spec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> tuple[list[str], str | None, int | None]:
+    """(the preset's server command as the job runs it, the model name requests carry, the preset's own port).
+    The server listens on every interface (the load generator reaches it from the submitting host)."""
+    t, env = spec.model.target, env_spec.model
+    args = dict(env.servers[arm])
+    if env.engine == "transformers":
+        from toolkit.serve import model_dir_for
+        from toolkit.serve.transformers import render_serve_args
+
+        if t.launcher == "container":
+            raise spec.error(("target", "launcher"), "the embedded engine (engine: transformers) runs as a process "
+                             "in the job", hint="set `launcher: process`; containers run SGLang images")
+        model_dir = str(model_dir_for(env_spec))
+        device = [] if "device" in args else ["--device", "cpu"]
+        python = t.python or sys.executable
+        return ([python, "-m", "toolkit.serve._tserve", "serve", model_dir, *device, "--host", "0.0.0.0",
+                 "--port", PORT, *render_serve_args(args)], model_dir, None)
+    from toolkit.serve.sglang import sglang_command
+
+    own = int(args["port"]) if "port" in args else None
+    args.setdefault("host", "0.0.0.0")
+    args.setdefault("port", PORT)
+    python = (t.python or sys.executable) if t.launcher == "process" else "python3"
+    return sglang_command(args, python), args.get("served-model-name") or args.get("model-path"), own
+
+
+def sbatch_options(spec: LoadedSpec, job_name: str, workdir: Path) -> list[str]:
+    """The #SBATCH lines: the toolkit's own (name, log), then the target's fields, then its `sbatch:` extras."""
+    s = spec.model.target.slurm
+    opts = [f"--job-name={job_name}", f"--output={workdir}/%x-%j.out", f"--nodes={s.nodes}", "--ntasks-per-node=1"]
+    for flag, value in (("--partition", s.partition), ("--account", s.account), ("--time", s.time_limit),
+                        ("--gres", s.gres), ("--cpus-per-task", s.cpus_per_task), ("--mem", s.mem)):
+        if value is not None:
+            opts.append(f"{flag}={value}")
+    if s.gpus_per_arm:
+        opts.append(f"--gpus-per-node={s.gpus_per_arm // s.nodes}" if s.nodes > 1 else f"--gpus={s.gpus_per_arm}")
+    return opts + list(s.sbatch)
+
+
+def render_jobs(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[str] | None = None) -> list[JobScript]:
+    """The job script of every arm (or of `arms`), in the matrix's order."""
+    m, env = spec.model, env_spec.model
+    t = m.target
+    if t.kind != "slurm":
+        raise spec.error(("target", "kind"), f"render slurm needs a target of kind slurm, this one is {t.kind}",
+                         hint="set `target: {kind: slurm, slurm: {...}}` (docs/slurm.md)")
+    if t.slurm.nodes > 1 and env.engine != "sglang":
+        raise spec.error(("target", "slurm", "nodes"), "only SGLang spans nodes (--nnodes)",
+                         hint="the embedded engine runs on one node: drop `nodes:`")
+    workdir = workdir_of(spec)
+    env_hash = spec_hash(env_spec, template_version())
+    template = jinja_env().get_template("slurm/job.sbatch.j2")
+    out = []
+    for arm in arms or m.arms:
+        job_name = f"tk-{m.name}-{arm}"
+        command, model, port = server_command(spec, env_spec, arm)
+        job_env = {**env.env, **(TRANSFORMERS_ENV if env.engine == "transformers" else {}), **t.env}
+        text = template.render(
+            arm=arm, matrix=m.name, matrix_path=str(spec.path), env_name=env.name, env_hash=env_hash,
+            engine=env.engine, launcher=t.launcher, runtime=t.slurm.container_runtime, version=__version__,
+            job_name=job_name, workdir=str(workdir), sbatch=sbatch_options(spec, job_name, workdir),
+            no_multicast=NO_MULTICAST, env=job_env, port=port, nodes=t.slurm.nodes, command=shell_line(command),
+            image=t.slurm.container_image, mounts=t.slurm.mounts)
+        out.append(JobScript(arm, job_name, text, command, workdir, model, env.engine))
+    return out
+
+
+def write_jobs(jobs: list[JobScript], out_dir: Path) -> list[Path]:
+    """Each job's script into out_dir (made if missing), executable."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ToolkitError(f"{out_dir} is a file: -o names the folder the job scripts are written to",
+                           hint="give a folder (new, or one to overwrite the scripts in)")
+    return [write_atomic(out_dir / job.filename, job.text, mode=0o755) for job in jobs]
