@@ -19,8 +19,8 @@ from toolkit.errors import SpecError, ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.patches import read_patch
 from toolkit.resources import data_dir
-from toolkit.spec import LoadedSpec, check_patch_hashes, referenced_files, sha256_file, spec_hash
-from toolkit.spec.environment import Environment
+from toolkit.specs import LoadedSpec, check_patch_hashes, referenced_files, sha256_file, spec_hash
+from toolkit.specs.environment import Environment
 
 
 def _sh(value: Any) -> str:

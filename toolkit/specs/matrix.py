@@ -8,7 +8,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticKnownError
 
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
-from toolkit.spec.base import Hash, Name, StrictModel
+from toolkit.specs.base import Hash, Name, StrictModel
 
 
 class Target(StrictModel):
