@@ -139,7 +139,7 @@ CONVENTION = {"ours": "per-chunk gap", "ref": "per-chunk gap", "guidellm": "(las
 
 def dummy_dir() -> Path:
     from toolkit.serve.dummy import ensure_dummy_model
-    from toolkit.spec.environment import DummyModel
+    from toolkit.specs.environment import DummyModel
 
     return ensure_dummy_model(DummyModel())
 

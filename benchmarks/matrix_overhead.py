@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from toolkit.bench.matrix import run_matrix  # noqa: E402
-from toolkit.spec import load_spec  # noqa: E402
+from toolkit.specs import load_spec  # noqa: E402
 
 
 def main() -> None:

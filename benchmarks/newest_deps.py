@@ -2,7 +2,7 @@
 
     python benchmarks/newest_deps.py                 # newest within pyproject.toml's ranges
     python benchmarks/newest_deps.py --beyond-bounds # upper bounds dropped: what the next bump would bring
-    python benchmarks/newest_deps.py --tests tests/spec tests/results
+    python benchmarks/newest_deps.py --tests tests/specs tests/results
 
 It prints, per package, the locked version (requirements/dev.txt) and the one the scratch venv resolved,
 then runs the quickstart matrix (every cell must be ok) and a set of tests against that venv, and ends with
@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TESTS = ["tests/spec", "tests/schema", "tests/results", "tests/serve/test_tserve_versions.py",
+DEFAULT_TESTS = ["tests/specs", "tests/schema", "tests/results", "tests/serve/test_tserve_versions.py",
                  "tests/loadgen/test_loadgen_transformers.py", "tests/bench/test_matrix_runner.py"]
 
 

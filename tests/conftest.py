@@ -83,7 +83,7 @@ def mock(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def local_env():
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     return load_spec(ROOT / "envs" / "local-cpu.yaml")
 

@@ -34,7 +34,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("the shared types and leaf helpers",
      {"toolkit.schema", "toolkit.console", "toolkit.endpoints", "toolkit.extras",
       "toolkit.gitinfo", "toolkit.patches", "toolkit.resources", "toolkit.scrub"}),
-    ("the spec models (they give the shared types: a Matrix's objectives)", {"toolkit.spec"}),
+    ("the spec models (they give the shared types: a Matrix's objectives)", {"toolkit.specs"}),
     ("wrappers, rendering, the exit mapping, the load generator and workloads",
      {"toolkit.checksums", "toolkit.docker_api", "toolkit.exits", "toolkit.render", "toolkit.loadgen",
       "toolkit.workloads"}),
@@ -253,7 +253,7 @@ def test_the_floor_rule_catches_an_import_up_or_across():
     graph = {m: dict(e) for m, e in real.items()}
     graph["toolkit.results.archive"]["toolkit.bench.matrix"] = 7      # results -> bench: up
     graph["toolkit.loadgen.cell"]["toolkit.workloads.loader"] = 9     # loadgen -> workloads: across
-    graph["toolkit.schema.records"]["toolkit.spec.matrix"] = 11       # schema -> spec: across
+    graph["toolkit.schema.records"]["toolkit.specs.matrix"] = 11       # schema -> spec: across
     bad = sorted(set(floor_breaches(graph, known)) - set(floor_breaches(real, known)))
     assert any(b.startswith("toolkit/results/archive.py:7: toolkit.results") and "a floor above it" in b for b in bad)
     assert any(b.startswith("toolkit/loadgen/cell.py:9:") and "neighbour" in b for b in bad)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolkit.fsutil import write_atomic
-from toolkit.spec import sha256_file
+from toolkit.specs import sha256_file
 
 NAME = "SHA256SUMS"
 

@@ -60,7 +60,7 @@ def validate(
     json_out: JsonOpt = False,
 ) -> None:
     """Validate spec files: schema, referenced files, patch sha256. Exit 2 on the first bad file."""
-    from toolkit.spec import check_patch_hashes, load_spec, referenced_files
+    from toolkit.specs import check_patch_hashes, load_spec, referenced_files
 
     results, failed = [], None
     for p in paths:
@@ -92,7 +92,7 @@ def schema(
 ) -> None:
     """Print the JSON Schema of each spec kind (for editor completion, e.g. yaml-language-server)."""
     from toolkit.fsutil import write_json
-    from toolkit.spec import json_schemas
+    from toolkit.specs import json_schemas
 
     schemas = json_schemas()
     if kind is not None:
@@ -115,7 +115,7 @@ def render_env_cmd(
 ) -> None:
     """Render an Environment into a Dockerfile, its build context and toolkit.lock.json."""
     from toolkit.render import render_env
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     loaded = load_spec(spec, expect="Environment")
     rendered = render_env(loaded)
@@ -139,7 +139,7 @@ def render_hosts_cmd(
 ) -> None:
     """Render a Hosts spec into the Ansible inventory that `toolkit provision host` uses."""
     from toolkit.provision.inventory import render_inventory
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     inv = render_inventory(load_spec(spec, expect="Hosts"))
     if out_file:
@@ -157,7 +157,7 @@ def render_slurm_cmd(
     """Render a Slurm matrix's job scripts: one sbatch script per arm, as `bench matrix` submits them."""
     from toolkit.bench.plan import plan_target
     from toolkit.slurm.render import render_jobs, write_jobs
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     plan = plan_target(load_spec(spec, expect="Matrix"))
     jobs = render_jobs(plan.spec, plan.env_spec)

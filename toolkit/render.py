@@ -19,8 +19,8 @@ from toolkit.errors import SpecError, ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.patches import read_patch
 from toolkit.resources import data_dir
-from toolkit.spec import LoadedSpec, check_patch_hashes, referenced_files, sha256_file, spec_hash
-from toolkit.spec.environment import Environment
+from toolkit.specs import LoadedSpec, check_patch_hashes, referenced_files, sha256_file, spec_hash
+from toolkit.specs.environment import Environment
 
 
 def _sh(value: Any) -> str:
@@ -52,11 +52,13 @@ def jinja_env() -> jinja2.Environment:
 
 
 def template_version() -> str:
-    """Hash of every template file: part of each spec hash, so a template change invalidates caches."""
+    """Hash of every template file: part of each spec hash, so a template change invalidates caches. Not the
+    Slurm job scripts' (templates/slurm/): they build no image and start no differently configured server,
+    and each run archives the scripts it submitted, so a change there must not miss every cached image."""
     h = hashlib.sha256()
     templates = data_dir("templates")
     for f in sorted(templates.rglob("*")):
-        if f.is_file():
+        if f.is_file() and f.relative_to(templates).parts[0] != "slurm":
             h.update(f.relative_to(templates).as_posix().encode() + b"\0")
             h.update(f.read_bytes())
     return h.hexdigest()[:16]

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 def main(env_path: Path) -> None:
     from toolkit.serve.dummy import ensure_config_folders
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     models = load_spec(env_path, expect="Environment").model.dummy_models or {}
     if not models:

@@ -96,7 +96,7 @@ def phase(base: str, conc: int, n: int, seed: int) -> dict:
 
 def main(out: Path, preset: str) -> int:
     from toolkit.serve import launcher_for
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     env = load_spec(ENV)
     if preset not in env.model.servers:

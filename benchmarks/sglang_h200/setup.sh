@@ -35,7 +35,7 @@ nvidia-smi -L || [ -n "${SGL_DRY:-}" ] || exit 1
 stamp "patches of $ENV_SPEC, applied to the installed sglang as the image build does"
 ENV_SPEC=$ENV_SPEC python3 - <<'PY' > /tmp/patches.txt
 import os
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 s = load_spec(os.environ["ENV_SPEC"])
 for i, p in enumerate(s.model.sglang.patches):
     print(s.path_of(("sglang", "patches", i, "path"), p.path).resolve())

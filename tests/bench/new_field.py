@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from toolkit.loadgen import CellLoad, sent
-from toolkit.spec.matrix import Matrix
+from toolkit.specs.matrix import Matrix
 
 
 class MatrixWithTopP(Matrix):
-    """The Matrix with one more field, as it would be added in toolkit/spec/matrix.py."""
+    """The Matrix with one more field, as it would be added in toolkit/specs/matrix.py."""
 
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling: the probability mass a token is drawn from")
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import toolkit.bench.plan as plan_mod
-import toolkit.spec as spec_mod
+import toolkit.specs as spec_mod
 from tests.bench.new_field import CellLoadWithTopP, MatrixWithTopP
 from toolkit.bench.matrix import run_matrix
 from toolkit.loadgen import CellLoad
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 
 
 class Recording(BaseHTTPRequestHandler):
@@ -150,7 +150,7 @@ def test_cellload_of_takes_each_field_from_the_matrix_field_of_its_name(tmp_path
 # -- the specs are read once per run
 
 def test_a_run_reads_its_environment_once(tmp_path, server, monkeypatch):
-    """Every spec file a run parses goes through toolkit.spec's load_marked: during run_matrix the Environment is
+    """Every spec file a run parses goes through toolkit.specs's load_marked: during run_matrix the Environment is
     parsed once (it used to be three times) and the Matrix not again."""
     url, _ = server
     m = write_specs(tmp_path, url)

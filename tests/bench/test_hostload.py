@@ -57,7 +57,7 @@ class HogAroundSecondCell(RunProgress):
 def test_a_cell_beside_a_cpu_hog_carries_the_busy_host_warning(tmp_path: Path) -> None:
     from toolkit.bench.matrix import run_matrix
     from toolkit.results.archive import open_archive
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     m = write_matrix(tmp_path, """\
         arms: [baseline]

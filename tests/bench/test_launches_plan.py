@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ROOT, run_cli
 from toolkit.bench.plan import plan_rounds, plan_run
 from toolkit.schema.keys import cell_key
-from toolkit.spec import load_spec, spec_hash
+from toolkit.specs import load_spec, spec_hash
 
 MATRIX = textwrap.dedent("""\
     kind: Matrix

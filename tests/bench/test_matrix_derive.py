@@ -7,7 +7,7 @@ import numpy as np
 from toolkit.bench import derive
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.schema.slo import CellSlo
-from toolkit.spec.matrix import Matrix
+from toolkit.specs.matrix import Matrix
 
 
 def recs(arm: str, conc: int, rate: float, n: int = 40, seed: int = 0) -> list[RequestRecord]:

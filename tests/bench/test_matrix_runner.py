@@ -121,7 +121,7 @@ def test_killed_run_resumes_only_missing_cells(tmp_path: Path) -> None:
     before = {k: v for k, v in tree_digest(run).items() if k.startswith("cells/")}
     # no engine outlives the killed run
     from toolkit.serve import model_dir_for
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     model_dir = str(model_dir_for(load_spec(tmp_path / "env.yaml")))
     deadline = time.monotonic() + 30

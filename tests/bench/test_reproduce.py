@@ -131,7 +131,7 @@ def test_an_archive_from_before_inputs_names_what_it_lacks() -> None:
 
 def _plan(tmp: Path, workload_text: str | None = None):
     from toolkit.bench.plan import plan_run
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     envs = tmp / "envs"
     shutil.copytree(ROOT / "envs", envs)
@@ -186,7 +186,7 @@ def test_a_model_directory_is_referenced_and_its_chat_template_checked(tmp_path:
     from toolkit.bench.plan import plan_run, run_manifest
     from toolkit.errors import ToolkitError
     from toolkit.results.archive import open_archive
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     model = tmp_path / "models" / "tiny"
     model.mkdir(parents=True)

@@ -90,7 +90,7 @@ def test_allow_failed_cells_accepts_a_partial_run(tmp_path: Path) -> None:
 
 def _in_process(tmp_path: Path, m: Path):
     from toolkit.bench.matrix import run_matrix
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     logs: list[str] = []
     res = run_matrix(load_spec(m), results_root=tmp_path / "results", log=logs.append)

@@ -8,8 +8,8 @@ import ast
 from pathlib import Path
 
 from toolkit.engines import engine_facts, preset_meaning, sglang, transformers
-from toolkit.spec import load_spec
-from toolkit.spec.environment import Environment
+from toolkit.specs import load_spec
+from toolkit.specs.environment import Environment
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PKG = ROOT / "toolkit"
@@ -111,7 +111,7 @@ def test_every_consumer_asks_the_engines() -> None:
     graph = imports(modules())
     asking = {package_of(m) for m, edges in graph.items() for t in edges
               if package_of(t) == "toolkit.engines"} - {"toolkit.engines"}
-    assert {"toolkit.spec", "toolkit.image", "toolkit.serve", "toolkit.bench", "toolkit.tune",
+    assert {"toolkit.specs", "toolkit.image", "toolkit.serve", "toolkit.bench", "toolkit.tune",
             "toolkit.schema"} <= asking
     floor = floor_of()
     assert all(floor["toolkit.engines"] < floor[p] for p in asking)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.gpu import flags
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BLACKWELL = ROOT / "envs" / "sglang-cu13-blackwell.yaml"

@@ -113,7 +113,7 @@ def test_pure_helpers():
     assert gv._has_kernels((12, 0), ["sm_90", "compute_90"])  # PTX the driver can JIT
     assert not gv._has_kernels((12, 0), ["sm_80", "sm_90"])
     assert gv._has_kernels((10, 0), ["sm_100a"])
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     assert gv._mem_fraction(load_spec(BLACKWELL).model) == 0.85
     assert probes.bus_factor(1) == 0 and probes.bus_factor(8) == 1.75

@@ -15,7 +15,7 @@ from toolkit.image.flags import FlagTable, exact_table, parser_deps_dir
 from toolkit.image.flags_static import static_flags
 from toolkit.image.source import apply_patch, fetch_sglang, scratch_tree
 from toolkit.patches import read_patch
-from toolkit.spec import load_spec, referenced_files
+from toolkit.specs import load_spec, referenced_files
 
 pytestmark = pytest.mark.slow
 

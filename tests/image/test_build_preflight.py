@@ -153,7 +153,7 @@ def test_git_source_is_cloned_at_its_tag_and_patched(cli, tmp_path):
     import yaml
 
     from toolkit.image.source import fetch_sglang
-    from toolkit.spec.environment import SGLang
+    from toolkit.specs.environment import SGLang
 
     pristine = fetch_sglang(SGLang(version="0.5.23"), "3.11", log=lambda m: None) / "sglang"
     repo = tmp_path / "sglang-repo"

@@ -22,7 +22,7 @@ from buildutil import ROOT
 from toolkit.image.flags_static import static_flags
 from toolkit.image.source import apply_patch, compile_touched, fetch_sglang, scratch_tree
 from toolkit.patches import read_patch
-from toolkit.spec import load_spec, referenced_files
+from toolkit.specs import load_spec, referenced_files
 
 SPEC = ROOT / "envs" / "sglang-0.5.17-h200.yaml"
 PATCH = ROOT / "envs" / "patches" / "sglang-0.5.17-spec-disable-batch-threshold.patch"

@@ -96,7 +96,7 @@ def test_installed_wheel_works_from_any_folder(venv: Path, tmp_path: Path) -> No
     assert dockerfile.startswith("# Rendered by toolkit") and "--fuzz=0" in dockerfile
     # the same spec hash as from the checkout: the packaged templates are the repository's
     from toolkit.render import render_env
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     assert f"spec hash {render_env(load_spec(specs[0])).hash}" in r.stdout
 

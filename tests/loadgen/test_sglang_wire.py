@@ -89,7 +89,7 @@ def test_chat_and_completions_streams_count_usage_tokens(replay):
 
 
 def test_server_info_as_the_toolkit_reads_it():
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     info = json.loads(body("server_info"))
     st = server_state(info)

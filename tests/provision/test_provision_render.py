@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, need
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 from toolkit.provision.inventory import render_inventory
 
 

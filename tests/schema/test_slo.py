@@ -146,8 +146,8 @@ def test_the_matrix_block_gives_the_one_objective_type() -> None:
     from pathlib import Path
 
     from toolkit.schema.slo import DEFAULT_ATTAINMENT
-    from toolkit.spec import load_spec
-    from toolkit.spec.matrix import Slo
+    from toolkit.specs import load_spec
+    from toolkit.specs.matrix import Slo
 
     root = Path(__file__).resolve().parents[2]
     slo = load_spec(root / "envs" / "matrices" / "quickstart-slo.yaml").model.slo

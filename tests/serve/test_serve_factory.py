@@ -13,7 +13,7 @@ from toolkit.errors import SpecError, ToolkitError
 from toolkit.serve import (ExternalLauncher, Launcher, SGLangDockerLauncher, SGLangExternalLauncher,
                            SGLangProcessLauncher, TransformersLauncher, launcher_for)
 from toolkit.serve.transformers import render_serve_args
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ def test_every_launcher_states_the_protocol(local_env):
 @pytest.mark.slow
 def test_dummy_model_is_deterministic(tmp_path):
     from toolkit.serve.dummy import ensure_dummy_model
-    from toolkit.spec.environment import DummyModel
+    from toolkit.specs.environment import DummyModel
 
     spec = DummyModel(hidden_size=32, intermediate_size=64, vocab_size=512, seed=7)
     a = ensure_dummy_model(spec, cache=tmp_path / "a")

@@ -18,7 +18,7 @@ from tests.helpers import FAKE_SGLANG
 from toolkit.serve import SGLangProcessLauncher, kept_cache, launcher_for
 from toolkit.serve.jitcache import KEPT, JitCache, gpu_model
 from toolkit.serve.logs import cap_line, head_and_tail
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 
 FAKE = str(FAKE_SGLANG)
 ENV = textwrap.dedent("""\

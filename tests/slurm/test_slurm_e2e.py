@@ -19,7 +19,7 @@ from tests.conftest import ROOT, run_cli
 from tests.slurm.conftest import matrix
 from toolkit.bench.matrix import run_matrix
 from toolkit.results.archive import open_archive
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import run_cli
 from toolkit.render import template_version
-from toolkit.spec import load_spec, spec_hash
+from toolkit.specs import load_spec, spec_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 BLACKWELL = ROOT / "envs" / "sglang-cu13-blackwell.yaml"
@@ -116,7 +116,7 @@ def test_render_slurm_refuses_a_local_target():
 
 
 def test_a_matrix_without_a_slurm_block_keeps_its_hash_document():
-    from toolkit.spec import _hash_doc
+    from toolkit.specs import _hash_doc
 
     doc = _hash_doc(load_spec(ROOT / "envs" / "matrices" / "quickstart.yaml").model)
     assert "slurm" not in doc["target"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 
 pytestmark = pytest.mark.slow
 

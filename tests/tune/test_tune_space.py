@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from toolkit.errors import SpecError
-from toolkit.spec import load_spec, spec_hash
+from toolkit.specs import load_spec, spec_hash
 from toolkit.engines.sglang import canonical as canonical_sglang
 from toolkit.tune.space import check_space
 

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import ROOT
 from toolkit.errors import ToolkitError
 from toolkit.schema.tune import TuneResult, TuneState, load_tune_state
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 
 SESSION = ROOT / "results/quickstart-tune/20261203T083318Z-598b59"  # committed, written before the typed state
 QUICKSTART = ROOT / "envs/matrices/quickstart.yaml"

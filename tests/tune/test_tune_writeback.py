@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from toolkit.errors import ToolkitError
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 from toolkit.tune.writeback import write_tuned
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import ToolkitError
-from toolkit.spec.matrix import Workload
+from toolkit.specs.matrix import Workload
 from toolkit.workloads import BUNDLED, load_workload
 from toolkit.workloads.formats import approx_tokens, read_jsonl
 from toolkit.workloads.gen import DATA_DIR, main as gen_main, render, generate

@@ -98,7 +98,7 @@ def test_rule_classifier_on_the_hand_written_probe_set():
 
 
 def test_matrix_match_training_needs_training_data_and_resolves_from_the_matrix_folder(train_file, tmp_path):
-    from toolkit.spec.matrix import Matrix
+    from toolkit.specs.matrix import Matrix
 
     base = dict(kind="Matrix", name="m", environment="env.yaml", arms=["a"], concurrency=[1], requests=4)
     with pytest.raises(ValueError, match="training_data"):

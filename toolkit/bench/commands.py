@@ -44,7 +44,7 @@ def matrix_cmd(
     """
     from toolkit.bench.matrix import run_matrix
     from toolkit.bench.progress import MatrixProgress
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     loaded = load_spec(spec, expect="Matrix")
     for w in loaded.warnings:
@@ -100,7 +100,7 @@ def noise_cmd(
     """
     from toolkit.bench.noise import calibrate
     from toolkit.bench.progress import MatrixProgress
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     loaded = load_spec(spec, expect="Matrix")
     for w in loaded.warnings:

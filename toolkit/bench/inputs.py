@@ -29,7 +29,7 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
 from toolkit.schema.manifest import DriftRecord, InputFile, InputsRecord, Manifest
-from toolkit.spec import LoadedSpec, referenced_files, sha256_file
+from toolkit.specs import LoadedSpec, referenced_files, sha256_file
 
 FILES = "inputs/files"
 REFERENCE_ONLY = {"ca_bundle"}  # roles whose bytes never go in an archive

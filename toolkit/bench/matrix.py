@@ -38,7 +38,7 @@ from toolkit.results.report import run_markdown
 from toolkit.schema.keys import run_status
 from toolkit.schema.manifest import BuildRecord, Derived, status_reason
 from toolkit.schema.records import CellSummary
-from toolkit.spec import LoadedSpec
+from toolkit.specs import LoadedSpec
 
 
 @dataclass

@@ -17,7 +17,7 @@ import yaml
 
 from toolkit.errors import ToolkitError
 from toolkit.schema.manifest import NOISE_CALIBRATION
-from toolkit.spec import LoadedSpec, load_spec
+from toolkit.specs import LoadedSpec, load_spec
 
 DEFAULT_LAUNCHES = 3
 

@@ -21,10 +21,10 @@ from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key
 from toolkit.schema.manifest import BuildRecord, Manifest
 from toolkit.schema.records import Prompt
-from toolkit.spec import LoadedSpec, load_spec, spec_hash
+from toolkit.specs import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import ExternalTarget, HostTarget, LocalTarget, Slot, SlurmTarget, plan_slots
-from toolkit.spec.environment import Environment
-from toolkit.spec.matrix import Matrix
+from toolkit.specs.environment import Environment
+from toolkit.specs.matrix import Matrix
 
 
 @dataclass(frozen=True)
@@ -323,7 +323,7 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
 
 def _config_sha(preset: dict) -> str | None:
     """sha256 of the model's config.json where this machine has it (a dummy model is its config and a seed)."""
-    from toolkit.spec import sha256_file
+    from toolkit.specs import sha256_file
 
     path = sglang.model_path(preset)
     cfg = Path(str(path)) / "config.json" if path else None

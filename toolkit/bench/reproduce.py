@@ -37,7 +37,7 @@ from toolkit.results.archive import Archive, open_archive
 from toolkit.results.diff import DiffResult, diff_runs
 from toolkit.results.equivalence import Verdict, judge
 from toolkit.schema.manifest import BuildRecord, DriftRecord, Manifest
-from toolkit.spec import LoadedSpec, load_spec, spec_hash
+from toolkit.specs import LoadedSpec, load_spec, spec_hash
 
 ASKED = {"target", "image"}  # drift the user asked for: recorded, never refused
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from toolkit.spec import LoadedSpec, load_spec
-from toolkit.spec.hosts import Host
-from toolkit.spec.matrix import Matrix
+from toolkit.specs import LoadedSpec, load_spec
+from toolkit.specs.hosts import Host
+from toolkit.specs.matrix import Matrix
 
 
 @dataclass(frozen=True)

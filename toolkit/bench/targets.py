@@ -16,7 +16,7 @@ from toolkit import endpoints
 from toolkit.bench.plan import RunPlan, plan_target
 from toolkit.errors import ToolkitError
 from toolkit.extras import require_extra, require_module
-from toolkit.spec import LoadedSpec
+from toolkit.specs import LoadedSpec
 
 
 def external_endpoints(plan: RunPlan) -> list[endpoints.Endpoint]:

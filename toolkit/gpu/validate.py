@@ -46,7 +46,7 @@ class _NotAsked(_Skip):
 def _load_env_spec(spec_path: str | Path | None) -> Any:
     if spec_path is None:
         return None
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     return load_spec(spec_path, expect="Environment")
 

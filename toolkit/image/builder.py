@@ -20,7 +20,7 @@ from toolkit.image.records import builds_dir, find_build_record, write_build_rec
 from toolkit.gitinfo import git_revision
 from toolkit.errors import ToolFailure
 from toolkit.render import render_env
-from toolkit.spec import load_spec
+from toolkit.specs import load_spec
 
 SPEC_HASH_LABEL = "dev.toolkit.spec-hash"
 

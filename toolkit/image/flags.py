@@ -20,7 +20,7 @@ from typing import Any
 from toolkit.image.flags_static import static_flags
 from toolkit.errors import SpecError
 from toolkit.engines import sglang as sglang_engine
-from toolkit.spec import LoadedSpec
+from toolkit.specs import LoadedSpec
 
 MARK = "@@TOOLKIT-FLAGS@@"
 PLACEHOLDER_MODEL = "/toolkit-preflight-placeholder-model"

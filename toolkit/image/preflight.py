@@ -17,8 +17,8 @@ from toolkit.image.flags import check_presets, flag_table, preset_argv
 from toolkit.image.source import apply_patch_checked, compile_touched, fetch_sglang, scratch_tree
 from toolkit.errors import SpecError
 from toolkit.patches import read_patch
-from toolkit.spec import LoadedSpec, check_patch_hashes, referenced_files
-from toolkit.spec.environment import Environment
+from toolkit.specs import LoadedSpec, check_patch_hashes, referenced_files
+from toolkit.specs.environment import Environment
 
 
 @dataclass

@@ -45,7 +45,7 @@ def host_cmd(
     """
     from toolkit.provision.display import LiveProgress, print_report
     from toolkit.provision.runner import provision, raise_for_result, select_hosts
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     loaded = load_spec(spec, expect="Hosts")
     if json_out:

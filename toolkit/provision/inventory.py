@@ -17,8 +17,8 @@ from pathlib import Path
 
 from toolkit import __version__
 from toolkit.errors import SpecError
-from toolkit.spec import LoadedSpec
-from toolkit.spec.hosts import Hosts
+from toolkit.specs import LoadedSpec
+from toolkit.specs.hosts import Hosts
 
 # Ansible's own variable-name rule: a spec var that breaks it would be silently unusable in a play.
 VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

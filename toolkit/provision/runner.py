@@ -28,7 +28,7 @@ from toolkit.provision.inventory import check_keys, render_inventory
 from toolkit.resources import data_dir
 from toolkit.scrub import scrub_run_dir
 from toolkit.settings import HOSTS_DIR_VAR, settings
-from toolkit.spec import LoadedSpec
+from toolkit.specs import LoadedSpec
 
 FINGERPRINT_TASK = "Write the fingerprint on the controller"  # the facts role's last task
 HOST_EVENTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_unreachable": "unreachable",

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from toolkit import __version__
 from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.gitinfo import git_revision
-from toolkit.spec import sha256_file
+from toolkit.specs import sha256_file
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic, write_json
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe_name  # noqa: F401 (re-exported)

@@ -307,7 +307,7 @@ def parse_slo(specs: list[str], attainment: float | None = None, base: Objective
     own) with the new attainment."""
     from pydantic import ValidationError
 
-    from toolkit.spec.matrix import Slo
+    from toolkit.specs.matrix import Slo
 
     if not specs:
         if base is None:

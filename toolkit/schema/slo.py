@@ -85,7 +85,7 @@ class Objectives(_Model):
     @classmethod
     def of(cls, bounds: Iterable[tuple[str, str, float | None]], attainment: float | None = None) -> "Objectives | None":
         """(metric, bound, limit) triples -> Objectives (None when no limit is set). The Matrix's `Slo`
-        (toolkit/spec/matrix.py) makes its objectives here, and so does an archived block."""
+        (toolkit/specs/matrix.py) makes its objectives here, and so does an archived block."""
         items = [Objective(metric=m, bound=b, limit=float(v)) for m, b, v in bounds if v is not None and b in BOUNDS]
         return cls(items=items, attainment=attainment or DEFAULT_ATTAINMENT) if items else None
 

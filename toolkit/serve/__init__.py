@@ -76,7 +76,7 @@ def kept_cache(env_spec, visible: str | None = None, inside: str | None = None) 
     (toolkit.serve.jitcache); None where TOOLKIT_JIT_CACHE=off."""
     from toolkit.render import template_version
     from toolkit.settings import settings
-    from toolkit.spec import spec_hash
+    from toolkit.specs import spec_hash
 
     s = settings()
     if not s.jit_cache:

@@ -1,5 +1,5 @@
 """Dummy models made locally and deterministically, nothing downloaded; the spec holds their recipe, so
-the environment hash changes when what is served does (toolkit.spec: DummyModel, DummyConfig and the
+the environment hash changes when what is served does (toolkit.specs: DummyModel, DummyConfig and the
 recipe versions DUMMY_RECIPE, CONFIG_RECIPE):
 
 - `model.dummy` (the embedded engine): random Llama weights from a seed and a byte-level BPE tokenizer
@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 from toolkit.settings import cache_dir
-from toolkit.spec.environment import CONFIG_RECIPE, DUMMY_RECIPE, DummyConfig, DummyModel
+from toolkit.specs.environment import CONFIG_RECIPE, DUMMY_RECIPE, DummyConfig, DummyModel
 
-RECIPE = DUMMY_RECIPE  # bump it (toolkit/spec/environment.py) when the recipe below changes: a new hash, a new directory
+RECIPE = DUMMY_RECIPE  # bump it (toolkit/specs/environment.py) when the recipe below changes: a new hash, a new directory
 MARKER = "toolkit-dummy.json"
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
 CHAT_TEMPLATE = (

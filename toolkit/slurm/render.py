@@ -22,7 +22,7 @@ from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.gpu.probes import NO_MULTICAST
 from toolkit.render import jinja_env, template_version
-from toolkit.spec import LoadedSpec, spec_hash
+from toolkit.specs import LoadedSpec, spec_hash
 
 PORT = "@PORT@"  # stands for the port the job picks; shlex leaves it unquoted, the script says "${PORT}"
 # what the embedded engine needs offline (as toolkit.serve.transformers.TransformersLauncher sets it)

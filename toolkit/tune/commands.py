@@ -48,7 +48,7 @@ def tune_cmd(
     session's report.md has the trial x cell heatmap, the winner per cell and the confirmation table. Ctrl-C
     leaves the finished work in place; `--resume SESSION` goes on from there.
     """
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
     from toolkit.tune.progress import TuneProgress
     from toolkit.tune.session import TuneSession
 

@@ -11,7 +11,7 @@ from typing import Callable
 
 from toolkit.results.report.model import fmt_centre
 from toolkit.schema.tune import ConfirmationPlan, Rung, RungScore, TuneState
-from toolkit.spec import LoadedSpec, load_spec
+from toolkit.specs import LoadedSpec, load_spec
 from toolkit.tune import search, specs
 from toolkit.tune.progress import SearchProgress
 from toolkit.tune.report import run_records

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from toolkit.schema.tune import SharedServer
-from toolkit.spec import LoadedSpec
+from toolkit.specs import LoadedSpec
 from toolkit.tune import specs
 
 SHARED_BY = "every run of this session (request-level knobs)"

@@ -25,7 +25,7 @@ from typing import Callable
 
 from toolkit.errors import ToolkitError
 from toolkit.schema.tune import SharedServer, TuneResult, TuneState
-from toolkit.spec import LoadedSpec, load_spec
+from toolkit.specs import LoadedSpec, load_spec
 from toolkit.tune import specs
 from toolkit.tune.loop import SearchLoop, evaluations
 from toolkit.tune.progress import SearchProgress

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.engines import KnobInfo, sglang, transformers
-from toolkit.spec import LoadedSpec
+from toolkit.specs import LoadedSpec
 
 SGLANG_KNOBS, TRANSFORMERS_KNOBS = sglang.FACTS.knobs, transformers.FACTS.knobs
 STEPS, TOPK, DRAFT = sglang.STEPS, sglang.TOPK, sglang.DRAFT
@@ -71,7 +71,7 @@ def _unknown(mspec: LoadedSpec, arm: str, knob: str, catalogue: dict, engine: st
     alt = knob.replace("-", "_") if engine == "transformers" else knob.replace("_", "-")
     close = [alt] if alt in catalogue else difflib.get_close_matches(knob, names, n=1, cutoff=0.75)
     if engine == "transformers":
-        from toolkit.spec.genconfig import unknown_key
+        from toolkit.specs.genconfig import unknown_key
 
         bad = None if "-" in knob else unknown_key(knob)  # one check of generation_config keys (spec/genconfig.py)
         if bad:
@@ -176,7 +176,7 @@ def check_sglang_flags(mspec: LoadedSpec, env_spec: LoadedSpec, space: Space, lo
     block. Needs SGLang's source (fetched once with `pip download`, then cached). Returns warnings."""
     from toolkit.errors import SpecError
     from toolkit.image.preflight import preflight
-    from toolkit.spec.yamlsrc import Marks
+    from toolkit.specs.yamlsrc import Marks
 
     env, arm = env_spec.model, space.arm
     preset = dict(env.servers[arm])

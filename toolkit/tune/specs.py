@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from toolkit.fsutil import write_atomic
-from toolkit.spec import LoadedSpec
+from toolkit.specs import LoadedSpec
 
 
 def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[str, dict]:

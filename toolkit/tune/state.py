@@ -10,7 +10,7 @@ from pathlib import Path
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_json
 from toolkit.schema.tune import FORMAT, STATE_FILE, VERSION, MatrixRef, Rung, TuneState, WorkloadSplit, load_tune_state
-from toolkit.spec import LoadedSpec, spec_hash
+from toolkit.specs import LoadedSpec, spec_hash
 from toolkit.tune import search, specs
 from toolkit.tune.space import Space
 

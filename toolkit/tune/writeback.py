@@ -22,7 +22,7 @@ from typing import Any
 from toolkit.engines import engine_facts, sglang, transformers
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
-from toolkit.spec import LoadedSpec, load_spec
+from toolkit.specs import LoadedSpec, load_spec
 
 THRESHOLD_FLAG = sglang.THRESHOLD
 

@@ -45,7 +45,7 @@ def representativeness(
     Example: toolkit bench representativeness --train train.jsonl -w coding -w encyclopedic
     """
     from toolkit.console import emit_json
-    from toolkit.spec.matrix import Workload
+    from toolkit.specs.matrix import Workload
     from toolkit.workloads.bundled import BUNDLED, MATCH_TRAINING, read_prompts
     from toolkit.workloads.loader import load_workload, name_of
     from toolkit.workloads.represent import hf_length_fn, representativeness as compare

@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field
 
 from toolkit.schema.records import Prompt
 from toolkit.errors import ToolkitError
-from toolkit.spec import canonical_json
-from toolkit.spec.matrix import Workload
+from toolkit.specs import canonical_json
+from toolkit.specs.matrix import Workload
 from toolkit.workloads.bundled import BUNDLED, MATCH_TRAINING, bundled, read_prompts
 from toolkit.workloads.classify import classify
 from toolkit.workloads.formats import normalised_hash

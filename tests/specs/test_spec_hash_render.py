@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, need, run_cli
-from tests.spec.test_spec_errors import GOOD_PATCH, env_spec, write
+from tests.specs.test_spec_errors import GOOD_PATCH, env_spec, write
 from toolkit.render import render_env, template_version
-from toolkit.spec import load_spec, spec_hash
+from toolkit.specs import load_spec, spec_hash
 
 SHIPPED = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "envs").rglob("*.yaml")
                  if "workloads" not in p.parts)

@@ -19,11 +19,11 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import SpecError
-from toolkit.spec.base import Hash
-from toolkit.spec.environment import Environment
-from toolkit.spec.hosts import Hosts
-from toolkit.spec.matrix import Matrix
-from toolkit.spec.yamlsrc import Mark, Marks, load_marked
+from toolkit.specs.base import Hash
+from toolkit.specs.environment import Environment
+from toolkit.specs.hosts import Hosts
+from toolkit.specs.matrix import Matrix
+from toolkit.specs.yamlsrc import Mark, Marks, load_marked
 
 KINDS: dict[str, type[BaseModel]] = {"Environment": Environment, "Hosts": Hosts, "Matrix": Matrix}
 SpecModel = Union[Environment, Hosts, Matrix]
@@ -379,7 +379,7 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
 
 
 def hash_policy(model: type[BaseModel], name: str) -> str | None:
-    """The hash policy a field declares (toolkit.spec.base.Hash): "never", "omit-default", or None (hashed)."""
+    """The hash policy a field declares (toolkit.specs.base.Hash): "never", "omit-default", or None (hashed)."""
     info = model.model_fields.get(name)
     return next((m.policy for m in (info.metadata if info else ()) if isinstance(m, Hash)), None)
 

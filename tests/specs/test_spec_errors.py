@@ -105,7 +105,7 @@ def test_extends_merges_and_reports_child_lines(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert f"{child}:6:" in r.stderr and "bogus-flag" in r.stderr
     child.write_text("extends: env.yaml\nname: child\nservers:\n  baseline:\n    tp-size: 4\n")
-    from toolkit.spec import load_spec
+    from toolkit.specs import load_spec
 
     spec = load_spec(child)
     assert spec.model.servers["baseline"] == {"model-path": "/models/x", "tp-size": 4}

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from toolkit.spec import environment, load_spec, spec_hash
-from toolkit.spec.environment import DummyConfig, DummyModel
+from toolkit.specs import environment, load_spec, spec_hash
+from toolkit.specs.environment import DummyConfig, DummyModel
 
 # Written before dummy_models and recipe versions existed; their hashes then (spec_hash without a template
 # version), which must hold.

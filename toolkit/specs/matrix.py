@@ -8,8 +8,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticKnownError
 
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
-from toolkit.spec.base import Hash, Name, StrictModel
-from toolkit.spec.slurm import SlurmJob
+from toolkit.specs.base import Hash, Name, StrictModel
+from toolkit.specs.slurm import SlurmJob
 
 
 class Target(StrictModel):

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import ROOT, run_cli
 from toolkit.errors import SpecError
 from toolkit.schema.slo import Objectives
-from toolkit.spec import load_spec, spec_hash
+from toolkit.specs import load_spec, spec_hash
 
 MATRIX = textwrap.dedent("""\
     kind: Matrix

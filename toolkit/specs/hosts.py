@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from toolkit.spec.base import Name, StrictModel
+from toolkit.specs.base import Name, StrictModel
 
 
 class GPUs(StrictModel):

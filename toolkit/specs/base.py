@@ -16,7 +16,7 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lower-c
 @dataclass(frozen=True)
 class Hash:
     """A field's hash policy, declared on the field (`name: Annotated[T, Hash.never(...)] = ...`) and read by
-    toolkit.spec.spec_hash; a field with none is hashed as it is.
+    toolkit.specs.spec_hash; a field with none is hashed as it is.
 
     never         not part of what is measured or served (a Matrix's `slo`, `tune`): never hashed
     omit-default  added after hashing began: left out of the hash at its default, so the hash of a spec that

@@ -1,4 +1,4 @@
-"""One hash policy, declared on each field (toolkit.spec.base.Hash) and read by spec_hash: `never` fields (a
+"""One hash policy, declared on each field (toolkit.specs.base.Hash) and read by spec_hash: `never` fields (a
 Matrix's slo and tune) are not hashed, `omit-default` fields (added after hashing began) leave a spec that does
 not set them with its old hash. The hash of a matrix written before any of them is pinned."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.spec import Environment, Matrix, hash_policy, load_spec, spec_hash
+from toolkit.specs import Environment, Matrix, hash_policy, load_spec, spec_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ("kind: Matrix\nname: pinned\nenvironment: env.yaml\narms: [baseline, ngram]\n"
         "workloads: [coding, {name: mine, path: prompts.jsonl}]\nconcurrency: [1, 4]\noutput_len: 8\nrequests: 4\n")
-PINNED = "75eb80d43d94b1615b938b28303083d13dc3d579b0f6aafd6707e2ebd33605f3"  # tests/spec/test_spec_dummy_hash.py's
+PINNED = "75eb80d43d94b1615b938b28303083d13dc3d579b0f6aafd6707e2ebd33605f3"  # tests/specs/test_spec_dummy_hash.py's
 SLO = "slo:\n  ttft_ms: {p90: 1000}\n  attainment: 0.9\n"
 TUNE = "tune:\n  space:\n    ngram:\n      prompt_lookup_num_tokens: [2, 4]\n  budget: 2\n"
 
@@ -72,7 +72,7 @@ def test_no_second_mechanism_keeps_a_field_out_of_the_hash():
     """No class-level lists of hashed-out fields and no pydantic `exclude=True` (which would also drop the field
     from every dump, so from the archive) in the spec models."""
     bad = []
-    for path in sorted((ROOT / "toolkit/spec").glob("*.py")):
+    for path in sorted((ROOT / "toolkit/specs").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Name) and node.id.startswith("HASH_"):
                 bad.append(f"{path.name}:{node.lineno} {node.id}")

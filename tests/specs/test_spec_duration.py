@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import run_cli
 from toolkit.render import template_version
-from toolkit.spec import load_spec, spec_hash
+from toolkit.specs import load_spec, spec_hash
 
 ENV = textwrap.dedent("""\
     kind: Environment

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from toolkit.spec.base import StrictModel
+from toolkit.specs.base import StrictModel
 
 Word = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:+@%-]+$", description="one word: no spaces or quotes")]
 # the options the toolkit writes itself: a second value in `sbatch:` would silently win or lose

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from toolkit.engines import sglang as sglang_engine
-from toolkit.spec.base import ArgValue, Hash, Name, ServerArgs, Sha256, StrictModel
+from toolkit.specs.base import ArgValue, Hash, Name, ServerArgs, Sha256, StrictModel
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 IMAGE_RE = re.compile(r"^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?$")
@@ -221,7 +221,7 @@ class Environment(StrictModel):
     def spec_errors(self) -> list[tuple[tuple, str, str]]:
         """Mistakes found after validation, each at its own line (load_spec raises the first): a
         generation_config key the embedded engine's transformers does not have would be silently ignored."""
-        from toolkit.spec.genconfig import unknown_key
+        from toolkit.specs.genconfig import unknown_key
 
         if self.engine != "transformers":
             return []
@@ -242,7 +242,7 @@ class Environment(StrictModel):
         out = []
         if self.engine == "transformers" and any(isinstance(p.get("generation_config"), dict)
                                                  for p in self.request_params.values()):
-            from toolkit.spec.genconfig import generation_config_keys
+            from toolkit.specs.genconfig import generation_config_keys
 
             if generation_config_keys() is None:
                 out.append("generation_config keys were not checked: transformers is not installed here "
