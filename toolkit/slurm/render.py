@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit import __version__
+from toolkit.engines import sglang as sglang_engine
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.gpu.probes import NO_MULTICAST
@@ -94,7 +95,7 @@ def server_command(spec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> tuple[li
     args.setdefault("host", "0.0.0.0")
     args.setdefault("port", PORT)
     python = (t.python or sys.executable) if t.launcher == "process" else "python3"
-    return sglang_command(args, python), args.get("served-model-name") or args.get("model-path"), own
+    return sglang_command(args, python), sglang_engine.served_name(args), own
 
 
 def sbatch_options(spec: LoadedSpec, job_name: str, workdir: Path) -> list[str]:
