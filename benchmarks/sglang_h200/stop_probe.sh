@@ -12,40 +12,47 @@ SCRIPT=benchmarks/sglang_h200/stop_probe.sh ENV_SPEC=envs/sglang-0.5.17-h200-noi
 source benchmarks/sglang_h200/setup.sh
 SECOND_S=${SECOND_S:-0.5}
 PORT=30000
-stamp "start"
-setsid python3 -m sglang.launch_server --model-path /tmp/toolkit-sglang/models/llama-1b --served-model-name llama-1b \
-  --load-format dummy --attention-backend triton --mem-fraction-static 0.8 --cuda-graph-max-bs-decode 32 \
-  --disable-overlap-schedule --skip-server-warmup --port $PORT --host 127.0.0.1 > "$DEST/server.log" 2>&1 &
-PID=$!
-for i in $(seq 1 300); do
-  python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=2)" 2>/dev/null && break
-  kill -0 $PID 2>/dev/null || { echo "server died"; tail -30 "$DEST/server.log"; touch "$DEST/DONE"; exit 1; }
-  sleep 1
-done
-stamp "healthy"
-python3 -m toolkit.loadgen http://127.0.0.1:$PORT --concurrency 4 --requests 8 --output-len 16 --model llama-1b 2>&1 | tail -3
-python3 - "$PID" "$SECOND_S" <<'PY'
-import os, signal, sys, time
-pid, second = int(sys.argv[1]), float(sys.argv[2])
-t0 = time.monotonic()
-os.kill(pid, signal.SIGINT)
-sent2 = None
+stamp "start, load, stop (one Python process owns the server)"
+python3 - "$DEST" "$SECOND_S" <<'PY'
+import os, signal, subprocess, sys, time, urllib.request
+dest, second, port = sys.argv[1], float(sys.argv[2]), 30000
+cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", "/tmp/toolkit-sglang/models/llama-1b",
+       "--served-model-name", "llama-1b", "--load-format", "dummy", "--attention-backend", "triton",
+       "--mem-fraction-static", "0.8", "--cuda-graph-max-bs-decode", "32", "--disable-overlap-schedule",
+       "--skip-server-warmup", "--port", str(port), "--host", "127.0.0.1"]
+log = open(f"{dest}/server.log", "w")
+t = time.monotonic()
+p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 while True:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        print(f"exited after {time.monotonic() - t0:.2f} s, status {status}, second SIGINT at "
-              f"{sent2 if sent2 is None else round(sent2, 2)} s")
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
         break
+    except Exception:
+        if p.poll() is not None or time.monotonic() - t > 400:
+            print("server did not come up; rc", p.poll()); sys.exit(1)
+        time.sleep(1)
+print(f"healthy after {time.monotonic() - t:.1f} s", flush=True)
+r = subprocess.run([sys.executable, "-m", "toolkit.loadgen", f"http://127.0.0.1:{port}", "--concurrency", "4",
+                    "--requests", "8", "--output-len", "16", "--model", "llama-1b"], capture_output=True, text=True)
+print(r.stdout[-600:], r.stderr[-300:], flush=True)
+t0 = time.monotonic()
+p.send_signal(signal.SIGINT)
+sent2 = None
+while p.poll() is None:
     if sent2 is None and time.monotonic() - t0 >= second:
-        os.kill(pid, signal.SIGINT)
-        sent2 = time.monotonic() - t0
+        p.send_signal(signal.SIGINT)
+        sent2 = round(time.monotonic() - t0, 2)
     if time.monotonic() - t0 > 30:
-        print("still running after 30 s: SIGKILL to the group"); os.killpg(pid, signal.SIGKILL); break
+        print("still running after 30 s: SIGKILL to the group"); os.killpg(p.pid, signal.SIGKILL); break
     time.sleep(0.01)
-time.sleep(1)
-left = os.popen(f"ps -eo pid,pgid,cmd | awk '$2=={pid}'").read().strip()
-print("left in the group:", left or "nothing")
+print(f"leader exited after {time.monotonic() - t0:.2f} s, rc {p.returncode}, second SIGINT at {sent2} s", flush=True)
+for _ in range(100):
+    left = subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True, text=True).stdout.split()
+    if not left:
+        break
+    time.sleep(0.1)
+print(f"group empty after {time.monotonic() - t0:.2f} s" if not left else f"left in the group: {left}")
 PY
-tail -12 "$DEST/server.log"
+tail -14 "$DEST/server.log"
 stamp "done"
 touch "$DEST/DONE"
