@@ -44,15 +44,10 @@ class MatrixProgress(RunProgress):
         if self.plain:
             self.console.print(f"arm {arm}: {text}", markup=False, highlight=False)
 
-    def _per_cell(self, cell) -> int | None:
-        """Requests a cell sends, warmup included (None: a cell sized by time)."""
-        m = self.matrix
-        return m.warmup_at(cell.concurrency) + m.requests if m.requests else None
-
     def on_record(self, cell):
         key = _label(cell)
         with self._lock:
-            task = self.progress.add_task(f"  {key}", total=self._per_cell(cell), rate="")
+            task = self.progress.add_task(f"  {key}", total=self.matrix.sent_at(cell.concurrency), rate="")
         t0 = time.monotonic()
         tokens = [0]
 

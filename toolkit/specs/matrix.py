@@ -299,6 +299,10 @@ class Matrix(StrictModel):
         """Warmup requests of a cell at this concurrency (`warmup: concurrency`: one full batch)."""
         return concurrency if self.warmup == "concurrency" else self.warmup
 
+    def sent_at(self, concurrency: int) -> int | None:
+        """Requests a cell at this concurrency sends, warmup included (None: a cell sized by time)."""
+        return self.warmup_at(concurrency) + self.requests if self.requests else None
+
     def duration_at(self, concurrency: int) -> float | None:
         """Seconds to measure a cell at this concurrency (None: cells are sized by `requests`)."""
         if not isinstance(self.duration_s, dict):

@@ -108,17 +108,12 @@ class TuneProgress(SearchProgress):
             if planned - len(cells):
                 self._cells_done(arm, planned - len(cells))
 
-    def _per_cell(self, cell) -> int | None:
-        """Requests a cell sends, warmup included (None: a cell sized by time)."""
-        m = self.matrix
-        return m.warmup_at(cell.concurrency) + m.requests if m.requests else None
-
     def on_record(self, cell):
         with self._lock:
             if self._cell is not None:
                 self.progress.remove_task(self._cell)
             self._cell = self.progress.add_task(f"  {cell.arm} {cell.domain} c={cell.concurrency}",
-                                                total=self._per_cell(cell), info="")
+                                                total=self.matrix.sent_at(cell.concurrency), info="")
         task, t0, tokens = self._cell, time.monotonic(), [0]
 
         def cb(rec) -> None:
