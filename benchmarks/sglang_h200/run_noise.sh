@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 24's H200 run, everything after the wheels have arrived (setup.sh: SGLang 0.5.17 from the carried
 # wheel set, envs/sglang-0.5.17-h200-noise.yaml's patch applied, config-only dummy models), then:
-#   1. the matrix (matrix-noise.yaml): baseline vs NGRAM, 3 launches per arm in shuffled rounds, 2 domains x
+#   1. the matrix (matrix-noise.yaml): baseline vs EAGLE-3, 3 launches per arm in shuffled rounds, 2 domains x
 #      concurrency 1, 8, 32: the reference, with its launch-to-launch noise;
 #   2. `toolkit results reproduce` of it: an A/A pair (same machine, minutes later): the verdict should be
 #      `reproduced within +-X %`;
