@@ -36,6 +36,8 @@ def test_one_launch_keeps_the_matrix_hash_and_more_change_it(tmp_path: Path) -> 
     plain = spec_hash(load_spec(write(tmp_path)))
     assert spec_hash(load_spec(write(tmp_path, "launches: 1\n"))) == plain
     assert spec_hash(load_spec(write(tmp_path, "launches: 3\n"))) != plain  # what a run measures changed
+    assert spec_hash(load_spec(write(tmp_path, "warmup_launch: false\n"))) == plain
+    assert spec_hash(load_spec(write(tmp_path, "warmup_launch: true\n"))) != plain
 
 
 def test_cells_per_launch_with_old_keys_for_launch_0(tmp_path: Path) -> None:

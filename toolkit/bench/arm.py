@@ -10,7 +10,7 @@ import json
 import shlex
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from toolkit.bench.hostload import HostLoad
 from toolkit.bench.ledger import Ledger
@@ -51,11 +51,11 @@ def _json(obj: Any) -> str:
     return json.dumps(obj, indent=1, sort_keys=True, default=str)
 
 
-def make_launcher(plan: RunPlan, slot: Slot, arm: str, log_dir: Path, launch: int = 0):
+def make_launcher(plan: RunPlan, slot: Slot, arm: str, log_dir: Path, launch: int = 0, warmup: bool = False):
     """A fresh launcher for one launch of an arm (its own log file), or the ToolkitError of making one."""
     try:
         kw = plan.launcher_kwargs(slot, arm, log_dir)
-        kw["log_path"] = Path(log_dir) / f"{arm}{launch_suffix(launch)}.log"
+        kw["log_path"] = Path(log_dir) / (f"{arm}__warmup.log" if warmup else f"{arm}{launch_suffix(launch)}.log")
         return _launcher_for(plan, arm, kw)
     except ToolkitError as exc:
         return exc
@@ -327,6 +327,43 @@ class ArmRunner:
             name = f"logs/{self.arm}{self.suffix}.log"
             self.ledger.write_file(name, scrub_text(kept) + "\n")
             self.record["log_file"] = name
+
+
+def warm_up(plan: RunPlan, ledger: Ledger, slot: Slot, arm: str, launcher, cells: list[Cell],
+            log: Callable[[str], None]) -> None:
+    """The Matrix's `warmup_launch`: start the arm's server, run `cells` (the first measured launch's) and
+    discard them, stop it. It fills the machine's kernel and JIT caches and warms the GPU, so the first
+    measured launch is not the machine's first start (docs/results.md#launch-noise). Only the launch record
+    is kept (Derived.warmup_launches); a warm-up that fails is recorded and the measured launches go on."""
+    from toolkit.loadgen import run, run_cell
+
+    record: dict = {"arm": arm, "launch": 0, "warmup": True, "started_at": time.time(), "ok": True,
+                    "cells": [c.key for c in cells]}
+    t0 = time.monotonic()
+    log(f"arm {arm}: warm-up launch (its {len(cells)} cell(s) run and are discarded)")
+    try:
+        if isinstance(launcher, ToolkitError):
+            raise launcher
+        launcher.start()
+        launcher.wait_healthy(timeout_s=START_TIMEOUT_S)
+        record["startup_s"] = time.monotonic() - t0
+        for cell in cells:
+            if ledger.stopping.is_set():
+                break
+            run(run_cell(launcher.base_url, plan.load(cell), plan.prompts(cell), model=launcher.model, arm=arm,
+                         domain=cell.domain, repeat=cell.repeat,
+                         check_alive=lambda c=cell: launcher.check_alive(during=f"warm-up of cell {c.key}")))
+    except Exception as exc:  # noqa: BLE001 - the measured launches say what is wrong with the arm
+        message, _ = _reason(exc)
+        record.update(ok=False, error=message)
+        log(f"arm {arm}: the warm-up launch failed: {message}")
+    finally:
+        if not isinstance(launcher, ToolkitError):
+            t1 = time.monotonic()
+            launcher.stop()
+            record["stop_s"] = time.monotonic() - t1
+        ledger.add_time("warmup_launch_s", arm, time.monotonic() - t0)
+        ledger.add_warmup(record)
 
 
 def _launched(records: list[RequestRecord], launch: int) -> list[RequestRecord]:

@@ -185,7 +185,7 @@ def overhead_ratio(timing: dict, slot_arms: list[list[str]]) -> float | None:
     side by side, so the run can take no less than its longest slot. 1.0 means no runner overhead."""
     def busy(arms: list[str]) -> float:
         return sum(timing["launch_s"].get(a, 0.0) + timing["stop_s"].get(a, 0.0)
-                   + timing.get("launch_failed_s", {}).get(a, 0.0)
+                   + timing.get("launch_failed_s", {}).get(a, 0.0) + timing.get("warmup_launch_s", {}).get(a, 0.0)
                    + timing.get("arm_cells_s", {}).get(a, 0.0) for a in arms)
 
     longest = max((busy(arms) for arms in slot_arms), default=0.0)

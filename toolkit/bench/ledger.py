@@ -24,6 +24,7 @@ class Ledger:
         self.flushed: dict[str, bool] = {}  # arm -> every /flush_cache before its cells worked
         self.windows: dict[str, dict] = {}  # arm (+ __l<launch>) -> when it was measured (epoch s), on what hardware
         self.launches: dict[str, list[dict]] = {}  # arm -> its server launches (LaunchRecord's fields)
+        self.warmups: dict[str, dict] = {}  # arm -> its warm-up launch (LaunchRecord's fields, warmup true)
         self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0, "arm_cells_s": {}}
 
     def reload(self, archive) -> None:
@@ -35,6 +36,8 @@ class Ledger:
             self.records[key] = self.records.get(key, []) + list(archive.iter_records(c.key))
         for arm, recs in archive.derived.launches.items():
             self.launches[arm] = [r.model_dump(mode="json", exclude_unset=True) for r in recs]
+        for arm, rec in archive.derived.warmup_launches.items():
+            self.warmups[arm] = rec.model_dump(mode="json", exclude_unset=True)
 
     def record(self, cell: Cell, summary: CellSummary, records: list[RequestRecord]) -> None:
         with self.lock:
@@ -64,6 +67,11 @@ class Ledger:
         with self.lock:
             runs = [r for r in self.launches.get(record["arm"], []) if r.get("launch") != record.get("launch")]
             self.launches[record["arm"]] = sorted(runs + [record], key=lambda r: r.get("launch", 0))
+
+    def add_warmup(self, record: dict) -> None:
+        """An arm's warm-up launch (a resumed run that warms up again keeps the latest)."""
+        with self.lock:
+            self.warmups[record["arm"]] = record
 
     def cell_time(self, arm: str, seconds: float) -> None:
         with self.lock:

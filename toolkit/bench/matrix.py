@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from toolkit.bench import derive
-from toolkit.bench.arm import ArmRunner, command_of, make_launcher, make_launchers
+from toolkit.bench.arm import ArmRunner, command_of, make_launcher, make_launchers, warm_up
 from toolkit.bench.hostload import active_run
 from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
@@ -138,6 +138,11 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
     lost: list[str] = []  # cells that could not even be archived as failed: the run says they are missing
 
     def run_slot(slot: Slot) -> None:
+        if plan.m.warmup_launch:  # before the first round, in its order: the arms with cells left to measure
+            for arm in plan.rounds[0] if plan.rounds else []:
+                first = next((plan.launch_todo(arm, n) for n in range(len(plan.rounds)) if plan.launch_todo(arm, n)), [])
+                if arm in slot.arms and first and not ledger.stopping.is_set():
+                    warm_up(plan, ledger, slot, arm, make_launcher(plan, slot, arm, log_dir, warmup=True), first, log)
         for launch, order in enumerate(plan.rounds):
             for position, arm in enumerate(order):
                 if ledger.stopping.is_set():
@@ -256,6 +261,7 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
         "cells_planned": plan.cells_planned,
         "cells_done": len(ledger.cells),
         "launches": ledger.launches,
+        "warmup_launches": ledger.warmups,
         "noise": noise_note,
     })
     if m.slo is not None:  # from the archived cells, as `results slo` recomputes it

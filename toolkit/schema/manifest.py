@@ -330,12 +330,16 @@ class LaunchRecord(_Open):
     cells: list[str] = Field(default_factory=list, description="cell keys measured against this launch")
     slurm: dict[str, Any] | None = Field(None, description="a Slurm target: the job (job_id, job_name, node, gpus, "
                                                            "state as it ended, script, log)")
+    warmup: bool = Field(False, description="a warm-up launch (the Matrix's `warmup_launch`): its cells ran and "
+                                            "were discarded; `cells` lists them")
 
 
 class Timing(_Open):
     launch_s: dict[str, float] = Field(default_factory=dict)
     launch_failed_s: dict[str, float] = Field(default_factory=dict)
     stop_s: dict[str, float] = Field(default_factory=dict)
+    warmup_launch_s: dict[str, float] = Field(default_factory=dict, description="per arm, its warm-up launch: "
+                                              "start, discarded cells and stop")
     arm_cells_s: dict[str, float] = Field(default_factory=dict)
     cells_s: float = 0.0
     wall_s: float | None = None
@@ -361,6 +365,8 @@ class Derived(_Open):
     slo: SloAnalysis | None = Field(None, description="the matrix's service-level objectives against the run "
                                                       "(toolkit/results/slo.py); absent without an slo block")
     launches: dict[str, list[LaunchRecord]] = Field(default_factory=dict, description="per arm, its server launches")
+    warmup_launches: dict[str, LaunchRecord] = Field(default_factory=dict, description="per arm, its warm-up launch "
+                                                     "(`warmup_launch: true`), whose cells were discarded")
     noise: dict[str, Any] | None = Field(None, description="the launch noise the speedup CIs used: {source, "
                                                            "calibration}; absent in older archives")
 

@@ -220,6 +220,11 @@ class Matrix(StrictModel):
     launches: Annotated[int, Hash.omit_default("1: the hash of an older matrix holds")] = Field(1, ge=1, le=100, description="server launches per arm: each launch runs every cell of its "
                           "arm (and its repeats); rounds interleave the arms in a seeded random order, and verdicts "
                           "take the launch as the unit of replication (docs/results.md#launch-noise)")
+    warmup_launch: Annotated[bool, Hash.omit_default("false: the hash of an older matrix holds")] = Field(
+        False, description="start each arm's server once before the first round, run its cells and discard them: "
+                           "the machine's first start compiles kernels into empty caches and measured slower in "
+                           "every cell on the H200 (docs/results.md#launch-noise); the warm-up is archived as a "
+                           "warm-up launch, never as a measurement")
     seed: int = 0
     temperature: float = Field(0.0, ge=0)
     slo: Annotated[Slo | None, Hash.never("analysis, not measurement: objectives do not change what a run "

@@ -251,6 +251,8 @@ def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
             f"Wall {t.wall_s:.1f} s; cells {t.cells_s:.1f} s; server starts "
             + (", ".join(f"{a} {s:.1f} s" for a, s in t.launch_s.items()) or "-")
             + "; server stops " + (", ".join(f"{a} {s:.1f} s" for a, s in t.stop_s.items()) or "-")
+            + ("; warm-up launches (discarded) " + ", ".join(f"{a} {s:.1f} s" for a, s in t.warmup_launch_s.items())
+               if t.warmup_launch_s else "")
             + (f"; overhead ratio {t.overhead_ratio:.3f}" if t.overhead_ratio else ""))]
     return out
 
