@@ -51,16 +51,22 @@ def _jsonl(prompts) -> str:
 
 
 def _abs_paths(env: dict, env_spec: LoadedSpec) -> dict:
-    """The environment's relative paths made absolute: its copy lives in another folder."""
+    """The environment's relative paths made absolute: its copy lives in another folder. (path_of is relative
+    to the working directory when the spec was named by a relative path: resolved here, or a spec loaded as
+    `benchmarks/x/../../envs/e.yaml` would name its patch relative to a folder the copy is not in.)"""
     env = copy.deepcopy(env)
     m = env_spec.model
+
+    def absolute(at: tuple, path: str) -> str:
+        return str(Path(env_spec.path_of(at, path)).resolve())
+
     if m.sglang:
         for i, p in enumerate(m.sglang.patches):
-            env["sglang"]["patches"][i]["path"] = str(env_spec.path_of(("sglang", "patches", i, "path"), p.path))
+            env["sglang"]["patches"][i]["path"] = absolute(("sglang", "patches", i, "path"), p.path)
     if m.ca_bundle:
-        env["ca_bundle"]["path"] = str(env_spec.path_of(("ca_bundle", "path"), m.ca_bundle.path))
+        env["ca_bundle"]["path"] = absolute(("ca_bundle", "path"), m.ca_bundle.path)
     if m.model and m.model.path:
-        env["model"]["path"] = str(env_spec.path_of(("model", "path"), m.model.path))
+        env["model"]["path"] = absolute(("model", "path"), m.model.path)
     return env
 
 
