@@ -17,7 +17,7 @@ SITE=${SITE:-/tmp/site-tune}
 SCRIPT=benchmarks/sglang_h200/run_tune.sh ENV_SPEC=envs/sglang-0.5.17-h200.yaml
 source benchmarks/sglang_h200/setup.sh
 
-pack() { tar -czf "$DEST/tune.tar.gz.tmp" -C "$DEST" $(cd "$DEST" && ls -d results reports said tuned-env.yaml 2>/dev/null) \
+pack() { tar -czf "$DEST/tune.tar.gz.tmp" -C "$DEST" $(cd "$DEST" && ls -d results reports said tuned-env.yaml log.txt 2>/dev/null) \
          && mv "$DEST/tune.tar.gz.tmp" "$DEST/tune.tar.gz"; stamp "packed: $*"; }
 mkdir -p "$DEST/said"
 
