@@ -35,7 +35,7 @@ from toolkit.bench.inputs import Origin, check_outside, materialize
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, open_archive
 from toolkit.results.diff import DiffResult, diff_runs
-from toolkit.results.equivalence import Verdict, judge
+from toolkit.results.equivalence import Verdict, judge, supported_margin
 from toolkit.schema.manifest import BuildRecord, DriftRecord, Manifest
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
 
@@ -74,6 +74,7 @@ class Reproduction:
         j = self.judged
         return {"verdict": self.verdict, "headline": j.headline if j else self.verdict,
                 "tolerance_pct": j.tolerance_pct if j else None, "tolerance_source": j.tolerance_source if j else None,
+                "supported_pct": j.supported_pct if j else None,
                 "reasons": j.reasons if j else [], "metrics": j.metrics if j else {}, "noise": d["noise"],
                 "calibration": d["calibration"],
                 "original": {"run_id": self.original.run_id, "path": str(self.original.path)},
@@ -81,8 +82,8 @@ class Reproduction:
                 "moved": self.moved, "cells": cells, "only_original": d["only_a"], "only_reproduction": d["only_b"],
                 "untested": untested, "geomean": d["geomean"], "correction": d["correction"], "env": d["env"],
                 "drift": [x.model_dump(mode="json") for x in self.drift], "notes": self.notes,
-                "arms": {arm: {"verdict": v.verdict, "headline": v.headline, "reasons": v.reasons}
-                         for arm, v in self.arms.items()}}
+                "arms": {arm: {"verdict": v.verdict, "headline": v.headline, "reasons": v.reasons,
+                               "supported_pct": v.supported_pct} for arm, v in self.arms.items()}}
 
 
 # -- the original
@@ -356,11 +357,17 @@ def compare_runs(original: Archive, new: Archive, status: str = "complete", drif
     diff = diff_runs(original, new)
     structural = moved_cells(original, new, diff)
     judged = judge(diff, structural, tolerance)
+    if judged.verdict == "inconclusive":
+        judged.supported_pct = supported_margin(diff, structural, judged.tolerance_pct)
     arms = sorted({c.arm for c in diff.cells})
     # Per arm, at the run's margin: one unstable arm (a bimodal speculative cell) leaves the run inconclusive,
     # but says nothing of the others. Each arm is its own family for the Holm correction.
-    per_arm = {arm: judge(diff_runs(original, new, arms=[arm]), [r for r in structural if r["cell"].startswith(f"{arm} ")],
-                          judged.tolerance_pct) for arm in arms} if len(arms) > 1 else {}
+    per_arm = {}
+    for arm in arms if len(arms) > 1 else []:
+        own, rows = diff_runs(original, new, arms=[arm]), [r for r in structural if r["cell"].startswith(f"{arm} ")]
+        per_arm[arm] = judge(own, rows, judged.tolerance_pct)
+        if per_arm[arm].verdict == "inconclusive":
+            per_arm[arm].supported_pct = supported_margin(own, rows, judged.tolerance_pct)
     moved = structural + [{"cell": x["cell"], "metric": x["metric"], "why": f"beyond ±{judged.tolerance_pct:g}%",
                            "delta_pct": x["delta_pct"], "low_pct": x["low_pct"], "high_pct": x["high_pct"],
                            "p": x["p"]} for x in judged.differs]
@@ -401,6 +408,13 @@ def moved_cells(original: Archive, new: Archive, diff: DiffResult) -> list[dict]
     return out
 
 
+def _supported(v) -> str:
+    """What an inconclusive verdict's data can show: the narrowest margin it would be reproduced within."""
+    if v.supported_pct is None:
+        return "no margin up to ±100% makes it reproduced"
+    return f"the narrowest margin it supports: ±{v.supported_pct:g}% (--tolerance {v.supported_pct:g}: reproduced)"
+
+
 def reproduce_text(rep: Reproduction) -> str:
     """The diff as `toolkit results diff` prints it, then the verdict and why."""
     from toolkit.results.report import build_diff_report, render_text
@@ -426,9 +440,11 @@ def reproduce_text(rep: Reproduction) -> str:
                      + f" (TOST p={x['tost_p']:.3g})")
     if j.verdict == "inconclusive":  # the rest of why (the metric lines above already say theirs)
         lines += [f"  {r}" for r in j.reasons[1:] if not any(r.startswith(f"{n}: the geometric") for n in j.metrics)]
+        lines.append(f"  {_supported(j)}")
     if rep.arms:
         lines.append(f"per arm (each arm's cells alone, at ±{j.tolerance_pct:g}%):")
-        lines += [f"  {arm}: {v.headline}" for arm, v in rep.arms.items()]
+        lines += [f"  {arm}: {v.headline}" + (f"; {_supported(v)}" if v.verdict == "inconclusive" else "")
+                  for arm, v in rep.arms.items()]
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)  # why not reproduced (inconclusive)
     metrics: dict[str, dict] = field(default_factory=dict)  # metric -> its geomean change, CI and TOST p
     structural: int = 0  # cells missing, failed or not comparable
+    supported_pct: float | None = None  # inconclusive: the narrowest margin at which it would be `reproduced`
 
     @property
     def exit_code(self) -> int:
@@ -130,4 +131,18 @@ def judge(diff: DiffResult, structural: list[dict], tolerance_pct: float | None 
     return v
 
 
-__all__ = ["EXIT", "Verdict", "default_tolerance", "judge"]
+def supported_margin(diff: DiffResult, structural: list[dict], start: float, limit: int = 100) -> float | None:
+    """The narrowest whole-percent margin, from `start` up to `limit`, at which the comparison is `reproduced`:
+    what the data can show (equivalence reporting: the margin the confidence intervals fit inside), for an
+    inconclusive verdict whose default margin was too tight. None when no margin up to `limit` does (cells
+    that went missing or could not be tested stay inconclusive at any margin). A wider margin only makes the
+    verdict easier (TOST passes sooner, "beyond X" calls fewer), so the first one found is the narrowest."""
+    if structural:
+        return None
+    for x in range(max(1, math.ceil(start)), limit + 1):
+        if judge(diff, structural, float(x)).verdict == "reproduced":
+            return float(x)
+    return None
+
+
+__all__ = ["EXIT", "Verdict", "default_tolerance", "judge", "supported_margin"]
