@@ -42,7 +42,7 @@ def test_the_declared_policies():
                 if hash_policy(k, n)}
     assert declared == {("Matrix", "slo"): "never", ("Matrix", "tune"): "never",
                         ("Matrix", "launches"): "omit-default", ("Matrix", "workers"): "omit-default",
-                        ("Matrix", "warmup_launch"): "omit-default",
+                        ("Matrix", "warmup_launch"): "omit-default", ("Matrix", "launches_auto"): "omit-default",
                         ("Environment", "dummy_models"): "omit-default"}
 
 

@@ -16,6 +16,7 @@ are verdicts: toolkit/results/verdicts.py makes them, over the levels a verdict 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Callable, Iterable
 
@@ -150,6 +151,15 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
                    ci_method=f"t-interval over {len(ratios)} rounds (paired per round; launch variance pooled over "
                              f"the arm's {pooled.cells} cells, df {pooled.df:.1f})")
     return rows
+
+
+def halfwidth_pct(row: dict) -> float | None:
+    """A speed-up row's 95% CI as ±percent of its ratio, on the log scale (the CI is a ratio's: symmetric in
+    log space): sqrt(high / low) - 1. None when the row has no CI."""
+    lo, hi = row.get("ci_low"), row.get("ci_high")
+    if not lo or not hi or lo <= 0 or hi <= 0:
+        return None
+    return (math.sqrt(hi / lo) - 1.0) * 100.0
 
 
 def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tuple[Callable[[str], object] | None, dict]:

@@ -25,6 +25,7 @@ class Ledger:
         self.windows: dict[str, dict] = {}  # arm (+ __l<launch>) -> when it was measured (epoch s), on what hardware
         self.launches: dict[str, list[dict]] = {}  # arm -> its server launches (LaunchRecord's fields)
         self.warmups: dict[str, dict] = {}  # arm -> its warm-up launch (LaunchRecord's fields, warmup true)
+        self.auto: dict | None = None  # launches_auto: why and after which round the run stopped
         self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0, "arm_cells_s": {}}
 
     def reload(self, archive) -> None:

@@ -136,8 +136,20 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
     """Every slot in its own thread; on a slot, launch round by launch round, the round's arms one after
     another in the round's order (plan.rounds). Returns (interrupted, wall seconds)."""
     lost: list[str] = []  # cells that could not even be archived as failed: the run says they are missing
+    auto = plan.m.launches_auto
+    at_round = {"r": 0, "stop": False}
+    # launches_auto: the slots meet after every round, and the last to arrive applies the stopping rule
+    barrier = threading.Barrier(len(plan.slots), action=lambda: _auto_round_safely(plan, ledger, at_round, log)) \
+        if auto is not None else None
 
     def run_slot(slot: Slot) -> None:
+        try:
+            run_slot_rounds(slot)
+        finally:
+            if barrier is not None:
+                barrier.abort()  # a slot that ends early (stopping, or done) never leaves the others waiting
+
+    def run_slot_rounds(slot: Slot) -> None:
         if plan.m.warmup_launch:  # before the first round, in its order: the arms with cells left to measure
             for arm in plan.rounds[0] if plan.rounds else []:
                 first = next((plan.launch_todo(arm, n) for n in range(len(plan.rounds)) if plan.launch_todo(arm, n)), [])
@@ -160,6 +172,14 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
                     except Exception as again:  # noqa: BLE001 - e.g. the disk is full: say so, go on
                         lost.append(f"arm {arm} launch {launch}: {type(exc).__name__}: {exc}; archiving its cells "
                                     f"as failed failed too: {type(again).__name__}: {again}")
+            if barrier is not None:
+                at_round["r"] = launch
+                try:
+                    barrier.wait()
+                except threading.BrokenBarrierError:
+                    return
+                if at_round["stop"]:
+                    return
 
     if ledger.progress:
         ledger.progress.start(plan.todo, plan.m)
@@ -175,6 +195,8 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
     except (KeyboardInterrupt, SystemExit):
         interrupted = True
         ledger.stopping.set()
+        if barrier is not None:
+            barrier.abort()
         log("interrupted: stopping servers and writing a partial run (resume with --resume)")
         from toolkit.serve.base import stop_all
 
@@ -189,6 +211,40 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
     if ledger.stopping.is_set():
         interrupted = True  # a signal landed between the slots' end and here
     return interrupted, time.monotonic() - t0
+
+
+def _auto_round_safely(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[str], None]) -> None:
+    try:
+        _auto_round(plan, ledger, at_round, log)
+    except Exception as exc:  # noqa: BLE001 - the rule failing must not break the barrier: the run goes on
+        log(f"launches_auto: the stopping rule failed after round {at_round['r'] + 1} ({type(exc).__name__}: {exc}); "
+            "going on to the next round")
+
+
+def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[str], None]) -> None:
+    """`launches_auto`, after round r (0-based) of every slot: from `launches` rounds on, stop when every paired
+    speed-up's 95% CI (a t-interval over the rounds) is within ±halfwidth_pct of its ratio; at `max`, stop
+    whatever they are. Stopping on the CIs' width, never on their verdicts, is what keeps sequential runs
+    honest: the rule does not look at where the interval lies, so it cannot stop when a difference happens
+    to look significant (precision as the goal; docs/bench.md). Recorded as Derived.launches_auto."""
+    auto, rounds = plan.m.launches_auto, at_round["r"] + 1
+    if rounds < plan.m.launches:
+        return
+    rows = derive.speedups(ledger.cells, ledger.records, plan.m.baseline_arm, seed=plan.m.seed)
+    widths = [(derive.halfwidth_pct(r), f"{r['arm']} {r['domain']} c={r['concurrency']}") for r in rows]
+    known = [w for w in widths if w[0] is not None]
+    widest = max(known, default=(None, ""))
+    narrow = bool(rows) and len(known) == len(widths) and widest[0] <= auto.halfwidth_pct
+    if narrow or rounds >= auto.max:
+        at_round["stop"] = True
+        plan.stopped_after = rounds
+        ledger.auto = {"halfwidth_pct": auto.halfwidth_pct, "max": auto.max, "rounds_run": rounds,
+                       "stopped": "narrow" if narrow else "max", "widest_pct": widest[0], "widest": widest[1]}
+    log(f"launches_auto: after round {rounds}, the widest speed-up CI is "
+        + (f"±{widest[0]:.1f}% ({widest[1]})" if widest[0] is not None else "not known yet")
+        + (f": within ±{auto.halfwidth_pct:g}%, stopping" if narrow else
+           f": the most rounds ({auto.max}), stopping" if rounds >= auto.max else
+           f": wider than ±{auto.halfwidth_pct:g}%, one more round"))
 
 
 def _install_interrupts(stopping: threading.Event, hold: threading.Event | None = None) -> dict:
@@ -262,6 +318,7 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
         "cells_done": len(ledger.cells),
         "launches": ledger.launches,
         "warmup_launches": ledger.warmups,
+        "launches_auto": ledger.auto,
         "noise": noise_note,
     })
     if m.slo is not None:  # from the archived cells, as `results slo` recomputes it

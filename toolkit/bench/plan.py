@@ -79,7 +79,7 @@ def cell_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
 
 def plan_cells(m: Matrix, domains: list[str], arm: str) -> list[Cell]:
     """Every cell of an arm, launch by launch: each launch runs all of them (and their repeats)."""
-    return [Cell(arm, d, c, r, launch) for launch in range(m.launches) for r in range(m.repeats)
+    return [Cell(arm, d, c, r, launch) for launch in range(m.planned_launches) for r in range(m.repeats)
             for d in domains for c in m.concurrency]
 
 
@@ -87,10 +87,10 @@ def plan_rounds(m: Matrix) -> list[list[str]]:
     """Per launch round, the order the arms are launched in. One launch: the spec's order. More: a seeded
     random order per round (randomized multiple interleaved trials, Abedi & Brecht 2017), so that a slow
     drift of the machine falls on every arm alike instead of on whichever arm runs last."""
-    if m.launches == 1:
+    if m.planned_launches == 1:
         return [list(m.arms)]
     out = []
-    for r in range(m.launches):
+    for r in range(m.planned_launches):
         order = list(m.arms)
         random.Random(f"rounds:{m.seed}:{r}").shuffle(order)
         out.append(order)
@@ -115,6 +115,7 @@ class RunPlan:
     paths: RunPaths | None = None  # every path the run reads, resolved
     hosts_spec: LoadedSpec | None = None  # a hosts target's Hosts spec, loaded once
     hashes: dict[str, str] = field(default_factory=dict)  # matrix, environment: their spec hashes
+    stopped_after: int | None = None  # launches_auto: the rounds run when its rule said the CIs were narrow
 
     @property
     def m(self) -> Matrix:
@@ -130,8 +131,11 @@ class RunPlan:
 
     @property
     def cells_planned(self) -> int:
+        """Cells the run is to measure: every launch round planned, or the rounds a `launches_auto` run
+        stopped after (`stopped_after`)."""
         m = self.m
-        return len(m.arms) * len(m.workloads) * len(m.concurrency) * m.repeats * m.launches
+        rounds = self.stopped_after if self.stopped_after is not None else m.planned_launches
+        return len(m.arms) * len(m.workloads) * len(m.concurrency) * m.repeats * rounds
 
     def launch_todo(self, arm: str, launch: int) -> list[Cell]:
         """The cells one launch of an arm still has to run (resume: only the missing ones)."""

@@ -365,6 +365,9 @@ class Derived(_Open):
     slo: SloAnalysis | None = Field(None, description="the matrix's service-level objectives against the run "
                                                       "(toolkit/results/slo.py); absent without an slo block")
     launches: dict[str, list[LaunchRecord]] = Field(default_factory=dict, description="per arm, its server launches")
+    launches_auto: dict[str, Any] | None = Field(None, description="`launches_auto:`: the rounds run, why it "
+                                                 "stopped (`narrow`: every speed-up CI within ±halfwidth_pct; "
+                                                 "`max`), the widest CI then and its cell")
     warmup_launches: dict[str, LaunchRecord] = Field(default_factory=dict, description="per arm, its warm-up launch "
                                                      "(`warmup_launch: true`), whose cells were discarded")
     noise: dict[str, Any] | None = Field(None, description="the launch noise the speedup CIs used: {source, "

@@ -192,6 +192,15 @@ class Tune(StrictModel):
         return self
 
 
+class LaunchesAuto(StrictModel):
+    """Sequential launches (`launches_auto:`): after each round from `launches` on, stop once every paired
+    speed-up's 95% CI (the launch as the unit) is narrow enough, else launch another round, up to `max`."""
+
+    halfwidth_pct: float = Field(gt=0, le=100, description="stop when every speed-up's 95% CI lies within "
+                                                           "±this percent of its ratio (log scale)")
+    max: int = Field(ge=3, le=100, description="the most launch rounds, whatever the CIs")
+
+
 class Matrix(StrictModel):
     kind: Literal["Matrix"]
     name: Name
@@ -220,6 +229,10 @@ class Matrix(StrictModel):
     launches: Annotated[int, Hash.omit_default("1: the hash of an older matrix holds")] = Field(1, ge=1, le=100, description="server launches per arm: each launch runs every cell of its "
                           "arm (and its repeats); rounds interleave the arms in a seeded random order, and verdicts "
                           "take the launch as the unit of replication (docs/results.md#launch-noise)")
+    launches_auto: Annotated[LaunchesAuto | None, Hash.omit_default("unset: the hash of an older matrix holds")] = Field(
+        None, description="sequential stopping: `launches` rounds first, then one more at a time until every "
+                          "paired speed-up's 95% CI is within ±halfwidth_pct, at most `max` rounds "
+                          "(docs/bench.md#launches-the-unit-of-replication)")
     warmup_launch: Annotated[bool, Hash.omit_default("false: the hash of an older matrix holds")] = Field(
         False, description="start each arm's server once before the first round, run its cells and discard them: "
                            "the machine's first start compiles kernels into empty caches and measured slower in "
@@ -275,7 +288,20 @@ class Matrix(StrictModel):
         if not self.training_data and any((w if isinstance(w, str) else w.name) == "match-training"
                                           for w in self.workloads if isinstance(w, str) or w.path is None):
             raise ValueError("workload `match-training` draws the domain mix of `training_data:`; set it")
+        if self.launches_auto is not None:
+            if self.launches < 2:
+                raise ValueError("`launches_auto:` needs `launches: 2` or more first (a CI over launches needs two)")
+            if self.launches_auto.max <= self.launches:
+                raise ValueError(f"launches_auto.max ({self.launches_auto.max}) must exceed `launches` "
+                                 f"({self.launches}): it is the most rounds, `launches` the fewest")
+            if len(self.arms) < 2:
+                raise ValueError("`launches_auto:` stops on the arms' speed-ups over the baseline: give two arms or more")
         return self
+
+    @property
+    def planned_launches(self) -> int:
+        """The launch rounds planned: `launches`, or with `launches_auto` its `max` (a run may stop sooner)."""
+        return self.launches_auto.max if self.launches_auto is not None else self.launches
 
     def spec_errors(self) -> list[tuple[tuple, str, str]]:
         """Mistakes found after validation, each at its own line (load_spec raises the first): a concurrency
