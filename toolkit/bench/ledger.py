@@ -65,6 +65,19 @@ class Ledger:
             runs = [r for r in self.launches.get(record["arm"], []) if r.get("launch") != record.get("launch")]
             self.launches[record["arm"]] = sorted(runs + [record], key=lambda r: r.get("launch", 0))
 
+    def note_job(self, job: dict, loadgen: str) -> None:
+        """A Slurm job (toolkit.schema.manifest.SlurmJobRecord) into the manifest's slurm.jobs, at once: when
+        submitted (a toolkit killed with -9 still names it, and --resume cancels it), again when it ran and ended."""
+        from toolkit.schema.manifest import SlurmJobRecord, SlurmRecord
+
+        new = SlurmJobRecord.model_validate(job)
+        with self.lock:
+            rec = self.writer.manifest.slurm or SlurmRecord(loadgen=loadgen)  # a run from before the field
+            jobs = list(rec.jobs)
+            at = next((i for i, j in enumerate(jobs) if j.job_id == new.job_id), len(jobs))
+            jobs[at:at + 1] = [new]
+            self.writer.amend_manifest("slurm", rec.model_copy(update={"jobs": jobs}))
+
     def cell_time(self, arm: str, seconds: float) -> None:
         with self.lock:
             self.timing["cells_s"] += seconds

@@ -75,7 +75,7 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
         if plan.m.target.kind == "slurm":  # jobs a killed run left behind: cancelled before any is resubmitted
             from toolkit.slurm.launcher import cancel_recorded
 
-            for job_id in cancel_recorded(writer.path):
+            for job_id in cancel_recorded(writer.path, writer.manifest):
                 log(f"cancelled Slurm job {job_id}, left running by the run being resumed")
     if build is not None:
         plan.build = build
@@ -97,6 +97,10 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
                     manifest = run_manifest(plan, commands)
                     if purpose:
                         manifest = manifest.model_copy(update={"purpose": purpose})
+                    if plan.m.target.kind == "slurm":  # the scripts now; the jobs as they are submitted (Ledger)
+                        from toolkit.slurm.render import manifest_record
+
+                        manifest = manifest.model_copy(update={"slurm": manifest_record(plan.spec, plan.env_spec)})
                     writer = archive_run(results_root, plan, manifest, origin)  # + inputs/
                 finally:
                     hold.clear()
