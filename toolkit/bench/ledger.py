@@ -25,6 +25,7 @@ class Ledger:
         self.windows: dict[str, dict] = {}  # arm (+ __l<launch>) -> when it was measured (epoch s), on what hardware
         self.launches: dict[str, list[dict]] = {}  # arm -> its server launches (LaunchRecord's fields)
         self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0, "arm_cells_s": {}}
+        self.closed = False  # set before the archive is finalized: a slot thread still stopping a job writes nothing
 
     def reload(self, archive) -> None:
         """The cells a resumed run already has (toolkit.results.archive.Archive), and the launches that
@@ -72,11 +73,18 @@ class Ledger:
 
         new = SlurmJobRecord.model_validate(job)
         with self.lock:
+            if self.closed:  # SHA256SUMS is being written: the launch record keeps how the job ended
+                return
             rec = self.writer.manifest.slurm or SlurmRecord(loadgen=loadgen)  # a run from before the field
             jobs = list(rec.jobs)
             at = next((i for i, j in enumerate(jobs) if j.job_id == new.job_id), len(jobs))
             jobs[at:at + 1] = [new]
             self.writer.amend_manifest("slurm", rec.model_copy(update={"jobs": jobs}))
+
+    def close(self) -> None:
+        """No more manifest changes: the run is being finalized."""
+        with self.lock:
+            self.closed = True
 
     def cell_time(self, arm: str, seconds: float) -> None:
         with self.lock:

@@ -127,6 +127,7 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
         failed, missing = len(ledger.cells) - ok, plan.cells_planned - len(ledger.cells)
         status = run_status(ok, failed, missing, interrupted)
         why = status_reason(status, interrupted, ok, failed, missing, plan.cells_planned)
+        ledger.close()  # a slot thread outliving the interrupt's join must not change the manifest from here on
         derived = derive_results(plan, ledger, wall_s)
         derived_doc = derived.model_dump(mode="json")
         writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status, why), interrupted=interrupted)
