@@ -192,7 +192,8 @@ class SlurmJobRecord(_Open):
     launch: int = 0
     job_name: str | None = None
     node: str | None = Field(None, description="where its server came up (None: it never ran)")
-    gpus: str | None = Field(None, description="the GPUs Slurm gave it (SLURM_JOB_GPUS), `all` when it got none of its own")
+    gpus: str | None = Field(None, description="the GPUs Slurm gave it (SLURM_JOB_GPUS), `all` when it got none "
+                                               "of its own")
     state: str | None = Field(None, description="its state when last seen; after the stop, how it ended")
     steps: dict[str, str] = Field(default_factory=dict, description="cell key -> the job step (JOBID.STEPID) the "
                                   "cell's load generator ran as (loadgen job-step)")

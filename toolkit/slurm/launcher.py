@@ -268,8 +268,8 @@ class SlurmLauncher(BaseLauncher):
         st = self._state
         return {"slurm": {"job_id": self.job_id, "job_name": self.job.job_name, "node": self.node,
                           "gpus": self.gpus or "all", "state": st.describe() if st else None,
-                          "script": f"slurm/{self.job.arm}.sbatch", "log": str(self.log_path) if self.log_path else None,
-                          "loadgen": self.job.loadgen, **({"steps": dict(self.steps)} if self.steps else {})}}
+                          "script": f"slurm/{self.job.arm}.sbatch",
+                          "log": str(self.log_path) if self.log_path else None, "loadgen": self.job.loadgen, **({"steps": dict(self.steps)} if self.steps else {})}}
 
     def job_record(self, launch: int) -> dict | None:
         """The job as the manifest's slurm.jobs lists it (toolkit.schema.manifest.SlurmJobRecord); None before
