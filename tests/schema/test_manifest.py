@@ -63,6 +63,21 @@ def test_a_mistyped_field_names_the_file_and_the_field(tmp_path):
     assert e.value.file == tmp_path / "manifest.json"
 
 
+def test_slurm_jobs_read_from_every_shape():
+    # runs on other targets, and Slurm runs written before the field, carry none
+    assert load_manifest(_v1()).slurm is None
+    # a Slurm block without `loadgen`: written when the load generator could only run on the submitting host
+    old = load_manifest(_v1(slurm={"jobs": [{"job_id": "7", "arm": "b"}]}))
+    assert old.slurm.loadgen == "submit-host" and old.slurm.scripts == {}
+    assert (old.slurm.jobs[0].node, old.slurm.jobs[0].launch, old.slurm.jobs[0].steps) == (None, 0, {})
+    new = load_manifest(_v1(slurm={"loadgen": "job-step", "scripts": {"b": "#!/bin/bash\n"}, "jobs": [
+        {"job_id": "8", "arm": "b", "node": "n1", "gpus": "0,1", "state": "CANCELLED on n1",
+         "steps": {"b__chat__c1__r0": "8.0"}}]}))
+    assert new.slurm.jobs[0].steps == {"b__chat__c1__r0": "8.0"} and new.slurm.scripts["b"].startswith("#!")
+    with pytest.raises(ToolkitError, match=r"slurm.jobs.0.job_id"):
+        load_manifest(_v1(slurm={"jobs": [{"arm": "b"}]}))
+
+
 def test_the_writer_stores_only_what_was_set():
     assert Manifest(baseline="b").written() == {"baseline": "b"}
 

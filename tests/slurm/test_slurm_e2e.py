@@ -49,12 +49,31 @@ def test_whole_matrix_verifies_and_diffs_with_a_local_run(slurm, tmp_path):
     launches = _launches(result.path)
     jobs = {arm: runs[0]["slurm"] for arm, runs in launches.items()}
     assert set(jobs) == {"baseline", "ngram"} and jobs["baseline"]["job_id"] != jobs["ngram"]["job_id"]
+    manifest = open_archive(result.path).manifest
+    assert manifest.slurm.loadgen == "job-step"  # the default: no network hop between host and node measured
+    assert manifest.slots[0].target["loadgen"] == "job-step"
+    listed = {j.arm: j for j in manifest.slurm.jobs}
+    assert len(manifest.slurm.jobs) == 2 and set(listed) == {"baseline", "ngram"}
     for arm, job in jobs.items():
         assert job["node"] == slurm.node
         assert job["state"].startswith("CANCELLED")  # ended by the toolkit's scancel after its last cell
         script = (result.path / job["script"]).read_text()
         assert f"--job-name=tk-slurm-whole-{arm}" in script and "NCCL_NVLS_ENABLE=0" in script
-        assert (result.path / "slurm" / "jobs" / f"{job['job_id']}.json").is_file()
+        assert manifest.slurm.scripts[arm] == script
+        # the manifest names the job Slurm knows: its id, name and node (scontrol keeps ended jobs MinJobAge)
+        m = listed[arm]
+        assert (m.job_id, m.node, m.state) == (job["job_id"], slurm.node, job["state"])
+        known = slurm.job(m.job_id)
+        assert (known["JobId"], known["JobName"], known["NodeList"]) == (m.job_id, f"tk-slurm-whole-{arm}", m.node)
+        # every cell's load generator ran as a step of that job
+        cells = {c.key for c in result.cells if c.arm == arm}
+        assert set(m.steps) == cells and job["steps"] == m.steps
+        assert all(step.split(".")[0] == m.job_id and step.split(".")[1].isdigit() for step in m.steps.values())
+        assert len(set(m.steps.values())) == len(cells)
+    shown = run_cli("results", "show", str(result.path))
+    assert shown.returncode == 0, shown.stderr
+    assert "Slurm jobs" in shown.stdout and "Load generator: job-step" in shown.stdout
+    assert all(j.job_id in shown.stdout for j in manifest.slurm.jobs) and slurm.node in shown.stdout
     # the archived scripts are the ones `toolkit render slurm` prints
     rendered = run_cli("render", "slurm", str(spec), "-o", str(tmp_path / "rendered"))
     assert rendered.returncode == 0, rendered.stderr
@@ -67,6 +86,19 @@ def test_whole_matrix_verifies_and_diffs_with_a_local_run(slurm, tmp_path):
     diff = run_cli("results", "diff", str(here.path), str(result.path))
     assert diff.returncode == 0, diff.stdout + diff.stderr
     assert "baseline" in diff.stdout and "ngram" in diff.stdout
+
+
+def test_loadgen_on_the_submitting_host(slurm, tmp_path):
+    spec = matrix(tmp_path, "slurm-submit-host", arms=("baseline",), slurm="loadgen: submit-host",
+                  concurrency="[1]")
+    result = run_matrix(load_spec(spec), results_root=tmp_path / "results", log=lambda _: None)
+    assert result.status == "complete", result.why
+    manifest = open_archive(result.path).manifest
+    assert manifest.slurm.loadgen == "submit-host" and manifest.slots[0].target["loadgen"] == "submit-host"
+    [job] = manifest.slurm.jobs
+    assert job.arm == "baseline" and job.node == slurm.node and job.steps == {}  # no step: the load came from here
+    assert slurm.job(job.job_id)["JobName"] == "tk-slurm-submit-host-baseline"
+    assert result.cells[0].n_requests == 6 and not _ours(slurm, "slurm-submit-host")
 
 
 def test_two_arms_run_as_two_jobs_at_once(slurm, tmp_path):
@@ -149,7 +181,7 @@ def test_ctrl_c_leaves_no_job_and_resume_submits_only_what_is_missing(slurm, tmp
     assert {c.arm for c in open_archive(run).cells} == {"baseline"}
     resumed = run_cli("bench", "matrix", str(spec), "--results", str(tmp_path / "results"), "--resume", str(run))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    submitted = [json.loads(f.read_text())["arm"] for f in (run / "slurm" / "jobs").glob("*.json")]
+    submitted = [j.arm for j in open_archive(run).manifest.slurm.jobs]
     # baseline's one job; ngram's cancelled while it queued, and the one the resume submitted (baseline: none)
     assert sorted(submitted) == ["baseline", "ngram", "ngram"]
     cells = open_archive(run).cells

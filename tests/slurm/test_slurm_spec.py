@@ -43,6 +43,7 @@ PYXIS = ("  kind: slurm\n  launcher: container\n  slurm:\n    partition: gpu\n  
     ("  kind: slurm\n  slurm:\n    mounts: ['/models:/models']\n", 8, "applies to `launcher: container`"),
     ("  kind: slurm\n  slurm:\n    partition: 'gpu nodes'\n", 8, "partition"),
     ("  kind: slurm\n  parallel: 2\n", 5, "slurm: {jobs: N}"),
+    ("  kind: slurm\n  slurm:\n    loadgen: login-node\n", 8, "loadgen"),
 ])
 def test_mistakes_exit_2_at_their_line(tmp_path, target, line, words):
     path = blackwell(tmp_path, target)
@@ -120,3 +121,16 @@ def test_a_matrix_without_a_slurm_block_keeps_its_hash_document():
 
     doc = _hash_doc(load_spec(ROOT / "envs" / "matrices" / "quickstart.yaml").model)
     assert "slurm" not in doc["target"]
+
+
+def test_loadgen_is_a_job_step_unless_the_spec_says_and_the_default_keeps_the_hash(tmp_path):
+    from toolkit.bench.slots import plan_slots
+    from toolkit.specs import _hash_doc
+
+    default, here = (load_spec(blackwell(tmp_path, PROCESS, "d")),
+                     load_spec(blackwell(tmp_path, PROCESS.replace("workdir:", "loadgen: submit-host, workdir:"), "h")))
+    assert default.model.target.slurm.loadgen == "job-step" and here.model.target.slurm.loadgen == "submit-host"
+    assert plan_slots(default, engine="sglang")[0].target.record()["loadgen"] == "job-step"
+    assert plan_slots(here, engine="sglang")[0].target.record()["loadgen"] == "submit-host"
+    assert "loadgen" not in _hash_doc(default.model)["target"]["slurm"]  # a spec from before the field: same hash
+    assert _hash_doc(here.model)["target"]["slurm"]["loadgen"] == "submit-host"

@@ -118,8 +118,9 @@ class ArmRunner:
             if self.ledger.progress:
                 self.ledger.progress.arm_starting(self.arm)
             launcher.start()
-            for name, text in getattr(launcher, "archive_files", dict)().items():  # a Slurm job's script and id
+            for name, text in getattr(launcher, "archive_files", dict)().items():  # a Slurm job's script
                 self.ledger.write_file(name, text)
+            self._note_job()  # a Slurm job's id, into the manifest the moment it exists
             cache = getattr(launcher, "jit_cache", None)  # toolkit.serve.jitcache: judged warm just before the start
             if cache is not None:
                 self.record.update(warm_start=cache.warm, jit_cache=str(cache.folder))
@@ -127,6 +128,7 @@ class ArmRunner:
             launcher.wait_healthy(timeout_s=START_TIMEOUT_S, progress=(lambda text: progress.arm_waiting(
                 self.arm, text)) if progress else None)
             self.ledger.set_arm(self.arm, info=self._server_facts())
+            self._note_job()  # and the node it runs on
             took = time.monotonic() - t0
             self.record["startup_s"] = took
             self.ledger.add_time("launch_s", self.arm, took)
@@ -246,26 +248,30 @@ class ArmRunner:
         probe.start()
         on_record = self.ledger.progress.on_record(cell) if self.ledger.progress else None
         telemetry = _telemetry_start()
-        load = HostLoad().start()  # the host's load over the cell: a busy host is a methodology warning
+        step = getattr(launcher, "cell_step", None)  # a Slurm job's: the load generator runs beside its server
+        # the host's load over the cell (a busy host is a methodology warning); not where the load generator
+        # runs on another machine (a Slurm job step): sampling this one would judge the wrong host
+        load = HostLoad().start() if step is None else None
         t0 = time.monotonic()
+        who = dict(model=launcher.model, arm=cell.arm, domain=cell.domain, repeat=cell.repeat, on_record=on_record,
+                   on_measure=probe.measured, check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}"))
         try:
-            records = run(run_cell(
-                launcher.base_url, cell_load, prompts, model=launcher.model, arm=cell.arm, domain=cell.domain,
-                repeat=cell.repeat, on_record=on_record, on_measure=probe.measured,
-                check_alive=lambda: launcher.check_alive(during=f"cell {cell.key}")))
+            records = (step(cell.key, cell_load, prompts, **who) if step is not None
+                       else run(run_cell(launcher.base_url, cell_load, prompts, **who)))
         finally:
-            host = load.stop()
+            host = load.stop() if load is not None else None
         self.ledger.cell_time(cell.arm, time.monotonic() - t0)
         samples = telemetry.stop() if telemetry else None
         records = _launched(records, cell.launch)
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
                             repeat=cell.repeat, launch=cell.launch, output_len=m.output_len, workload_hash=workload.hash,
                             sampling={**self.plan.sampling(), "workers": cell_load.processes})  # as run; diff ignores it
-        summary.host = host
-        summary.checked = [*summary.checked, "busy-host"]
-        busy = busy_check(host)
-        if busy is not None:
-            summary.checks = [*summary.checks, busy]
+        if host is not None:
+            summary.host = host
+            summary.checked = [*summary.checked, "busy-host"]
+            busy = busy_check(host)
+            if busy is not None:
+                summary.checks = [*summary.checks, busy]
         if samples:
             self.ledger.write_file(f"telemetry/{cell.key}.json", _json(samples))
         self._acceptance(cell, summary, probe)
@@ -308,12 +314,19 @@ class ArmRunner:
         facts = getattr(self.launcher, "launch_facts", None)  # where a Slurm job ran and how it ended
         if facts is not None:
             self.record.update(facts())
+            self._note_job()
         if notes:
             self.record["stop"] = notes
         if notes.get("warnings"):
             with self.ledger.lock:
                 info = self.ledger.arm_info.setdefault(self.arm, {"cells": {}})
                 info["stop_warnings"] = [*info.get("stop_warnings", []), *notes["warnings"]]
+
+    def _note_job(self) -> None:
+        """A Slurm job as it is now (submitted, running on its node, ended) into the manifest's slurm.jobs."""
+        job = getattr(self.launcher, "job_record", lambda launch: None)(self.launch)
+        if job is not None:
+            self.ledger.note_job(job, self.launcher.job.loadgen)
 
     def _archive_log(self) -> None:
         """The server's log: its start-up (to the first answered health check) and its last lines."""

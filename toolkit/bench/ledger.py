@@ -27,6 +27,7 @@ class Ledger:
         self.warmups: dict[str, dict] = {}  # arm -> its warm-up launch (LaunchRecord's fields, warmup true)
         self.auto: dict | None = None  # launches_auto: why and after which round the run stopped
         self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0, "arm_cells_s": {}}
+        self.closed = False  # set before the archive is finalized: a slot thread still stopping a job writes nothing
 
     def reload(self, archive) -> None:
         """The cells a resumed run already has (toolkit.results.archive.Archive), and the launches that
@@ -73,6 +74,26 @@ class Ledger:
         """An arm's warm-up launch (a resumed run that warms up again keeps the latest)."""
         with self.lock:
             self.warmups[record["arm"]] = record
+
+    def note_job(self, job: dict, loadgen: str) -> None:
+        """A Slurm job (toolkit.schema.manifest.SlurmJobRecord) into the manifest's slurm.jobs, at once: when
+        submitted (a toolkit killed with -9 still names it, and --resume cancels it), again when it ran and ended."""
+        from toolkit.schema.manifest import SlurmJobRecord, SlurmRecord
+
+        new = SlurmJobRecord.model_validate(job)
+        with self.lock:
+            if self.closed:  # SHA256SUMS is being written: the launch record keeps how the job ended
+                return
+            rec = self.writer.manifest.slurm or SlurmRecord(loadgen=loadgen)  # a run from before the field
+            jobs = list(rec.jobs)
+            at = next((i for i, j in enumerate(jobs) if j.job_id == new.job_id), len(jobs))
+            jobs[at:at + 1] = [new]
+            self.writer.amend_manifest("slurm", rec.model_copy(update={"jobs": jobs}))
+
+    def close(self) -> None:
+        """No more manifest changes: the run is being finalized."""
+        with self.lock:
+            self.closed = True
 
     def cell_time(self, arm: str, seconds: float) -> None:
         with self.lock:

@@ -75,7 +75,7 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
         if plan.m.target.kind == "slurm":  # jobs a killed run left behind: cancelled before any is resubmitted
             from toolkit.slurm.launcher import cancel_recorded
 
-            for job_id in cancel_recorded(writer.path):
+            for job_id in cancel_recorded(writer.path, writer.manifest):
                 log(f"cancelled Slurm job {job_id}, left running by the run being resumed")
     if build is not None:
         plan.build = build
@@ -97,6 +97,10 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
                     manifest = run_manifest(plan, commands)
                     if purpose:
                         manifest = manifest.model_copy(update={"purpose": purpose})
+                    if plan.m.target.kind == "slurm":  # the scripts now; the jobs as they are submitted (Ledger)
+                        from toolkit.slurm.render import manifest_record
+
+                        manifest = manifest.model_copy(update={"slurm": manifest_record(plan.spec, plan.env_spec)})
                     writer = archive_run(results_root, plan, manifest, origin)  # + inputs/
                 finally:
                     hold.clear()
@@ -123,6 +127,7 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
         failed, missing = len(ledger.cells) - ok, plan.cells_planned - len(ledger.cells)
         status = run_status(ok, failed, missing, interrupted)
         why = status_reason(status, interrupted, ok, failed, missing, plan.cells_planned)
+        ledger.close()  # a slot thread outliving the interrupt's join must not change the manifest from here on
         derived = derive_results(plan, ledger, wall_s)
         derived_doc = derived.model_dump(mode="json")
         writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status, why), interrupted=interrupted)

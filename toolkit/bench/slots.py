@@ -60,14 +60,16 @@ class ExternalTarget:
 @dataclass(frozen=True)
 class SlurmTarget:
     """Slurm batch jobs, one per arm (toolkit.slurm): the scheduler places them; the node each server came up
-    on is learnt when it starts (the launch record's `slurm`). The load generator runs on the submitting host."""
+    on is learnt when it starts (the launch record's `slurm`, the manifest's slurm.jobs). `loadgen`: where each
+    cell's load generator runs, `job-step` (beside the server, in its job) or `submit-host` (this host)."""
 
     partition: str | None = None
     launcher: str = "process"
+    loadgen: str = "job-step"
     kind: ClassVar[str] = "slurm"
 
     def record(self) -> dict:
-        return {"kind": "slurm", "launcher": self.launcher, "loadgen": "submitting-host",
+        return {"kind": "slurm", "launcher": self.launcher, "loadgen": self.loadgen,
                 **({"partition": self.partition} if self.partition else {})}
 
 
@@ -116,7 +118,7 @@ def plan_slots(spec: LoadedSpec, engine: str | None = None, hosts_spec: LoadedSp
         return _external_slots(spec)
     elif t.kind == "slurm":
         # each job has its own allocation: `hardware` names the job; the node and GPUs it got are the window's
-        target = SlurmTarget(t.slurm.partition, t.launcher)
+        target = SlurmTarget(t.slurm.partition, t.launcher, t.slurm.loadgen)
         slots = [Slot(f"slurm-{i}", target, hardware={"host": f"slurm-job-{i}", "gpus": "all"})
                  for i in range(min(t.slurm.jobs or slurm_jobs_default(t.slurm, len(m.arms)), len(m.arms)))]
     else:

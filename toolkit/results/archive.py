@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from toolkit import __version__
 from toolkit.schema.records import CellSummary, RequestRecord
@@ -156,6 +156,16 @@ class ArchiveWriter:
             except UnicodeDecodeError:
                 return write_atomic(self.path / rel, data)  # binary: written as is
         return write_atomic(self.path / rel, scrub_text(data, self.secrets))
+
+    def amend_manifest(self, field: str, value: BaseModel) -> None:
+        """Set one manifest field learnt while the run is open (a Slurm target's jobs: ids and nodes exist only
+        once submitted), scrubbed like the rest. Only that key of manifest.json changes; a complete run's never."""
+        self._check_open()
+        path = self.path / "manifest.json"
+        raw = _read_json(path)
+        raw[field] = scrub(value.model_dump(mode="json"), self.secrets)
+        write_json(path, raw)
+        self.manifest = self.manifest.model_copy(update={field: value})
 
     def done_cells(self) -> set[str]:
         """Keys of the cells fully written (their summary, written last, exists)."""

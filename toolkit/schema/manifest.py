@@ -5,7 +5,9 @@ timing) inside it. Typed, so every reader uses the same names and none needs fal
     Manifest  manifest.json     specs (resolved), image build record, arms (preset, command), slots,
                                 workloads, host fingerprints, inputs (the files the run read, archived
                                 under inputs/); for imports: source, engine_versions; for a replay:
-                                reproduces (the original's run id) and drift
+                                reproduces (the original's run id) and drift; for a Slurm target:
+                                slurm (where the load generator ran, the rendered job scripts, and
+                                the jobs: ids, nodes, states, amended while the run is open)
     Summary   summary.json      status, finish time, the cells, and `derived`
     Derived   summary.derived   what the runner worked out from the cells
 
@@ -182,6 +184,33 @@ class DriftRecord(_Open):
     current: Any = None
 
 
+class SlurmJobRecord(_Open):
+    """One job a run on a Slurm target submitted: one launch of one arm's server."""
+
+    job_id: str
+    arm: str
+    launch: int = 0
+    job_name: str | None = None
+    node: str | None = Field(None, description="where its server came up (None: it never ran)")
+    gpus: str | None = Field(None, description="the GPUs Slurm gave it (SLURM_JOB_GPUS), `all` when it got none "
+                                               "of its own")
+    state: str | None = Field(None, description="its state when last seen; after the stop, how it ended")
+    steps: dict[str, str] = Field(default_factory=dict, description="cell key -> the job step (JOBID.STEPID) the "
+                                  "cell's load generator ran as (loadgen job-step)")
+
+
+class SlurmRecord(_Open):
+    """A run on a Slurm target: where its load generator ran, the job scripts it rendered, the jobs it submitted."""
+
+    loadgen: str = Field("submit-host", description="`job-step`: each cell's load generator ran as a step of its "
+                         "arm's job, on the server's node; `submit-host`: on the host that submitted the jobs (so in "
+                         "archives written before the field)")
+    scripts: dict[str, str] = Field(default_factory=dict, description="arm -> its sbatch script as rendered "
+                                    "and submitted (also archived as slurm/<arm>.sbatch)")
+    jobs: list[SlurmJobRecord] = Field(default_factory=list, description="in submission order, a resumed run's "
+                                       "added; each written when submitted and again when it ended")
+
+
 class Manifest(_Open):
     """manifest.json. The runner (and the importer) fill the body; the archive writer adds format,
     schema_version, run_id, matrix_name, started_at and toolkit."""
@@ -210,6 +239,8 @@ class Manifest(_Open):
     launches: int = Field(1, description="server launches per arm (the Matrix's `launches:`)")
     rounds: list[list[str]] = Field(default_factory=list, description="per launch round, the order the arms were "
                                     "launched in (seeded, random per round when launches > 1)")
+    slurm: SlurmRecord | None = Field(None, description="a Slurm target: load generator placement, job scripts, "
+                                      "jobs (absent in other runs and in Slurm runs before the field)")
     determinism: dict[str, Any] = Field(default_factory=dict, description="what makes the generated tokens "
                                         "repeat across launches: temperature, seed, dummy-model recipe hash, "
                                         "SGLang's dummy-weight seed, deterministic inference per arm")

@@ -5,6 +5,8 @@ scancel (toolkit.slurm.tools).
     wait_healthy()  watches the job: PENDING (and its reason) is progress; FAILED, CANCELLED, TIMEOUT, NODE_FAIL...
                     end the wait at once with the job's state and log tail; RUNNING: reads the endpoint file the
                     job wrote (node, port, GPUs) and polls the server's health from this host
+    cell_step       with `loadgen: job-step` (the default): runs a cell's load generator as a step of the job, on
+                    the server's node (toolkit.slurm.step); None with `loadgen: submit-host`
     check_alive()   the job has ended (or its server stopped listening and the job then ended): ToolFailure
     stop()          scancel, then waits for the job to leave the queue; SIGKILL through scancel after a bound
 
@@ -57,6 +59,7 @@ class SlurmLauncher(BaseLauncher):
         self._state_at = 0.0
         self._notes: dict = {}
         self._beating = threading.Event()
+        self.steps: dict[str, str] = {}  # cell key -> JOBID.STEPID its load generator ran as
 
     # -- where the job is
     @property
@@ -75,6 +78,24 @@ class SlurmLauncher(BaseLauncher):
     def hardware(self) -> dict | None:
         """What the job's server loads, as a slot's hardware: its node and GPUs (all: it got none of its own)."""
         return {"host": self.node, "gpus": self.gpus or "all"} if self.node else None
+
+    @property
+    def cpus_per_node(self) -> int | None:
+        """The CPUs the job holds on each node (a load generator step may use them all, beside the server)."""
+        st = self.state()
+        return st.cpus // self.job.nodes if st.cpus else None
+
+    @property
+    def cell_step(self) -> Callable[..., list] | None:
+        """How the runner sends a cell when its load generator runs as a job step; None: from the runner's host."""
+        return self._run_cell_step if self.job.loadgen == "job-step" else None
+
+    def _run_cell_step(self, key: str, load, prompts, **who) -> list:
+        from toolkit.slurm.step import run_cell_in_job
+
+        records, where = run_cell_in_job(self, load, prompts, n=len(self.steps), **who)
+        self.steps[key] = where.get("step") or "?"
+        return records
 
     def state(self, fresh: bool = False) -> tools.JobState:
         if fresh or self._state is None or time.monotonic() - self._state_at >= POLL_S:
@@ -247,16 +268,23 @@ class SlurmLauncher(BaseLauncher):
         st = self._state
         return {"slurm": {"job_id": self.job_id, "job_name": self.job.job_name, "node": self.node,
                           "gpus": self.gpus or "all", "state": st.describe() if st else None,
-                          "script": f"slurm/{self.job.arm}.sbatch", "log": str(self.log_path) if self.log_path else None}}
+                          "script": f"slurm/{self.job.arm}.sbatch",
+                          "log": str(self.log_path) if self.log_path else None, "loadgen": self.job.loadgen, **({"steps": dict(self.steps)} if self.steps else {})}}
+
+    def job_record(self, launch: int) -> dict | None:
+        """The job as the manifest's slurm.jobs lists it (toolkit.schema.manifest.SlurmJobRecord); None before
+        it was submitted."""
+        if self.job_id is None:
+            return None
+        st = self._state
+        return {"job_id": self.job_id, "arm": self.job.arm, "launch": launch, "job_name": self.job.job_name,
+                "node": self.node, "gpus": (self.gpus or "all") if self.node else None,
+                "state": st.describe() if st else None, "steps": dict(self.steps)}
 
     def archive_files(self) -> dict[str, str]:
-        """Written to the archive as soon as the job is submitted: its script, and its id (--resume cancels a
-        job a killed toolkit left)."""
-        if self.job_id is None:
-            return {}
-        return {f"slurm/{self.job.arm}.sbatch": self.job.text,
-                f"slurm/jobs/{self.job_id}.json": json.dumps({"job_id": self.job_id, "arm": self.job.arm,
-                                                              "job_name": self.job.job_name}) + "\n"}
+        """Written to the archive as soon as the job is submitted: its script (its id goes into the manifest's
+        slurm.jobs at the same moment: --resume cancels a job a killed toolkit left)."""
+        return {f"slurm/{self.job.arm}.sbatch": self.job.text} if self.job_id is not None else {}
 
 
 class SGLangSlurmLauncher(SGLangMixin, SlurmLauncher):
@@ -274,10 +302,11 @@ def slurm_launcher(env_spec, preset: str, *, job: JobScript, log_path: Path | No
     return cls(job, log_path=log_path)
 
 
-def cancel_recorded(run_dir: Path) -> list[str]:
+def cancel_recorded(run_dir: Path, manifest) -> list[str]:
     """Cancel the jobs an earlier run of this archive submitted that still run (a toolkit killed with -9 could
-    not cancel them); the ids cancelled."""
-    ids = []
+    not cancel them): those its manifest lists (slurm.jobs), and those of slurm/jobs/*.json (where runs before
+    the manifest listed them kept their ids); the ids cancelled."""
+    ids = [j.job_id for j in manifest.slurm.jobs] if manifest.slurm is not None else []
     for f in sorted((run_dir / "slurm" / "jobs").glob("*.json")):
         try:
             ids.append(str(json.loads(f.read_text())["job_id"]))

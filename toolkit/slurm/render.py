@@ -41,6 +41,8 @@ class JobScript:
     workdir: Path
     model: str | None  # the model name requests carry
     engine: str
+    loadgen: str = "job-step"  # where the cells' load generator runs (the target's `slurm: {loadgen: ...}`)
+    nodes: int = 1
 
     @property
     def filename(self) -> str:
@@ -135,8 +137,23 @@ def render_jobs(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[str] | None =
             job_name=job_name, workdir=str(workdir), sbatch=sbatch_options(spec, job_name, workdir),
             no_multicast=NO_MULTICAST, env=job_env, port=port, nodes=t.slurm.nodes, command=shell_line(command),
             image=t.slurm.container_image, mounts=t.slurm.mounts)
-        out.append(JobScript(arm, job_name, text, command, workdir, model, env.engine))
+        out.append(JobScript(arm, job_name, text, command, workdir, model, env.engine, t.slurm.loadgen, t.slurm.nodes))
     return out
+
+
+def manifest_record(spec: LoadedSpec, env_spec: LoadedSpec):
+    """What the manifest says of a Slurm run before any job exists (toolkit.schema.manifest.SlurmRecord): where
+    the load generator runs and every arm's script as it will be submitted (an arm whose script cannot be
+    rendered has none: its cells fail with the reason)."""
+    from toolkit.schema.manifest import SlurmRecord
+
+    scripts = {}
+    for arm in spec.model.arms:
+        try:
+            scripts[arm] = render_jobs(spec, env_spec, [arm])[0].text
+        except ToolkitError:
+            continue
+    return SlurmRecord(loadgen=spec.model.target.slurm.loadgen, scripts=scripts, jobs=[])
 
 
 def write_jobs(jobs: list[JobScript], out_dir: Path) -> list[Path]:

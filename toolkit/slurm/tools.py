@@ -1,9 +1,10 @@
-"""The one wrapper around Slurm's commands (sbatch, scontrol, sacct, scancel, squeue): nothing else in the
+"""The one wrapper around Slurm's commands (sbatch, srun, scontrol, sacct, scancel, squeue): nothing else in the
 toolkit runs them. Each call has a deadline; a command that is missing is a ToolkitError naming it.
 
     job_id = sbatch(Path("job.sbatch"))
     state = job_state(job_id)          # JobState(state="PENDING", reason="Resources", nodes="", exit_code=None)
     scancel(job_id)
+    proc = step(job_id, "node1", ["python3", "-m", "toolkit.loadgen.step", "cell.json"], log=f)  # a job step
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from toolkit.errors import ToolFailure, ToolkitError
 
@@ -32,6 +34,7 @@ class JobState:
     nodes: str = ""
     exit_code: str | None = None  # "CODE:SIGNAL", as Slurm writes it
     stdout: str | None = None
+    cpus: int | None = None  # the job's CPUs (NumCPUs), all its nodes together
 
     @property
     def ended(self) -> bool:
@@ -76,8 +79,9 @@ def job_state(job_id: str) -> JobState:
     r = _run(["scontrol", "show", "job", "-o", job_id])
     if r.returncode == 0 and "JobState=" in r.stdout:
         f = dict(_PAIR.findall(r.stdout))
+        cpus = f.get("NumCPUs", "")
         return JobState(f.get("JobState", "UNKNOWN"), f.get("Reason", ""), f.get("NodeList", ""),
-                        f.get("ExitCode"), f.get("StdOut"))
+                        f.get("ExitCode"), f.get("StdOut"), int(cpus) if cpus.isdigit() else None)
     acct = sacct_state(job_id)
     if acct:
         state, _, exit_code = acct.partition(" ")
@@ -93,6 +97,18 @@ def sacct_state(job_id: str) -> str | None:
         return None
     line = r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else ""
     return line.replace("|", " ") or None
+
+
+def step(job_id: str, node: str, argv: list[str], *, log: IO, cpus: int | None = None) -> subprocess.Popen:
+    """Start `argv` as a step of a running job, one task on `node`, beside the job's own processes (--overlap:
+    it takes none of their CPUs, GPUs or memory away and waits for none). Its output goes to `log`; it runs in
+    a session of its own, so a Ctrl-C reaches the toolkit alone, which then cancels the job (and the step)."""
+    if shutil.which("srun") is None:
+        _run(["srun"])  # the error naming it
+    opts = [f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
+            "--job-name=toolkit-loadgen", "--kill-on-bad-exit=1", *([f"--cpus-per-task={cpus}"] if cpus else [])]
+    return subprocess.Popen(["srun", *opts, *argv], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def scancel(job_id: str, signal: str | None = None) -> None:

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from toolkit.specs.base import StrictModel
+from toolkit.specs.base import Hash, StrictModel
 
 Word = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:+@%-]+$", description="one word: no spaces or quotes")]
 # the options the toolkit writes itself: a second value in `sbatch:` would silently win or lose
@@ -54,6 +54,12 @@ class SlurmJob(StrictModel):
         None, description="a folder on the file system the nodes share, for job scripts, job logs "
                           "and the file each job says where its server listens in (relative to this file; "
                           "default: <cache>/slurm)")
+    loadgen: Annotated[Literal["job-step", "submit-host"], Hash.omit_default(
+        "added after Slurm targets: a spec that does not set it keeps its hash")] = Field(
+        "job-step", description="where each cell's load generator runs: `job-step` (srun --overlap inside the "
+                                "arm's allocation, on its server's node: no network hop is measured; the toolkit's "
+                                "Python must be on the shared file system) or `submit-host` (this host, across "
+                                "the network)")
     jobs: int | None = Field(None, ge=1, description="at most this many arm jobs at once (default: every arm "
                                                      "when each job has GPUs or --exclusive nodes of its own, else "
                                                      "one: CPU jobs may share a node)")

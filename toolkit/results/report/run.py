@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from toolkit.results.archive import Archive
 from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
                                           fmt_num, fmt_stat)
-from toolkit.schema.manifest import ArmState, Derived
+from toolkit.schema.manifest import ArmState, Derived, SlurmRecord
 from toolkit.schema.records import CellSummary, Stat
 from toolkit.schema.slo import SloAnalysis
 
@@ -279,6 +279,22 @@ def _server_line(arm: str, i: ArmState) -> str:
             + (f" ({i.server_info_file})" if i.server_info_file else ""))
 
 
+LOADGEN_PLACES = {"job-step": "a step of each arm's job, on its server's node (srun --overlap)",
+                  "submit-host": "the host that submitted the jobs"}
+
+
+def slurm_blocks(rec: SlurmRecord) -> list:
+    """A Slurm run's jobs (manifest.json `slurm`): where the load generator ran, each job's id, node, GPUs and
+    final state, the steps its cells ran as, and the rendered scripts it submitted."""
+    rows = [[j.arm, str(j.launch), j.job_id, j.node or "-", j.gpus or "-", j.state or "-",
+             ", ".join(sorted(set(j.steps.values()), key=lambda s: (len(s), s))) or "-"] for j in rec.jobs]
+    scripts = ", ".join(f"{arm} ({len(text.splitlines())} lines)" for arm, text in rec.scripts.items())
+    return [Heading("Slurm jobs"), Para(f"Load generator: {rec.loadgen}, {LOADGEN_PLACES.get(rec.loadgen, '?')}."),
+            Table(["arm", "launch", "job", "node", "GPUs", "state", "cell steps"], rows, align="lrllll")
+            if rows else Para("no job was submitted"),
+            Para(f"Job scripts as submitted (manifest.json `slurm.scripts`, slurm/<arm>.sbatch): {scripts or '-'}.")]
+
+
 def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Report:
     v = source if isinstance(source, RunView) else archive_view(source)
     r = Report(v.title, data=v.data)
@@ -301,6 +317,8 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
         r.add(*noise_blocks(v.noise))
     if v.commands:
         r.add(Heading("Server commands"), Code("\n".join(v.commands)))
+    if v.archive is not None and v.archive.manifest.slurm is not None:
+        r.add(*slurm_blocks(v.archive.manifest.slurm))
     if plots and v.archive is not None:
         from toolkit.results.plots import all_plots
 
