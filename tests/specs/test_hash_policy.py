@@ -42,6 +42,8 @@ def test_the_declared_policies():
                 if hash_policy(k, n)}
     assert declared == {("Matrix", "slo"): "never", ("Matrix", "tune"): "never",
                         ("Matrix", "launches"): "omit-default", ("Matrix", "workers"): "omit-default",
+                        ("Matrix", "concurrency"): "omit-default", ("Matrix", "rates"): "omit-default",
+                        ("Matrix", "arrival"): "omit-default", ("Matrix", "max_concurrency"): "omit-default",
                         ("Environment", "dummy_models"): "omit-default"}
 
 

@@ -116,7 +116,7 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
 
     by = defaultdict(list)
     for c in cells:
-        by[(c.arm, c.domain, c.concurrency)].append(c)
+        by[(c.arm, c.domain, c.level)].append(c)
     rows, per_round = [], defaultdict(dict)  # arm -> {(domain, conc): {round: ratio}}
     for (arm, domain, conc), arm_cells in sorted(by.items()):
         if arm == baseline or (baseline, domain, conc) not in by:
@@ -134,14 +134,15 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
             pr = launch_paired(records.get((arm, domain, conc), []), records.get((baseline, domain, conc), []), seed,
                                sides)
         rows.append({
-            "arm": arm, "baseline": baseline, "domain": domain, "concurrency": conc,
+            "arm": arm, "baseline": baseline, "domain": domain, "concurrency": arm_cells[0].concurrency,
+            **({"rate": conc} if arm_cells[0].rate is not None else {}),
             "arm_tok_s": ta, "baseline_tok_s": tb,
             "throughput_ratio": (ta / tb) if ta and tb else None,
             "paired_ratio": pr["ratio"], "ci_low": pr["ci_low"], "ci_high": pr["ci_high"], "n_pairs": pr["n_pairs"],
             "rounds": pr["rounds"], "ci_method": pr.get("ci_method", ""),
         })
     for row in rows:  # cells of two or more rounds: a t-interval over rounds, the variance pooled over the arm
-        ratios = per_round.get(row["arm"], {}).get((row["domain"], row["concurrency"]))
+        ratios = per_round.get(row["arm"], {}).get((row["domain"], row.get("rate", row["concurrency"])))
         if ratios is None:
             continue
         pooled = launch_noise(per_round[row["arm"]])
@@ -236,7 +237,7 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
                 " (SGLang adjusted it at start-up)"), "error" if ext else "warning")
     for arm, info in arm_info.items():
         limit = info.get("max_running_requests")
-        over = [c for c in matrix.concurrency if limit and c > limit]
+        over = [c for c in matrix.concurrency or [] if limit and c > limit]  # open loop: the queue is the load
         if not over:
             continue
         source = info.get("max_running_requests_source") or "the launcher"

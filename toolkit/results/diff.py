@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from toolkit.schema.keys import level_label
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
@@ -78,7 +79,7 @@ class MetricDiff:
 class CellDiff:
     arm: str
     domain: str
-    concurrency: int
+    concurrency: int | float  # the group's level: a float is an open-loop cell's rate, req/s (CellSummary.level)
     output_len: int
     comparable: bool = True
     reason: str = ""
@@ -88,7 +89,8 @@ class CellDiff:
 
     @property
     def label(self) -> str:
-        return f"{self.arm} {self.domain} c={self.concurrency} out={self.output_len}"
+        rate = self.concurrency if isinstance(self.concurrency, float) else None
+        return f"{self.arm} {self.domain} {level_label(int(self.concurrency), rate)} out={self.output_len}"
 
 
 @dataclass
