@@ -108,4 +108,5 @@ def test_a_client_that_cannot_keep_the_schedule_is_marked_late(server):
     s = summarize(recs, arm="a", domain="d", concurrency=1, output_len=8, load=load)
     late = [c for c in s.checks if c.check == "late"]
     assert late and late[0].excludes and s.lag_p99_ms > late_bound_ms(50.0) == 10.0
+    assert late[0].cap_full and "all 1 slots were in flight" in late[0].message  # the cap is why
     assert s.achieved_rate < 0.8 * 50.0  # the server saw a slower arrival process than declared

@@ -273,7 +273,8 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
         seqs = {arm: sorted(ids) for arm, ids in arms.items() if ids}
         if len({tuple(s) for s in seqs.values()}) > 1:
             add("arms-saw-different-prompts",
-                f"{domain} at concurrency {conc}: arms were sent different prompt sets; pairing is broken", "error")
+                f"{domain} at {f'rate {conc:g} req/s' if isinstance(conc, float) else f'concurrency {conc}'}: arms "
+                "were sent different prompt sets; pairing is broken", "error")
     for arm, ok in (flushed or {}).items():
         if not ok:
             add("acceptance-counters-not-reset",
@@ -282,9 +283,9 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
     out += acceptance_checks(matrix, cells, arm_info)
     for c in cells:
         if c.status == "failed":
-            add("cell-failed", f"{c.arm} {c.domain} c={c.concurrency}: {c.reason}", "error")
+            add("cell-failed", f"{c.arm} {c.domain} {c.label}: {c.reason}", "error")
         elif c.error_rate > 0:
-            add("request-errors", f"{c.arm} {c.domain} c={c.concurrency}: {c.n_errors} of {c.n_requests} requests "
+            add("request-errors", f"{c.arm} {c.domain} {c.label}: {c.n_errors} of {c.n_requests} requests "
                                   f"failed ({c.error_rate:.0%})", "error" if c.error_rate > 0.05 else "warning")
     _cell_checks(cells, add)
     for rep in representativeness or []:
@@ -315,7 +316,7 @@ def acceptance_checks(matrix, cells: list[CellSummary], arm_info: dict[str, dict
         ok = c.n_requests - c.n_errors
         if c.accept_source == "server-metrics" and got is not None and int(got) != ok:
             out.append({"check": "acceptance-counts-mismatch", "severity": "warning", "message":
-                        f"{c.arm} {c.domain} c={c.concurrency}: the server counted {int(got)} finished requests over "
+                        f"{c.arm} {c.domain} {c.label}: the server counted {int(got)} finished requests over "
                         f"the measured phase, the cell has {ok}: another client used the server meanwhile (or its "
                         "counters lagged); the cell's acceptance length mixes them"})
     return out
@@ -326,12 +327,12 @@ def _cell_checks(cells: list[CellSummary], add) -> None:
     for c in cells:
         for chk in c.checks:
             add({"stall": "cell-stalled", "busy-host": "busy-host"}.get(chk.check, chk.check),
-                f"{c.arm} {c.domain} c={c.concurrency}: {chk.message}"
+                f"{c.arm} {c.domain} {c.label}: {chk.message}"
                 + (" (no verdict uses this cell)" if chk.excludes else ""))
     short = [(c, short_why(c)) for c in cells if c.status == "ok" and short_why(c)]
     if short:
         add("cells-too-short",
             f"{len(short)} of {len(cells)} cells are shorter than {MIN_CELL_S:g} s or have fewer than "
             f"{MIN_REQUESTS_PER_SLOT} requests per concurrency slot (e.g. {short[0][0].arm} {short[0][0].domain} "
-            f"c={short[0][0].concurrency}: {short[0][1]}): one stall can move such a cell's throughput many-fold; "
+            f"{short[0][0].label}: {short[0][1]}): one stall can move such a cell's throughput many-fold; "
             "size cells by time per level (`duration_s: {LEVEL: SECONDS}`, docs/bench.md)")

@@ -62,7 +62,7 @@ def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrenc
     if load is not None and load.rate is not None:
         summary.rate, summary.achieved_rate = load.rate, achieved_rate(records)
         summary.arrival = {"process": load.arrival, "burstiness": load.burstiness}
-        summary.lag_p99_ms, late = late_check(records, load.rate)
+        summary.lag_p99_ms, late = late_check(records, load.rate, load.concurrency)
         summary.checked = [*summary.checked, "late"]
         if late is not None:
             summary.checks = [*summary.checks, late]

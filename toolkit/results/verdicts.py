@@ -122,7 +122,7 @@ def _rate_crossover(arm: str, domain: str, every: list[dict]) -> dict:
     rs = [r for r in every if not r.get("excluded") and r.get("throughput_ratio") is not None]
     left_out = [r for r in every if r.get("excluded")]
     base = {"arm": arm, "domain": domain, "crossover_concurrency": None, "recommended_disable_batch_threshold": None,
-            "excluded": [level(r) for r in left_out]}
+            "excluded": [level(r) for r in left_out], "axis": "rate"}
     if not rs:
         return {**base, "never_pays_off": False, "no_advice": True, "qualified": [],
                 "note": "no advice: no tested rate is one a verdict may use"
@@ -145,6 +145,11 @@ def _rate_crossover(arm: str, domain: str, every: list[dict]) -> dict:
     return {**base, "crossover_rate": level(cross) if cross is not None else None, "never_pays_off": never,
             "no_advice": False, "levels": [level(r) for r in rs], "qualified": [level(r) for r in qualified],
             "note": note}
+
+
+def _level_text(cross: Any, x: float) -> str:
+    """A level of a crossover row: `c=16`, or `r=2/s` for an open-loop (rate) crossover."""
+    return level_label(int(x), x if _get(cross, "axis") == "rate" else None)
 
 
 def _get(x: Any, key: str, default: Any = None) -> Any:
@@ -194,7 +199,7 @@ def advice_text(cross: list, arm: str) -> str:
                    else "not significantly slower at any tested concurrency") + tail)
     if t is not None:
         return f"set speculative-disable-batch-threshold: {t}" + tail
-    open_top = [f"{_get(c, 'domain')} above c={max(_get(c, 'levels'))}" for c in advised if _get(c, "levels")
+    open_top = [f"{_get(c, 'domain')} above {_level_text(c, max(_get(c, 'levels')))}" for c in advised if _get(c, "levels")
                 and any(x > max(_get(c, "levels")) for x in _get(c, "excluded") or [])]
     if open_top:
         return f"no threshold needed through the levels a verdict may use (not judged: {', '.join(open_top)})" + tail

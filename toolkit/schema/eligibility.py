@@ -194,7 +194,20 @@ def late_bound_ms(rate: float) -> float:
     return max(LATE_MIN_MS, LATE_GAP_SHARE * 1000.0 / rate)
 
 
-def late_check(records: list[RequestRecord], rate: float | None) -> tuple[float | None, CellCheck | None]:
+def max_in_flight(records: list[RequestRecord]) -> int:
+    """The most measured requests in flight at once (from their send times and E2E)."""
+    ev = sorted([(r.send_s, 1) for r in records if not r.warmup and r.e2e_ms is not None]
+                + [(r.send_s + r.e2e_ms / 1000, -1) for r in records if not r.warmup and r.e2e_ms is not None],
+                key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, d in ev:
+        now += d
+        most = max(most, now)
+    return most
+
+
+def late_check(records: list[RequestRecord], rate: float | None,
+               cap: int | None = None) -> tuple[float | None, CellCheck | None]:
     """(p99 of the measured requests' lateness in ms, the `late` check when it exceeds late_bound_ms): a client
     that could not keep the schedule (too few slots under `max_concurrency`, a busy host, an event loop behind)
     sent another arrival process than the one declared. Closed-loop cells: (None, None)."""
@@ -204,10 +217,13 @@ def late_check(records: list[RequestRecord], rate: float | None) -> tuple[float 
     p99, bound = float(np.percentile(lags, 99)), late_bound_ms(rate)
     if p99 <= bound:
         return p99, None
-    return p99, CellCheck(check="late", excludes=True, p99_ms=p99, bound_ms=bound,
+    full = cap is not None and max_in_flight(records) >= cap
+    why = (f"; all {cap} slots were in flight (`max_concurrency`): arrivals waited for one, the server is slower "
+           "than this rate" if full else "")
+    return p99, CellCheck(check="late", excludes=True, p99_ms=p99, bound_ms=bound, cap_full=full,
                           message=f"the client sent late: p99 {p99:,.0f} ms behind the schedule > {bound:,.0f} ms "
                                   f"(max({LATE_MIN_MS:g} ms, {LATE_GAP_SHARE:.0%} of the mean gap)): the server "
-                                  f"did not see {rate:g} req/s as declared")
+                                  f"did not see {rate:g} req/s as declared{why}")
 
 
 def busy_check(host: dict | None) -> CellCheck | None:

@@ -49,6 +49,8 @@ def cell_key(arm: str, domain: str, concurrency: int, repeat: int = 0, launch: i
     """File-name-safe key of one cell: `<arm>__<domain>__c<concurrency>__r<repeat>`, and `__l<launch>` for a
     server launch after the first (`launches:` in the Matrix), so single-launch keys are the ones they were.
     An open-loop cell (`rates:`) is keyed by its rate instead: `<arm>__<domain>__q<rate>__r<repeat>` (q: queries
-    per second; its concurrency is only the cap on requests in flight)."""
-    level = f"q{safe_name(rate_text(rate))}" if rate is not None else f"c{int(concurrency)}"
+    per second, the decimal point written p: q0p5 is 0.5 req/s; its concurrency is only the cap on
+    requests in flight)."""
+    # no dot in a key (readers split file names at the first dot): 0.5 req/s is q0p5
+    level = f"q{safe_name(rate_text(rate).replace('.', 'p'))}" if rate is not None else f"c{int(concurrency)}"
     return f"{safe_name(arm)}__{safe_name(domain)}__{level}__r{int(repeat)}{launch_suffix(launch)}"

@@ -224,11 +224,14 @@ def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) ->
 
 
 def speedup_table(derived: Derived) -> Table:
-    rows = [[r.arm, r.domain, level_label(r.concurrency, r.rate).split("=", 1)[1], fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
+    rows = [[r.arm, r.domain, rate_text(r.rate) if r.rate is not None else str(r.concurrency), fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
              fmt_num(r.throughput_ratio), fmt_centre(r.paired_ratio, r.ci_low, r.ci_high), str(r.n_pairs),
              "left out" if r.excluded else "named" if r.qualified else "used"]
             for r in derived.speedups]
-    return Table(SPEEDUP_COLUMNS, rows, align="ll" + "r" * 6 + "l")
+    cols = list(SPEEDUP_COLUMNS)
+    if any(r.rate is not None for r in derived.speedups):
+        cols[2] = "rate"  # req/s, open loop
+    return Table(cols, rows, align="ll" + "r" * 6 + "l")
 
 
 def _speedup_note(d: Derived) -> str:
@@ -304,7 +307,7 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
     sources = acceptance_sources(v.cells)
     if sources is not None:
         r.add(Para("Acceptance length (accept), per arm:"), sources)
-    failed = [f"{c.arm} {c.domain} c={c.concurrency} rep {c.repeat}" + (f" launch {c.launch}" if c.launch else "")
+    failed = [f"{c.arm} {c.domain} {c.label} rep {c.repeat}" + (f" launch {c.launch}" if c.launch else "")
               + f": {c.reason}" for _, c, _ in v.cells if c.status != "ok"]
     if failed:
         r.add(Heading("Failed cells"), Items(failed))
