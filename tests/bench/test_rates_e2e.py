@@ -62,3 +62,12 @@ def test_slo_capacity_is_in_requests_per_second(rated: Path) -> None:
             assert cap["capacity"] == 2.0 and "at least r=2/s" in cap["note"]
     text = run_cli("results", "slo", str(rated), "--slo", "e2e_ms.p90=600000").stdout
     assert "highest rate, req/s," in text and "req/s" in text
+
+
+def test_diff_and_plots_read_levels_as_rates(rated: Path, tmp_path: Path) -> None:
+    d = run_cli("results", "diff", str(rated), str(rated))
+    assert d.returncode == 0, d.stderr
+    assert "baseline coding r=0.5/s out=32" in d.stdout and "ngram coding r=2/s out=32" in d.stdout
+    r = run_cli("results", "report", str(rated), "-o", str(tmp_path / "rep"), "--no-html")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "rep" / "plots" / "throughput.png").stat().st_size > 1000

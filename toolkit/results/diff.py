@@ -89,8 +89,7 @@ class CellDiff:
 
     @property
     def label(self) -> str:
-        rate = self.concurrency if isinstance(self.concurrency, float) else None
-        return f"{self.arm} {self.domain} {level_label(int(self.concurrency), rate)} out={self.output_len}"
+        return _label((self.arm, self.domain, self.concurrency, self.output_len))
 
 
 @dataclass
@@ -132,7 +131,8 @@ class DiffResult:
 
 
 def _label(g: Group) -> str:
-    return f"{g[0]} {g[1]} c={g[2]} out={g[3]}"
+    """`arm domain c=16 out=N`, or `r=2/s` for an open-loop group (its level a float rate, CellSummary.level)."""
+    return f"{g[0]} {g[1]} {level_label(int(g[2]), g[2] if isinstance(g[2], float) else None)} out={g[3]}"
 
 
 def _comparable(a: Archive, ka: list[str], b: Archive, kb: list[str]) -> tuple[bool, str, list[str]]:
