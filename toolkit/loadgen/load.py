@@ -81,10 +81,11 @@ class CellLoad:
         duration and warmup at this level (Matrix.duration_at, warmup_at), the arm's request parameters; an
         open-loop cell (`rate`) also the Matrix's `arrival:` process."""
         given: dict[str, Any] = {"concurrency": concurrency, "request_params": dict(request_params or {})}
+        arrival = getattr(matrix, "arrival", None)  # the Matrix's `arrival:` block: its process and burstiness
+        if arrival is not None:
+            given.update(arrival=arrival.process, burstiness=arrival.burstiness)
         if rate is not None:
-            arrival = getattr(matrix, "arrival", None)
-            given.update(rate=rate, arrival=getattr(arrival, "process", "poisson"),
-                         burstiness=getattr(arrival, "burstiness", 1.0))
+            given["rate"] = rate
         if getattr(matrix, "duration_s", None) is not None:
             given["duration_s"] = matrix.duration_at(concurrency)
         if hasattr(matrix, "warmup_at"):

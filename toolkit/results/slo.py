@@ -167,8 +167,9 @@ def capacities(cells: list[CellSlo]) -> list[Capacity]:
             if named:
                 cap.qualified = named
         if stop is None:
-            cap.note = (f"holds at every tested {what} ({lab(levels[0])} to {lab(levels[-1])}): the capacity is at "
-                        f"least {lab(levels[-1])}; test higher levels to find the limit")
+            show = lab if rated else str  # closed loop: the words every older report has
+            cap.note = (f"holds at every tested {what} ({show(levels[0])} to {show(levels[-1])}): the capacity is at "
+                        f"least {show(levels[-1])}; test higher levels to find the limit")
         elif stop.excluded:
             why = f"{lab(stop.level)} is not judged ({'; '.join(stop.excluded)})"
             cap.note = (f"holds up to {lab(cap.capacity)}; {why}" if below else
