@@ -106,10 +106,14 @@ def test_misspelt_required_key_is_reported_as_the_misspelling(tmp_path: Path) ->
     _, m = write(tmp_path, matrix=MATRIX.replace("concurrency:", "concurency:"))
     r = run_cli("validate", str(m))
     bad(r, m, 6, r"concurency: unknown key", r"did you mean 'concurrency'\?")
-    assert "required key is missing" in r.stderr  # the consequence, named after the cause
     r = run_cli("validate", str(m), "--json")
     doc = json.loads(r.stdout)[0]
     assert r.returncode == 2 and doc["line"] == 6 and "concurency: unknown key" in doc["error"]
+    # concurrency is not required (`rates:` may replace it): a key that is shows the consequence too
+    _, m2 = write(tmp_path, matrix=MATRIX.replace("workloads:", "workload:"))
+    r2 = run_cli("validate", str(m2))
+    bad(r2, m2, 5, r"workload: unknown key", r"did you mean 'workloads'\?")
+    assert "required key is missing" in r2.stderr  # the consequence, named after the cause
     assert doc["hint"] == "did you mean 'concurrency'?"
     assert any("concurrency: required key is missing" in x for x in doc["also"])  # every error, in --json too
 

@@ -43,6 +43,8 @@ def test_the_declared_policies():
     assert declared == {("Matrix", "slo"): "never", ("Matrix", "tune"): "never",
                         ("Matrix", "launches"): "omit-default", ("Matrix", "workers"): "omit-default",
                         ("Matrix", "warmup_launch"): "omit-default", ("Matrix", "launches_auto"): "omit-default",
+                        ("Matrix", "concurrency"): "omit-default", ("Matrix", "rates"): "omit-default",
+                        ("Matrix", "arrival"): "omit-default", ("Matrix", "max_concurrency"): "omit-default",
                         ("Environment", "dummy_models"): "omit-default"}
 
 

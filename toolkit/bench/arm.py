@@ -265,7 +265,8 @@ class ArmRunner:
         records = _launched(records, cell.launch)
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
                             repeat=cell.repeat, launch=cell.launch, output_len=m.output_len, workload_hash=workload.hash,
-                            sampling={**self.plan.sampling(), "workers": cell_load.processes})  # as run; diff ignores it
+                            sampling={**self.plan.sampling(), "workers": cell_load.processes},  # as run; diff ignores it
+                            load=cell_load)
         if host is not None:
             summary.host = host
             summary.checked = [*summary.checked, "busy-host"]
@@ -293,7 +294,8 @@ class ArmRunner:
         from toolkit.scrub import scrub_text
 
         for cell in cells:
-            s = CellSummary(arm=self.arm, domain=cell.domain, concurrency=cell.concurrency, repeat=cell.repeat,
+            s = CellSummary(arm=self.arm, domain=cell.domain, concurrency=cell.concurrency, rate=cell.rate,
+                            repeat=cell.repeat,
                             launch=cell.launch, output_len=self.plan.m.output_len, workload_hash=workload_hash, status="failed",
                             reason=reason, log_tail=scrub_text(log_tail)[-4000:] if log_tail else None,
                             sampling=self.plan.sampling(), n_requests=len([r for r in records or [] if not r.warmup]))

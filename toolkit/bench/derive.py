@@ -117,7 +117,7 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
 
     by = defaultdict(list)
     for c in cells:
-        by[(c.arm, c.domain, c.concurrency)].append(c)
+        by[(c.arm, c.domain, c.level)].append(c)
     rows, per_round = [], defaultdict(dict)  # arm -> {(domain, conc): {round: ratio}}
     for (arm, domain, conc), arm_cells in sorted(by.items()):
         if arm == baseline or (baseline, domain, conc) not in by:
@@ -135,14 +135,15 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
             pr = launch_paired(records.get((arm, domain, conc), []), records.get((baseline, domain, conc), []), seed,
                                sides)
         rows.append({
-            "arm": arm, "baseline": baseline, "domain": domain, "concurrency": conc,
+            "arm": arm, "baseline": baseline, "domain": domain, "concurrency": arm_cells[0].concurrency,
+            **({"rate": conc} if arm_cells[0].rate is not None else {}),
             "arm_tok_s": ta, "baseline_tok_s": tb,
             "throughput_ratio": (ta / tb) if ta and tb else None,
             "paired_ratio": pr["ratio"], "ci_low": pr["ci_low"], "ci_high": pr["ci_high"], "n_pairs": pr["n_pairs"],
             "rounds": pr["rounds"], "ci_method": pr.get("ci_method", ""),
         })
     for row in rows:  # cells of two or more rounds: a t-interval over rounds, the variance pooled over the arm
-        ratios = per_round.get(row["arm"], {}).get((row["domain"], row["concurrency"]))
+        ratios = per_round.get(row["arm"], {}).get((row["domain"], row.get("rate", row["concurrency"])))
         if ratios is None:
             continue
         pooled = launch_noise(per_round[row["arm"]])
@@ -246,7 +247,7 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
                 " (SGLang adjusted it at start-up)"), "error" if ext else "warning")
     for arm, info in arm_info.items():
         limit = info.get("max_running_requests")
-        over = [c for c in matrix.concurrency if limit and c > limit]
+        over = [c for c in matrix.concurrency or [] if limit and c > limit]  # open loop: the queue is the load
         if not over:
             continue
         source = info.get("max_running_requests_source") or "the launcher"
@@ -282,7 +283,8 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
         seqs = {arm: sorted(ids) for arm, ids in arms.items() if ids}
         if len({tuple(s) for s in seqs.values()}) > 1:
             add("arms-saw-different-prompts",
-                f"{domain} at concurrency {conc}: arms were sent different prompt sets; pairing is broken", "error")
+                f"{domain} at {f'rate {conc:g} req/s' if isinstance(conc, float) else f'concurrency {conc}'}: arms "
+                "were sent different prompt sets; pairing is broken", "error")
     for arm, ok in (flushed or {}).items():
         if not ok:
             add("acceptance-counters-not-reset",
@@ -291,9 +293,9 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
     out += acceptance_checks(matrix, cells, arm_info)
     for c in cells:
         if c.status == "failed":
-            add("cell-failed", f"{c.arm} {c.domain} c={c.concurrency}: {c.reason}", "error")
+            add("cell-failed", f"{c.arm} {c.domain} {c.label}: {c.reason}", "error")
         elif c.error_rate > 0:
-            add("request-errors", f"{c.arm} {c.domain} c={c.concurrency}: {c.n_errors} of {c.n_requests} requests "
+            add("request-errors", f"{c.arm} {c.domain} {c.label}: {c.n_errors} of {c.n_requests} requests "
                                   f"failed ({c.error_rate:.0%})", "error" if c.error_rate > 0.05 else "warning")
     _cell_checks(cells, add)
     for rep in representativeness or []:
@@ -324,7 +326,7 @@ def acceptance_checks(matrix, cells: list[CellSummary], arm_info: dict[str, dict
         ok = c.n_requests - c.n_errors
         if c.accept_source == "server-metrics" and got is not None and int(got) != ok:
             out.append({"check": "acceptance-counts-mismatch", "severity": "warning", "message":
-                        f"{c.arm} {c.domain} c={c.concurrency}: the server counted {int(got)} finished requests over "
+                        f"{c.arm} {c.domain} {c.label}: the server counted {int(got)} finished requests over "
                         f"the measured phase, the cell has {ok}: another client used the server meanwhile (or its "
                         "counters lagged); the cell's acceptance length mixes them"})
     return out
@@ -335,12 +337,12 @@ def _cell_checks(cells: list[CellSummary], add) -> None:
     for c in cells:
         for chk in c.checks:
             add({"stall": "cell-stalled", "busy-host": "busy-host"}.get(chk.check, chk.check),
-                f"{c.arm} {c.domain} c={c.concurrency}: {chk.message}"
+                f"{c.arm} {c.domain} {c.label}: {chk.message}"
                 + (" (no verdict uses this cell)" if chk.excludes else ""))
     short = [(c, short_why(c)) for c in cells if c.status == "ok" and short_why(c)]
     if short:
         add("cells-too-short",
             f"{len(short)} of {len(cells)} cells are shorter than {MIN_CELL_S:g} s or have fewer than "
             f"{MIN_REQUESTS_PER_SLOT} requests per concurrency slot (e.g. {short[0][0].arm} {short[0][0].domain} "
-            f"c={short[0][0].concurrency}: {short[0][1]}): one stall can move such a cell's throughput many-fold; "
+            f"{short[0][0].label}: {short[0][1]}): one stall can move such a cell's throughput many-fold; "
             "size cells by time per level (`duration_s: {LEVEL: SECONDS}`, docs/bench.md)")

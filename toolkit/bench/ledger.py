@@ -33,7 +33,7 @@ class Ledger:
         """The cells a resumed run already has (toolkit.results.archive.Archive), and the launches that
         measured them."""
         for c in archive.cells:
-            key = (c.arm, c.domain, c.concurrency)
+            key = (c.arm, c.domain, c.level)
             self.cells.append(c)
             self.records[key] = self.records.get(key, []) + list(archive.iter_records(c.key))
         for arm, recs in archive.derived.launches.items():
@@ -47,7 +47,7 @@ class Ledger:
                 return
             self.writer.write_cell(summary, records)
             self.cells.append(summary)
-            key = (cell.arm, cell.domain, cell.concurrency)
+            key = (cell.arm, cell.domain, cell.level)
             self.records[key] = self.records.get(key, []) + records
         if self.progress:
             self.progress.cell_done(cell, summary)

@@ -35,7 +35,7 @@ from toolkit.bench.slots import ExternalTarget, Slot
 from toolkit.engines import preset_meaning
 from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
-from toolkit.schema.keys import run_status
+from toolkit.schema.keys import level_label, run_status
 from toolkit.schema.manifest import BuildRecord, Derived, status_reason
 from toolkit.schema.records import CellSummary
 from toolkit.specs import LoadedSpec
@@ -236,7 +236,8 @@ def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[st
     if rounds < plan.m.launches:
         return
     rows = derive.speedups(ledger.cells, ledger.records, plan.m.baseline_arm, seed=plan.m.seed)
-    widths = [(derive.halfwidth_pct(r), f"{r['arm']} {r['domain']} c={r['concurrency']}") for r in rows]
+    widths = [(derive.halfwidth_pct(r), f"{r['arm']} {r['domain']} {level_label(r['concurrency'], r.get('rate'))}")
+              for r in rows]
     known = [w for w in widths if w[0] is not None]
     widest = max(known, default=(None, ""))
     narrow = bool(rows) and len(known) == len(widths) and widest[0] <= auto.halfwidth_pct

@@ -18,7 +18,7 @@ from typing import Any
 from toolkit.engines import preset_meaning, sglang
 from toolkit.errors import SpecError, ToolkitError
 from toolkit.loadgen.load import CellLoad
-from toolkit.schema.keys import cell_key
+from toolkit.schema.keys import cell_key, level_label, rate_text
 from toolkit.schema.manifest import BuildRecord, Manifest
 from toolkit.schema.records import Prompt
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
@@ -31,13 +31,23 @@ from toolkit.specs.matrix import Matrix
 class Cell:
     arm: str
     domain: str
-    concurrency: int
+    concurrency: int  # open loop: the cap on requests in flight
     repeat: int
     launch: int = 0
+    rate: float | None = None  # open loop (`rates:`): the target rate, req/s, which keys the cell
 
     @property
     def key(self) -> str:
-        return cell_key(self.arm, self.domain, self.concurrency, self.repeat, self.launch)
+        return cell_key(self.arm, self.domain, self.concurrency, self.repeat, self.launch, self.rate)
+
+    @property
+    def label(self) -> str:
+        return level_label(self.concurrency, self.rate)
+
+    @property
+    def level(self) -> float:
+        """Its load level: the rate when open loop, else the concurrency (CellSummary.level)."""
+        return self.rate if self.rate is not None else self.concurrency
 
 
 @dataclass(frozen=True)
@@ -65,8 +75,10 @@ def resolve_paths(spec: LoadedSpec, env_spec: LoadedSpec) -> RunPaths:
         if getattr(env, "model", None) is not None and env.model.path else None)
 
 
-def cell_seed(seed: int, domain: str, concurrency: int, repeat: int) -> int:
-    h = hashlib.sha256(f"{seed}/{domain}/{concurrency}/{repeat}".encode()).digest()
+def cell_seed(seed: int, domain: str, concurrency: int, repeat: int, rate: float | None = None) -> int:
+    """The seed of a cell's prompt order (the same for every arm); an open-loop cell's by its rate."""
+    level = f"q{rate_text(rate)}" if rate is not None else concurrency
+    h = hashlib.sha256(f"{seed}/{domain}/{level}/{repeat}".encode()).digest()
     return int.from_bytes(h[:8], "big")
 
 
@@ -79,8 +91,8 @@ def cell_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
 
 def plan_cells(m: Matrix, domains: list[str], arm: str) -> list[Cell]:
     """Every cell of an arm, launch by launch: each launch runs all of them (and their repeats)."""
-    return [Cell(arm, d, c, r, launch) for launch in range(m.planned_launches) for r in range(m.repeats)
-            for d in domains for c in m.concurrency]
+    return [Cell(arm, d, c, r, launch, rate) for launch in range(m.planned_launches) for r in range(m.repeats)
+            for d in domains for c, rate in m.levels()]
 
 
 def plan_rounds(m: Matrix) -> list[list[str]]:
@@ -135,7 +147,7 @@ class RunPlan:
         stopped after (`stopped_after`)."""
         m = self.m
         rounds = self.stopped_after if self.stopped_after is not None else m.planned_launches
-        return len(m.arms) * len(m.workloads) * len(m.concurrency) * m.repeats * rounds
+        return len(m.arms) * len(m.workloads) * len(m.levels()) * m.repeats * rounds
 
     def launch_todo(self, arm: str, launch: int) -> list[Cell]:
         """The cells one launch of an arm still has to run (resume: only the missing ones)."""
@@ -149,13 +161,13 @@ class RunPlan:
 
     def load(self, cell: Cell) -> CellLoad:
         """What the cell sends: the Matrix's load at its concurrency, with its arm's request parameters."""
-        return CellLoad.of(self.m, cell.concurrency, self.request_params(cell.arm))
+        return CellLoad.of(self.m, cell.concurrency, self.request_params(cell.arm), rate=cell.rate)
 
     def prompts(self, cell: Cell) -> list[Prompt]:
         """The prompts a cell sends, warmup first: the same for every arm."""
         m, w = self.m, self.workloads[cell.domain]
         n = m.warmup_at(cell.concurrency) + (m.requests or max(len(w.prompts), 1))
-        return cell_prompts(w.prompts, n, cell_seed(m.seed, cell.domain, cell.concurrency, cell.repeat))
+        return cell_prompts(w.prompts, n, cell_seed(m.seed, cell.domain, cell.concurrency, cell.repeat, cell.rate))
 
     def request_params(self, arm: str) -> dict:
         return self.env.request_params.get(arm, {})

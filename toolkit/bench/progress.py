@@ -12,7 +12,7 @@ from toolkit.schema.records import CellSummary, RequestRecord
 
 
 def _label(cell) -> str:
-    return f"{cell.arm} {cell.domain} c={cell.concurrency} r={cell.repeat}" + (f" l={cell.launch}" if cell.launch else "")
+    return f"{cell.arm} {cell.domain} {cell.label} r={cell.repeat}" + (f" l={cell.launch}" if cell.launch else "")
 
 
 class MatrixProgress(RunProgress):

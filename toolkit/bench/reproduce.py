@@ -402,7 +402,7 @@ def moved_cells(original: Archive, new: Archive, diff: DiffResult) -> list[dict]
     for key, c in original.cell_map.items():
         n = new.cell_map.get(key)
         if n is not None and n.status != c.status:
-            out.append({"cell": f"{c.arm} {c.domain} c={c.concurrency} out={c.output_len}"
+            out.append({"cell": f"{c.arm} {c.domain} {c.label} out={c.output_len}"
                                 + (f" launch {c.launch}" if c.launch else ""),
                         "why": f"status {c.status} -> {n.status}" + (f" ({n.reason})" if n.reason else "")})
     return out

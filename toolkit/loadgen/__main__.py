@@ -13,7 +13,8 @@ from toolkit.schema.records import Prompt
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m toolkit.loadgen URL`: one closed-loop cell with a fixed prompt; JSON summary on stdout."""
+    """`python -m toolkit.loadgen URL`: one cell with a fixed prompt (closed loop, or open loop with --rate);
+    JSON summary on stdout."""
     import argparse
 
     from toolkit.loadgen.summary import itl_values, summarize
@@ -36,14 +37,21 @@ def main(argv: list[str] | None = None) -> None:
                     help="ask for per-chunk usage (stream_options), as the matrix runner does; default: a "
                          "plain body, the reference client's")
     ap.add_argument("--records", help="also write every record (JSON lines) to this file")
+    ap.add_argument("--rate", type=float, default=None, help="open loop: requests per second (the concurrency "
+                                                             "is then the cap on requests in flight)")
+    ap.add_argument("--arrival", default="poisson", choices=["poisson", "gamma", "constant"],
+                    help="open loop: the arrival process (docs/bench.md#open-loop-load-rates)")
+    ap.add_argument("--burstiness", type=float, default=1.0, help="--arrival gamma: the shape B (1: Poisson)")
+    ap.add_argument("--seed", type=int, default=0, help="open loop: the schedule's seed")
     a = ap.parse_args(argv)
     prompts = ([Prompt(id="p0", domain="cli", prompt=a.prompt)] if a.prompts <= 1 else
                [Prompt(id=f"p{i}", domain="cli", prompt=f"{a.prompt} #{i}") for i in range(a.prompts)])
     params = {} if a.usage else {"stream_options": None, "temperature": None}
     load = CellLoad(api=a.api, concurrency=a.concurrency, requests=a.requests, output_len=a.output_len,
-                    workers=a.workers, request_params=params)
+                    workers=a.workers, request_params=params, rate=a.rate, arrival=a.arrival,
+                    burstiness=a.burstiness, seed=a.seed)
     recs = run(run_cell(a.url, load, prompts, model=a.model))
-    s = summarize(recs, arm="cli", domain="cli", concurrency=a.concurrency, output_len=a.output_len)
+    s = summarize(recs, arm="cli", domain="cli", concurrency=a.concurrency, output_len=a.output_len, load=load)
     out = s.model_dump(mode="json")
     out["chunks"] = sum(len(r.chunk_ms) for r in recs)
     gaps = itl_values(recs, "chunk")

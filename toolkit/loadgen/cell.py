@@ -81,7 +81,7 @@ async def _run_local(base_url: str, load: CellLoad, prompts: list[Prompt], who: 
                     on_measure()
                 until = time.perf_counter() + load.duration_s if load.duration_s is not None else None
                 if load.rate:
-                    work = share.open_loop(load.rate, load.seed, load.requests, until, time.perf_counter())
+                    work = share.open_loop(load.requests, until, time.perf_counter())
                 else:
                     work = share.closed(load.requests, False, until)
                 await until_failure(work, failure)

@@ -51,7 +51,8 @@ def resolve_workers(workers: int | None, concurrency: int, rate: float | None = 
 class CellLoad:
     """What one cell sends. Closed loop: `concurrency` requests in flight until `requests` are done (or
     `duration_s` passed); open loop: Poisson arrivals at `rate` req/s (seeded), at most `concurrency` in
-    flight. `warmup` requests run first. `workers`: client processes (None: enough for the chunk rate)."""
+    flight; `arrival` and `burstiness` shape the gaps (toolkit.loadgen.share.schedule). `warmup` requests run first.
+    `workers`: client processes (None: enough for the chunk rate)."""
 
     api: Api = "chat"
     concurrency: int = 1
@@ -61,6 +62,8 @@ class CellLoad:
     duration_s: float | None = None
     warmup: int = 0
     rate: float | None = None
+    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    burstiness: float = 1.0
     seed: int = 0
     workers: int | None = None
     request_params: Mapping[str, Any] = field(default_factory=dict)  # the arm's (Environment request_params)
@@ -72,10 +75,17 @@ class CellLoad:
             raise ValueError(f"concurrency {self.concurrency}: at least 1 request in flight")
 
     @classmethod
-    def of(cls, matrix: Any, concurrency: int, request_params: Mapping[str, Any] | None = None) -> "CellLoad":
-        """The load of a Matrix's cells at one concurrency level: every field from the Matrix field of the same
-        name, the duration and warmup at this level (Matrix.duration_at, warmup_at), the arm's request parameters."""
-        given = {"concurrency": concurrency, "request_params": dict(request_params or {})}
+    def of(cls, matrix: Any, concurrency: int, request_params: Mapping[str, Any] | None = None,
+           rate: float | None = None) -> "CellLoad":
+        """The load of a Matrix's cells at one level: every field from the Matrix field of the same name, the
+        duration and warmup at this level (Matrix.duration_at, warmup_at), the arm's request parameters; an
+        open-loop cell (`rate`) also the Matrix's `arrival:` process."""
+        given: dict[str, Any] = {"concurrency": concurrency, "request_params": dict(request_params or {})}
+        arrival = getattr(matrix, "arrival", None)  # the Matrix's `arrival:` block: its process and burstiness
+        if arrival is not None:
+            given.update(arrival=arrival.process, burstiness=arrival.burstiness)
+        if rate is not None:
+            given["rate"] = rate
         if getattr(matrix, "duration_s", None) is not None:
             given["duration_s"] = matrix.duration_at(concurrency)
         if hasattr(matrix, "warmup_at"):

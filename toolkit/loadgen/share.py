@@ -10,7 +10,7 @@ import asyncio
 import json
 import random
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from toolkit.errors import ToolFailure
 from toolkit.loadgen.client import PATHS, build_body, make_pool, send_one
@@ -46,13 +46,36 @@ def item(prompts: list[Prompt], i: int, warmup: bool) -> Prompt:
     return prompts[-(i % len(prompts)) - 1] if warmup else prompts[i % len(prompts)]
 
 
-def schedule(rate: float, seed: int):
-    """The open-loop arrival times (seconds after the start): the seeded Poisson process."""
+def gaps(rate: float, seed: int, process: str = "poisson", burstiness: float = 1.0) -> Iterator[float]:
+    """The seeded gaps between open-loop arrivals (seconds), mean 1/rate whatever the process. poisson:
+    exponential; gamma: gamma(shape=B, scale=1/(rate*B)) as vLLM's --burstiness B (coefficient of variation
+    1/sqrt(B): B=1 is Poisson, lower is burstier); constant: 1/rate each. tests/loadgen/test_arrival.py
+    checks the distributions (KS test) and the dispersion."""
+    if process == "constant":
+        while True:
+            yield 1.0 / rate
     rng = random.Random(seed)
-    at = 0.0
+    if process == "gamma":
+        while True:
+            yield rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+    if process != "poisson":
+        raise ValueError(f"unknown arrival process {process!r} (poisson, gamma, constant)")
     while True:
-        at += rng.expovariate(rate)
+        yield rng.expovariate(rate)
+
+
+def schedule(rate: float, seed: int, process: str = "poisson", burstiness: float = 1.0) -> Iterator[float]:
+    """The open-loop arrival times (seconds after the start): the running sum of `gaps`, first arrival
+    one gap after the start (the one schedule concept: every process of a cell walks the same one)."""
+    at = 0.0
+    for gap in gaps(rate, seed, process, burstiness):
+        at += gap
         yield at
+
+
+def load_schedule(load: CellLoad) -> Iterator[float]:
+    """An open-loop cell's arrival times, from its CellLoad (rate, arrival process, burstiness, seed)."""
+    return schedule(load.rate, load.seed, load.arrival, load.burstiness)
 
 
 class Share:
@@ -84,7 +107,7 @@ class Share:
         # signature per record (1.4 ms a record, more than its chunks cost; docs/loadgen.md, profile)
         rec = RequestRecord.model_construct(arm=self.arm, domain=self.domain, concurrency=self.concurrency,
                                             repeat=self.repeat, prompt_id=p.id, warmup=is_warmup, send_s=0.0,
-                                            lag_ms=None, chunk_ms=[], chunk_tokens=[])
+                                            lag_ms=None, chunk_ms=[], chunk_tokens=[], rate=self.load.rate)
         await send_one(self.pool, self.url, self.api, self.body(p), rec, self.t0)
         if scheduled is not None:  # open loop: how late it left, from the send time itself
             rec.lag_ms = (self.t0 + rec.send_s - scheduled) * 1000.0
@@ -109,12 +132,13 @@ class Share:
 
         await asyncio.gather(*(slot() for _ in range(self.slots)))
 
-    async def open_loop(self, rate: float, seed: int, n: int | None, until: float | None, start: float,
-                        stride: int = 1, offset: int = 0) -> None:
-        """Send arrival i of the seeded schedule (every `stride`-th from `offset`) at start + its time."""
+    async def open_loop(self, n: int | None, until: float | None, start: float, stride: int = 1,
+                        offset: int = 0) -> None:
+        """Send arrival i of the cell's seeded schedule (load_schedule; every `stride`-th from `offset`) at
+        start + its time."""
         sem = asyncio.Semaphore(self.slots)
         tasks = []
-        for i, at in enumerate(schedule(rate, seed)):
+        for i, at in enumerate(load_schedule(self.load)):
             if self.failure or (n is not None and i >= n) or (until is not None and start + at >= until):
                 break
             if i % stride != offset:

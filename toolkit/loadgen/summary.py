@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Iterable, Literal
 
-from toolkit.schema.eligibility import stall_check
-from toolkit.schema.metrics import cell_stats, chunk_itls
+from toolkit.loadgen.load import CellLoad
+from toolkit.schema.eligibility import late_check, stall_check
+from toolkit.schema.metrics import achieved_rate, cell_stats, chunk_itls
 from toolkit.schema.records import CellSummary, RequestRecord
 
 ITL_CONVENTION = "per-chunk gap divided by tokens in the chunk"  # itl_ms, pooled over chunks
@@ -37,9 +38,11 @@ def itl_values(records: Iterable[RequestRecord],
 
 
 def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrency: int, output_len: int,
-              workload_hash: str = "", repeat: int = 0, launch: int = 0, sampling: dict | None = None) -> CellSummary:
+              workload_hash: str = "", repeat: int = 0, launch: int = 0, sampling: dict | None = None,
+              load: CellLoad | None = None) -> CellSummary:
     """One CellSummary over the measured (non-warmup) records; errors count in error_rate only; a stall
-    (toolkit/schema/eligibility.py) is a check of the cell."""
+    (toolkit/schema/eligibility.py) is a check of the cell. An open-loop `load` (its rate set) adds the
+    target and achieved rate, the p99 lateness and, when the client could not keep the schedule, `late`."""
     measured = [r for r in records if not r.warmup]
     n_ok = sum(1 for r in measured if r.error is None)
     metrics, span = cell_stats(records)
@@ -56,4 +59,11 @@ def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrenc
     summary.checked = ["stall"]
     if stall is not None:
         summary.checks = [stall]
+    if load is not None and load.rate is not None:
+        summary.rate, summary.achieved_rate = load.rate, achieved_rate(records)
+        summary.arrival = {"process": load.arrival, "burstiness": load.burstiness}
+        summary.lag_p99_ms, late = late_check(records, load.rate, load.concurrency)
+        summary.checked = [*summary.checked, "late"]
+        if late is not None:
+            summary.checks = [*summary.checks, late]
     return summary

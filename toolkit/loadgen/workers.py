@@ -365,7 +365,7 @@ async def _work(ch: Channel, counter: SharedCounter) -> None:
             if phase == "warmup":
                 work = share.closed(load.warmup, True, None)
             elif load.rate:
-                work = share.open_loop(load.rate, load.seed, load.requests, until, start, n, w)
+                work = share.open_loop(load.requests, until, start, n, w)
             else:
                 work = share.closed(load.requests, False, until)
             task = asyncio.ensure_future(until_failure(work, share.failure))

@@ -25,7 +25,7 @@ from toolkit.schema.metrics import METRICS, NAMES, REQUEST_METRICS, describe, fi
 from toolkit.schema.records import CellSummary, Stat
 from toolkit.schema.slo import CellSlo, Objectives, evaluate
 
-Group = tuple[str, str, int, int]  # arm, domain, concurrency, output_len
+Group = tuple[str, str, float, int]  # arm, domain, level (concurrency, or rate when open loop), output_len
 
 
 def normalised(name: str, s: Stat) -> Stat:
@@ -82,7 +82,7 @@ class CellReader:
     def groups(self) -> dict[Group, list[str]]:
         by: dict[Group, list[str]] = defaultdict(list)
         for key, c in self.archive.cell_map.items():
-            by[(c.arm, c.domain, c.concurrency, c.output_len)].append(key)
+            by[(c.arm, c.domain, c.level, c.output_len)].append(key)
         return dict(by)
 
     def _ok(self, keys: list[str]) -> list[str]:

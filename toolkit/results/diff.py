@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from toolkit.schema.keys import level_label
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
@@ -78,7 +79,7 @@ class MetricDiff:
 class CellDiff:
     arm: str
     domain: str
-    concurrency: int
+    concurrency: int | float  # the group's level: a float is an open-loop cell's rate, req/s (CellSummary.level)
     output_len: int
     comparable: bool = True
     reason: str = ""
@@ -88,7 +89,7 @@ class CellDiff:
 
     @property
     def label(self) -> str:
-        return f"{self.arm} {self.domain} c={self.concurrency} out={self.output_len}"
+        return _label((self.arm, self.domain, self.concurrency, self.output_len))
 
 
 @dataclass
@@ -130,7 +131,8 @@ class DiffResult:
 
 
 def _label(g: Group) -> str:
-    return f"{g[0]} {g[1]} c={g[2]} out={g[3]}"
+    """`arm domain c=16 out=N`, or `r=2/s` for an open-loop group (its level a float rate, CellSummary.level)."""
+    return f"{g[0]} {g[1]} {level_label(int(g[2]), g[2] if isinstance(g[2], float) else None)} out={g[3]}"
 
 
 def _comparable(a: Archive, ka: list[str], b: Archive, kb: list[str]) -> tuple[bool, str, list[str]]:

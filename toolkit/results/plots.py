@@ -76,13 +76,23 @@ def _domains_arms(runs: list[tuple[str, Archive]]) -> tuple[list[str], list[str]
     return sorted({c.domain for c in cells}), sorted({c.arm for c in cells})
 
 
+def _axis_name(cells) -> str:
+    """The x axis of cells keyed by level: request rate where they are open-loop (`rates:`), else concurrency."""
+    return "request rate (req/s)" if any(c.rate is not None for c in cells) else "concurrency"
+
+
+def _ticks(levels) -> list[str]:
+    return [f"{x:g}" for x in levels]
+
+
 def _xaxis(ax, runs) -> None:
-    concs = sorted({c.concurrency for _, a in runs for c in a.cells})
+    cells = [c for _, a in runs for c in a.cells]
+    concs = sorted({c.level for c in cells})
     if concs and concs[0] > 0:  # imports without a concurrency limit have 0: linear axis then
         ax.set_xscale("log", base=2)
     ax.minorticks_off()
-    ax.set_xticks(concs, [str(c) for c in concs])
-    ax.set_xlabel("concurrency")
+    ax.set_xticks(concs, _ticks(concs))
+    ax.set_xlabel(_axis_name(cells))
 
 
 def _grid(n: int, height: float = 3.4):
@@ -141,11 +151,11 @@ def speedup_table(a: Archive) -> dict[str, dict[tuple[str, int], float]]:
     out: dict[str, dict] = defaultdict(dict)
     for r in a.derived.speedups:
         if r.throughput_ratio is not None:
-            out[r.arm][(r.domain, int(r.concurrency))] = float(r.throughput_ratio)
+            out[r.arm][(r.domain, r.rate if r.rate is not None else int(r.concurrency))] = float(r.throughput_ratio)
     if out:
         return dict(out)
     for (arm, d, c), ratio in throughput_ratios(a.cells, baseline_arm(a)).items():
-        out[arm][(d, int(c))] = ratio
+        out[arm][(d, c)] = ratio
     return dict(out)
 
 
@@ -158,13 +168,16 @@ def crossover_boxes(a: Archive) -> dict[str, dict[str, int]]:
     for c in current(a).crossovers:
         if c.crossover_concurrency is not None:
             out[c.arm][c.domain] = int(c.crossover_concurrency)
+        elif c.crossover_rate is not None:
+            out[c.arm][c.domain] = c.crossover_rate
     return dict(out)
 
 
 def _left_out(a: Archive) -> set[tuple[str, str, int]]:
     from toolkit.results.verdicts import current
 
-    return {(r.arm, r.domain, int(r.concurrency)) for r in current(a).speedups if r.excluded}
+    return {(r.arm, r.domain, r.rate if r.rate is not None else int(r.concurrency))
+            for r in current(a).speedups if r.excluded}
 
 
 def heatmap_figure(runs: list[tuple[str, Archive]]):
@@ -199,9 +212,9 @@ def heatmap_figure(runs: list[tuple[str, Archive]]):
                 ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=3, ec="black", gid="crossover"))
                 ax.text(x + 0.32, y - 0.22, "x", ha="center", va="center", fontsize=10, fontweight="bold",
                         color="white" if float(norm(grid[y, x])) < 0.15 else "black")
-        ax.set_xticks(range(len(concs)), [str(c) for c in concs])
+        ax.set_xticks(range(len(concs)), _ticks(concs))
         ax.set_yticks(range(len(domains)), domains)
-        ax.set_xlabel("concurrency (box: crossover; hatched: left out)")
+        ax.set_xlabel(f"{_axis_name(a.cells)} (box: crossover; hatched: left out)")
         ax.set_title(f"speedup {arm}/baseline" + (f" ({label})" if len(runs) > 1 else ""))
         fig.colorbar(im, ax=ax, fraction=0.046)
     return fig
@@ -256,16 +269,17 @@ def slo_plot(an) -> bytes:
     rows = [("goodput", None)] + [("objective", o) for o in an.objectives.percentiles] + [("attainment", None)]
     fig, axes = plt.subplots(len(rows), max(len(domains), 1), figsize=(4.6 * max(len(domains), 1), 2.9 * len(rows)),
                              squeeze=False)
-    concs = sorted({c.concurrency for c in an.cells})
+    concs = sorted({c.level for c in an.cells})
+    xname = "request rate (req/s)" if an.axis == "rate" else "concurrency"
     for col, d in enumerate(domains):
         for row, (what, o) in enumerate(rows):
             ax = axes[row][col]
             for arm in arms:
                 cs = sorted((c for c in an.cells if c.arm == arm and c.domain == d and c.status == "ok"),
-                            key=lambda c: c.concurrency)
+                            key=lambda c: c.level)
                 if not cs:
                     continue
-                x = [c.concurrency for c in cs]
+                x = [c.level for c in cs]
                 if what == "goodput":
                     ax.plot(x, [c.output_tok_s for c in cs], ":", color=colors[arm], alpha=0.5, lw=1)
                     y, lo, hi = [c.goodput_tok_s for c in cs], None, None
@@ -301,8 +315,8 @@ def slo_plot(an) -> bytes:
             if concs and concs[0] > 0:
                 ax.set_xscale("log", base=2)
             ax.minorticks_off()
-            ax.set_xticks(concs, [str(c) for c in concs])
-            ax.set_xlabel("concurrency")
+            ax.set_xticks(concs, _ticks(concs))
+            ax.set_xlabel(xname)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
     fig.tight_layout()

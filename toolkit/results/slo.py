@@ -5,7 +5,8 @@ objectives. Everything is computed from the per-request columns of the archive, 
 the runner stores the result in summary.json (derived.slo), and `toolkit results slo RUN --slo ...`
 recomputes it for any other objectives without touching the archive.
 
-Capacity (per arm, domain): the highest tested concurrency at which the objectives hold *and hold at
+Capacity (per arm, domain): the highest tested concurrency (or, for a Matrix with `rates:`, the highest
+tested rate in req/s: DistServe's goodput capacity) at which the objectives hold *and hold at
 every lower tested level*; the next level up is the first failure, named with what failed. Levels
 above it that hold again are listed, not counted: a service that meets its targets at 16 but not at 4
 cannot be run at 16 without passing through 4. Holding is judged on point estimates, so tightening
@@ -36,6 +37,7 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader
 from toolkit.schema.eligibility import Eligibility
+from toolkit.schema.keys import level_label
 from toolkit.schema.manifest import Derived, Manifest
 from toolkit.schema.slo import (BOUNDS, OBJECTIVE_SAMPLES, Capacity, CellSlo, LevelChoice, Objectives, SloAdvice,
                                 SloAnalysis)
@@ -58,16 +60,18 @@ def analyse(a: Archive, objectives: Objectives, derived: Derived | None = None) 
     elig = Eligibility(judged_cells(a), {arm: s.model_dump(mode="json") for arm, s in derived.arm_info.items()})
     cells = [reader.slo(keys) for _, keys in sorted(reader.groups().items())]
     for c in cells:  # assigned only where flagged: summary.json keeps the fields that were set
-        ex, qu = elig.excluded(c.arm, c.domain, c.concurrency), elig.qualified(c.arm, c.domain, c.concurrency)
+        ex, qu = elig.excluded(c.arm, c.domain, c.level), elig.qualified(c.arm, c.domain, c.level)
         if ex:
             c.excluded = [f.text() for f in ex]
         if qu:
             c.qualified = [f.text() for f in qu]
     launch_certainty(reader, cells)
     baseline = derived.baseline or a.manifest.baseline or a.manifest.matrix.resolved.get("baseline")
-    advice = advise(cells, derived, baseline) if baseline else []
+    # the advice is a disable-batch threshold, a concurrency: open-loop (rate) levels give none
+    advice = advise(cells, derived, baseline) if baseline and all(c.rate is None for c in cells) else []
     arms = sorted({x.arm for x in advice})
-    return SloAnalysis(objectives=objectives, baseline=baseline, cells=cells, capacity=capacities(cells),
+    rated = {"axis": "rate"} if any(c.rate is not None for c in cells) else {}
+    return SloAnalysis(objectives=objectives, baseline=baseline, cells=cells, capacity=capacities(cells), **rated,
                        advice=advice, recommended_disable_batch_threshold={arm: threshold(advice, arm) for arm in arms},
                        never_pays_off=[arm for arm in arms if never_pays_off(advice, arm)])
 
@@ -82,10 +86,10 @@ def launch_certainty(reader: CellReader, cells: list[CellSlo]) -> None:
     groups = reader.groups()
     per: dict[tuple, dict[int, CellSlo]] = {}
     for c in cells:
-        keys = groups.get((c.arm, c.domain, c.concurrency, c.output_len), [])
+        keys = groups.get((c.arm, c.domain, c.level, c.output_len), [])
         launches = reader.by_launch(keys)
         if len(launches) >= 2:
-            per[(c.arm, c.domain, c.concurrency, c.output_len)] = {la: reader.slo(ks) for la, ks in launches.items()}
+            per[(c.arm, c.domain, c.level, c.output_len)] = {la: reader.slo(ks) for la, ks in launches.items()}
     if not per:
         return
     names = [r.objective for c in cells for r in c.objectives]
@@ -96,7 +100,7 @@ def launch_certainty(reader: CellReader, cells: list[CellSlo]) -> None:
         return {la: r.value for la, x in per[g].items() for r in x.objectives if r.objective == name and r.value}
 
     for c in cells:
-        g = (c.arm, c.domain, c.concurrency, c.output_len)
+        g = (c.arm, c.domain, c.level, c.output_len)
         if g not in per:
             continue
         sure = True
@@ -123,8 +127,13 @@ def launch_certainty(reader: CellReader, cells: list[CellSlo]) -> None:
         c.certain = sure
 
 
-def _levels(xs: list[int]) -> str:
-    return ", ".join(f"c={x}" for x in xs)
+def _levels(xs: list, rated: bool = False) -> str:
+    return ", ".join(_lab(x, rated) for x in xs)
+
+
+def _lab(level: float, rated: bool) -> str:
+    """A level as notes write it: `c=16`, or `r=2/s` for an open-loop (rate) level."""
+    return level_label(int(level), level if rated else None)
 
 
 def _codes(c: CellSlo, field: str = "excluded") -> str:
@@ -137,45 +146,52 @@ def capacities(cells: list[CellSlo]) -> list[Capacity]:
         by[(c.arm, c.domain, c.output_len)].append(c)
     out = []
     for (arm, domain, out_len), cs in sorted(by.items()):
-        cs = sorted(cs, key=lambda c: c.concurrency)
-        levels = [c.concurrency for c in cs]
-        cap = Capacity(arm=arm, domain=domain, output_len=out_len, levels=levels,
-                       holding=[c.concurrency for c in cs if c.holds and not c.excluded])
+        cs = sorted(cs, key=lambda c: c.level)
+        levels = [c.level for c in cs]
+        rated = cs[0].rate is not None
+        what = "rate" if rated else "concurrency"
+
+        def lab(x: float) -> str:
+            return _lab(x, rated)
+
+        cap = Capacity(arm=arm, domain=domain, output_len=out_len, levels=levels, **({"axis": "rate"} if rated else {}),
+                       holding=[c.level for c in cs if c.holds and not c.excluded])
         unjudged = [c for c in cs if c.excluded]
         if unjudged:
-            cap.not_judged = [c.concurrency for c in unjudged]
+            cap.not_judged = [c.level for c in unjudged]
         stop = next((c for c in cs if c.excluded or not c.holds), None)
-        below = [c for c in cs if stop is None or c.concurrency < stop.concurrency]
+        below = [c for c in cs if stop is None or c.level < stop.level]
         if below:
-            cap.capacity, cap.goodput_tok_s = below[-1].concurrency, below[-1].goodput_tok_s
-            named = [c.concurrency for c in below if c.qualified]
+            cap.capacity, cap.goodput_tok_s = below[-1].level, below[-1].goodput_tok_s
+            named = [c.level for c in below if c.qualified]
             if named:
                 cap.qualified = named
         if stop is None:
-            cap.note = (f"holds at every tested concurrency ({levels[0]} to {levels[-1]}): the capacity is at least "
-                        f"{levels[-1]}; test higher levels to find the limit")
+            show = lab if rated else str  # closed loop: the words every older report has
+            cap.note = (f"holds at every tested {what} ({show(levels[0])} to {show(levels[-1])}): the capacity is at "
+                        f"least {show(levels[-1])}; test higher levels to find the limit")
         elif stop.excluded:
-            why = f"c={stop.concurrency} is not judged ({'; '.join(stop.excluded)})"
-            cap.note = (f"holds up to c={cap.capacity}; {why}" if below else
+            why = f"{lab(stop.level)} is not judged ({'; '.join(stop.excluded)})"
+            cap.note = (f"holds up to {lab(cap.capacity)}; {why}" if below else
                         f"no capacity: {why}" if len(unjudged) < len(cs) else
                         "no capacity: no tested level is one a verdict may use ("
-                        + "; ".join(f"c={c.concurrency} {_codes(c)}" for c in unjudged) + ")")
+                        + "; ".join(f"{lab(c.level)} {_codes(c)}" for c in unjudged) + ")")
         else:
-            cap.first_failure, cap.first_failure_why = stop.concurrency, stop.why
-            cap.note = (f"holds up to c={cap.capacity}; fails at c={stop.concurrency} ({stop.why})" if below else
-                        f"fails already at the lowest tested concurrency c={stop.concurrency} ({stop.why})")
+            cap.first_failure, cap.first_failure_why = stop.level, stop.why
+            cap.note = (f"holds up to {lab(cap.capacity)}; fails at {lab(stop.level)} ({stop.why})" if below else
+                        f"fails already at the lowest tested {what} {lab(stop.level)} ({stop.why})")
         if stop is not None:
-            cap.holds_again = [c.concurrency for c in cs if c.concurrency > stop.concurrency and c.holds
+            cap.holds_again = [c.level for c in cs if c.level > stop.level and c.holds
                                and not c.excluded]
             if cap.holds_again:
-                cap.note += (f"; holds again at {_levels(cap.holds_again)} (not counted: "
-                             + ("the level below fails)" if not stop.excluded else f"c={stop.concurrency} is not judged)"))
-        later = [c for c in unjudged if stop is not None and c.concurrency > stop.concurrency
+                cap.note += (f"; holds again at {_levels(cap.holds_again, rated)} (not counted: "
+                             + ("the level below fails)" if not stop.excluded else f"{lab(stop.level)} is not judged)"))
+        later = [c for c in unjudged if stop is not None and c.level > stop.level
                  and len(unjudged) < len(cs)]  # all unjudged: the note above lists every level already
         if later:
-            cap.note += "; not judged: " + ", ".join(f"c={c.concurrency} ({_codes(c)})" for c in later)
+            cap.note += "; not judged: " + ", ".join(f"{lab(c.level)} ({_codes(c)})" for c in later)
         if cap.qualified:
-            cap.note += "; qualified: " + ", ".join(f"c={c.concurrency} ({_codes(c, 'qualified')})"
+            cap.note += "; qualified: " + ", ".join(f"{lab(c.level)} ({_codes(c, 'qualified')})"
                                                     for c in below if c.qualified)
         out.append(cap)
     return out

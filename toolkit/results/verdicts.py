@@ -18,6 +18,7 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.schema.eligibility import Eligibility, stall_check
+from toolkit.schema.keys import level_label
 from toolkit.schema.manifest import Crossover, Derived, Speedup
 from toolkit.schema.records import CellSummary
 
@@ -32,11 +33,21 @@ def mark(rows: list[dict], elig: Eligibility) -> list[dict]:
         for arm in (r["arm"], r.get("baseline")):
             if arm is None:
                 continue
-            ex += [f"{arm}: {f.text()}" for f in elig.excluded(arm, r["domain"], r["concurrency"])]
-            qu += [f"{arm}: {f.text()}" for f in elig.qualified(arm, r["domain"], r["concurrency"])]
+            ex += [f"{arm}: {f.text()}" for f in elig.excluded(arm, r["domain"], level(r))]
+            qu += [f"{arm}: {f.text()}" for f in elig.qualified(arm, r["domain"], level(r))]
         r["excluded"], r["qualified"] = ex, qu
         out.append(r)
     return out
+
+
+def level(r: Any) -> float:
+    """A speed-up row's load level: its rate (req/s) for open-loop cells, else its concurrency."""
+    rate = _get(r, "rate")
+    return rate if rate is not None else _get(r, "concurrency")
+
+
+def _label(r: dict) -> str:
+    return level_label(r["concurrency"], r.get("rate"))
 
 
 def _slower(r: dict) -> bool:
@@ -50,7 +61,7 @@ def _why(rs: list[dict], field: str) -> str:
     for r in rs:
         codes = sorted({x.split(": ", 1)[1].split(" (", 1)[0] for x in r.get(field) or []})
         if codes:
-            parts.append(f"c={r['concurrency']} {'/'.join(codes)}")
+            parts.append(f"{_label(r)} {'/'.join(codes)}")
     return ", ".join(parts)
 
 
@@ -63,7 +74,10 @@ def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[di
             by[(r["arm"], r["domain"])].append(r)
     out = []
     for (arm, domain), every in sorted(by.items()):
-        every = sorted(every, key=lambda r: r["concurrency"])
+        every = sorted(every, key=level)
+        if any(r.get("rate") is not None for r in every):
+            out.append(_rate_crossover(arm, domain, every))
+            continue
         rs = [r for r in every if not r.get("excluded") and r.get("throughput_ratio") is not None]
         left_out = [r for r in every if r.get("excluded")]
         if not rs:
@@ -100,6 +114,42 @@ def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[di
                     "levels": [r["concurrency"] for r in rs], "excluded": [r["concurrency"] for r in left_out],
                     "qualified": [r["concurrency"] for r in qualified], "note": note})
     return out
+
+
+def _rate_crossover(arm: str, domain: str, every: list[dict]) -> dict:
+    """The crossover of open-loop levels (`rates:`): the lowest rate from which the arm is significantly slower
+    at that rate and every higher one. No disable-batch threshold: that is a batch size, not a rate."""
+    rs = [r for r in every if not r.get("excluded") and r.get("throughput_ratio") is not None]
+    left_out = [r for r in every if r.get("excluded")]
+    base = {"arm": arm, "domain": domain, "crossover_concurrency": None, "recommended_disable_batch_threshold": None,
+            "excluded": [level(r) for r in left_out], "axis": "rate"}
+    if not rs:
+        return {**base, "never_pays_off": False, "no_advice": True, "qualified": [],
+                "note": "no advice: no tested rate is one a verdict may use"
+                        + (f" ({_why(left_out, 'excluded')})" if left_out else "")}
+    cross = next((r for i, r in enumerate(rs) if all(_slower(x) for x in rs[i:])), None)
+    never = cross is rs[0]
+    if never:
+        note = (f"significantly slower at every tested rate ({_label(rs[0])} to {_label(rs[-1])}): this preset "
+                "never pays off in the tested range; serve the baseline")
+    elif cross is not None:
+        note = (f"significantly slower from {_label(cross)} on (a rate: the threshold to set is the running batch "
+                "size the server reaches there)")
+    else:
+        note = f"not significantly slower through {_label(rs[-1])}: no threshold needed"
+    if left_out:
+        note += f"; left out: {_why(left_out, 'excluded')}"
+    qualified = [r for r in rs if r.get("qualified")]
+    if qualified:
+        note += f"; qualified: {_why(qualified, 'qualified')}"
+    return {**base, "crossover_rate": level(cross) if cross is not None else None, "never_pays_off": never,
+            "no_advice": False, "levels": [level(r) for r in rs], "qualified": [level(r) for r in qualified],
+            "note": note}
+
+
+def _level_text(cross: Any, x: float) -> str:
+    """A level of a crossover row: `c=16`, or `r=2/s` for an open-loop (rate) crossover."""
+    return level_label(int(x), x if _get(cross, "axis") == "rate" else None)
 
 
 def _get(x: Any, key: str, default: Any = None) -> Any:
@@ -149,7 +199,7 @@ def advice_text(cross: list, arm: str) -> str:
                    else "not significantly slower at any tested concurrency") + tail)
     if t is not None:
         return f"set speculative-disable-batch-threshold: {t}" + tail
-    open_top = [f"{_get(c, 'domain')} above c={max(_get(c, 'levels'))}" for c in advised if _get(c, "levels")
+    open_top = [f"{_get(c, 'domain')} above {_level_text(c, max(_get(c, 'levels')))}" for c in advised if _get(c, "levels")
                 and any(x > max(_get(c, "levels")) for x in _get(c, "excluded") or [])]
     if open_top:
         return f"no threshold needed through the levels a verdict may use (not judged: {', '.join(open_top)})" + tail

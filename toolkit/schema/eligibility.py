@@ -13,13 +13,16 @@ Excluded (no verdict uses the cell; the verdict says which cells it left out and
                   percentile is one request
     stall         a few requests far slower than the rest, all in flight together (stall_check): one
                   hiccup of the server or the host sets the cell's throughput
+    late          open loop: the client sent late (late_check): p99 of how late the measured requests left
+                  exceeds max(LATE_MIN_MS, LATE_GAP_SHARE of the mean gap), so the server did not see the
+                  target rate's arrivals
     drift         tune's A/A check (the baseline measured twice differs); the caller passes it
 Qualified (a verdict may use the cell and names it):
     short         shorter than MIN_CELL_S seconds, or fewer than MIN_REQUESTS_PER_SLOT requests per
                   concurrency slot (docs/results.md says why these floors)
     busy-host     other load on the host while the cell ran (busy_check)
 
-Stall and busy-host are found while a cell runs and archived in its summary (`checks`); the others
+Stall, late and busy-host are found while a cell runs and archived in its summary (`checks`); the others
 follow from what every archive holds, so archives written before this rule read under it too.
 """
 
@@ -32,6 +35,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from toolkit.engines.sglang import IMPLICIT_SPEC_CAP
+from toolkit.schema.keys import level_label
 from toolkit.schema.records import CellCheck, CellSummary, RequestRecord
 
 MIN_SAMPLES = 10            # successful measured requests a verdict needs (the diff's test needs as many)
@@ -42,8 +46,10 @@ STALL_MIN_MS = 200.0        # ... and at least 200 ms more than it (a client-sid
 STALL_SHARE = 0.1           # ... and the wait is at least a tenth of the cell: it moves throughput by 10 % or more
 STEAL_MAX = 0.10            # the hypervisor took more than 10 % of the CPU time
 BUSY_MARGIN_CORES = 0.5     # runnable-task samples are instantaneous: half a core of noise is no load
+LATE_MIN_MS = 10.0          # open loop: a client late by p99 > max(10 ms, LATE_GAP_SHARE of the mean gap) ...
+LATE_GAP_SHARE = 0.1        # ... did not send the schedule it was asked to: the server saw another load
 
-EXCLUDING = ("failed", "capped", "few-samples", "stall", "drift")
+EXCLUDING = ("failed", "capped", "few-samples", "stall", "late", "drift")
 QUALIFYING = ("short", "busy-host")
 
 
@@ -83,7 +89,7 @@ def short_why(cell: CellSummary) -> str | None:
     parts = []
     if 0 < cell.duration_s < MIN_CELL_S:
         parts.append(f"{cell.duration_s:.2g} s < {MIN_CELL_S:g} s")
-    per = cell.n_requests / cell.concurrency if cell.concurrency > 0 else None
+    per = cell.n_requests / cell.concurrency if cell.concurrency > 0 and cell.rate is None else None
     if per and per < MIN_REQUESTS_PER_SLOT:
         parts.append(f"{per:.2g} request{'' if per == 1 else 's'} per slot < {MIN_REQUESTS_PER_SLOT}")
     return ", ".join(parts) or None
@@ -98,7 +104,7 @@ def cell_flags(cell: CellSummary, arm: Any = None, drift: str | None = None) -> 
     if ok < MIN_SAMPLES:
         out.append(Flag.of("few-samples", f"{ok} successful requests < {MIN_SAMPLES}"))
     limit, source = server_cap(arm)
-    if limit is not None and cell.concurrency > limit:
+    if limit is not None and cell.concurrency > limit and cell.rate is None:  # open loop: the queue is the load
         out.append(Flag.of("capped", f"c={cell.concurrency} above the {limit} request{'' if limit == 1 else 's'} the server runs at once, "
                                   f"{source}: {cell.concurrency - limit} queue"))
     for c in cell.checks:
@@ -118,11 +124,16 @@ class Eligibility:
     def __init__(self, cells: Iterable[CellSummary], arm_info: dict[str, Any] | None = None,
                  drift: dict[tuple[str, str, int], str] | None = None):
         self._by: dict[tuple[str, str, int], list[Flag]] = defaultdict(list)
+        self._rates = False
         for c in cells:
-            key = (c.arm, c.domain, c.concurrency)
+            self._rates = self._rates or c.rate is not None
+            key = (c.arm, c.domain, c.level)
             for f in cell_flags(c, (arm_info or {}).get(c.arm), (drift or {}).get(key)):
                 if all(f.code != g.code for g in self._by[key]):
                     self._by[key].append(f)
+
+    def _label(self, level: float) -> str:
+        return level_label(int(level), level if self._rates else None)
 
     def flags(self, arm: str, domain: str, concurrency: int) -> list[Flag]:
         return list(self._by.get((arm, domain, concurrency), []))
@@ -140,12 +151,13 @@ class Eligibility:
         return sorted((k, v) for k, v in self._by.items() if v)
 
     def lines(self, excluding: bool, skip: tuple[str, ...] = ()) -> list[str]:
-        """One line per flagged level: `arm domain c=N: code (why); ...` (flags whose code is in skip left out)."""
+        """One line per flagged level: `arm domain c=N: code (why); ...` (`r=Q/s` for open-loop levels; flags
+        whose code is in skip left out)."""
         out = []
-        for (arm, domain, conc), flags in self.items():
+        for (arm, domain, level), flags in self.items():
             fs = [f for f in flags if f.excludes == excluding and f.code not in skip]
             if fs:
-                out.append(f"{arm} {domain} c={conc}: " + "; ".join(f.text() for f in fs))
+                out.append(f"{arm} {domain} {self._label(level)}: " + "; ".join(f.text() for f in fs))
         return out
 
 
@@ -175,6 +187,43 @@ def stall_check(records: list[RequestRecord]) -> CellCheck | None:
                      message=f"{len(slow)} of {len(meas)} requests took {STALL_RATIO:g}x the median E2E or more "
                              f"({min(r.e2e_ms for r in slow):,.0f}-{worst:,.0f} ms vs {med:,.0f} ms; p99/p50 "
                              f"{p99 / med:.1f}), all in flight at {t:.2f} s: one stall sets this cell's throughput")
+
+
+def late_bound_ms(rate: float) -> float:
+    """How late (p99, ms) an open-loop client may send at this rate: max(LATE_MIN_MS, LATE_GAP_SHARE x 1/rate)."""
+    return max(LATE_MIN_MS, LATE_GAP_SHARE * 1000.0 / rate)
+
+
+def max_in_flight(records: list[RequestRecord]) -> int:
+    """The most measured requests in flight at once (from their send times and E2E)."""
+    ev = sorted([(r.send_s, 1) for r in records if not r.warmup and r.e2e_ms is not None]
+                + [(r.send_s + r.e2e_ms / 1000, -1) for r in records if not r.warmup and r.e2e_ms is not None],
+                key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, d in ev:
+        now += d
+        most = max(most, now)
+    return most
+
+
+def late_check(records: list[RequestRecord], rate: float | None,
+               cap: int | None = None) -> tuple[float | None, CellCheck | None]:
+    """(p99 of the measured requests' lateness in ms, the `late` check when it exceeds late_bound_ms): a client
+    that could not keep the schedule (too few slots under `max_concurrency`, a busy host, an event loop behind)
+    sent another arrival process than the one declared. Closed-loop cells: (None, None)."""
+    lags = [r.lag_ms for r in records if not r.warmup and r.lag_ms is not None]
+    if rate is None or not lags:
+        return None, None
+    p99, bound = float(np.percentile(lags, 99)), late_bound_ms(rate)
+    if p99 <= bound:
+        return p99, None
+    full = cap is not None and max_in_flight(records) >= cap
+    why = (f"; all {cap} slots were in flight (`max_concurrency`): arrivals waited for one, the server is slower "
+           "than this rate" if full else "")
+    return p99, CellCheck(check="late", excludes=True, p99_ms=p99, bound_ms=bound, cap_full=full,
+                          message=f"the client sent late: p99 {p99:,.0f} ms behind the schedule > {bound:,.0f} ms "
+                                  f"(max({LATE_MIN_MS:g} ms, {LATE_GAP_SHARE:.0%} of the mean gap)): the server "
+                                  f"did not see {rate:g} req/s as declared{why}")
 
 
 def busy_check(host: dict | None) -> CellCheck | None:

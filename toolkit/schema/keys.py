@@ -34,7 +34,23 @@ def launch_suffix(launch: int = 0) -> str:
     return f"__l{int(launch)}" if launch else ""
 
 
-def cell_key(arm: str, domain: str, concurrency: int, repeat: int = 0, launch: int = 0) -> str:
+def rate_text(rate: float) -> str:
+    """A rate (req/s) as keys and labels write it: the shortest exact form (2, 0.5, 12.5)."""
+    return f"{float(rate):g}"
+
+
+def level_label(concurrency: int, rate: float | None = None) -> str:
+    """How a cell's load level reads: `c=16` (closed loop) or `r=2/s` (open loop at 2 requests per second)."""
+    return f"r={rate_text(rate)}/s" if rate is not None else f"c={int(concurrency)}"
+
+
+def cell_key(arm: str, domain: str, concurrency: int, repeat: int = 0, launch: int = 0,
+             rate: float | None = None) -> str:
     """File-name-safe key of one cell: `<arm>__<domain>__c<concurrency>__r<repeat>`, and `__l<launch>` for a
-    server launch after the first (`launches:` in the Matrix), so single-launch keys are the ones they were."""
-    return f"{safe_name(arm)}__{safe_name(domain)}__c{int(concurrency)}__r{int(repeat)}{launch_suffix(launch)}"
+    server launch after the first (`launches:` in the Matrix), so single-launch keys are the ones they were.
+    An open-loop cell (`rates:`) is keyed by its rate instead: `<arm>__<domain>__q<rate>__r<repeat>` (q: queries
+    per second, the decimal point written p: q0p5 is 0.5 req/s; its concurrency is only the cap on
+    requests in flight)."""
+    # no dot in a key (readers split file names at the first dot): 0.5 req/s is q0p5
+    level = f"q{safe_name(rate_text(rate).replace('.', 'p'))}" if rate is not None else f"c{int(concurrency)}"
+    return f"{safe_name(arm)}__{safe_name(domain)}__{level}__r{int(repeat)}{launch_suffix(launch)}"

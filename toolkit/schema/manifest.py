@@ -263,6 +263,8 @@ class Speedup(_Open):
     baseline: str | None = None
     domain: str
     concurrency: int
+    rate: float | None = Field(None, description="open loop (`rates:`): the level is this rate, req/s; the "
+                                                 "concurrency is then the cap on requests in flight")
     arm_tok_s: float | None = None
     baseline_tok_s: float | None = None
     throughput_ratio: float | None = None
@@ -282,12 +284,13 @@ class Crossover(_Open):
     arm: str
     domain: str
     crossover_concurrency: int | None = None
+    crossover_rate: float | None = Field(None, description="open loop: the crossover as a rate, req/s")
     never_pays_off: bool = False
     recommended_disable_batch_threshold: int | None = None
     no_advice: bool = Field(False, description="no tested level is one a verdict may use: no advice at all")
-    levels: list[int] = Field(default_factory=list, description="levels the verdict used")
-    excluded: list[int] = Field(default_factory=list, description="levels left out of the verdict")
-    qualified: list[int] = Field(default_factory=list, description="levels the verdict used and names")
+    levels: list[int | float] = Field(default_factory=list, description="levels the verdict used (rates: req/s)")
+    excluded: list[int | float] = Field(default_factory=list, description="levels left out of the verdict")
+    qualified: list[int | float] = Field(default_factory=list, description="levels the verdict used and names")
     note: str = ""
 
 

@@ -277,7 +277,7 @@ def throughput_ratios(cells: Iterable[CellSummary], baseline: str) -> dict[tuple
     speed-up every reader uses (the runner's derived speed-ups hold it as throughput_ratio)."""
     by: dict[tuple[str, str, int], list[CellSummary]] = {}
     for c in cells:
-        by.setdefault((c.arm, c.domain, c.concurrency), []).append(c)
+        by.setdefault((c.arm, c.domain, c.level), []).append(c)
     out = {}
     for (arm, domain, conc), own in sorted(by.items()):
         if arm == baseline or (baseline, domain, conc) not in by:
@@ -286,6 +286,16 @@ def throughput_ratios(cells: Iterable[CellSummary], baseline: str) -> dict[tuple
         if ta and tb:
             out[(arm, domain, conc)] = ta / tb
     return out
+
+
+def achieved_rate(records: Iterable[RequestRecord]) -> float | None:
+    """The rate an open-loop cell's client achieved, req/s: the measured requests sent, over the span of
+    their send times, (n - 1) / (last send - first send) (n sends span n - 1 gaps: the unbiased form of
+    "requests sent / span"). None with fewer than two sends."""
+    sends = sorted(r.send_s for r in records if not r.warmup)
+    if len(sends) < 2 or sends[-1] <= sends[0]:
+        return None
+    return (len(sends) - 1) / (sends[-1] - sends[0])
 
 
 def request_values(records: list[RequestRecord], name: str) -> np.ndarray:

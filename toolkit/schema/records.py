@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolkit.schema.keys import cell_key
+from toolkit.schema.keys import cell_key, level_label
 
 class Prompt(BaseModel):
     """One workload item: OpenAI chat `messages` (with optional `tools`) or a plain `prompt`."""
@@ -71,10 +71,17 @@ class RequestRecord(BaseModel):
         None, description="SGLang meta_info: every numeric spec_* field the server sent (0.5.17: spec_accept_rate, "
                           "spec_accept_length, spec_num_correct_drafts, spec_num_proposed_drafts, ...)")
     lag_ms: float | None = Field(None, description="open loop: how late the request left vs its scheduled time")
+    rate: float | None = Field(None, description="open loop (`rates:`): the cell's target rate, req/s; None: a "
+                                                 "closed-loop cell, keyed by its concurrency")
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def level(self) -> float:
+        """The cell's load level: its rate when open loop, else its concurrency (CellSummary.level)."""
+        return self.rate if self.rate is not None else self.concurrency
 
 
 class Stat(BaseModel):
@@ -137,8 +144,26 @@ class CellSummary(BaseModel):
                                "busy-host): a reader makes the stall check itself for a cell without it")
     host: dict | None = Field(None, description="the host's load while the cell ran (toolkit/bench/hostload.py): "
                                                 "cpus, own and foreign cores, steal, load average, other runs")
+    rate: float | None = Field(None, description="open loop (`rates:`): the target rate, req/s, which keys the cell "
+                                                 "(its concurrency is then the cap on requests in flight); None: a "
+                                                 "closed-loop cell, keyed by concurrency (every older archive)")
+    arrival: dict | None = Field(None, description="open loop: the arrival process (process, burstiness)")
+    achieved_rate: float | None = Field(None, description="open loop: measured requests sent over the span of their "
+                                                          "send times, (n - 1) / (last send - first send), req/s")
+    lag_p99_ms: float | None = Field(None, description="open loop: p99 of how late the measured requests left")
+
+    @property
+    def level(self) -> float:
+        """The load level the cell is keyed and compared by: its rate (req/s) when open loop, else its
+        concurrency. Levels of one run are of one kind (a Matrix has `rates:` or `concurrency:`)."""
+        return self.rate if self.rate is not None else self.concurrency
+
+    @property
+    def label(self) -> str:
+        """`c=16` or `r=2/s` (toolkit.schema.keys.level_label)."""
+        return level_label(self.concurrency, self.rate)
 
     @property
     def key(self) -> str:
         """Its cell key (toolkit.schema.keys.cell_key): the archive's file names."""
-        return cell_key(self.arm, self.domain, self.concurrency, self.repeat, self.launch)
+        return cell_key(self.arm, self.domain, self.concurrency, self.repeat, self.launch, self.rate)

@@ -134,6 +134,7 @@ class CellSlo(_Model):
     arm: str
     domain: str
     concurrency: int
+    rate: float | None = Field(None, description="open loop: the cell's rate (req/s), its level")
     output_len: int
     repeats: int = 1
     status: str = Field("ok", description="ok | failed (every repeat failed) | no-samples (a summary-only import)")
@@ -148,6 +149,10 @@ class CellSlo(_Model):
     goodput_req_s: float | None = None
     goodput_tok_s: float | None = None
     objectives: list[ObjectiveResult] = Field(default_factory=list)
+
+    @property
+    def level(self) -> float:
+        return self.rate if self.rate is not None else self.concurrency
     holds: bool = False
     certain: bool = False
     why: str = Field("", description="what failed, e.g. `tpot_ms.p90 31.2 > 30`")
@@ -184,6 +189,8 @@ def evaluate(cells: list[CellSummary], cols: list[dict[str, np.ndarray]], obj: O
     c0 = cells[0]
     out = CellSlo(arm=c0.arm, domain=c0.domain, concurrency=c0.concurrency, output_len=c0.output_len,
                   repeats=len(cells))
+    if c0.rate is not None:  # set only for open loop: summary.json keeps the fields that were set
+        out.rate = c0.rate
     pairs = [(c, k) for c, k in zip(cells, cols) if c.status == "ok"]
     if not pairs:
         out.status, out.why = "failed", "the cell failed"
@@ -254,16 +261,19 @@ class Capacity(_Model):
     arm: str
     domain: str
     output_len: int
-    axis: str = Field("concurrency", description="what a level is: concurrency (closed loop)")
-    levels: list[int] = Field(default_factory=list, description="the tested levels")
-    holding: list[int] = Field(default_factory=list, description="levels at which the objectives hold")
-    capacity: int | None = Field(None, description="the highest level before the first failure; None: fails at "
-                                                   "the lowest")
-    first_failure: int | None = None
+    axis: str = Field("concurrency", description="what a level is: concurrency (closed loop) or rate (open loop, "
+                                                 "req/s: the capacity is then requests per second)")
+    levels: list[int | float] = Field(default_factory=list, description="the tested levels")
+    holding: list[int | float] = Field(default_factory=list, description="levels at which the objectives hold")
+    capacity: int | float | None = Field(None, description="the highest level before the first failure; None: "
+                                                           "fails at the lowest")
+    first_failure: int | float | None = None
     first_failure_why: str = ""
-    holds_again: list[int] = Field(default_factory=list, description="levels above the first failure that hold again")
-    not_judged: list[int] = Field(default_factory=list, description="levels no verdict may use (excluded cells)")
-    qualified: list[int] = Field(default_factory=list, description="levels the capacity rests on that verdicts name")
+    holds_again: list[int | float] = Field(default_factory=list, description="levels above the first failure that "
+                                                                             "hold again")
+    not_judged: list[int | float] = Field(default_factory=list, description="levels no verdict may use (excluded cells)")
+    qualified: list[int | float] = Field(default_factory=list, description="levels the capacity rests on that "
+                                                                           "verdicts name")
     goodput_tok_s: float | None = Field(None, description="goodput at the capacity level")
     note: str = ""
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticKnownError
 
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
 from toolkit.specs.base import Hash, Name, StrictModel
 from toolkit.specs.slurm import SlurmJob
+
+
+OPEN_LOOP_SLOTS = 4096  # `rates:` without `max_concurrency`: requests in flight at most, more than any cell here sends
 
 
 class Target(StrictModel):
@@ -101,6 +104,24 @@ class Workload(StrictModel):
     path: str | None = Field(None, description="JSON lines file (ShareGPT, OpenAI messages or prompt/completion)")
     sample: int | None = Field(None, ge=1, description="seeded sample of N prompts")
     holdout: str | None = Field(None, description="exclude prompts present in this training file")
+
+
+class Arrival(StrictModel):
+    """How an open-loop cell's requests arrive (`rates:`): the gaps between send times. The mean gap is
+    1/rate whatever the process; `burstiness` B shapes a gamma process as vLLM's --burstiness does: gaps
+    gamma(shape=B, scale=1/(rate*B)), coefficient of variation 1/sqrt(B); B=1 is Poisson, lower is burstier."""
+
+    process: Literal["poisson", "gamma", "constant"] = Field(
+        "poisson", description="poisson: exponential gaps; gamma: gamma gaps of shape `burstiness`; constant: "
+                               "every gap 1/rate")
+    burstiness: float = Field(1.0, gt=0, description="gamma: the shape B (1: Poisson; < 1 burstier; > 1 more regular)")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Arrival":
+        if self.burstiness != 1.0 and self.process != "gamma":
+            raise ValueError(f"`burstiness` shapes `process: gamma`; a {self.process} process has none "
+                             "(set `process: gamma`, or drop `burstiness`)")
+        return self
 
 
 class Bounds(StrictModel):
@@ -212,7 +233,19 @@ class Matrix(StrictModel):
     workloads: list[Name | Workload] = Field(min_length=1, description="bundled workload names or Workload entries")
     training_data: str | None = Field(None, description="a sample of the drafter's training data (JSON lines)")
     api: Literal["chat", "completions", "generate"] = "chat"
-    concurrency: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    concurrency: Annotated[list[Annotated[int, Field(ge=1)]] | None, Hash.omit_default(
+        "None only with `rates:`: the hash of a closed-loop matrix holds")] = Field(
+        None, min_length=1, description="closed loop: requests kept in flight, one cell per level")
+    rates: Annotated[list[Annotated[float, Field(gt=0)]] | None, Hash.omit_default(
+        "added with open-loop load: unset, the hash of an older matrix holds")] = Field(
+        None, min_length=1, description="open loop, instead of `concurrency`: requests per second, one cell per "
+                                        "rate; each request is sent at its scheduled time (docs/bench.md)")
+    arrival: Annotated[Arrival, Hash.omit_default("added with open-loop load")] = Field(
+        default_factory=Arrival, description="with `rates:`: the arrival process, {process: poisson|gamma|constant, "
+                                             "burstiness: B}")
+    max_concurrency: Annotated[int | None, Hash.omit_default("added with open-loop load")] = Field(
+        None, ge=1, description="with `rates:`: at most this many requests in flight (a later arrival waits for a "
+                                f"free slot and is sent late); unset: no cap ({OPEN_LOOP_SLOTS} slots)")
     output_len: int = Field(128, ge=1, description="max output tokens per request")
     requests: int | None = Field(None, ge=1, description="measured requests per cell")
     duration_s: float | dict[int, float] | None = Field(
@@ -279,10 +312,34 @@ class Matrix(StrictModel):
                              "below it)")
         return out
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _axis(cls, data: Any, handler: Any) -> "Matrix":
+        """Neither `concurrency` nor `rates` among other mistakes (a misspelt key): name the missing axis
+        beside them, as a required key would be (the check below runs only once every field is valid)."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            if not isinstance(data, dict) or "concurrency" in data or "rates" in data:
+                raise
+            errors = [{k: e[k] for k in ("type", "loc", "input", "ctx") if k in e} for e in exc.errors()]
+            raise ValidationError.from_exception_data(
+                exc.title, [*errors, {"type": "missing", "loc": ("concurrency",), "input": data}]) from None
+
     @model_validator(mode="after")
     def _check(self) -> "Matrix":
         if (self.requests is None) == (self.duration_s is None):
             raise ValueError("give exactly one of `requests` (per cell) or `duration_s`")
+        if (self.concurrency is None) == (self.rates is None):
+            raise ValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
+                             "(open loop: requests per second); one run compares arms along one load axis")
+        if self.rates is None and (self.arrival != Arrival() or self.max_concurrency is not None):
+            raise ValueError("`arrival:` and `max_concurrency:` shape open-loop cells: they need `rates:`")
+        if self.rates is not None and isinstance(self.duration_s, dict):
+            raise ValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `rates:` give seconds")
+        if self.rates is not None and self.warmup == "concurrency":
+            raise ValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with `rates:` "
+                             "give a number of requests")
         if self.baseline is not None and self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}")
         if not self.training_data and any((w if isinstance(w, str) else w.name) == "match-training"
@@ -307,12 +364,14 @@ class Matrix(StrictModel):
         """Mistakes found after validation, each at its own line (load_spec raises the first): a concurrency
         level, arm or workload listed twice would run a cell twice, or be silently dropped."""
         out = []
-        for key, names in (("concurrency", [str(c) for c in self.concurrency]), ("arms", list(self.arms)),
+        for key, names in (("concurrency", [str(c) for c in self.concurrency or []]),
+                           ("rates", [f"{r:g}" for r in self.rates or []]), ("arms", list(self.arms)),
                            ("workloads", [w if isinstance(w, str) else w.name for w in self.workloads])):
             seen: dict[str, int] = {}
             for i, name in enumerate(names):
                 if name in seen:
-                    what = {"concurrency": "concurrency level", "arms": "arm", "workloads": "workload"}[key]
+                    what = {"concurrency": "concurrency level", "rates": "rate", "arms": "arm",
+                            "workloads": "workload"}[key]
                     out.append(((key, i), f"{what} {name} is listed twice (also {key}[{seen[name]}])",
                                 f"list each {what} once" + (" (a Workload entry is named by its `name:`)"
                                                             if key == "workloads" else "")))
@@ -326,9 +385,16 @@ class Matrix(StrictModel):
     def baseline_arm(self) -> str:
         return self.baseline or self.arms[0]
 
+    def levels(self) -> list[tuple[int, float | None]]:
+        """The cells' load levels, (concurrency, rate): closed loop (c, None) per concurrency level; open loop
+        (the cap on requests in flight, rate) per rate."""
+        if self.rates is not None:
+            return [(self.max_concurrency or OPEN_LOOP_SLOTS, float(r)) for r in self.rates]
+        return [(c, None) for c in self.concurrency or []]
+
     def warmup_at(self, concurrency: int) -> int:
         """Warmup requests of a cell at this concurrency (`warmup: concurrency`: one full batch)."""
-        return concurrency if self.warmup == "concurrency" else self.warmup
+        return concurrency if self.warmup == "concurrency" else int(self.warmup)
 
     def sent_at(self, concurrency: int) -> int | None:
         """Requests a cell at this concurrency sends, warmup included (None: a cell sized by time)."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from toolkit.results.archive import Archive
 from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
                                           fmt_num, fmt_stat)
+from toolkit.schema.keys import level_label, rate_text
 from toolkit.schema.manifest import ArmState, Derived, SlurmRecord
 from toolkit.schema.records import CellSummary, Stat
 from toolkit.schema.slo import SloAnalysis
@@ -55,6 +56,14 @@ def threshold_advice(derived: Derived, arm: str) -> str:
     return advice_text(derived.crossovers, arm)
 
 
+def _arrival(spec: dict) -> str:
+    a = spec.get("arrival") or {}
+    process = a.get("process", "poisson")
+    text = process + (f", burstiness {a.get('burstiness', 1.0):g}" if process == "gamma" else "")
+    cap = spec.get("max_concurrency")
+    return text + (f"; at most {cap} in flight" if cap else "; no cap on requests in flight")
+
+
 def _matrix_facts(spec: dict) -> list[list[str]]:
     if not spec:
         return []
@@ -65,6 +74,8 @@ def _matrix_facts(spec: dict) -> list[list[str]]:
     rows = [["arms", ", ".join(spec.get("arms") or []) + (f" (baseline: {spec['baseline']})" if spec.get("baseline")
                                                           else "")],
             ["concurrency", ", ".join(str(c) for c in spec.get("concurrency") or [])],
+            ["rates (req/s, open loop)", ", ".join(rate_text(r) for r in spec.get("rates") or [])],
+            ["arrival", _arrival(spec) if spec.get("rates") else None],
             ["output length", spec.get("output_len")], ["requests per cell", per_cell],
             ["warmup / repeats / seed", " / ".join(str(spec.get(k, "-")) for k in ("warmup", "repeats", "seed"))],
             ["launches per arm", spec.get("launches") if (spec.get("launches") or 1) > 1 else None],
@@ -152,7 +163,7 @@ def eligibility_blocks(elig, failed_too: bool = False) -> list:
 def _status(c: CellSummary, elig) -> str:
     if c.status != "ok":
         return "FAILED"
-    flags = elig.flags(c.arm, c.domain, c.concurrency) if elig is not None else []
+    flags = elig.flags(c.arm, c.domain, c.level) if elig is not None else []
     ex = [f.code for f in flags if f.excludes]
     if ex:
         return "excluded: " + ", ".join(ex)
@@ -177,8 +188,11 @@ def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]], elig=None
     FAILED, `excluded: <why>` (no verdict uses the cell) or `ok, <why>` (verdicts name it)."""
     rows = []
     launched = any(c.launch for _, c, _ in cells)
-    for _, c, m in sorted(cells, key=lambda t: (t[1].arm, t[1].domain, t[1].concurrency, t[1].launch, t[1].repeat)):
-        head = [c.arm, c.domain, str(c.concurrency), str(c.repeat)] + ([str(c.launch)] if launched else []) \
+    rated = any(c.rate is not None for _, c, _ in cells)
+    for _, c, m in sorted(cells, key=lambda t: (t[1].arm, t[1].domain, t[1].level, t[1].launch, t[1].repeat)):
+        level = ([rate_text(c.rate) if c.rate is not None else "-", fmt_num(c.achieved_rate)] if rated
+                 else [str(c.concurrency)])
+        head = [c.arm, c.domain, *level, str(c.repeat)] + ([str(c.launch)] if launched else []) \
             + [str(c.n_requests), str(c.n_errors)]
         if c.status != "ok":
             rows.append(head + ["-"] * 9 + ["FAILED"])
@@ -187,7 +201,9 @@ def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]], elig=None
                             fmt_stat(m.get("ttft_ms")), fmt_stat(m.get("ttft_ms"), "p99"), fmt_stat(m.get("tpot_ms")),
                             fmt_stat(m.get("itl_ms")), fmt_stat(m.get("e2e_ms")), fmt_stat(m.get("e2e_ms"), "p99"),
                             fmt_stat(m.get("accept_length")), _status(c, elig)])
-    cols = CELL_COLUMNS[:4] + ["launch"] + CELL_COLUMNS[4:] if launched else CELL_COLUMNS
+    cols = CELL_COLUMNS[:4] + ["launch"] + CELL_COLUMNS[4:] if launched else list(CELL_COLUMNS)
+    if rated:  # open loop: the target rate and the rate the client achieved (docs/bench.md#open-loop-load)
+        cols[2:3] = ["rate", "achieved"]
     return Table(cols, rows, align="ll" + "r" * (len(cols) - 3) + "l")
 
 
@@ -208,11 +224,14 @@ def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) ->
 
 
 def speedup_table(derived: Derived) -> Table:
-    rows = [[r.arm, r.domain, str(r.concurrency), fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
+    rows = [[r.arm, r.domain, rate_text(r.rate) if r.rate is not None else str(r.concurrency), fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
              fmt_num(r.throughput_ratio), fmt_centre(r.paired_ratio, r.ci_low, r.ci_high), str(r.n_pairs),
              "left out" if r.excluded else "named" if r.qualified else "used"]
             for r in derived.speedups]
-    return Table(SPEEDUP_COLUMNS, rows, align="ll" + "r" * 6 + "l")
+    cols = list(SPEEDUP_COLUMNS)
+    if any(r.rate is not None for r in derived.speedups):
+        cols[2] = "rate"  # req/s, open loop
+    return Table(cols, rows, align="ll" + "r" * 6 + "l")
 
 
 def _speedup_note(d: Derived) -> str:
@@ -306,7 +325,7 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
     sources = acceptance_sources(v.cells)
     if sources is not None:
         r.add(Para("Acceptance length (accept), per arm:"), sources)
-    failed = [f"{c.arm} {c.domain} c={c.concurrency} rep {c.repeat}" + (f" launch {c.launch}" if c.launch else "")
+    failed = [f"{c.arm} {c.domain} {c.label} rep {c.repeat}" + (f" launch {c.launch}" if c.launch else "")
               + f": {c.reason}" for _, c, _ in v.cells if c.status != "ok"]
     if failed:
         r.add(Heading("Failed cells"), Items(failed))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from toolkit.results.report.model import Block, Heading, Items, Para, Report, Table, fmt_centre, fmt_num, fmt_share
 from toolkit.results.slo import threshold_text
+from toolkit.schema.keys import level_label, rate_text
 from toolkit.schema.slo import CellSlo, SloAnalysis
 
 SLO_NOTE = ("met: successful requests that met every per-request objective; attainment: met / measured requests "
@@ -24,14 +25,19 @@ def _holds(c: CellSlo) -> str:
     return ("yes" if c.holds else "no") + ("" if c.certain else " ~") + mark
 
 
+def _lab(an: SloAnalysis, level: float) -> str:
+    """`c=16`, or `r=2/s` when the run's levels are rates (open loop: the capacity is in req/s)."""
+    return level_label(int(level), level if an.axis == "rate" else None)
+
+
 def cells_table(an: SloAnalysis) -> Table:
     pct = [o.name for o in an.objectives.percentiles]
-    cols = ["arm", "domain", "c", "n", "met", "attainment [95% CI]", "goodput req/s", "goodput tok/s", "tok/s"]
+    cols = ["arm", "domain", "req/s" if an.axis == "rate" else "c", "n", "met", "attainment [95% CI]", "goodput req/s", "goodput tok/s", "tok/s"]
     cols += [f"{name} [95% CI]" for name in pct] + ["holds"]
     rows = []
-    for c in sorted(an.cells, key=lambda c: (c.arm, c.domain, c.concurrency, c.output_len)):
+    for c in sorted(an.cells, key=lambda c: (c.arm, c.domain, c.level, c.output_len)):
         by = {r.objective: r for r in c.objectives}
-        row = [c.arm, c.domain, str(c.concurrency), str(c.n), str(c.met),
+        row = [c.arm, c.domain, rate_text(c.rate) if c.rate is not None else str(c.concurrency), str(c.n), str(c.met),
                fmt_share(c.attainment, c.attainment_low, c.attainment_high), fmt_num(c.goodput_req_s),
                fmt_num(c.goodput_tok_s), fmt_num(c.output_tok_s)]
         row += [fmt_centre(by[n].value, by[n].ci_low, by[n].ci_high) if n in by else "-" for n in pct]
@@ -42,13 +48,14 @@ def cells_table(an: SloAnalysis) -> Table:
 def capacity_table(an: SloAnalysis) -> Table:
     rows = []
     for x in an.capacity:
-        rows.append([x.arm, x.domain, "-" if x.capacity is None else f"c={x.capacity}",
+        lab = lambda v: _lab(an, v)  # noqa: E731
+        rows.append([x.arm, x.domain, "-" if x.capacity is None else lab(x.capacity),
                      fmt_num(x.goodput_tok_s) if x.capacity is not None else "-",
-                     "-" if x.first_failure is None else f"c={x.first_failure}",
-                     (x.first_failure_why or (f"c={x.not_judged[0]} not judged" if x.not_judged else
-                                              f"none through c={x.levels[-1]}" if x.levels else "-"))
-                     + (f"; holds again at c={', '.join(map(str, x.holds_again))}" if x.holds_again else ""),
-                     ", ".join(f"c={c}" for c in x.not_judged) or "-"])
+                     "-" if x.first_failure is None else lab(x.first_failure),
+                     (x.first_failure_why or (f"{lab(x.not_judged[0])} not judged" if x.not_judged else
+                                              f"none through {lab(x.levels[-1])}" if x.levels else "-"))
+                     + (f"; holds again at {', '.join(map(lab, x.holds_again))}" if x.holds_again else ""),
+                     ", ".join(map(lab, x.not_judged)) or "-"])
     return Table(["arm", "domain", "capacity", "goodput tok/s there", "first failure", "what failed", "not judged"],
                  rows, align="llrrrll")
 
@@ -82,7 +89,8 @@ def slo_blocks(an: SloAnalysis, raw: dict[str, str]) -> list[Block]:
     """The section a run report carries when the run has objectives."""
     return [Heading("Service-level objectives"), Para(f"Objectives: {an.objectives.text()}."),
             cells_table(an), Para(SLO_NOTE),
-            Heading(f"Capacity per arm and domain (the highest {an.axis} at which the objectives hold, every lower "
+            Heading(f"Capacity per arm and domain (the highest {'rate, req/s,' if an.axis == 'rate' else an.axis} "
+                    "at which the objectives hold, every lower "
                     "level holding and judged too)"), capacity_table(an),
             Items([f"{x.arm} / {x.domain}: {x.note}" for x in an.capacity]), *advice_blocks(an, raw)]
 
