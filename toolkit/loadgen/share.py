@@ -10,7 +10,7 @@ import asyncio
 import json
 import random
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
 from toolkit.errors import ToolFailure
 from toolkit.loadgen.client import PATHS, build_body, make_pool, send_one
@@ -109,12 +109,13 @@ class Share:
 
         await asyncio.gather(*(slot() for _ in range(self.slots)))
 
-    async def open_loop(self, rate: float, seed: int, n: int | None, until: float | None, start: float,
-                        stride: int = 1, offset: int = 0) -> None:
-        """Send arrival i of the seeded schedule (every `stride`-th from `offset`) at start + its time."""
+    async def open_loop(self, rate: float | None, seed: int, n: int | None, until: float | None, start: float,
+                        stride: int = 1, offset: int = 0, times: Iterable[float] | None = None) -> None:
+        """Send arrival i of the seeded schedule, or of `times` (a trace's), every `stride`-th from `offset`,
+        at start + its time."""
         sem = asyncio.Semaphore(self.slots)
         tasks = []
-        for i, at in enumerate(schedule(rate, seed)):
+        for i, at in enumerate(schedule(rate, seed) if times is None else times):
             if self.failure or (n is not None and i >= n) or (until is not None and start + at >= until):
                 break
             if i % stride != offset:

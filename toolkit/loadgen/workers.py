@@ -364,8 +364,8 @@ async def _work(ch: Channel, counter: SharedCounter) -> None:
             await asyncio.sleep(max(0.0, start - time.perf_counter()))
             if phase == "warmup":
                 work = share.closed(load.warmup, True, None)
-            elif load.rate:
-                work = share.open_loop(load.rate, load.seed, load.requests, until, start, n, w)
+            elif load.rate or load.arrivals is not None:
+                work = share.open_loop(load.rate, load.seed, load.requests, until, start, n, w, times=load.arrivals)
             else:
                 work = share.closed(load.requests, False, until)
             task = asyncio.ensure_future(until_failure(work, share.failure))
