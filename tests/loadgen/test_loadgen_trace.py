@@ -123,3 +123,21 @@ def test_the_command_line_replays_a_trace_faster(server, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "toolkit.loadgen", server.base_url, "--trace",
                           str(tmp_path / "moon.jsonl")], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert bad.returncode == 2 and "moon.jsonl:1" in bad.stderr and "trace-import" in bad.stderr
+
+
+@pytest.mark.slow
+def test_two_worker_processes_keep_the_trace_schedule(server, tmp_path):
+    """Worker w sends the trace's requests i = w (mod 2), as it does the Poisson schedule's: together, the
+    trace's send times, each request once."""
+    from_mooncake(mooncake(tmp_path / "moon.jsonl", n=120), tmp_path / "trace.jsonl")
+    trace = read_trace(tmp_path / "trace.jsonl")
+    times = arrivals(trace)
+    prompts = [Prompt(id=f"t{i}", domain="trace", prompt=prompt_text(r, i), target_output_len=r.output_length)
+               for i, r in enumerate(trace)]
+    load = CellLoad(concurrency=120, requests=120, workers=2, arrivals=tuple(times), output_from_prompt=True)
+    recs = run(run_cell(server.base_url, load, prompts, model="m"))
+    assert sorted(r.prompt_id for r in recs) == sorted(p.id for p in prompts) and all(r.error is None for r in recs)
+    by_id = {r.prompt_id: r for r in recs}
+    sched = np.array([by_id[f"t{i}"].send_s - by_id[f"t{i}"].lag_ms / 1000 for i in range(120)])
+    assert np.max(np.abs((sched - sched[0]) - np.array(times))) < 1e-6
+    assert np.median([r.lag_ms for r in recs]) < 5.0

@@ -128,3 +128,23 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, cli):
     (tmp_path / "moved.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     refused(base, str(tmp_path / "moved.jsonl"), "--arm", "a", "--arm", "b", "--same-prompts",
             says="request 5 has")
+
+
+def test_two_vllm_files_compare_every_other_arm_to_the_baseline(tmp_path, cli):
+    from tests.results.test_results_import import vllm_doc
+
+    run = write_run(tmp_path / "gen", seed=4, n=60, arms=ARM, domains=("chat",), concurrency=(8,))
+    paths = []
+    for name, slow in (("a.json", 1.0), ("b.json", 0.7)):
+        d = _details(run, 8, slow)
+        d.pop("prompts")
+        (tmp_path / name).write_text(json.dumps(vllm_doc(d, _aggregates(d, "e2el_ms"))))
+        paths.append(str(tmp_path / name))
+    res = cli("results", "import", *paths, "--format", "vllm", "--root", str(tmp_path / "results"), "--arm", "base",
+              "--arm", "spec", "--domain", "chat", "--same-prompts", "--json")
+    assert res.returncode == 0, res.stderr
+    a = open_archive(json.loads(res.stdout)["run"])
+    (row,) = a.derived.speedups
+    assert (row.arm, row.baseline, row.n_pairs) == ("spec", "base", 60) and 1.3 < row.paired_ratio < 1.6
+    assert a.derived.speculative_arms == ["spec"]  # vllm files name no algorithm: every other arm is compared
+    assert a.manifest.source.arms["spec"]["tool"] == "vllm bench serve"

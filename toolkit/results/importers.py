@@ -146,8 +146,41 @@ def import_files(paths: list[str | Path], fmt: str, root: str | Path = "results"
     """Write one archive from result files, one arm per file (toolkit/results/importarms.py says when they
     are compared paired); returns the run folder. Everything is checked before the archive is created."""
     from toolkit.results import importarms
+    from toolkit.results.archive import open_archive
+    from toolkit.results.report import summary_markdown
 
     paths = [Path(p) for p in paths]
+    files, baseline = _read_all(paths, fmt, arms, baseline)
+    names = list(files)
+    file_of = {a: p.name for a, p in zip(names, paths)}
+    pairing = importarms.pairing_of(files, same_prompts)
+    checks = importarms.align(files, file_of, baseline, domain) if len(files) > 1 else []
+    if pairing == "asserted":
+        importarms.check_asserted(files, baseline, domain, file_of)
+    infos = {a: runs[0].get("server_info") if fmt == "sglang" else None for a, runs in files.items()}
+    manifest = _manifest(dict(zip(names, paths)), files, fmt, baseline, pairing, infos)
+    writer = ArchiveWriter.create(root, matrix or f"imported-{fmt}", manifest)  # the writer scrubs it
+    cells: list[CellSummary] = []
+    records: dict[tuple, list[RequestRecord]] = {}
+    for a in names:
+        for summary, recs in _cells(files[a], fmt, a, domain, output_len, workload_hash, manifest.source.tool,
+                                    hashed=pairing == "prompt-hashes"):
+            writer.write_cell(summary, recs)
+            cells.append(summary)
+            records.setdefault((a, summary.domain, summary.concurrency), []).extend(recs)
+    derived: dict = {}
+    if len(files) > 1:
+        spec = {a for a, i in infos.items() if isinstance(i, dict) and i.get("speculative_algorithm")} \
+            or {a for a in names if a != baseline}  # vllm files name no algorithm: every other arm is compared
+        arm_info = {a: _arm_state(infos[a]) for a in names}
+        derived = importarms.import_derived(cells, records, baseline, pairing, spec, arm_info, checks)
+    writer.finalize("complete", derived=derived, report_md=summary_markdown(open_archive(writer.path)))
+    return writer.path
+
+
+def _read_all(paths: list[Path], fmt: str, arms: list[str] | None,
+              baseline: str | None) -> tuple[dict[str, list[dict]], str]:
+    """arm -> the runs of its file (in the files' order), and the baseline arm; bad input refused."""
     if fmt not in FORMATS:
         raise ToolkitError(f"unknown format {fmt!r}", hint="sglang (bench_serving JSON lines) or vllm (bench serve JSON)")
     if not paths:
@@ -165,59 +198,33 @@ def import_files(paths: list[str | Path], fmt: str, root: str | Path = "results"
     dup = sorted({a for a in names if names.count(a) > 1})
     if dup:
         raise ToolkitError(f"two files would be arm {dup[0]!r}", hint="name each file's arm: --arm A --arm B (in order)")
-    files = dict(zip(names, loaded))
-    file_of = {a: p.name for a, p in zip(names, paths)}
     baseline = baseline or names[0]
-    if baseline not in files:
+    if baseline not in names:
         raise ToolkitError(f"--baseline {baseline!r} is none of the arms ({', '.join(names)})",
                            hint="name one of the --arm names (default: the first file's arm)")
-    pairing = importarms.pairing_of(files, same_prompts)
-    checks = importarms.align(files, file_of, baseline, domain) if len(files) > 1 else []
-    if pairing == "asserted":
-        importarms.check_asserted(files, baseline, domain, file_of)
+    return dict(zip(names, loaded)), baseline
 
-    base_runs, base_path = files[baseline], paths[names.index(baseline)]
-    first = base_runs[0]
-    started = None
+
+def _manifest(paths: dict[str, Path], files: dict[str, list[dict]], fmt: str, baseline: str, pairing: str,
+              infos: dict) -> Manifest:
+    """The import's manifest: the baseline file's source (and with several, every arm's), server args per arm."""
+    first = files[baseline][0]
+    info = infos[baseline]
+    versions = {"sglang": info["version"]} if isinstance(info, dict) and info.get("version") else {}
+    source = _source(paths[baseline], fmt, files[baseline])
+    if len(files) > 1:
+        source.arms = {a: _source(p, fmt, files[a]).model_dump(mode="json", exclude_none=True) for a, p in paths.items()}
+        source.pairing = pairing
+        source.baseline = baseline
+    manifest = Manifest(source=source, arms={a: ArmRecord(preset=_server_args(infos[a])) for a in files},
+                        engine_versions=versions, baseline=baseline if len(files) > 1 else None)
     if fmt == "vllm" and first.get("date"):
         try:
-            started = datetime.strptime(first["date"], "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc) \
+            manifest.started_at = datetime.strptime(first["date"], "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc) \
                 .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
         except ValueError:
             pass
-    infos = {a: runs[0].get("server_info") if fmt == "sglang" else None for a, runs in files.items()}
-    info = infos[baseline]
-    versions = {"sglang": info["version"]} if isinstance(info, dict) and info.get("version") else {}
-    source = _source(base_path, fmt, base_runs)
-    if len(files) > 1:
-        source.arms = {a: _source(p, fmt, files[a]).model_dump(mode="json", exclude_none=True)
-                       for a, p in zip(names, paths)}
-        source.pairing = pairing
-        source.baseline = baseline
-    manifest = Manifest(source=source, arms={a: ArmRecord(preset=_server_args(infos[a])) for a in names},
-                        engine_versions=versions, baseline=baseline if len(files) > 1 else None)
-    if started:
-        manifest.started_at = started
-    writer = ArchiveWriter.create(root, matrix or f"imported-{fmt}", manifest)  # the writer scrubs it
-    cells: list[CellSummary] = []
-    records: dict[tuple, list[RequestRecord]] = {}
-    for a in names:
-        for summary, recs in _cells(files[a], fmt, a, domain, output_len, workload_hash, source.tool,
-                                    hashed=pairing == "prompt-hashes"):
-            writer.write_cell(summary, recs)
-            cells.append(summary)
-            records.setdefault((a, summary.domain, summary.concurrency), []).extend(recs)
-    derived: dict = {}
-    if len(files) > 1:
-        spec = {a for a, i in infos.items() if isinstance(i, dict) and i.get("speculative_algorithm")} \
-            or {a for a in names if a != baseline}
-        arm_info = {a: _arm_state(infos[a]) for a in names}
-        derived = importarms.import_derived(cells, records, baseline, pairing, spec, arm_info, checks)
-    from toolkit.results.archive import open_archive
-    from toolkit.results.report import summary_markdown
-
-    writer.finalize("complete", derived=derived, report_md=summary_markdown(open_archive(writer.path)))
-    return writer.path
+    return manifest
 
 
 def _arm_state(info: dict | None) -> dict:
