@@ -2,8 +2,8 @@
 
 Closed loop: `concurrency` requests in flight until `requests` are done (or `duration_s` passed).
 Open loop: Poisson arrivals at `rate` req/s (seeded), or a trace's send times (`arrivals`), each request
-sent at its scheduled time (`lag_ms` records how late the client was). Warmup requests run first, at the same concurrency,
-and come back flagged warmup=True. What the cell sends is its CellLoad (toolkit.loadgen.load).
+sent at its scheduled time (`lag_ms` records how late the client was). Warmup requests run first, at the
+same concurrency, and come back flagged warmup=True. What the cell sends is its CellLoad (toolkit.loadgen.load).
 
     records = run(run_cell(url, CellLoad(api="chat", concurrency=16, requests=200, warmup=4), prompts, ...))
 

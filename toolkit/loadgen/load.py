@@ -51,7 +51,8 @@ def resolve_workers(workers: int | None, concurrency: int, rate: float | None = 
 class CellLoad:
     """What one cell sends. Closed loop: `concurrency` requests in flight until `requests` are done (or
     `duration_s` passed); open loop: Poisson arrivals at `rate` req/s (seeded), at most `concurrency` in
-    flight; a trace: request i at `arrivals[i]`. `warmup` requests run first. `workers`: client processes (None: enough for the chunk rate)."""
+    flight; a trace: request i at `arrivals[i]`. `warmup` requests run first. `workers`: client processes
+    (None: enough for the chunk rate)."""
 
     api: Api = "chat"
     concurrency: int = 1
@@ -92,7 +93,10 @@ class CellLoad:
     @property
     def processes(self) -> int:
         """The client processes this cell runs on (`workers`, or enough for its expected chunk rate)."""
-        return resolve_workers(self.workers, self.concurrency, self.rate, self.output_len)
+        rate = self.rate
+        if rate is None and self.arrivals:  # a trace: its mean rate
+            rate = len(self.arrivals) / max(self.arrivals[-1] - self.arrivals[0], 1e-3)
+        return resolve_workers(self.workers, self.concurrency, rate, self.output_len)
 
     def own_sampling(self, prompt: Any) -> dict[str, Any]:
         """What one request sets for itself: a trace request's max tokens (output_from_prompt)."""
