@@ -1,5 +1,6 @@
-"""`python -m toolkit.loadgen URL`: one cell from the command line (a fixed prompt, closed loop), its summary as
-JSON on stdout. The benchmarks under benchmarks/ drive the load generator through it."""
+"""`python -m toolkit.loadgen URL`: one cell from the command line (a fixed prompt, closed loop; or a trace
+replayed open loop: --trace FILE [--speed S]), its summary as JSON on stdout. The benchmarks under
+benchmarks/ drive the load generator through it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m toolkit.loadgen", description=main.__doc__)
     ap.add_argument("url")
     ap.add_argument("--api", default="chat", choices=sorted(PATHS))
-    ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--concurrency", type=int, default=None,
+                    help="requests in flight (closed loop, default 1); with --trace a cap (default: none)")
     ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--prompt", default="hi")
@@ -43,16 +45,27 @@ def main(argv: list[str] | None = None) -> None:
                     help="open loop: the arrival process (docs/bench.md#open-loop-load-rates)")
     ap.add_argument("--burstiness", type=float, default=1.0, help="--arrival gamma: the shape B (1: Poisson)")
     ap.add_argument("--seed", type=int, default=0, help="open loop: the schedule's seed")
+    ap.add_argument("--trace", help="replay this trace (JSON lines, docs/loadgen.md#traces): request i sent at its "
+                                    "timestamp, prompts synthesized to input_length where the trace has no text")
+    ap.add_argument("--speed", type=float, default=1.0, help="with --trace: time scaling (2.0 = twice as fast)")
     a = ap.parse_args(argv)
-    prompts = ([Prompt(id="p0", domain="cli", prompt=a.prompt)] if a.prompts <= 1 else
-               [Prompt(id=f"p{i}", domain="cli", prompt=f"{a.prompt} #{i}") for i in range(a.prompts)])
     params = {} if a.usage else {"stream_options": None, "temperature": None}
-    load = CellLoad(api=a.api, concurrency=a.concurrency, requests=a.requests, output_len=a.output_len,
-                    workers=a.workers, request_params=params, rate=a.rate, arrival=a.arrival,
-                    burstiness=a.burstiness, seed=a.seed)
+    if a.trace:
+        prompts, load = _trace_load(a, params)
+    else:
+        prompts = ([Prompt(id="p0", domain="cli", prompt=a.prompt)] if a.prompts <= 1 else
+                   [Prompt(id=f"p{i}", domain="cli", prompt=f"{a.prompt} #{i}") for i in range(a.prompts)])
+        load = CellLoad(api=a.api, concurrency=a.concurrency or 1, requests=a.requests, output_len=a.output_len,
+                        workers=a.workers, request_params=params, rate=a.rate, arrival=a.arrival,
+                        burstiness=a.burstiness, seed=a.seed)
     recs = run(run_cell(a.url, load, prompts, model=a.model))
-    s = summarize(recs, arm="cli", domain="cli", concurrency=a.concurrency, output_len=a.output_len, load=load)
+    s = summarize(recs, arm="cli", domain="cli", concurrency=load.concurrency, output_len=a.output_len,
+                  load=None if a.trace else load)
     out = s.model_dump(mode="json")
+    if a.trace:  # how late each request left against the trace's schedule (the client's own send stamps)
+        lags = sorted(r.lag_ms for r in recs if r.lag_ms is not None)
+        out["lag_ms"] = {"p50": lags[len(lags) // 2], "p99": lags[min(len(lags) - 1, int(len(lags) * 0.99))],
+                         "max": lags[-1]} if lags else None
     out["chunks"] = sum(len(r.chunk_ms) for r in recs)
     gaps = itl_values(recs, "chunk")
     out["itl_chunk_p50"] = float(__import__("numpy").median(gaps)) if len(gaps) else None
@@ -60,6 +73,26 @@ def main(argv: list[str] | None = None) -> None:
         with open(a.records, "w") as f:
             f.writelines(r.model_dump_json() + "\n" for r in recs)
     print(json.dumps(out))
+
+
+def _trace_load(a, params: dict) -> tuple[list[Prompt], CellLoad]:
+    """The prompts and load of a trace replay: one prompt per request, sent at its scheduled time."""
+    import sys
+
+    from toolkit.errors import ToolkitError
+    from toolkit.schema.trace import arrivals, prompt_text, read_trace
+
+    try:
+        trace = read_trace(a.trace)
+        times = arrivals(trace, a.speed)
+    except ToolkitError as exc:
+        print(f"error: {exc}", file=sys.stderr)  # str() carries file:line and the hint
+        raise SystemExit(2) from None
+    prompts = [Prompt(id=f"t{i}", domain="trace", prompt=prompt_text(r, i),
+                      target_output_len=r.output_length or a.output_len) for i, r in enumerate(trace)]
+    load = CellLoad(api=a.api, concurrency=a.concurrency or len(trace), requests=len(trace), output_len=a.output_len,
+                    workers=a.workers or 1, request_params=params, arrivals=tuple(times), output_from_prompt=True)
+    return prompts, load
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The cell loop: one cell = one (arm, domain, concurrency, repeat) against a running server.
 
 Closed loop: `concurrency` requests in flight until `requests` are done (or `duration_s` passed).
-Open loop: Poisson arrivals at `rate` req/s (seeded), each request sent at its scheduled time
-(`lag_ms` records how late the client was). Warmup requests run first, at the same concurrency,
-and come back flagged warmup=True. What the cell sends is its CellLoad (toolkit.loadgen.load).
+Open loop: Poisson arrivals at `rate` req/s (seeded), or a trace's send times (`arrivals`), each request
+sent at its scheduled time (`lag_ms` records how late the client was). Warmup requests run first, at the
+same concurrency, and come back flagged warmup=True. What the cell sends is its CellLoad (toolkit.loadgen.load).
 
     records = run(run_cell(url, CellLoad(api="chat", concurrency=16, requests=200, warmup=4), prompts, ...))
 
@@ -80,7 +80,7 @@ async def _run_local(base_url: str, load: CellLoad, prompts: list[Prompt], who: 
                 if on_measure is not None:
                     on_measure()
                 until = time.perf_counter() + load.duration_s if load.duration_s is not None else None
-                if load.rate:
+                if load.rate or load.arrivals is not None:
                     work = share.open_loop(load.requests, until, time.perf_counter())
                 else:
                     work = share.closed(load.requests, False, until)

@@ -70,12 +70,13 @@ def build_body(load: CellLoad, prompt: Prompt, model: str | None = None) -> dict
     of None removes that key (e.g. stream_options for a server that rejects it)."""
     api = load.api
     params = dict(load.request_params)
+    own = load.own_sampling(prompt)
     if isinstance(params.get("generation_config"), dict):
         params["generation_config"] = json.dumps(params["generation_config"], sort_keys=True)
     if api == "generate":
-        sampling = {**load.body_sampling(), **params.pop("sampling_params", {})}
+        sampling = {**load.body_sampling(), **own, **params.pop("sampling_params", {})}
         return {"text": prompt.as_text(), "sampling_params": sampling, "stream": True, **params}
-    body: dict = {**load.body_sampling(), "stream": True,
+    body: dict = {**load.body_sampling(), **own, "stream": True,
                   "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     if model:
         body["model"] = model

@@ -51,8 +51,8 @@ def resolve_workers(workers: int | None, concurrency: int, rate: float | None = 
 class CellLoad:
     """What one cell sends. Closed loop: `concurrency` requests in flight until `requests` are done (or
     `duration_s` passed); open loop: Poisson arrivals at `rate` req/s (seeded), at most `concurrency` in
-    flight; `arrival` and `burstiness` shape the gaps (toolkit.loadgen.share.schedule). `warmup` requests run first.
-    `workers`: client processes (None: enough for the chunk rate)."""
+    flight; `arrival` and `burstiness` shape the gaps (toolkit.loadgen.share.schedule); a trace: request i at
+    `arrivals[i]`. `warmup` requests run first. `workers`: client processes (None: enough for the chunk rate)."""
 
     api: Api = "chat"
     concurrency: int = 1
@@ -65,6 +65,11 @@ class CellLoad:
     arrival: Literal["poisson", "gamma", "constant"] = "poisson"
     burstiness: float = 1.0
     seed: int = 0
+    # a trace replay (toolkit/schema/trace.py): request i (prompt i) is sent at arrivals[i] seconds after the
+    # start, open loop, instead of the Poisson schedule; with output_from_prompt each request's max tokens
+    # is its prompt's target_output_len (the trace's output_length)
+    arrivals: tuple[float, ...] | None = None
+    output_from_prompt: bool = False
     workers: int | None = None
     request_params: Mapping[str, Any] = field(default_factory=dict)  # the arm's (Environment request_params)
 
@@ -97,7 +102,16 @@ class CellLoad:
     @property
     def processes(self) -> int:
         """The client processes this cell runs on (`workers`, or enough for its expected chunk rate)."""
-        return resolve_workers(self.workers, self.concurrency, self.rate, self.output_len)
+        rate = self.rate
+        if rate is None and self.arrivals:  # a trace: its mean rate
+            rate = len(self.arrivals) / max(self.arrivals[-1] - self.arrivals[0], 1e-3)
+        return resolve_workers(self.workers, self.concurrency, rate, self.output_len)
+
+    def own_sampling(self, prompt: Any) -> dict[str, Any]:
+        """What one request sets for itself: a trace request's max tokens (output_from_prompt)."""
+        if not self.output_from_prompt:
+            return {}
+        return {"max_new_tokens" if self.api == "generate" else "max_tokens": prompt.target_output_len}
 
     def body_sampling(self) -> dict[str, Any]:
         """The request parameters every request of the cell carries, by the API's names, in field order."""

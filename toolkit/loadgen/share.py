@@ -74,7 +74,10 @@ def schedule(rate: float, seed: int, process: str = "poisson", burstiness: float
 
 
 def load_schedule(load: CellLoad) -> Iterator[float]:
-    """An open-loop cell's arrival times, from its CellLoad (rate, arrival process, burstiness, seed)."""
+    """An open-loop cell's arrival times, from its CellLoad: a trace's (`arrivals`), else the seeded process
+    (rate, arrival process, burstiness, seed)."""
+    if load.arrivals is not None:
+        return iter(load.arrivals)
     return schedule(load.rate, load.seed, load.arrival, load.burstiness)
 
 
@@ -134,8 +137,8 @@ class Share:
 
     async def open_loop(self, n: int | None, until: float | None, start: float, stride: int = 1,
                         offset: int = 0) -> None:
-        """Send arrival i of the cell's seeded schedule (load_schedule; every `stride`-th from `offset`) at
-        start + its time."""
+        """Send arrival i of the cell's schedule (load_schedule: the seeded process, or a trace's times; every
+        `stride`-th from `offset`) at start + its time."""
         sem = asyncio.Semaphore(self.slots)
         tasks = []
         for i, at in enumerate(load_schedule(self.load)):

@@ -364,7 +364,7 @@ async def _work(ch: Channel, counter: SharedCounter) -> None:
             await asyncio.sleep(max(0.0, start - time.perf_counter()))
             if phase == "warmup":
                 work = share.closed(load.warmup, True, None)
-            elif load.rate:
+            elif load.rate or load.arrivals is not None:
                 work = share.open_loop(load.requests, until, start, n, w)
             else:
                 work = share.closed(load.requests, False, until)

@@ -260,14 +260,21 @@ def slo_cmd(run: RunArg, slo: SloOpt = None, attainment: AttainmentOpt = None, r
 
 @app.command("import")
 def import_cmd(
-    file: Annotated[Path, typer.Argument(help="the result file to import")],
+    files: Annotated[list[Path], typer.Argument(help="the result file(s) to import: several become the arms of one "
+                                                     "run, in order")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="sglang: `python -m sglang.bench_serving --output-file` "
                                      "JSON lines; vllm: `vllm bench serve --save-result` JSON")],
     root: Root = Path("results"),
     matrix: Annotated[Optional[str], typer.Option("--matrix", help="matrix name to file it under "
                                                   "(default: imported-<format>)")] = None,
-    arm: Annotated[Optional[str], typer.Option("--arm", help="arm name (default: the file's label or backend); "
-                                               "diff matches cells by arm, so name it like the run you compare with")] = None,
+    arm: Annotated[Optional[list[str]], typer.Option("--arm", help="arm name, once per file in the files' order "
+                                                     "(default: each file's label or backend); diff matches cells by "
+                                                     "arm, so name it like the run you compare with")] = None,
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="several files: the arm the others are "
+                                                    "compared with (default: the first)")] = None,
+    same_prompts: Annotated[bool, typer.Option("--same-prompts", help="several files: they were recorded with the "
+                                               "same prompts in the same order (same dataset, seed, order), which the "
+                                               "files cannot show: pair requests by index (recorded)")] = False,
     domain: Annotated[Optional[str], typer.Option("--domain", help="domain name (default: the dataset name)")] = None,
     output_len: Annotated[Optional[int], typer.Option("--output-len", help="max output tokens the run used "
                                                       "(default: from the file, else the longest output)")] = None,
@@ -275,16 +282,17 @@ def import_cmd(
                                                "were the same as a toolkit workload's")] = "",
     json_out: Json = False,
 ) -> None:
-    """Turn a sglang.bench_serving or `vllm bench serve` result into an archive, so it can be listed,
+    """Turn sglang.bench_serving or `vllm bench serve` results into an archive, so they can be listed,
     reported and diffed. Per-request lists (--output-details / --save-detailed) give the diff its samples;
-    without them the cells are summary-only.
+    without them the cells are summary-only. Several files become the arms of one run, with speed-ups over
+    the baseline: paired where the prompts are known to match (docs/results.md#import).
 
-    Example: toolkit results import sglang.jsonl --format sglang --arm baseline --domain chat"""
-    from toolkit.results.importers import import_file
+    Example: toolkit results import base.jsonl eagle3.jsonl --format sglang --arm baseline --arm eagle3"""
+    from toolkit.results.importers import import_files
 
-    path = import_file(file, fmt, root, matrix=matrix, arm=arm, domain=domain, output_len=output_len,
-                       workload_hash=workload_hash)
+    path = import_files(files, fmt, root, matrix=matrix, arms=arm, baseline=baseline, domain=domain,
+                        output_len=output_len, workload_hash=workload_hash, same_prompts=same_prompts)
     if json_out:
         emit_json({"run": str(path), "run_id": path.name})
     else:
-        out.print(f"imported {file} -> {path}", markup=False)
+        out.print(f"imported {', '.join(map(str, files))} -> {path}", markup=False)

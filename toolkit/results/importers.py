@@ -68,7 +68,8 @@ def _stat(r: dict, fmt: str, metric: str, n: int) -> Stat | None:
     return Stat(mean=mean, p50=p50, p90=p90, p99=p99, n=n, unreliable=unreliable)
 
 
-def _records(r: dict, arm: str, domain: str, conc: int) -> list[RequestRecord]:
+def _records(r: dict, arm: str, domain: str, conc: int, ids: list[str] | None = None) -> list[RequestRecord]:
+    """Per-request records from the lists; `ids`: per request its prompt's hash (else its index)."""
     ttfts = r.get("ttfts")
     if not isinstance(ttfts, list):
         return []
@@ -93,7 +94,7 @@ def _records(r: dict, arm: str, domain: str, conc: int) -> list[RequestRecord]:
                 chunk_ms.append(round(t, 4))
         toks = int(out_lens[i] or 0)
         recs.append(RequestRecord(
-            arm=arm, domain=domain, concurrency=conc, prompt_id=str(i),
+            arm=arm, domain=domain, concurrency=conc, prompt_id=ids[i] if ids and i < len(ids) else str(i),
             send_s=float(starts[i] - t0) if t0 is not None else 0.0,
             ttft_ms=round(ttft * 1000.0, 4) if ok else None, e2e_ms=chunk_ms[-1] if chunk_ms else None,
             input_tokens=in_lens[i], output_tokens=toks, chunk_ms=chunk_ms,
@@ -117,43 +118,134 @@ def _server_args(info: dict | None) -> dict:
     return {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None}
 
 
+def _arm_name(runs: list[dict], fmt: str) -> str:
+    first = runs[0]
+    return str(first.get("label") or first.get("backend") or first.get("endpoint_type") or fmt)
+
+
+def _source(path: Path, fmt: str, runs: list[dict]) -> SourceRecord:
+    first = runs[0]
+    meta_keys = ("backend", "endpoint_type", "label", "model_id", "tokenizer_id", "dataset_name", "tag",
+                 "num_prompts", "request_rate", "burstiness")
+    return SourceRecord(format=fmt, tool="sglang.bench_serving" if fmt == "sglang" else "vllm bench serve",
+                        file=path.name, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), runs=len(runs),
+                        **{k: first[k] for k in meta_keys if first.get(k) is not None})
+
+
 def import_file(path: str | Path, fmt: str, root: str | Path = "results", *, matrix: str | None = None,
                 arm: str | None = None, domain: str | None = None, output_len: int | None = None,
                 workload_hash: str = "") -> Path:
     """Write an archive from a result file; returns the run folder."""
-    path = Path(path)
+    return import_files([path], fmt, root, matrix=matrix, arms=[arm] if arm else None, domain=domain,
+                        output_len=output_len, workload_hash=workload_hash)
+
+
+def import_files(paths: list[str | Path], fmt: str, root: str | Path = "results", *, matrix: str | None = None,
+                 arms: list[str] | None = None, baseline: str | None = None, domain: str | None = None,
+                 output_len: int | None = None, workload_hash: str = "", same_prompts: bool = False) -> Path:
+    """Write one archive from result files, one arm per file (toolkit/results/importarms.py says when they
+    are compared paired); returns the run folder. Everything is checked before the archive is created."""
+    from toolkit.results import importarms
+    from toolkit.results.archive import open_archive
+    from toolkit.results.report import summary_markdown
+
+    paths = [Path(p) for p in paths]
+    files, baseline = _read_all(paths, fmt, arms, baseline)
+    names = list(files)
+    file_of = {a: p.name for a, p in zip(names, paths)}
+    pairing = importarms.pairing_of(files, same_prompts)
+    checks = importarms.align(files, file_of, baseline, domain) if len(files) > 1 else []
+    if pairing == "asserted":
+        importarms.check_asserted(files, baseline, domain, file_of)
+    infos = {a: runs[0].get("server_info") if fmt == "sglang" else None for a, runs in files.items()}
+    manifest = _manifest(dict(zip(names, paths)), files, fmt, baseline, pairing, infos)
+    writer = ArchiveWriter.create(root, matrix or f"imported-{fmt}", manifest)  # the writer scrubs it
+    cells: list[CellSummary] = []
+    records: dict[tuple, list[RequestRecord]] = {}
+    for a in names:
+        for summary, recs in _cells(files[a], fmt, a, domain, output_len, workload_hash, manifest.source.tool,
+                                    hashed=pairing == "prompt-hashes"):
+            writer.write_cell(summary, recs)
+            cells.append(summary)
+            records.setdefault((a, summary.domain, summary.concurrency), []).extend(recs)
+    derived: dict = {}
+    if len(files) > 1:
+        spec = {a for a, i in infos.items() if isinstance(i, dict) and i.get("speculative_algorithm")} \
+            or {a for a in names if a != baseline}  # vllm files name no algorithm: every other arm is compared
+        arm_info = {a: _arm_state(infos[a]) for a in names}
+        derived = importarms.import_derived(cells, records, baseline, pairing, spec, arm_info, checks)
+    writer.finalize("complete", derived=derived, report_md=summary_markdown(open_archive(writer.path)))
+    return writer.path
+
+
+def _read_all(paths: list[Path], fmt: str, arms: list[str] | None,
+              baseline: str | None) -> tuple[dict[str, list[dict]], str]:
+    """arm -> the runs of its file (in the files' order), and the baseline arm; bad input refused."""
     if fmt not in FORMATS:
         raise ToolkitError(f"unknown format {fmt!r}", hint="sglang (bench_serving JSON lines) or vllm (bench serve JSON)")
-    runs = _load(path, fmt)
-    if not runs:
-        raise ToolkitError("no benchmark runs in the file", file=path)
-    first = runs[0]
-    arm = arm or str(first.get("label") or first.get("backend") or first.get("endpoint_type") or fmt)
-    started = None
+    if not paths:
+        raise ToolkitError("no result file given", hint="toolkit results import FILE... --format sglang|vllm")
+    if arms and len(arms) != len(paths):
+        raise ToolkitError(f"{len(paths)} file(s) but {len(arms)} --arm name(s)",
+                           hint="name one arm per file, in the files' order: --arm baseline --arm eagle3")
+    loaded = []
+    for path in paths:
+        runs = _load(path, fmt)
+        if not runs:
+            raise ToolkitError("no benchmark runs in the file", file=path)
+        loaded.append(runs)
+    names = list(arms) if arms else [_arm_name(runs, fmt) for runs in loaded]
+    dup = sorted({a for a in names if names.count(a) > 1})
+    if dup:
+        raise ToolkitError(f"two files would be arm {dup[0]!r}", hint="name each file's arm: --arm A --arm B (in order)")
+    baseline = baseline or names[0]
+    if baseline not in names:
+        raise ToolkitError(f"--baseline {baseline!r} is none of the arms ({', '.join(names)})",
+                           hint="name one of the --arm names (default: the first file's arm)")
+    return dict(zip(names, loaded)), baseline
+
+
+def _manifest(paths: dict[str, Path], files: dict[str, list[dict]], fmt: str, baseline: str, pairing: str,
+              infos: dict) -> Manifest:
+    """The import's manifest: the baseline file's source (and with several, every arm's), server args per arm."""
+    first = files[baseline][0]
+    info = infos[baseline]
+    versions = {"sglang": info["version"]} if isinstance(info, dict) and info.get("version") else {}
+    source = _source(paths[baseline], fmt, files[baseline])
+    if len(files) > 1:
+        source.arms = {a: _source(p, fmt, files[a]).model_dump(mode="json", exclude_none=True) for a, p in paths.items()}
+        source.pairing = pairing
+        source.baseline = baseline
+    manifest = Manifest(source=source, arms={a: ArmRecord(preset=_server_args(infos[a])) for a in files},
+                        engine_versions=versions, baseline=baseline if len(files) > 1 else None)
     if fmt == "vllm" and first.get("date"):
         try:
-            started = datetime.strptime(first["date"], "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc) \
+            manifest.started_at = datetime.strptime(first["date"], "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc) \
                 .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
         except ValueError:
             pass
-    info = first.get("server_info") if fmt == "sglang" else None
-    versions = {"sglang": info["version"]} if isinstance(info, dict) and info.get("version") else {}
-    meta_keys = ("backend", "endpoint_type", "label", "model_id", "tokenizer_id", "dataset_name", "tag",
-                 "num_prompts", "request_rate", "burstiness")
-    manifest = Manifest(
-        source=SourceRecord(format=fmt, tool="sglang.bench_serving" if fmt == "sglang" else "vllm bench serve",
-                            file=path.name, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), runs=len(runs),
-                            **{k: first[k] for k in meta_keys if first.get(k) is not None}),
-        arms={arm: ArmRecord(preset=_server_args(info))}, engine_versions=versions)
-    if started:
-        manifest.started_at = started
-    writer = ArchiveWriter.create(root, matrix or f"imported-{fmt}", manifest)  # the writer scrubs it
+    return manifest
+
+
+def _arm_state(info: dict | None) -> dict:
+    if not isinstance(info, dict):
+        return {}
+    keys = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+    return {"server_info_read": True, "engine": "sglang", "engine_version": info.get("version"),
+            "speculative_algorithm": info.get("speculative_algorithm"),
+            "max_running_requests": info.get("max_running_requests"),
+            "speculative": {k: info[k] for k in keys if info.get(k) is not None and info.get("speculative_algorithm")}}
+
+
+def _cells(runs: list[dict], fmt: str, arm: str, domain: str | None, output_len: int | None, workload_hash: str,
+           tool: str | None, *, hashed: bool):
+    """(CellSummary, records) per run of one file: repeats numbered per concurrency level."""
+    from toolkit.results.importarms import cell_of, prompt_hashes
+
     repeats: dict[int, int] = {}
     for r in runs:
-        mc = r.get("max_concurrency")
-        conc = int(mc) if isinstance(mc, (int, float)) and mc else 0
-        dom = domain or str(r.get("dataset_name") or "default")
-        recs = _records(r, arm, dom, conc)
+        dom, conc = cell_of(r, domain)
+        recs = _records(r, arm, dom, conc, prompt_hashes(r) if hashed else None)
         for rec in recs:
             rec.repeat = repeats.get(conc, 0)
         n = int(r.get("completed") or 0)
@@ -172,11 +264,6 @@ def import_file(path: str | Path, fmt: str, root: str | Path = "results", *, mat
             output_len=output_len or _output_len(r, fmt, recs), workload_hash=workload_hash, sampling={},
             n_requests=total, n_errors=failed, error_rate=failed / total if total else 0.0,
             duration_s=float(r.get("duration") or 0.0),
-            itl_convention=f"per-chunk gap as reported by {manifest.source.tool}", metrics=metrics)
-        writer.write_cell(summary, recs)
+            itl_convention=f"per-chunk gap as reported by {tool}", metrics=metrics)
         repeats[conc] = repeats.get(conc, 0) + 1
-    from toolkit.results.archive import open_archive
-    from toolkit.results.report import summary_markdown
-
-    writer.finalize("complete", derived={}, report_md=summary_markdown(open_archive(writer.path)))
-    return writer.path
+        yield summary, recs

@@ -148,6 +148,11 @@ class SourceRecord(_Open):
     file: str | None = None
     sha256: str | None = None
     runs: int | None = None
+    arms: dict[str, dict[str, Any]] = Field(default_factory=dict, description="several files imported as arms "
+                                            "of one run: per arm, its file's record (file, sha256, runs, ...)")
+    baseline: str | None = Field(None, description="several files: the arm the others are compared with")
+    pairing: str | None = Field(None, description="several files: prompt-hashes | asserted (--same-prompts) | "
+                                "unpaired (toolkit/results/importarms.py)")
 
 
 class InputFile(_Open):

@@ -94,3 +94,26 @@ def _print(reports) -> None:
         out.print(f"divergence: {r.score:.2f} = 0.75 x JS domain {r.js_domain:.2f} + 0.25 x JS length {r.js_length:.2f}")
         c = colour[r.verdict]
         out.print(f"verdict: [{c}]{r.verdict.upper()}[/{c}] - {r.reason}\n")
+
+
+class TraceFormat(str, Enum):
+    mooncake = "mooncake"
+
+
+@bench_app.command("trace-import")
+def trace_import(
+    file: Annotated[Path, typer.Argument(help="the trace to convert")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="where to write the toolkit's trace (JSON lines)")],
+    source: Annotated[TraceFormat, typer.Option("--from", help="mooncake: JSON lines of timestamp (ms), "
+                                                "input_length, output_length, hash_ids (Mooncake's FAST'25 traces)")]
+    = TraceFormat.mooncake,
+) -> None:
+    """Convert a request trace to the toolkit's trace format (timestamps in seconds; docs/loadgen.md#traces),
+    for `python -m toolkit.loadgen URL --trace FILE [--speed S]`.
+
+    Example: toolkit bench trace-import conversation_trace.jsonl --from mooncake -o trace.jsonl"""
+    from toolkit.console import out
+    from toolkit.schema.trace import from_mooncake
+
+    n = from_mooncake(file, output)
+    out.print(f"{n} requests: {file} -> {output}", markup=False)

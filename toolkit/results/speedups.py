@@ -1,0 +1,146 @@
+"""Paired speed-ups of arms over a baseline arm, per (domain, concurrency): one home for the runner
+(toolkit/bench/derive.py re-exports these), tune, and `results import` of several result files.
+
+- `throughput_ratio`: output tok/s of the arm / output tok/s of the baseline (the headline figure).
+- `paired_ratio` with a 95% CI: both arms saw the same prompts in the same order, so the ratio of the
+  arms' output rates over those prompts (sum of output tokens / sum of end-to-end seconds) is paired.
+  The unit of replication is the server launch (toolkit/results/launches.py): with two or more launch
+  rounds, one paired ratio per round and a t-interval over the rounds, the variance pooled over the arm's
+  cells; with one round, the paired bootstrap over prompts widened by the launch noise of both servers.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable, Iterable
+
+import numpy as np
+
+from toolkit.schema.metrics import cell_throughput
+from toolkit.schema.records import CellSummary, RequestRecord
+
+BOOTSTRAP = 2000
+
+
+def _rate(tokens: np.ndarray, e2e_ms: np.ndarray) -> float:
+    total = e2e_ms.sum()
+    return float(tokens.sum() / (total / 1000.0)) if total > 0 else float("nan")
+
+
+def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0) -> dict:
+    """Ratio of output rates over prompts both arms completed, with a paired-bootstrap 95% CI."""
+    # pair by (repeat, prompt id, occurrence): the same prompt can be sent more than once in a cell
+    a_keys = occurrence_keys(measured_ok(arm))
+    b_keys = occurrence_keys(measured_ok(base))
+    common = sorted(set(a_keys) & set(b_keys))
+    n = len(common)
+    if n < 2:
+        return {"ratio": None, "ci_low": None, "ci_high": None, "n_pairs": n}
+    ta = np.array([a_keys[k].output_tokens for k in common], float)
+    ea = np.array([a_keys[k].e2e_ms for k in common], float)
+    tb = np.array([b_keys[k].output_tokens for k in common], float)
+    eb = np.array([b_keys[k].e2e_ms for k in common], float)
+    point = _rate(ta, ea) / _rate(tb, eb)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(BOOTSTRAP, n))
+    ra = ta[idx].sum(1) / (ea[idx].sum(1) / 1000.0)
+    rb = tb[idx].sum(1) / (eb[idx].sum(1) / 1000.0)
+    boots = ra / rb
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {"ratio": point, "ci_low": float(lo), "ci_high": float(hi), "n_pairs": n}
+
+
+def measured_ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    return [r for r in records if r.ok and not r.warmup and r.e2e_ms and r.output_tokens > 0]
+
+
+def occurrence_keys(records: list[RequestRecord]) -> dict:
+    """(launch, repeat, prompt id, occurrence) -> record: what pairs a request of one arm with the other's."""
+    seen: dict = defaultdict(int)
+    out = {}
+    for r in records:
+        k = (r.launch, r.repeat, r.prompt_id)
+        out[(*k, seen[k])] = r
+        seen[k] += 1
+    return out
+
+
+def _point(arm: list[RequestRecord], base: list[RequestRecord]) -> float | None:
+    """The paired ratio of output rates over the prompts both arms completed (no interval)."""
+    a, b = occurrence_keys(measured_ok(arm)), occurrence_keys(measured_ok(base))
+    common = [k for k in a if k in b]
+    if len(common) < 2:
+        return None
+    ra = _rate(np.array([a[k].output_tokens for k in common], float), np.array([a[k].e2e_ms for k in common], float))
+    rb = _rate(np.array([b[k].output_tokens for k in common], float), np.array([b[k].e2e_ms for k in common], float))
+    return ra / rb if rb and np.isfinite(ra / rb) else None
+
+
+def _rounds(records: list[RequestRecord]) -> dict[int, list[RequestRecord]]:
+    out: dict[int, list[RequestRecord]] = defaultdict(list)
+    for r in records:
+        out[r.launch].append(r)
+    return out
+
+
+def launch_paired(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0,
+                  noise: tuple | None = None) -> dict:
+    """The paired ratio of one cell with a launch-aware CI, for a cell measured in one round: the paired
+    bootstrap widened by the launch noise of both servers (`noise`: (arm's Noise, baseline's Noise), default:
+    the default launch CV for each). Cells of two or more rounds: see speedups (their variance is pooled)."""
+    from toolkit.results.launches import DEFAULT, widen
+
+    pr = paired_ratio(arm, base, seed)
+    na, nb = noise or (DEFAULT, DEFAULT)
+    if pr["ratio"] is None or pr["ci_low"] is None or pr["ci_low"] <= 0:
+        return {**pr, "rounds": 1, "ci_method": "paired bootstrap over the requests"}
+    lo, hi, method = widen(pr["ratio"], pr["ci_low"], pr["ci_high"], na, nb)
+    return {**pr, "ci_low": lo, "ci_high": hi, "rounds": 1, "ci_method": method}
+
+
+def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]], baseline: str,
+             seed: int = 0, noise: Callable[[str], object] | None = None,
+             shared: set[str] = frozenset()) -> list[dict]:
+    """One row per (arm != baseline, domain, concurrency). `records` is keyed by (arm, domain, conc).
+    `noise(arm)`: the launch noise (toolkit.results.launches.Noise) of an arm's output rate, for cells of one
+    round (a calibration's; default: the default launch CV). `shared`: arms served by the baseline's own
+    server (one launch for both: the request bootstrap alone)."""
+    from toolkit.results.launches import SHARED, interval, launch_noise
+
+    by = defaultdict(list)
+    for c in cells:
+        by[(c.arm, c.domain, c.level)].append(c)
+    rows, per_round = [], defaultdict(dict)  # arm -> {(domain, conc): {round: ratio}}
+    for (arm, domain, conc), arm_cells in sorted(by.items()):
+        if arm == baseline or (baseline, domain, conc) not in by:
+            continue
+        ta, tb = cell_throughput(arm_cells), cell_throughput(by[(baseline, domain, conc)])
+        ra, rb = _rounds(records.get((arm, domain, conc), [])), _rounds(records.get((baseline, domain, conc), []))
+        ratios = {k: x for k in sorted(set(ra) & set(rb)) if (x := _point(ra[k], rb[k])) is not None}
+        if len(ratios) >= 2:
+            per_round[arm][(domain, conc)] = ratios
+            pr = {"ratio": None, "ci_low": None, "ci_high": None, "rounds": len(ratios),
+                  "n_pairs": len(set(occurrence_keys(measured_ok(records[(arm, domain, conc)])))
+                                 & set(occurrence_keys(measured_ok(records[(baseline, domain, conc)]))))}
+        else:
+            sides = (SHARED, SHARED) if arm in shared else (noise(arm), noise(baseline)) if noise is not None else None
+            pr = launch_paired(records.get((arm, domain, conc), []), records.get((baseline, domain, conc), []), seed,
+                               sides)
+        rows.append({
+            "arm": arm, "baseline": baseline, "domain": domain, "concurrency": arm_cells[0].concurrency,
+            **({"rate": conc} if arm_cells[0].rate is not None else {}),
+            "arm_tok_s": ta, "baseline_tok_s": tb,
+            "throughput_ratio": (ta / tb) if ta and tb else None,
+            "paired_ratio": pr["ratio"], "ci_low": pr["ci_low"], "ci_high": pr["ci_high"], "n_pairs": pr["n_pairs"],
+            "rounds": pr["rounds"], "ci_method": pr.get("ci_method", ""),
+        })
+    for row in rows:  # cells of two or more rounds: a t-interval over rounds, the variance pooled over the arm
+        ratios = per_round.get(row["arm"], {}).get((row["domain"], row.get("rate", row["concurrency"])))
+        if ratios is None:
+            continue
+        pooled = launch_noise(per_round[row["arm"]])
+        centre, lo, hi = interval(ratios, pooled)
+        row.update(paired_ratio=centre, ci_low=lo, ci_high=hi,
+                   ci_method=f"t-interval over {len(ratios)} rounds (paired per round; launch variance pooled over "
+                             f"the arm's {pooled.cells} cells, df {pooled.df:.1f})")
+    return rows
