@@ -5,13 +5,12 @@ run that cannot reach its width runs `max` rounds and is complete, with the reco
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from tests.bench.test_launches_e2e import SMALL, _set
+from tests.bench.test_launches_e2e import small_quickstart
 from tests.conftest import ROOT, run_cli
 from toolkit.bench import derive
 from toolkit.bench.matrix import _auto_round
@@ -68,12 +67,7 @@ def test_bad_values_are_spec_errors(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_width_never_reached_runs_the_most_rounds_and_is_complete(tmp_path: Path) -> None:
-    envs = tmp_path / "envs"
-    shutil.copytree(ROOT / "envs", envs)
-    spec = envs / "matrices" / "quickstart.yaml"
-    for k, v in SMALL.items():
-        _set(spec, k, v)
-    spec.write_text(spec.read_text() + "launches: 2\nlaunches_auto: {halfwidth_pct: 0.001, max: 3}\n")
+    spec = small_quickstart(tmp_path, "launches: 2\nlaunches_auto: {halfwidth_pct: 0.001, max: 3}\n")
     r = run_cli("bench", "matrix", str(spec), "--results", str(tmp_path / "results"), "--json", timeout=1500)
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])

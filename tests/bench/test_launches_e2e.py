@@ -24,16 +24,22 @@ def _set(path: Path, key: str, value: str) -> None:
     path.write_text(text)
 
 
-@pytest.fixture(scope="module")
-def launched(tmp_path_factory) -> tuple[Path, Path, Path]:
-    """The quickstart, small, with `launches: 2`: (matrix spec, results root, run folder)."""
-    tmp = tmp_path_factory.mktemp("launches")
+def small_quickstart(tmp: Path, extra: str) -> Path:
+    """A copy of envs/ whose quickstart is SMALL plus `extra` (spec lines): the matrix spec's path."""
     envs = tmp / "envs"
     shutil.copytree(ROOT / "envs", envs)
     spec = envs / "matrices" / "quickstart.yaml"
     for k, v in SMALL.items():
         _set(spec, k, v)
-    spec.write_text(spec.read_text() + "launches: 2\n")
+    spec.write_text(spec.read_text() + extra)
+    return spec
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """The quickstart, small, with `launches: 2`: (matrix spec, results root, run folder)."""
+    tmp = tmp_path_factory.mktemp("launches")
+    spec = small_quickstart(tmp, "launches: 2\n")
     results = tmp / "results"
     r = run_cli("bench", "matrix", str(spec), "--results", str(results), "--json", timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -6,23 +6,17 @@ record of its own, before the measured launch, with its time in the timing line.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.bench.test_launches_e2e import SMALL, _set
-from tests.conftest import ROOT, run_cli
+from tests.bench.test_launches_e2e import SMALL, small_quickstart
+from tests.conftest import run_cli
 
 
 @pytest.mark.slow
 def test_a_warm_up_launch_runs_first_and_is_not_measured(tmp_path: Path) -> None:
-    envs = tmp_path / "envs"
-    shutil.copytree(ROOT / "envs", envs)
-    spec = envs / "matrices" / "quickstart.yaml"
-    for k, v in SMALL.items():
-        _set(spec, k, v)
-    spec.write_text(spec.read_text() + "warmup_launch: true\n")
+    spec = small_quickstart(tmp_path, "warmup_launch: true\n")
     r = run_cli("bench", "matrix", str(spec), "--results", str(tmp_path / "results"), "--json", timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -51,21 +52,27 @@ class TraceRequest(BaseModel):
     hash_ids: list[int] | None = None
 
 
-def read_trace(path: str | Path) -> list[TraceRequest]:
-    """The requests of a trace file in time order; bad lines are errors naming file:line."""
-    path = Path(path)
+def _json_lines(path: Path, what: str, hint: str | None = None) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded object) of each non-blank line of a JSON-lines file; unreadable files and lines
+    that are not JSON are errors naming the file (and line)."""
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
-        raise ToolkitError(f"cannot read the trace: {exc.strerror}", file=path) from None
-    out = []
+        raise ToolkitError(f"cannot read {what}: {exc.strerror}", file=path) from None
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            yield i, json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ToolkitError(f"line is not JSON ({exc.msg})", file=path, line=i, hint=FORMAT_HINT) from None
+            raise ToolkitError(f"line is not JSON ({exc.msg})", file=path, line=i, hint=hint) from None
+
+
+def read_trace(path: str | Path) -> list[TraceRequest]:
+    """The requests of a trace file in time order; bad lines are errors naming file:line."""
+    path = Path(path)
+    out = []
+    for i, obj in _json_lines(path, "the trace", FORMAT_HINT):
         if isinstance(obj, dict) and "hash_ids" in obj and "prompt" not in obj and i == 1 and _ms_like(obj):
             raise ToolkitError("this looks like a Mooncake trace (timestamp in milliseconds, hash_ids)", file=path,
                                line=i, hint=f"convert it first: toolkit bench trace-import {path} --from mooncake "
@@ -121,18 +128,8 @@ def from_mooncake(src: str | Path, dest: str | Path) -> int:
     """Convert a Mooncake trace (JSON lines: timestamp in ms, input_length, output_length, hash_ids) to the
     toolkit's format (seconds); returns the number of requests written."""
     src = Path(src)
-    try:
-        lines = src.read_text().splitlines()
-    except OSError as exc:
-        raise ToolkitError(f"cannot read the Mooncake trace: {exc.strerror}", file=src) from None
     out = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ToolkitError(f"line is not JSON ({exc.msg})", file=src, line=i) from None
+    for i, obj in _json_lines(src, "the Mooncake trace"):
         missing = [k for k in ("timestamp", "input_length", "output_length") if not isinstance(obj.get(k), (int, float))]
         if missing:
             raise ToolkitError(f"no numeric {', '.join(missing)}: not a Mooncake trace line", file=src, line=i,
