@@ -15,6 +15,7 @@ import shutil
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -92,3 +93,15 @@ def mock_server(tmp: Path, *extra: str, ttft_ms: float = 20, itl_ms: float = 2, 
     srv.name = "guidellm mock-server"
     srv.wait_healthy(120)
     return srv
+
+
+def wait_for(cond, timeout_s: float, what: str):
+    """cond()'s first truthy value within timeout_s (polled every 50 ms), else an AssertionError naming `what`:
+    tests wait on conditions with deadlines, never on fixed sleeps."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")

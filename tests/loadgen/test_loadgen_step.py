@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT
+from tests.helpers import wait_for
 from toolkit.loadgen import CellLoad
 from toolkit.loadgen.step import paths
 from toolkit.schema.records import Prompt, RequestRecord
@@ -23,16 +24,6 @@ pytestmark = pytest.mark.slow
 
 def _events(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _until(condition, what: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = condition()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_cell_as_its_own_process_through_files(mock, tmp_path):
@@ -46,7 +37,7 @@ def test_a_cell_as_its_own_process_through_files(mock, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "toolkit.loadgen.step", str(cell)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        _until(lambda: any("measure" in e for e in _events(files["events"])), "the measure event")
+        wait_for(lambda: any("measure" in e for e in _events(files["events"])), 120.0, "the measure event")
         time.sleep(1.0)  # the step waits for the runner: nothing more is sent meanwhile
         before = _events(files["events"])
         assert [e for e in before if "record" in e and not e["record"]["warmup"]] == []

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import wait_for
 from toolkit.loadgen import CellFailed, CellLoad, auto_workers, item, run, run_cell, schedule
 from toolkit.schema.records import Prompt
 from toolkit.serve import ProcessLauncher, free_port
@@ -89,16 +90,6 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
-
-
-def wait_for(cond, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def test_merged_records_complete_and_phases_in_order(server):
