@@ -20,6 +20,9 @@ source benchmarks/sglang_h200/setup.sh
 pack() { tar -czf "$DEST/tune.tar.gz.tmp" -C "$DEST" $(cd "$DEST" && ls -d results reports said tuned-env.yaml log.txt 2>/dev/null) \
          && mv "$DEST/tune.tar.gz.tmp" "$DEST/tune.tar.gz"; stamp "packed: $*"; }
 mkdir -p "$DEST/said"
+# a pack every 60 s while the tune runs, so that a sitting cut short by the device budget still brings back
+# the trials finished so far (a partial tar of a run still being written is fine: verify says what is missing)
+( while [ ! -e "$DEST/DONE" ]; do sleep 60; [ -e "$DEST/DONE" ] || pack "periodic"; done ) &
 
 stamp "1. bench tune (eagle3's server flags; a launch per trial)"
 TUNED=envs/sglang-0.5.17-h200.tuned.yaml
