@@ -32,6 +32,19 @@ export PYTHONPATH=$SITE:$PWD
 python3 -c 'import sglang, torch, transformers, pydantic; print("sglang", getattr(sglang, "__version__", "(no version: the fake)"), "torch", torch.__version__, "transformers", transformers.__version__, "pydantic", pydantic.__version__)' || exit 1
 nvidia-smi -L || [ -n "${SGL_DRY:-}" ] || exit 1
 
+stamp "SGLang's pristine source for the toolkit's own patch and flag checks (preflight), from the carried set"
+# `bench tune` checks every knob value against the pinned SGLang's argument parser through the preflight,
+# which otherwise fetches the wheel with `pip download` (no network on the H200 machine): seed its cache
+# with the carried sglang/ before any patch touches it.
+if [ -z "${SGL_DRY:-}" ]; then
+  SRC=$(ENV_SPEC=$ENV_SPEC python3 -c 'import os; from toolkit.settings import cache_dir; from toolkit.specs import load_spec
+s = load_spec(os.environ["ENV_SPEC"]).model
+print(cache_dir() / "sglang" / s.sglang.version / f"py{s.python}" / "src")')
+  if [ -d "$SRC/sglang" ]; then echo "already there: $SRC"
+  elif [ -e "$SITE/sglang/.toolkit-patches" ]; then echo "$SITE/sglang is patched already: not a pristine source (unpack afresh)"
+  else mkdir -p "$SRC.tmp" && cp -a "$SITE/sglang" "$SRC.tmp/" && mv "$SRC.tmp" "$SRC" && echo "seeded: $SRC"; fi
+fi
+
 stamp "patches of $ENV_SPEC, applied to the installed sglang as the image build does"
 ENV_SPEC=$ENV_SPEC python3 - <<'PY' > /tmp/patches.txt
 import os
