@@ -26,7 +26,14 @@ mkdir -p "$DEST/said"
 
 stamp "1. bench tune (eagle3's server flags; a launch per trial)"
 TUNED=envs/sglang-0.5.17-h200.tuned.yaml
-tk bench tune benchmarks/sglang_h200/matrix-tune.yaml --arm eagle3 --results "$RESULTS" \
+# TUNE_RESUME=results/sglang-h200-tune-tune/<session> (a committed, interrupted session) goes on from there
+RESUME=()
+if [ -n "${TUNE_RESUME:-}" ]; then
+  mkdir -p "$RESULTS/sglang-h200-tune-tune" && cp -r "$TUNE_RESUME" "$RESULTS/sglang-h200-tune-tune/"
+  RESUME=(--resume "$RESULTS/sglang-h200-tune-tune/$(basename "$TUNE_RESUME")")
+  stamp "resuming $TUNE_RESUME"
+fi
+tk bench tune benchmarks/sglang_h200/matrix-tune.yaml --arm eagle3 --results "$RESULTS" "${RESUME[@]}" \
   --out "$TUNED" > "$DEST/said/tune.txt" 2> "$DEST/said/tune.err"
 echo "bench tune rc=$?" | tee "$DEST/said/tune.rc"
 tail -40 "$DEST/said/tune.txt"; tail -5 "$DEST/said/tune.err"

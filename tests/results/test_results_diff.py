@@ -140,3 +140,31 @@ def test_fast_mann_whitney_equals_scipy_with_ties_and_signed_zeros():
         a = (rng.lognormal(0, 0.3, n1) - 1).astype(np.float32).round(2)  # ties, and -0.0 next to 0.0
         b = (rng.lognormal(shift, 0.3, n2) - 1).astype(np.float32).round(2)
         assert mwu_asymptotic(a, b) == pytest.approx(mannwhitneyu(a, b, method="asymptotic").pvalue, rel=1e-4)
+
+
+def test_an_inherited_engine_variable_shows_in_the_environment_diff(tmp_path, monkeypatch):
+    """A replay whose servers inherited TOOLKIT_INJECT_FORWARD_SLEEP_MS (docs/results.md, the slowed replay)
+    differs from its reference there; a token in the same environment is masked, a path kept as it is."""
+    from toolkit.bench.hostinfo import host_fingerprint
+
+    def fp_with(**env):
+        for k in ("TOOLKIT_INJECT_FORWARD_SLEEP_MS", "HF_TOKEN", "HF_HOME", "SGLANG_X"):
+            monkeypatch.delenv(k, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        return host_fingerprint([])
+
+    secret = "hf_" + "q" * 30
+    fa = fp_with(HF_HOME="/data/hf", HF_TOKEN=secret)
+    fb = fp_with(HF_HOME="/data/hf", HF_TOKEN=secret, TOOLKIT_INJECT_FORWARD_SLEEP_MS="2")
+    assert secret not in json.dumps(fb) and fb["controller"]["env"]["HF_HOME"] == "/data/hf"
+    assert "PATH" not in fb["controller"]["env"]  # only the engine prefixes
+    runs = []
+    for i, fp in enumerate((fa, fb)):
+        m = manifest_for({"baseline": BASE, "eagle3": SPEC})
+        m["host"] = fp
+        runs.append(write_run(tmp_path, seed=i + 1, n=12, domains=("chat",), concurrency=(1,),
+                              arms={"baseline": BASE, "eagle3": SPEC}, manifest=m))
+    env = {(e["section"], e["field"]): (e["a"], e["b"]) for e in diff_runs(*map(open_archive, runs)).env}
+    assert env[("host", "env.TOOLKIT_INJECT_FORWARD_SLEEP_MS")] == (None, "2")
+    assert not any("HF_" in k[1] for k in env)  # the same on both sides: no row

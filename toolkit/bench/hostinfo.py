@@ -17,6 +17,20 @@ def _version(dist: str) -> str | None:
         return None
 
 
+# Inherited variables that change what an engine does (a process-launched server gets the toolkit's whole
+# environment, the Environment's `env:` on top): recorded, so that two runs that differ only there say so in
+# the environment diff (a replay with TOOLKIT_INJECT_FORWARD_SLEEP_MS set, an NCCL or SGLANG_ switch, HF_HOME).
+ENGINE_ENV_PREFIXES = ("SGLANG_", "SGL_", "TOOLKIT_INJECT_", "NCCL_", "NVSHMEM_", "TORCH_", "PYTORCH_",
+                       "TORCHINDUCTOR_", "CUDA_", "CUBLAS_", "FLASHINFER_", "TRITON_", "HF_", "TRANSFORMERS_",
+                       "TOKENIZERS_", "VLLM_", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def engine_env(environ=None) -> dict[str, str]:
+    """The controller's variables with an engine prefix (secrets are masked by the caller's scrub)."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in sorted(environ) if k.startswith(ENGINE_ENV_PREFIXES)}
+
+
 def local_fingerprint() -> dict:
     mem = None
     try:
@@ -45,6 +59,7 @@ def local_fingerprint() -> dict:
         "memory_bytes": mem,
         "python": platform.python_version(),
         "engines": {d: _version(d) for d in ("torch", "transformers", "sglang", "flashinfer-python")},
+        "env": engine_env(),
     }
     try:
         from toolkit.gpu.fingerprint import gpu_fingerprint

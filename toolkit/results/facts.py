@@ -20,7 +20,8 @@ def host_view(fp: Fingerprint) -> dict:
             "memory_bytes": fp.memory_bytes, "driver": fp.driver or gpu.get("driver_version"),
             "cuda": fp.cuda or gpu.get("cuda_version"),
             "gpus": (f"{len(names)}x {names[0]}" if names and len(set(names)) == 1 else ", ".join(names)) or None,
-            "gpu_links": sorted(set(links.values())) if isinstance(links, dict) and links else None}
+            "gpu_links": sorted(set(links.values())) if isinstance(links, dict) and links else None,
+            "env": dict(fp.env) or None}
     return {k: v for k, v in view.items() if v is not None}
 
 

@@ -101,6 +101,7 @@ class Fingerprint(_Open):
     engines: dict[str, str | None] = Field(default_factory=dict)
     gpu: dict[str, Any] | None = None
     gpus: list[Any] | None = None
+    env: dict[str, str] = Field(default_factory=dict)  # the controller's engine variables (hostinfo.ENGINE_ENV_PREFIXES)
     driver: str | None = None
     cuda: str | None = None
 
