@@ -104,6 +104,31 @@ def test_ranking_survivors_and_the_early_stop():
     assert not search.settled(scores)
 
 
+def test_launch_noise_is_added_once_and_keeps_a_relaunch_from_settling_a_rung():
+    """The H200 tune's first rung (results/sglang-h200-tune-tune/20261204T180338Z-2eece0): one launch per trial,
+    six cells each with request-level intervals of a few percent. Without the launch noise the leader's interval
+    lay above every other trial's and the search stopped; with the default launch CV (10 %) on both sides,
+    t01 (0.52x) and t03 (0.46x) overlap, so a second rung must run (a relaunch can move a trial that much)."""
+    from toolkit.results.launches import DEFAULT
+
+    def cells(g, half):  # six cells with the same ratio and a +-half (log) interval
+        return {(d, c): {"ratio": g, "ci_low": g * math.exp(-half), "ci_high": g * math.exp(half)}
+                for d in ("coding", "encyclopedic") for c in (1, 8, 32)}
+
+    rung = {"t00": cells(0.262, 0.09), "t01": cells(0.520, 0.08), "t02": cells(0.338, 0.09), "t03": cells(0.460, 0.08)}
+    plain = {t: search.score(c) for t, c in rung.items()}
+    assert search.settled(plain)
+    noisy = {t: search.score(c, search.launch_var(lambda arm: DEFAULT, t, "baseline", 1)) for t, c in rung.items()}
+    assert not search.settled(noisy) and search.ranking(noisy)[:2] == ["t01", "t03"]
+    # once per launch, not per cell: six cells do not shrink it, two rungs (two launches each side) halve it
+    one = search.launch_var(lambda arm: DEFAULT, "t01", "baseline", 1)
+    assert one == pytest.approx(2 * DEFAULT.var)
+    assert search.launch_var(lambda arm: DEFAULT, "t01", "baseline", 2) == pytest.approx(one / 2)
+    half_width = math.log(noisy["t01"].high / noisy["t01"].geomean)
+    assert half_width >= search.Z95 * math.sqrt(one) - 1e-9
+    assert search.launch_var(None, "t01", "baseline", 1) == 0.0  # one shared server: requests only
+
+
 def test_cell_winners_and_speculation_off():
     per = {"t0": {("coding", 1): {"ratio": 1.4, "ci_low": 1.2, "ci_high": 1.6, "n_pairs": 8},
                   ("coding", 4): {"ratio": 0.7, "ci_low": 0.6, "ci_high": 0.8, "n_pairs": 8}},

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from toolkit.bench import derive
 from toolkit.results.report.model import fmt_centre
 from toolkit.schema.tune import ConfirmationPlan, Rung, RungScore, TuneState
 from toolkit.specs import LoadedSpec, load_spec
@@ -134,8 +135,12 @@ class SearchLoop:
         """After rung k: score its trials on every rung so far; the survivors make rung k+1, or the leader wins."""
         st, rung, baseline = self.state, self.state.rungs[k], self.m.baseline_arm
         per = {t: search.pooled_cells(records, t, baseline, st.again, seed=self.m.seed) for t in rung.trials}
-        scores = {t: search.score(cells) for t, cells in per.items()}
+        # servers of their own (no baseline measured again on a shared server): the launch is the unit
+        noise = None if st.again or not rung.runs else derive.speedup_noise(self.folder / rung.runs[0], 1)[0]
+        ran = {t: sum(any(a == t for a, _, _ in recs) for recs in records) for t in rung.trials}
+        scores = {t: search.score(cells, search.launch_var(noise, t, baseline, ran[t])) for t, cells in per.items()}
         rung.scores = {t: RungScore(**vars(s)) for t, s in scores.items()}
+        rung.stopped_early, st.best = None, None  # decided afresh (a resumed session may be judged by newer rules)
         if all(s.geomean is None for s in scores.values()):
             self._fail(f"rung {k}: no trial could be measured against {baseline}", rung.runs)
         order = search.ranking(scores)

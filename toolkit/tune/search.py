@@ -11,7 +11,9 @@ a question that is answered.
 Score of a trial: the geometric mean over cells (domain x concurrency) of its paired speedup over the
 baseline (toolkit.bench.derive.paired_ratio: both arms saw the same prompts; decode rates compared on
 the pairs), pooled over the rungs it ran in. Its interval combines the cells' bootstrap intervals in log
-space (independent cells, the width of each 95 % interval taken as 2 x 1.96 standard errors).
+space (independent cells, the width of each 95 % interval taken as 2 x 1.96 standard errors), plus, where
+each trial has a server of its own (server flags), the launch noise of both sides once: a rung is one
+launch per trial, and a request-level interval alone would call a relaunch a better setting (issue 24).
 """
 
 from __future__ import annotations
@@ -92,7 +94,10 @@ def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, 
     return {cell: paired_ratio(arm[cell], base.get(cell, []), seed) for cell in sorted(arm)}
 
 
-def score(cells: dict[tuple[str, int], dict]) -> Score:
+def score(cells: dict[tuple[str, int], dict], launch_var: float = 0.0) -> Score:
+    """`launch_var`: the variance (log scale) the trial's and the baseline's launches add to the geometric mean
+    when they ran on servers of their own. A launch moves every cell of it together, so it is added once, not
+    divided among the cells as the requests' sampling noise is (docs/results.md, launch noise)."""
     logs, var = [], 0.0
     for r in cells.values():
         if not r.get("ratio") or r["ratio"] <= 0:
@@ -103,8 +108,17 @@ def score(cells: dict[tuple[str, int], dict]) -> Score:
     if not logs:
         return Score(None, None, None, 0)
     mean = sum(logs) / len(logs)
-    se = math.sqrt(var) / len(logs)
+    se = math.sqrt(var / len(logs) ** 2 + launch_var)
     return Score(math.exp(mean), math.exp(mean - Z95 * se), math.exp(mean + Z95 * se), len(logs))
+
+
+def launch_var(noise, trial: str, baseline: str, launches: int) -> float:
+    """What the launches add to a trial's score: each side's launch variance of a mean over cells (Noise.arm_var,
+    else var), over the launches pooled (one per rung the trial ran in). `noise` None: one shared server."""
+    if noise is None or launches < 1:
+        return 0.0
+    per = [n.arm_var if n.arm_var is not None else n.var for n in (noise(trial), noise(baseline))]
+    return sum(per) / launches
 
 
 def ranking(scores: dict[str, Score]) -> list[str]:
