@@ -168,3 +168,24 @@ def test_an_inherited_engine_variable_shows_in_the_environment_diff(tmp_path, mo
     env = {(e["section"], e["field"]): (e["a"], e["b"]) for e in diff_runs(*map(open_archive, runs)).env}
     assert env[("host", "env.TOOLKIT_INJECT_FORWARD_SLEEP_MS")] == (None, "2")
     assert not any("HF_" in k[1] for k in env)  # the same on both sides: no row
+
+
+def test_no_difference_from_a_field_added_at_its_default_or_a_port_picked_at_start(tmp_path):
+    """Two archives of the same Matrix (equal hashes), the newer one holding a field the older one's schema did
+    not have, at the default the hash omits: no row. Each launch's free port: no row. With the hashes apart the
+    same field is a row, as is a flag that really changed."""
+    def run(seed, port, extra=None, mhash="m" * 64, steps="3"):
+        arms = {"baseline": BASE + ["--port", port], "eagle3": SPEC[:-1] + [steps, "--port", port]}
+        m = manifest_for(arms)
+        m["matrix"]["hash"] = mhash
+        m["matrix"]["resolved"].update(extra or {})
+        return open_archive(write_run(tmp_path, seed=seed, n=12, domains=("chat",), concurrency=(1,), arms=arms,
+                                      manifest=m))
+
+    old, new = run(1, "42889"), run(2, "54167", {"warmup_launch": False, "arrival": {"process": "poisson"}})
+    assert diff_runs(old, new).env == []
+    moved = {(e["section"], e["field"]): (e["a"], e["b"])
+             for e in diff_runs(old, run(3, "51295", {"warmup_launch": True}, mhash="n" * 64, steps="5")).env}
+    assert moved[("spec", "matrix.warmup_launch")] == (None, "true")
+    assert moved[("server args", "eagle3 --speculative-num-steps")] == ("3", "5")
+    assert not any("--port" in k[1] for k in moved)

@@ -104,7 +104,8 @@ def sections(m: Manifest) -> dict[str, dict[str, str]]:
     args: dict[str, str] = {}
     for arm, info in n["arms"].items():
         if info["command"]:
-            args.update({f"{arm} {flag}": val for flag, val in parse_argv(info["command"]).items()})
+            # the port is the launcher's pick of a free one at each start: never a difference in what ran
+            args.update({f"{arm} {flag}": val for flag, val in parse_argv(info["command"]).items() if flag != "--port"})
         else:
             args.update({f"{arm} --{str(flag).lstrip('-')}": _scalar(v) for flag, v in info["server_args"].items()})
         args.update({f"{arm} request {k}": v for k, v in _flat(info["request_params"]).items()})
@@ -114,13 +115,18 @@ def sections(m: Manifest) -> dict[str, dict[str, str]]:
 
 
 def env_diff(ma: Manifest, mb: Manifest) -> list[dict]:
-    """Rows {section, field, a, b}; a or b is None where the field is absent on that side."""
+    """Rows {section, field, a, b}; a or b is None where the field is absent on that side. A spec field present
+    on one side only, where both sides' hashes of that spec agree, is no difference: a field added to the
+    schema since the older archive was written, at the default the hash omits (`Hash.omit_default`)."""
     sa, sb = sections(ma), sections(mb)
+    same = {part for part in ("environment", "matrix")
+            if sa["spec"].get(f"{part}.hash") and sa["spec"].get(f"{part}.hash") == sb["spec"].get(f"{part}.hash")}
     rows = []
     for sec in sa:
         fa, fb = sa[sec], sb.get(sec, {})
         for key in sorted(set(fa) | set(fb)):
             va, vb = fa.get(key), fb.get(key)
-            if va != vb:
-                rows.append({"section": sec, "field": key, "a": va, "b": vb})
+            if va == vb or (sec == "spec" and (va is None or vb is None) and key.split(".", 1)[0] in same):
+                continue
+            rows.append({"section": sec, "field": key, "a": va, "b": vb})
     return rows
