@@ -105,6 +105,13 @@ def arrivals(trace: list[TraceRequest], speed: float = 1.0) -> list[float]:
     return [(r.timestamp - t0) / speed for r in trace]
 
 
+def offered_rate(times: list[float], speed: float = 1.0) -> float:
+    """The mean rate a trace offers at this speed, req/s, in 4 significant digits: (n - 1) / span, the form of
+    the achieved rate (toolkit.schema.metrics.achieved_rate), so a client that kept the schedule achieves it.
+    A trace cell of a Matrix is keyed by it (its rate)."""
+    return float(f"{(len(times) - 1) * speed / (times[-1] - times[0]):.4g}")
+
+
 def prompt_text(req: TraceRequest, index: int, seed: int = 0) -> str:
     """The request's prompt: its own text, or `input_length` words (see WORDS), block by block from its
     hash_ids (the same id: the same block of text) and seeded per request beyond them. It ends with ` #index`
