@@ -150,3 +150,27 @@ def test_trace_replays_in_a_matrix_on_the_embedded_engine(tmp_path: Path) -> Non
     assert len(sp) == 1 and sp[0].arm == "ngram" and sp[0].domain == "small" and sp[0].n_pairs == N
     show = run_cli("results", "show", str(run))
     assert show.returncode == 0 and "small" in show.stdout and "trace" in show.stdout, show.stdout
+
+
+def test_the_workload_hash_covers_the_times_and_tune_refuses_a_trace(tmp_path: Path) -> None:
+    from toolkit.errors import ToolkitError
+    from toolkit.specs import load_spec
+    from toolkit.specs.matrix import Workload
+    from toolkit.tune.space import check_space
+    from toolkit.bench.plan import load_environment
+    from toolkit.workloads import load_workload
+
+    m = setup(tmp_path)
+    trace = m.parent / "traces" / "small.jsonl"
+    ref = Workload(trace="traces/small.jsonl")
+    before = load_workload(ref, base_dir=m.parent, seed=0)
+    rows = [json.loads(x) for x in trace.open()]
+    rows[5]["timestamp"] += 0.01  # only a time changes: the same prompts, another schedule
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    after = load_workload(ref, base_dir=m.parent, seed=0)
+    assert before.name == "small" and [p.prompt for p in before.prompts] == [p.prompt for p in after.prompts]
+    assert before.hash != after.hash
+    m.write_text(m.read_text() + "tune: {space: {ngram: {prompt_lookup_num_tokens: [2, 4]}}}\n")
+    spec = load_spec(m)
+    with pytest.raises(ToolkitError, match="replays traces"):
+        check_space(spec, load_environment(spec), "ngram")

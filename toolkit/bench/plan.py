@@ -193,7 +193,7 @@ class RunPlan:
         if speed is None:
             return None
         w = self.workloads[cell.domain]
-        return {"process": "trace", "speed": speed, "requests": len(w.prompts), "workload_hash": w.hash}
+        return {"process": "trace", "speed": speed, "requests": len(w.prompts)}
 
     def prompts(self, cell: Cell) -> list[Prompt]:
         """The prompts a cell sends, warmup first: the same for every arm. A trace's cell: its requests in

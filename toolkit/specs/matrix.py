@@ -129,7 +129,7 @@ class Workload(StrictModel):
     @model_validator(mode="after")
     def _trace(self) -> "Workload":
         if self.trace is None:
-            if "speed" in self.model_fields_set:
+            if self.speed != 1.0:  # (1.0, the default, is what a resolved spec read back says)
                 raise ValueError("`speed:` scales a trace's times: it needs `trace:`")
             return self
         if self.path is not None or self.sample is not None or self.holdout is not None:
@@ -391,7 +391,8 @@ class Matrix(StrictModel):
                 raise ValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
                                  "(open loop: requests per second); one run compares arms along one load axis")
         if self.rates is None and self.arrival != Arrival():
-            raise ValueError("`arrival:` shapes the open-loop cells of `rates:`: it needs `rates:`")
+            raise ValueError("`arrival:` shapes the open-loop cells of `rates:`: they need `rates:` (a trace's "
+                             "requests arrive at its own times)")
         if self.rates is None and self.max_concurrency is not None and not self.traces:
             raise ValueError("`max_concurrency:` caps open-loop cells: it needs `rates:` or a `trace:` workload")
         if self.rates is not None and isinstance(self.duration_s, dict):
