@@ -162,14 +162,20 @@ def test_the_workload_hash_covers_the_times_and_tune_refuses_a_trace(tmp_path: P
 
     m = setup(tmp_path)
     trace = m.parent / "traces" / "small.jsonl"
+    from toolkit.bench.plan import plan_run, run_manifest
+    from toolkit.results.envdiff import env_diff
+
     ref = Workload(trace="traces/small.jsonl")
     before = load_workload(ref, base_dir=m.parent, seed=0)
+    was = run_manifest(plan_run(load_spec(m)), {})
     rows = [json.loads(x) for x in trace.open()]
     rows[5]["timestamp"] += 0.01  # only a time changes: the same prompts, another schedule
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
     after = load_workload(ref, base_dir=m.parent, seed=0)
     assert before.name == "small" and [p.prompt for p in before.prompts] == [p.prompt for p in after.prompts]
     assert before.hash != after.hash
+    rows = [r for r in env_diff(was, run_manifest(plan_run(load_spec(m)), {})) if r["section"] == "workloads"]
+    assert [r["field"] for r in rows] == ["small"] and rows[0]["a"] != rows[0]["b"]  # the env diff shows it
     m.write_text(m.read_text() + "tune: {space: {ngram: {prompt_lookup_num_tokens: [2, 4]}}}\n")
     spec = load_spec(m)
     with pytest.raises(ToolkitError, match="replays traces"):
