@@ -132,7 +132,8 @@ def running_batch(cells: list, arm_info: dict, arm: str, domain: str, rate: floa
     cap = (arm_info.get(arm) or {}).get("max_running_requests")
     if cap and mean > cap:
         return float(cap), f"the server's max_running_requests ({cap}): {mean:.1f} requests were in flight on average"
-    return mean, f"mean requests in flight over {len(seen)} cell(s)" + (f", under the server's cap of {cap}" if cap else "")
+    under = f", under the server's cap of {cap}" if cap else ""
+    return mean, f"mean requests in flight over {len(seen)} cell(s){under}"
 
 
 def _rate_crossover(arm: str, domain: str, every: list[dict], cells: list, arm_info: dict) -> dict:

@@ -114,7 +114,8 @@ class Workload(StrictModel):
     holdout: str | None = Field(None, description="exclude prompts present in this training file")
     trace: Annotated[str | None, Hash.omit_default("added with trace replay")] = Field(
         None, description="a trace (JSON lines of timestamp, input/output length or prompt; docs/loadgen.md#traces): "
-                          "its requests are sent open loop at its times, one cell per speed (docs/bench.md#traces)")
+                          "its requests are sent open loop at its times, one cell per speed "
+                          "(docs/bench.md#traces-trace)")
     speed: Annotated[float | list[Annotated[float, Field(gt=0)]], Hash.omit_default("added with trace replay")] = Field(
         1.0, description="with `trace:`: time scaling, 2.0 replays twice as fast; a list gives one cell per speed")
 
