@@ -155,7 +155,7 @@ def load_trace(ref: Workload, base_dir: Path, seed: int, output_len: int) -> Loa
     """A `trace:` workload: one prompt per trace request, in time order (prompt i is request i in every arm),
     its send times (seconds from the first, at speed 1) and its speeds. A trace without `output_length` sends
     `output_len` tokens at most. The hash covers the prompts and the times."""
-    from toolkit.schema.trace import offered_rate, prompt_text, read_trace
+    from toolkit.schema.trace import offered_rate, read_trace, trace_prompts
 
     path = _resolve(base_dir, ref.trace)
     if not path.is_file():
@@ -167,8 +167,7 @@ def load_trace(ref: Workload, base_dir: Path, seed: int, output_len: int) -> Loa
     if len(trace) < 2 or times[-1] <= 0:
         raise ToolkitError("a trace replayed in a Matrix needs two requests at different times: its cells are keyed "
                            "by the trace's mean rate", file=path)
-    prompts = [Prompt(id=f"t{i}", domain=ref.name, prompt=prompt_text(r, i, seed),
-                      target_output_len=r.output_length or output_len) for i, r in enumerate(trace)]
+    prompts = trace_prompts(trace, ref.name, output_len, seed)
     h = hashlib.sha256(f"{content_hash(prompts)}\n{canonical_json(times)}".encode()).hexdigest()
     return LoadedWorkload(name=ref.name, domain=ref.name, hash=h, prompts=prompts, available=len(prompts),
                           source=f"trace {path} ({len(trace)} requests over {times[-1]:.3g} s; speed "
