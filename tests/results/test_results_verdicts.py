@@ -106,6 +106,36 @@ def test_never_pays_off_is_never_beside_no_threshold_needed() -> None:
     assert "never pays off in coding" in text and "no threshold needed" not in text
 
 
+def rate_rows(ratios: dict[float, tuple[float, float]]) -> list[dict]:
+    return [{"arm": "spec", "baseline": "base", "domain": "coding", "concurrency": 4096, "rate": q,
+             "throughput_ratio": r, "ci_high": hi} for q, (r, hi) in ratios.items()]
+
+
+def rate_cell(arm: str, rate: float, in_flight: float, repeat: int = 0) -> CellSummary:
+    c = cell(arm, 4096).model_copy(update={"rate": rate, "repeat": repeat, "effective_concurrency": in_flight})
+    return c
+
+
+def test_a_rate_crossover_advises_the_running_batch_the_server_saw_there() -> None:
+    """Significantly slower from r=4/s on: the threshold is the speculative arm's mean requests in flight at
+    4 req/s (5.6 and 6.2 over two repeats: 5.9, rounded down), not the rate; capped by max_running_requests."""
+    rs = rate_rows({1.0: (1.4, 1.6), 4.0: (0.8, 0.9), 8.0: (0.6, 0.7)})
+    cells = [rate_cell("spec", q, f, i) for q, fs in ((1.0, [1.1]), (4.0, [5.6, 6.2]), (8.0, [30.0]))
+             for i, f in enumerate(fs)] + [rate_cell("base", 4.0, 3.0)]
+    info = {"spec": {"max_running_requests": 48}}
+    (x,) = crossovers(rs, {"spec"}, cells, info)
+    assert (x["crossover_rate"], x["recommended_disable_batch_threshold"], x["running_batch"]) == (4.0, 5, 5.9)
+    assert "r=4/s on, where spec's server ran 5.9 requests at once (mean requests in flight over 2 cell(s), under " \
+           "the server's cap of 48): set speculative-disable-batch-threshold: 5" in x["note"]
+    assert advice_text([x], "spec") == "set speculative-disable-batch-threshold: 5"
+    (capped,) = crossovers(rs, {"spec"}, cells, {"spec": {"max_running_requests": 4}})
+    assert capped["recommended_disable_batch_threshold"] == 4 and "max_running_requests (4)" in capped["note"]
+    (blind,) = crossovers(rs, {"spec"})  # no cells: the rate, and no number
+    assert blind["recommended_disable_batch_threshold"] is None and "which no cell recorded" in blind["note"]
+    (never,) = crossovers(rate_rows({1.0: (0.8, 0.9), 4.0: (0.7, 0.8)}), {"spec"}, cells, info)
+    assert never["never_pays_off"] and never["recommended_disable_batch_threshold"] is None
+
+
 # -- SLO: capacity and advice
 
 def slo(arm: str, conc: int, holds: bool, excluded: list[str] | None = None) -> CellSlo:

@@ -267,6 +267,8 @@ class ArmRunner:
                             repeat=cell.repeat, launch=cell.launch, output_len=m.output_len, workload_hash=workload.hash,
                             sampling={**self.plan.sampling(), "workers": cell_load.processes},  # as run; diff ignores it
                             load=cell_load)
+        if cell_load.arrivals is not None:  # a trace's cell: which trace at which speed, not a seeded process
+            summary.arrival = self.plan.trace_record(cell)
         if host is not None:
             summary.host = host
             summary.checked = [*summary.checked, "busy-host"]

@@ -89,10 +89,21 @@ def cell_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
     return [prompts[order[i % len(order)]] for i in range(n)]
 
 
-def plan_cells(m: Matrix, domains: list[str], arm: str) -> list[Cell]:
-    """Every cell of an arm, launch by launch: each launch runs all of them (and their repeats)."""
+def plan_cells(m: Matrix, domains: list[str], arm: str, traced: dict[str, list] | None = None) -> list[Cell]:
+    """Every cell of an arm, launch by launch: each launch runs all of them (and their repeats). `traced`: the
+    levels of `trace:` workloads by domain (trace_levels), in place of the Matrix's."""
+    traced = traced or {}
     return [Cell(arm, d, c, r, launch, rate) for launch in range(m.planned_launches) for r in range(m.repeats)
-            for d in domains for c, rate in m.levels()]
+            for d in domains for c, rate in (traced[d] if d in traced else m.levels())]
+
+
+def trace_levels(m: Matrix, workloads: dict) -> dict[str, list[tuple[int, float]]]:
+    """(cap on requests in flight, rate) of each speed of each `trace:` workload: its cells are open loop,
+    keyed by the trace's mean rate at that speed (toolkit.schema.trace.offered_rate)."""
+    from toolkit.specs.matrix import OPEN_LOOP_SLOTS
+
+    return {n: [(m.max_concurrency or OPEN_LOOP_SLOTS, r) for r in w.rates]
+            for n, w in workloads.items() if w.arrivals is not None}
 
 
 def plan_rounds(m: Matrix) -> list[list[str]]:
@@ -147,7 +158,10 @@ class RunPlan:
         stopped after (`stopped_after`)."""
         m = self.m
         rounds = self.stopped_after if self.stopped_after is not None else m.planned_launches
-        return len(m.arms) * len(m.workloads) * len(m.levels()) * m.repeats * rounds
+        traced = trace_levels(m, self.workloads)
+        per_arm = sum(len(traced[d]) if d in traced else len(m.levels()) for d in self.workloads) \
+            if self.workloads else len(m.workloads) * len(m.levels())
+        return len(m.arms) * per_arm * m.repeats * rounds
 
     def launch_todo(self, arm: str, launch: int) -> list[Cell]:
         """The cells one launch of an arm still has to run (resume: only the missing ones)."""
@@ -160,12 +174,33 @@ class RunPlan:
                 "warmup": m.warmup, "requests": m.requests, "duration_s": m.duration_s}
 
     def load(self, cell: Cell) -> CellLoad:
-        """What the cell sends: the Matrix's load at its concurrency, with its arm's request parameters."""
-        return CellLoad.of(self.m, cell.concurrency, self.request_params(cell.arm), rate=cell.rate)
+        """What the cell sends: the Matrix's load at its concurrency, with its arm's request parameters; a
+        trace's cell its send times at the cell's speed."""
+        speed = self.trace_speed(cell)
+        times = None if speed is None else tuple(t / speed for t in self.workloads[cell.domain].arrivals)
+        return CellLoad.of(self.m, cell.concurrency, self.request_params(cell.arm), rate=cell.rate, arrivals=times)
+
+    def trace_speed(self, cell: Cell) -> float | None:
+        """The speed a trace's cell replays it at (None: not a trace's cell)."""
+        w = self.workloads.get(cell.domain)
+        if w is None or w.arrivals is None:
+            return None
+        return w.speeds[w.rates.index(cell.rate)]
+
+    def trace_record(self, cell: Cell) -> dict | None:
+        """A trace cell's `arrival` record in its summary: the trace, its speed and its requests."""
+        speed = self.trace_speed(cell)
+        if speed is None:
+            return None
+        w = self.workloads[cell.domain]
+        return {"process": "trace", "speed": speed, "requests": len(w.prompts)}
 
     def prompts(self, cell: Cell) -> list[Prompt]:
-        """The prompts a cell sends, warmup first: the same for every arm."""
+        """The prompts a cell sends, warmup first: the same for every arm. A trace's cell: its requests in
+        time order (request i is prompt i; warmup requests are resent from its end)."""
         m, w = self.m, self.workloads[cell.domain]
+        if w.arrivals is not None:
+            return list(w.prompts)
         n = m.warmup_at(cell.concurrency) + (m.requests or max(len(w.prompts), 1))
         return cell_prompts(w.prompts, n, cell_seed(m.seed, cell.domain, cell.concurrency, cell.repeat, cell.rate))
 
@@ -241,8 +276,10 @@ def load_workloads(spec: LoadedSpec, training: Path | None = None) -> dict:
         training = spec.path_of(("training_data",), m.training_data)
     out = {}
     for i, ref in enumerate(m.workloads):
+        if getattr(ref, "trace", None):  # a missing trace: an error at its line in the spec
+            spec.path_of(("workloads", i, "trace"), ref.trace)
         try:
-            w = load_workload(ref, base_dir=spec.path.parent, seed=m.seed, training=training)
+            w = load_workload(ref, base_dir=spec.path.parent, seed=m.seed, training=training, output_len=m.output_len)
         except ToolkitError as exc:
             if exc.file is None:
                 raise spec.error(("workloads", i), exc.message, exc.hint) from None
@@ -299,7 +336,8 @@ def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str
     m = plan.m
     plan.hashes = {"matrix": _hash(spec), "environment": _hash(plan.env_spec)}
     plan.workloads = load_workloads(spec, plan.paths.training_data)
-    plan.todo = {arm: plan_cells(m, list(plan.workloads), arm) for arm in m.arms}
+    traced = trace_levels(m, plan.workloads)
+    plan.todo = {arm: plan_cells(m, list(plan.workloads), arm, traced) for arm in m.arms}
     plan.build = find_build(plan.env_spec, plan.hashes["environment"])
     plan.representativeness = _representativeness(m, plan.paths.training_data, plan.workloads)
     plan.rounds = plan_rounds(m)

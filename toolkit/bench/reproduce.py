@@ -125,7 +125,7 @@ def _needs(matrix: dict, env: dict) -> list[str]:
         if isinstance(w, str) and w not in BUNDLED and w != MATCH_TRAINING:
             out.append(f"matrix workloads[{i}] ({w})")
         elif isinstance(w, dict):
-            out += [f"matrix workloads[{i}].{k} ({w[k]})" for k in ("path", "holdout") if w.get(k)]
+            out += [f"matrix workloads[{i}].{k} ({w[k]})" for k in ("path", "holdout", "trace") if w.get(k)]
     target = matrix.get("target") or {}
     out += [f"matrix target.{k} ({target[k]})" for k in ("hosts", "ca_bundle") if target.get(k)]
     if matrix.get("training_data"):

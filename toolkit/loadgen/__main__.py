@@ -80,7 +80,7 @@ def _trace_load(a, params: dict) -> tuple[list[Prompt], CellLoad]:
     import sys
 
     from toolkit.errors import ToolkitError
-    from toolkit.schema.trace import arrivals, prompt_text, read_trace
+    from toolkit.schema.trace import arrivals, read_trace, trace_prompts
 
     try:
         trace = read_trace(a.trace)
@@ -88,8 +88,7 @@ def _trace_load(a, params: dict) -> tuple[list[Prompt], CellLoad]:
     except ToolkitError as exc:
         print(f"error: {exc}", file=sys.stderr)  # str() carries file:line and the hint
         raise SystemExit(2) from None
-    prompts = [Prompt(id=f"t{i}", domain="trace", prompt=prompt_text(r, i),
-                      target_output_len=r.output_length or a.output_len) for i, r in enumerate(trace)]
+    prompts = trace_prompts(trace, "trace", a.output_len)
     load = CellLoad(api=a.api, concurrency=a.concurrency or len(trace), requests=len(trace), output_len=a.output_len,
                     workers=a.workers or 1, request_params=params, arrivals=tuple(times), output_from_prompt=True)
     return prompts, load

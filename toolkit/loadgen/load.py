@@ -62,7 +62,7 @@ class CellLoad:
     duration_s: float | None = None
     warmup: int = 0
     rate: float | None = None
-    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    arrival: Literal["poisson", "gamma", "constant", "trace"] = "poisson"
     burstiness: float = 1.0
     seed: int = 0
     # a trace replay (toolkit/schema/trace.py): request i (prompt i) is sent at arrivals[i] seconds after the
@@ -81,17 +81,21 @@ class CellLoad:
 
     @classmethod
     def of(cls, matrix: Any, concurrency: int, request_params: Mapping[str, Any] | None = None,
-           rate: float | None = None) -> "CellLoad":
+           rate: float | None = None, arrivals: tuple[float, ...] | None = None) -> "CellLoad":
         """The load of a Matrix's cells at one level: every field from the Matrix field of the same name, the
         duration and warmup at this level (Matrix.duration_at, warmup_at), the arm's request parameters; an
-        open-loop cell (`rate`) also the Matrix's `arrival:` process."""
+        open-loop cell (`rate`) also the Matrix's `arrival:` process. `arrivals`: a trace's cell, every request
+        of the trace at its time (rate: the trace's mean rate), each with its own max tokens."""
         given: dict[str, Any] = {"concurrency": concurrency, "request_params": dict(request_params or {})}
         arrival = getattr(matrix, "arrival", None)  # the Matrix's `arrival:` block: its process and burstiness
         if arrival is not None:
             given.update(arrival=arrival.process, burstiness=arrival.burstiness)
         if rate is not None:
             given["rate"] = rate
-        if getattr(matrix, "duration_s", None) is not None:
+        if arrivals is not None:
+            given.update(arrivals=arrivals, arrival="trace", burstiness=1.0, output_from_prompt=True,
+                         requests=len(arrivals), duration_s=None)
+        elif getattr(matrix, "duration_s", None) is not None:
             given["duration_s"] = matrix.duration_at(concurrency)
         if hasattr(matrix, "warmup_at"):
             given["warmup"] = matrix.warmup_at(concurrency)

@@ -65,9 +65,11 @@ def _why(rs: list[dict], field: str) -> str:
     return ", ".join(parts)
 
 
-def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[dict]:
+def crossovers(rows: list[dict], speculative: set[str] | None = None, cells: list | None = None,
+               arm_info: dict | None = None) -> list[dict]:
     """Per (speculative arm, domain): the crossover over the levels a verdict may use (rows without
-    `excluded`), the note naming the levels left out and the ones that qualify it."""
+    `excluded`), the note naming the levels left out and the ones that qualify it. `cells` and `arm_info`:
+    a rate crossover's threshold as the running batch the arm's server saw there (running_batch)."""
     by = defaultdict(list)
     for r in rows:
         if speculative is None or r["arm"] in speculative:
@@ -76,7 +78,7 @@ def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[di
     for (arm, domain), every in sorted(by.items()):
         every = sorted(every, key=level)
         if any(r.get("rate") is not None for r in every):
-            out.append(_rate_crossover(arm, domain, every))
+            out.append(_rate_crossover(arm, domain, every, cells or [], arm_info or {}))
             continue
         rs = [r for r in every if not r.get("excluded") and r.get("throughput_ratio") is not None]
         left_out = [r for r in every if r.get("excluded")]
@@ -116,9 +118,29 @@ def crossovers(rows: list[dict], speculative: set[str] | None = None) -> list[di
     return out
 
 
-def _rate_crossover(arm: str, domain: str, every: list[dict]) -> dict:
+def running_batch(cells: list, arm_info: dict, arm: str, domain: str, rate: float) -> tuple[float, str] | None:
+    """The running batch an arm's server saw at one open-loop level, and whence: the mean requests in flight
+    over its measured cells there (CellSummary.effective_concurrency: the summed request times over the
+    cell's span, Little's law, from the client's stamps), at most the server's max_running_requests (from
+    /server_info where it reported one: requests beyond it wait in the server's queue, outside the batch).
+    None without such a cell."""
+    seen = [c.effective_concurrency for c in cells if c.arm == arm and c.domain == domain and c.rate == rate
+            and c.status == "ok" and c.effective_concurrency]
+    if not seen:
+        return None
+    mean = sum(seen) / len(seen)
+    cap = (arm_info.get(arm) or {}).get("max_running_requests")
+    if cap and mean > cap:
+        return float(cap), f"the server's max_running_requests ({cap}): {mean:.1f} requests were in flight on average"
+    under = f", under the server's cap of {cap}" if cap else ""
+    return mean, f"mean requests in flight over {len(seen)} cell(s){under}"
+
+
+def _rate_crossover(arm: str, domain: str, every: list[dict], cells: list, arm_info: dict) -> dict:
     """The crossover of open-loop levels (`rates:`): the lowest rate from which the arm is significantly slower
-    at that rate and every higher one. No disable-batch threshold: that is a batch size, not a rate."""
+    at that rate and every higher one. The disable-batch threshold is a batch size, not a rate: it is the
+    running batch the arm's server saw at the crossover rate (running_batch), rounded down (disabling a little
+    early, as the lowest crossover over domains does); none where the cells do not say it."""
     rs = [r for r in every if not r.get("excluded") and r.get("throughput_ratio") is not None]
     left_out = [r for r in every if r.get("excluded")]
     base = {"arm": arm, "domain": domain, "crossover_concurrency": None, "recommended_disable_batch_threshold": None,
@@ -129,12 +151,17 @@ def _rate_crossover(arm: str, domain: str, every: list[dict]) -> dict:
                         + (f" ({_why(left_out, 'excluded')})" if left_out else "")}
     cross = next((r for i, r in enumerate(rs) if all(_slower(x) for x in rs[i:])), None)
     never = cross is rs[0]
+    batch = running_batch(cells, arm_info, arm, domain, level(cross)) if cross is not None and not never else None
+    threshold = max(1, int(batch[0])) if batch is not None else None
     if never:
         note = (f"significantly slower at every tested rate ({_label(rs[0])} to {_label(rs[-1])}): this preset "
                 "never pays off in the tested range; serve the baseline")
+    elif cross is not None and batch is not None:
+        note = (f"significantly slower from {_label(cross)} on, where {arm}'s server ran {batch[0]:.1f} requests at "
+                f"once ({batch[1]}): set speculative-disable-batch-threshold: {threshold}")
     elif cross is not None:
         note = (f"significantly slower from {_label(cross)} on (a rate: the threshold to set is the running batch "
-                "size the server reaches there)")
+                "size the server reaches there, which no cell recorded)")
     else:
         note = f"not significantly slower through {_label(rs[-1])}: no threshold needed"
     if left_out:
@@ -142,6 +169,9 @@ def _rate_crossover(arm: str, domain: str, every: list[dict]) -> dict:
     qualified = [r for r in rs if r.get("qualified")]
     if qualified:
         note += f"; qualified: {_why(qualified, 'qualified')}"
+    if threshold is not None:
+        base.update(recommended_disable_batch_threshold=threshold, running_batch=round(batch[0], 2),
+                    running_batch_source=batch[1])
     return {**base, "crossover_rate": level(cross) if cross is not None else None, "never_pays_off": never,
             "no_advice": False, "levels": [level(r) for r in rs], "qualified": [level(r) for r in qualified],
             "note": note}
@@ -210,7 +240,7 @@ def verdicts(rows: list[dict], cells: list, arm_info: dict, speculative: set[str
     """The verdict fields of the derived block: speed-up rows marked, crossovers, threshold and
     never-pays-off per speculative arm. The runner and every reader call this, on the same inputs."""
     marked = mark(rows, Eligibility(cells, arm_info))  # the runner's cells carry their checks
-    cross = crossovers(marked, speculative)
+    cross = crossovers(marked, speculative, cells, arm_info)
     arms = sorted(speculative)
     return {"speedups": marked, "crossovers": cross,
             "recommended_disable_batch_threshold": {a: recommended_threshold(cross, a) for a in arms},

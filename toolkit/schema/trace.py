@@ -28,6 +28,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolkit.errors import ToolkitError
+from toolkit.schema.records import Prompt
 
 BLOCK_TOKENS = 512  # Mooncake's hash_ids: one id per 512-token block of the prompt
 # common English words that are one token each in the GPT-2/Llama/Qwen BPE vocabularies (with the leading
@@ -105,6 +106,13 @@ def arrivals(trace: list[TraceRequest], speed: float = 1.0) -> list[float]:
     return [(r.timestamp - t0) / speed for r in trace]
 
 
+def offered_rate(times: list[float], speed: float = 1.0) -> float:
+    """The mean rate a trace offers at this speed, req/s, in 4 significant digits: (n - 1) / span, the form of
+    the achieved rate (toolkit.schema.metrics.achieved_rate), so a client that kept the schedule achieves it.
+    A trace cell of a Matrix is keyed by it (its rate)."""
+    return float(f"{(len(times) - 1) * speed / (times[-1] - times[0]):.4g}")
+
+
 def prompt_text(req: TraceRequest, index: int, seed: int = 0) -> str:
     """The request's prompt: its own text, or `input_length` words (see WORDS), block by block from its
     hash_ids (the same id: the same block of text) and seeded per request beyond them. It ends with ` #index`
@@ -122,6 +130,14 @@ def prompt_text(req: TraceRequest, index: int, seed: int = 0) -> str:
         rng = random.Random(f"trace-request:{seed}:{index}")
         words += rng.choices(WORDS, k=n - len(words))
     return " ".join(words[:max(1, n - 2)]) + f" #{index}"  # the tag is about two tokens
+
+
+def trace_prompts(trace: list[TraceRequest], domain: str, output_len: int, seed: int = 0) -> list[Prompt]:
+    """One prompt per request, in time order (id t<i>: request i, the same in every replay): its text
+    (prompt_text) and its max tokens (`output_length`, else `output_len`). The loadgen's --trace and a
+    Matrix's `trace:` workload both send these."""
+    return [Prompt(id=f"t{i}", domain=domain, prompt=prompt_text(r, i, seed),
+                   target_output_len=r.output_length or output_len) for i, r in enumerate(trace)]
 
 
 def from_mooncake(src: str | Path, dest: str | Path) -> int:

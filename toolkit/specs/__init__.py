@@ -342,6 +342,8 @@ def referenced_files(spec: LoadedSpec) -> dict[str, Path]:
                     out[f"workloads[{i}].path"] = spec.path_of(("workloads", i, "path"), w.path)
                 if w.holdout:
                     out[f"workloads[{i}].holdout"] = spec.path_of(("workloads", i, "holdout"), w.holdout)
+                if w.trace:
+                    out[f"workloads[{i}].trace"] = spec.path_of(("workloads", i, "trace"), w.trace)
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -97,13 +99,56 @@ class Target(StrictModel):
         return self
 
 
+def workload_name(path: str) -> str:
+    """A workload name (lower-case, digits, . _ -) from a file path."""
+    stem = Path(path).stem.lower()
+    return re.sub(r"[^a-z0-9._-]+", "-", stem).strip("-._") or "workload"
+
+
 class Workload(StrictModel):
-    """A bundled workload by name, or the user's own JSON lines file."""
+    """A bundled workload by name, the user's own JSON lines file, or a trace replayed at its own times."""
 
     name: Name
     path: str | None = Field(None, description="JSON lines file (ShareGPT, OpenAI messages or prompt/completion)")
     sample: int | None = Field(None, ge=1, description="seeded sample of N prompts")
     holdout: str | None = Field(None, description="exclude prompts present in this training file")
+    trace: Annotated[str | None, Hash.omit_default("added with trace replay")] = Field(
+        None, description="a trace (JSON lines of timestamp, input/output length or prompt; docs/loadgen.md#traces): "
+                          "its requests are sent open loop at its times, one cell per speed "
+                          "(docs/bench.md#traces-trace)")
+    speed: Annotated[float | list[Annotated[float, Field(gt=0)]], Hash.omit_default("added with trace replay")] = Field(
+        1.0, description="with `trace:`: time scaling, 2.0 replays twice as fast; a list gives one cell per speed")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_name(cls, data: Any) -> Any:
+        """`{trace: traces/prod.jsonl}` is named after its file (prod) unless it says `name:`."""
+        if isinstance(data, dict) and "name" not in data and isinstance(data.get("trace"), str):
+            return {"name": workload_name(data["trace"]), **data}
+        return data
+
+    @model_validator(mode="after")
+    def _trace(self) -> "Workload":
+        if self.trace is None:
+            if self.speed != 1.0:  # (1.0, the default, is what a resolved spec read back says)
+                raise ValueError("`speed:` scales a trace's times: it needs `trace:`")
+            return self
+        if self.path is not None or self.sample is not None or self.holdout is not None:
+            raise ValueError("a `trace:` workload sends the trace's own requests: drop `path:`, `sample:` and "
+                             "`holdout:` (or make them a separate workload)")
+        speeds = self.speeds
+        if not speeds:
+            raise ValueError("`speed:` names no speed: give one, e.g. 1.0, or a list, e.g. [1, 2, 4]")
+        if any(s <= 0 for s in speeds):
+            raise ValueError("`speed:` must be > 0 (2.0 replays twice as fast)")
+        if len(set(speeds)) != len(speeds):
+            raise ValueError("`speed:` lists a speed twice: each may appear once")
+        return self
+
+    @property
+    def speeds(self) -> list[float]:
+        """The speeds a trace is replayed at, one cell each."""
+        return [float(s) for s in (self.speed if isinstance(self.speed, list) else [self.speed])]
 
 
 class Arrival(StrictModel):
@@ -222,6 +267,12 @@ class LaunchesAuto(StrictModel):
     max: int = Field(ge=3, le=100, description="the most launch rounds, whatever the CIs")
 
 
+def _only_traces(data: dict) -> bool:
+    """Does a raw Matrix document list only `trace:` workloads (which need no load axis)?"""
+    ws = data.get("workloads")
+    return isinstance(ws, list) and bool(ws) and all(isinstance(w, dict) and "trace" in w for w in ws)
+
+
 class Matrix(StrictModel):
     kind: Literal["Matrix"]
     name: Name
@@ -320,7 +371,7 @@ class Matrix(StrictModel):
         try:
             return handler(data)
         except ValidationError as exc:
-            if not isinstance(data, dict) or "concurrency" in data or "rates" in data:
+            if not isinstance(data, dict) or "concurrency" in data or "rates" in data or _only_traces(data):
                 raise
             errors = [{k: e[k] for k in ("type", "loc", "input", "ctx") if k in e} for e in exc.errors()]
             raise ValidationError.from_exception_data(
@@ -328,16 +379,26 @@ class Matrix(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> "Matrix":
-        if (self.requests is None) == (self.duration_s is None):
-            raise ValueError("give exactly one of `requests` (per cell) or `duration_s`")
-        if (self.concurrency is None) == (self.rates is None):
-            raise ValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
-                             "(open loop: requests per second); one run compares arms along one load axis")
-        if self.rates is None and (self.arrival != Arrival() or self.max_concurrency is not None):
-            raise ValueError("`arrival:` and `max_concurrency:` shape open-loop cells: they need `rates:`")
+        if self.traces and self.concurrency is not None:
+            raise ValueError("a `trace:` workload is sent open loop, at the trace's own times, and its cells are "
+                             "keyed by rate: give the other workloads `rates:` instead of `concurrency:` (one run "
+                             "compares arms along one load axis), or run the trace in a matrix of its own")
+        if self.traces and len(self.traces) == len(self.workloads):
+            self._only_traces()
+        else:
+            if (self.requests is None) == (self.duration_s is None):
+                raise ValueError("give exactly one of `requests` (per cell) or `duration_s`")
+            if (self.concurrency is None) == (self.rates is None):
+                raise ValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
+                                 "(open loop: requests per second); one run compares arms along one load axis")
+        if self.rates is None and self.arrival != Arrival():
+            raise ValueError("`arrival:` shapes the open-loop cells of `rates:`: they need `rates:` (a trace's "
+                             "requests arrive at its own times)")
+        if self.rates is None and self.max_concurrency is not None and not self.traces:
+            raise ValueError("`max_concurrency:` caps open-loop cells: it needs `rates:` or a `trace:` workload")
         if self.rates is not None and isinstance(self.duration_s, dict):
             raise ValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `rates:` give seconds")
-        if self.rates is not None and self.warmup == "concurrency":
+        if (self.rates is not None or self.traces) and self.warmup == "concurrency":
             raise ValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with `rates:` "
                              "give a number of requests")
         if self.baseline is not None and self.baseline not in self.arms:
@@ -354,6 +415,18 @@ class Matrix(StrictModel):
             if len(self.arms) < 2:
                 raise ValueError("`launches_auto:` stops on the arms' speed-ups over the baseline: give two arms or more")
         return self
+
+    def _only_traces(self) -> None:
+        """Every workload a trace: the traces size and time their cells, so no load axis or size is given."""
+        given = [k for k in ("concurrency", "rates", "requests", "duration_s") if getattr(self, k) is not None]
+        if given:
+            raise ValueError(f"every workload is a `trace:`, which sends its own requests at its own times: "
+                             f"`{'`, `'.join(given)}` would size nothing; drop it (or add a workload it applies to)")
+
+    @property
+    def traces(self) -> list[Workload]:
+        """The `trace:` workloads."""
+        return [w for w in self.workloads if isinstance(w, Workload) and w.trace is not None]
 
     @property
     def planned_launches(self) -> int:

@@ -52,6 +52,10 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
         raise mspec.error(("rates",), "`bench tune` searches at concurrency levels; this matrix sends open-loop "
                                       "rates", hint="tune on a copy with `concurrency:` (docs/tune.md); open-loop "
                                                     "tuning is not built yet")
+    if m.traces:
+        raise mspec.error(("workloads",), "`bench tune` searches at concurrency levels; this matrix replays traces "
+                                          "open loop", hint="tune on a copy with bundled or file workloads and "
+                                                            "`concurrency:` (docs/tune.md)")
     if arm not in m.tune.space:
         raise mspec.error(("tune", "space"), f"no search space for arm {arm!r}",
                           hint=f"spaces here: {', '.join(m.tune.space)}; or add `{arm}:` under tune.space")

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from toolkit.schema.records import Prompt
 from toolkit.errors import ToolkitError
 from toolkit.specs import canonical_json
-from toolkit.specs.matrix import Workload
+from toolkit.specs.matrix import Workload, workload_name
 from toolkit.workloads.bundled import BUNDLED, MATCH_TRAINING, bundled, read_prompts
 from toolkit.workloads.classify import classify
 from toolkit.workloads.formats import normalised_hash
@@ -36,6 +36,11 @@ class LoadedWorkload(BaseModel):
     source: str = Field(description="where the prompts came from and how they were selected")
     excluded: int = Field(0, description="prompts dropped by holdout")
     available: int = Field(0, description="prompts before sampling")
+    # a `trace:` workload: request i's send time (seconds after the first, speed 1), the speeds it is replayed
+    # at and, for each, the mean rate that keys its cells (toolkit.schema.trace.offered_rate)
+    arrivals: list[float] | None = None
+    speeds: list[float] = Field(default_factory=list)
+    rates: list[float] = Field(default_factory=list)
 
 
 def content_hash(prompts: list[Prompt]) -> str:
@@ -101,11 +106,13 @@ def match_training(training: Path, *, seed: int, n: int | None) -> LoadedWorkloa
 
 
 def load_workload(ref: str | Workload, *, base_dir: Path, seed: int, n: int | None = None,
-                  training: Path | None = None) -> LoadedWorkload:
+                  training: Path | None = None, output_len: int = 128) -> LoadedWorkload:
     """Prompts for one workload reference. `n` (or the Workload's `sample`) draws a seeded sample;
     `training` is the drafter's training data, needed by match-training. Relative paths are taken
-    from base_dir (the matrix file's folder)."""
+    from base_dir (the matrix file's folder). `output_len`: a trace request's max tokens where it gives none."""
     base_dir = Path(base_dir)
+    if isinstance(ref, Workload) and ref.trace is not None:
+        return load_trace(ref, base_dir, seed, output_len)
     if isinstance(ref, str):
         if ref.endswith((".jsonl", ".json")) or "/" in ref or _resolve(base_dir, ref).is_file():
             ref = Workload.model_construct(name=name_of(ref), path=ref, sample=None, holdout=None)
@@ -141,7 +148,28 @@ def load_workload(ref: str | Workload, *, base_dir: Path, seed: int, n: int | No
 
 def name_of(path: str) -> str:
     """A workload name (lower-case, digits, . _ -) from a file path."""
-    import re
+    return workload_name(path)
 
-    stem = Path(path).stem.lower()
-    return re.sub(r"[^a-z0-9._-]+", "-", stem).strip("-._") or "workload"
+
+def load_trace(ref: Workload, base_dir: Path, seed: int, output_len: int) -> LoadedWorkload:
+    """A `trace:` workload: one prompt per trace request, in time order (prompt i is request i in every arm),
+    its send times (seconds from the first, at speed 1) and its speeds. A trace without `output_length` sends
+    `output_len` tokens at most. The hash covers the prompts and the times."""
+    from toolkit.schema.trace import offered_rate, read_trace, trace_prompts
+
+    path = _resolve(base_dir, ref.trace)
+    if not path.is_file():
+        raise ToolkitError(f"trace file {ref.trace} not found ({path})",
+                           hint="give the path of a trace relative to the matrix file (docs/loadgen.md#traces); "
+                                "a Mooncake trace is converted with `toolkit bench trace-import`")
+    trace = read_trace(path)
+    times = [r.timestamp - trace[0].timestamp for r in trace]
+    if len(trace) < 2 or times[-1] <= 0:
+        raise ToolkitError("a trace replayed in a Matrix needs two requests at different times: its cells are keyed "
+                           "by the trace's mean rate", file=path)
+    prompts = trace_prompts(trace, ref.name, output_len, seed)
+    h = hashlib.sha256(f"{content_hash(prompts)}\n{canonical_json(times)}".encode()).hexdigest()
+    return LoadedWorkload(name=ref.name, domain=ref.name, hash=h, prompts=prompts, available=len(prompts),
+                          source=f"trace {path} ({len(trace)} requests over {times[-1]:.3g} s; speed "
+                                 f"{', '.join(f'{s:g}' for s in ref.speeds)})",
+                          arrivals=times, speeds=ref.speeds, rates=[offered_rate(times, s) for s in ref.speeds])

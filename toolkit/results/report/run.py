@@ -64,6 +64,21 @@ def _arrival(spec: dict) -> str:
     return text + (f"; at most {cap} in flight" if cap else "; no cap on requests in flight")
 
 
+def _traces(spec: dict) -> str | None:
+    """`small: traces/small.jsonl x1, x2` per `trace:` workload (docs/bench.md#traces)."""
+    out = []
+    for w in spec.get("workloads") or []:
+        if isinstance(w, dict) and w.get("trace"):
+            speeds = w.get("speed", 1.0)
+            speeds = speeds if isinstance(speeds, list) else [speeds]
+            out.append(f"{w['name']}: {w['trace']} " + ", ".join(f"x{float(s):g}" for s in speeds))
+    if not out:
+        return None
+    if not spec.get("rates"):  # the cap on requests in flight, said once (with rates: on the arrival row)
+        out.append(_arrival(spec).split("; ", 1)[1])
+    return "; ".join(out)
+
+
 def _matrix_facts(spec: dict) -> list[list[str]]:
     if not spec:
         return []
@@ -76,6 +91,7 @@ def _matrix_facts(spec: dict) -> list[list[str]]:
             ["concurrency", ", ".join(str(c) for c in spec.get("concurrency") or [])],
             ["rates (req/s, open loop)", ", ".join(rate_text(r) for r in spec.get("rates") or [])],
             ["arrival", _arrival(spec) if spec.get("rates") else None],
+            ["traces (open loop, at their times)", _traces(spec)],
             ["output length", spec.get("output_len")], ["requests per cell", per_cell],
             ["warmup / repeats / seed", " / ".join(str(spec.get(k, "-")) for k in ("warmup", "repeats", "seed"))],
             ["launches per arm", spec.get("launches") if (spec.get("launches") or 1) > 1 else None],
