@@ -17,6 +17,7 @@ from toolkit.schema.keys import cell_key
 from toolkit.schema.sweep import sweep_rates
 
 pytestmark = pytest.mark.slow
+EXIT = {"reproduced": 0, "differs": 1, "inconclusive": 3}
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +33,15 @@ def swept(tmp_path_factory) -> Path:
 def test_the_probes_set_the_rates_and_are_recorded(swept: Path) -> None:
     sweep = json.loads((swept / "manifest.json").read_text())["sweep"]
     assert sweep["arm"] == "baseline" and sweep["points"] == 3 and sweep["source"] == "probed"
-    assert sweep["probe_concurrency"] == 8  # every measured request at once
+    assert sweep["probe_concurrency"] == 12  # every measured request at once
     assert sweep["rates"] == sweep_rates(sweep["sync_rate"], sweep["saturation_rate"], 3)
-    for kind, conc in (("sync", 1), ("throughput", 8)):
+    for kind, conc in (("sync", 1), ("throughput", 12)):
         probe = json.loads((swept / sweep["probes"][kind]).read_text())
-        assert probe["status"] == "ok" and probe["concurrency"] == conc and probe["n_requests"] == 8
+        assert probe["status"] == "ok" and probe["concurrency"] == conc and probe["n_requests"] == 12
         rate = sweep["sync_rate"] if kind == "sync" else sweep["saturation_rate"]
         assert probe["metrics"]["request_s"]["mean"] == pytest.approx(rate)
         lines = gzip.decompress((swept / f"probes/{kind}.jsonl.gz").read_bytes()).splitlines()
-        assert len(lines) == 8 + 2  # measured + warmup requests
+        assert len(lines) == 12 + 2  # measured + warmup requests
     assert run_cli("results", "verify", str(swept)).returncode == 0
 
 
@@ -88,3 +89,19 @@ def test_resume_runs_the_recorded_rates_without_probing_again(swept: Path, tmp_p
     assert after["status"] == "complete" and sorted({c["rate"] for c in after["cells"]}) == sorted(rates)
     assert json.loads((copy / "manifest.json").read_text())["sweep"]["rates"] == rates
     assert run_cli("results", "verify", str(copy)).returncode == 0
+
+
+def test_reproduce_replays_the_same_rates_cell_by_cell(swept: Path) -> None:
+    results = swept.parent.parent
+    r = run_cli("results", "reproduce", swept.name, "--results", str(results), "--tolerance", "10000", "--json",
+                timeout=1200)
+    out = json.loads(r.stdout)
+    assert r.returncode == EXIT[out["verdict"]], r.stderr[-2000:]
+    assert out["verdict"] != "differs"  # nothing moves 100x
+    assert "probing" not in r.stderr  # the original's rates, not new probes
+    new = Path(out["reproduction"]["path"])
+    was, now = (json.loads((p / "manifest.json").read_text())["sweep"] for p in (swept, new))
+    assert now["rates"] == was["rates"] and now["source"] == f"run {swept.name}" and now["probes"] == {}
+    assert not (new / "probes").exists()
+    assert sorted(p.name for p in (new / "cells").glob("*.json")) == sorted(
+        p.name for p in (swept / "cells").glob("*.json"))  # comparable cell by cell

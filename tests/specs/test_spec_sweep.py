@@ -24,10 +24,10 @@ def test_rates_are_spread_evenly_strictly_between_sync_and_saturation() -> None:
     assert sweep_rates(0.25, 0.5, 4) == [0.3, 0.35, 0.4, 0.45]
     assert sweep_rates(10, 110, 4) == [30, 50, 70, 90]
     assert sweep_rates(0.123456, 0.2, 1) == [0.162]  # 3 significant digits
-    # the server gained nothing from concurrency: no range to spread over, the synchronous rate only
-    assert sweep_rates(2.0, 1.9, 3) == [2.0] and sweep_rates(2.0, 2.0, 3) == [2.0]
-    # rounding may merge points: each rate once
-    assert sweep_rates(1.0, 1.001, 3) == [1.0]
+    # a server slower with many in flight than with one: the rates between the two, from the lower
+    assert sweep_rates(5.0, 1.2, 3) == [2.15, 3.1, 4.05]
+    # no range to spread over, or rounding merges points: each rate once
+    assert sweep_rates(2.0, 2.0, 3) == [2.0] and sweep_rates(1.0, 1.001, 3) == [1.0]
     with pytest.raises(ValueError, match="rates > 0"):
         sweep_rates(0, 5, 3)
 

@@ -44,9 +44,13 @@ class Probed:
 
     record: SweepRecord
     cells: dict[str, tuple[CellSummary, list[RequestRecord]]] = field(default_factory=dict)
+    log: str = ""  # the probed server's log (start-up and last lines)
 
     def archive(self, writer: ArchiveWriter) -> None:
-        """The probes under probes/: <kind>.json (a CellSummary) and <kind>.jsonl.gz (its requests)."""
+        """The probes under probes/: <kind>.json (a CellSummary) and <kind>.jsonl.gz (its requests); the
+        server's log as logs/<arm>__probe.log."""
+        if self.log:
+            writer.write_file(f"logs/{self.record.arm}__probe.log", self.log + "\n")
         for kind, (summary, records) in self.cells.items():
             lines = b"".join(r.model_dump_json(exclude_defaults=True).encode() + b"\n" for r in records)
             writer.write_file(f"probes/{kind}.jsonl.gz", gzip.compress(lines, compresslevel=6, mtime=0))
@@ -86,18 +90,29 @@ def probe(plan: RunPlan, log_dir: Path, log: Callable[[str], None]) -> Probed:
             cells[kind] = _probe_cell(plan, launcher, Cell(arm, domain, c, 0), kind)
     finally:
         launcher.stop()
+    log_text = _log(launcher)
     sync, sat = (_rate(cells[k][0], k, arm) for k in ("sync", "throughput"))
     rates = sweep_rates(sync, sat, m.sweep.points)
-    note = (f"the saturation rate ({sat:.3g} req/s) is not above the synchronous rate ({sync:.3g}): the server "
-            "gained nothing from concurrency, so the sweep runs the synchronous rate only") if sat <= sync else None
-    if len(rates) < m.sweep.points and note is None:
-        note = f"{m.sweep.points} points rounded to {len(rates)} distinct rates (3 significant digits)"
+    note = (f"the saturation rate ({sat:.3g} req/s, {conc} in flight) is below the synchronous rate ({sync:.3g}): "
+            "the server lost throughput to concurrency; the rates span the two from the lower") if sat < sync else None
+    if len(rates) < m.sweep.points:
+        note = "; ".join(x for x in (note, f"{m.sweep.points} points rounded to {len(rates)} distinct rates "
+                                           "(3 significant digits)") if x)
     record = SweepRecord(arm=arm, points=m.sweep.points, sync_rate=sync, saturation_rate=sat,
                          probe_concurrency=conc, rates=rates, note=note,
                          probes={k: f"probes/{k}.json" for k in cells})
     log(f"sweep: synchronous {sync:.3g} req/s, saturation {sat:.3g} req/s (c={conc}): every arm runs "
         f"{_rates(rates)} req/s" + (f" ({note})" if note else ""))
-    return Probed(record, cells)
+    return Probed(record, cells, log_text)
+
+
+def _log(launcher) -> str:
+    from toolkit.scrub import scrub_text
+    from toolkit.serve.logs import TAIL_LINES, head_and_tail
+
+    text = launcher.log_text()
+    kept = head_and_tail(text) if text else launcher.log_tail(TAIL_LINES)
+    return scrub_text(kept) if kept else ""
 
 
 def _probe_cell(plan: RunPlan, launcher, cell: Cell, kind: str) -> tuple[CellSummary, list[RequestRecord]]:
@@ -105,10 +120,12 @@ def _probe_cell(plan: RunPlan, launcher, cell: Cell, kind: str) -> tuple[CellSum
     from toolkit.loadgen import run, run_cell
     from toolkit.loadgen.summary import summarize
 
-    load, workload = plan.load(cell), plan.workloads[cell.domain]
-    records = run(run_cell(launcher.base_url, load, plan.prompts(cell), model=launcher.model, arm=cell.arm,
-                           domain=cell.domain, repeat=0,
-                           check_alive=lambda: launcher.check_alive(during=f"the sweep's {kind} probe")))
+    load, workload, prompts = plan.load(cell), plan.workloads[cell.domain], plan.prompts(cell)
+    who = dict(model=launcher.model, arm=cell.arm, domain=cell.domain, repeat=0,
+               check_alive=lambda: launcher.check_alive(during=f"the sweep's {kind} probe"))
+    step = getattr(launcher, "cell_step", None)  # a Slurm job's: the load generator runs beside its server
+    records = (step(f"probe-{kind}", load, prompts, **who) if step is not None
+               else run(run_cell(launcher.base_url, load, prompts, **who)))
     summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency, repeat=0,
                         output_len=plan.m.output_len, workload_hash=workload.hash,
                         sampling={**plan.sampling(), "workers": load.processes}, load=load)

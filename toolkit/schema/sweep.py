@@ -24,17 +24,17 @@ def _round(rate: float) -> float:
 
 def sweep_rates(sync_rate: float, saturation_rate: float, points: int) -> list[float]:
     """`points` rates spread evenly (linearly) strictly between the synchronous and the saturation rate, as
-    guidellm's sweep does (the probes themselves measured the two ends), each to 3 significant digits.
-    A saturation rate not above the synchronous one (the server gains nothing from concurrency) leaves one
-    rate, the synchronous one: there is no range to spread over."""
+    guidellm's sweep does (the probes themselves measured the two ends), each to 3 significant digits, in
+    increasing order. A server that served fewer requests per second with many in flight than with one (a
+    saturation rate below the synchronous one: e.g. a CPU engine that does not batch) still gets the rates
+    between the two, from the lower; equal rates leave one rate, there is no range to spread over."""
     if sync_rate <= 0 or saturation_rate <= 0:
         raise ValueError(f"a sweep needs rates > 0 (synchronous {sync_rate:g}, saturation {saturation_rate:g})")
     if points < 1:
         raise ValueError(f"a sweep needs at least one point, not {points}")
-    if saturation_rate <= sync_rate:
-        return [_round(sync_rate)]
-    step = (saturation_rate - sync_rate) / (points + 1)
-    return sorted({_round(sync_rate + step * i) for i in range(1, points + 1)})
+    low, high = sorted((sync_rate, saturation_rate))
+    step = (high - low) / (points + 1)
+    return sorted({_round(low + step * i) for i in range(1, points + 1)})
 
 
 class SweepRecord(BaseModel):
@@ -53,4 +53,4 @@ class SweepRecord(BaseModel):
                                    "summary under probes/ (not a cell: no verdict uses a probe)")
     source: str = Field("probed", description="probed: this run's own probes; else the run whose record it "
                                               "replays (`results reproduce`)")
-    note: str | None = Field(None, description="what to know about the rates (e.g. saturation not above sync)")
+    note: str | None = Field(None, description="what to know about the rates (e.g. saturation below sync)")
