@@ -133,9 +133,9 @@ class Sweep(StrictModel):
     reproduce` run them again rather than probing again (docs/bench.md#sweep-rates-from-probes)."""
 
     points: int = Field(ge=1, le=50, description="open-loop rates between the synchronous and the saturation rate")
-    probe_concurrency: int | None = Field(None, ge=2, description="requests in flight in the throughput probe "
-                                                                  "(default: max_concurrency, else every measured "
-                                                                  f"request at once (`requests`), else {SWEEP_PROBE_SLOTS})")
+    probe_concurrency: int | None = Field(
+        None, ge=2, description="requests in flight in the throughput probe (default: max_concurrency, else every "
+                                f"measured request at once (`requests`), else {SWEEP_PROBE_SLOTS})")
 
 
 class Bounds(StrictModel):
@@ -367,8 +367,9 @@ class Matrix(StrictModel):
         if self.sweep is None and (self.concurrency is None) == (self.rates is None):
             raise ValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
                              "(open loop: requests per second); one run compares arms along one load axis")
-        if self.rates is None and self.sweep is None and (self.arrival != Arrival() or self.max_concurrency is not None):
-            raise ValueError("`arrival:` and `max_concurrency:` shape open-loop cells: they need `rates:`")
+        if self.rates is None and self.sweep is None and (self.arrival != Arrival()
+                                                          or self.max_concurrency is not None):
+            raise ValueError("`arrival:` and `max_concurrency:` shape open-loop cells: they need `rates:` or `sweep:`")
         if self.rates is not None and isinstance(self.duration_s, dict):
             raise ValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `rates:` give seconds")
         if self.rates is not None and self.warmup == "concurrency":
