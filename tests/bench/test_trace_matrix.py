@@ -85,6 +85,7 @@ def test_bad_trace_line_is_an_error_at_the_trace_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("extra, says", [
     ("concurrency: [1]\n", "a `trace:` workload is sent open loop"),
     ("requests: 4\n", "`requests` would size nothing"),
+    ("sweep: {points: 2}\n", "not at rates probes choose"),
 ])
 def test_trace_matrix_refuses_what_does_not_apply(tmp_path: Path, extra: str, says: str) -> None:
     m = setup(tmp_path, extra=extra)

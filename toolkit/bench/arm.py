@@ -51,11 +51,14 @@ def _json(obj: Any) -> str:
     return json.dumps(obj, indent=1, sort_keys=True, default=str)
 
 
-def make_launcher(plan: RunPlan, slot: Slot, arm: str, log_dir: Path, launch: int = 0, warmup: bool = False):
-    """A fresh launcher for one launch of an arm (its own log file), or the ToolkitError of making one."""
+def make_launcher(plan: RunPlan, slot: Slot, arm: str, log_dir: Path, launch: int = 0, warmup: bool = False,
+                  tag: str | None = None):
+    """A fresh launcher for one launch of an arm (its own log file; `tag`: a launch outside the measured ones,
+    e.g. a sweep's probes), or the ToolkitError of making one."""
+    tag = "warmup" if warmup else tag
     try:
         kw = plan.launcher_kwargs(slot, arm, log_dir)
-        kw["log_path"] = Path(log_dir) / (f"{arm}__warmup.log" if warmup else f"{arm}{launch_suffix(launch)}.log")
+        kw["log_path"] = Path(log_dir) / (f"{arm}__{tag}.log" if tag else f"{arm}{launch_suffix(launch)}.log")
         return _launcher_for(plan, arm, kw)
     except ToolkitError as exc:
         return exc

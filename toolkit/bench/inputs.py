@@ -46,6 +46,7 @@ class Origin:
     run_id: str
     drift: list[DriftRecord] = field(default_factory=list)
     build: Any = None  # toolkit.schema.manifest.BuildRecord
+    sweep: Any = None  # toolkit.schema.sweep.SweepRecord: a sweep's recorded rates, run again, not re-probed
 
 
 # -- recording (a new run)

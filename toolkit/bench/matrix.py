@@ -89,6 +89,11 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
     ledger = None
     try:
         try:
+            probed = None
+            if plan.m.sweep is not None and plan.sweep is None:  # a new sweep: its rates before any cell
+                from toolkit.bench.sweep import choose_rates
+
+                probed = choose_rates(plan, log_dir, log, origin)
             launchers = make_launchers(plan, log_dir)
             if writer is None:
                 commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
@@ -102,6 +107,8 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
 
                         manifest = manifest.model_copy(update={"slurm": manifest_record(plan.spec, plan.env_spec)})
                     writer = archive_run(results_root, plan, manifest, origin)  # + inputs/
+                    if probed is not None:
+                        probed.archive(writer)
                 finally:
                     hold.clear()
                 if stopping.is_set():

@@ -21,6 +21,7 @@ from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key, level_label, rate_text
 from toolkit.schema.manifest import BuildRecord, Manifest
 from toolkit.schema.records import Prompt
+from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import ExternalTarget, HostTarget, LocalTarget, Slot, SlurmTarget, plan_slots
 from toolkit.specs.environment import Environment
@@ -89,12 +90,14 @@ def cell_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
     return [prompts[order[i % len(order)]] for i in range(n)]
 
 
-def plan_cells(m: Matrix, domains: list[str], arm: str, traced: dict[str, list] | None = None) -> list[Cell]:
+def plan_cells(m: Matrix, domains: list[str], arm: str, traced: dict[str, list] | None = None,
+               swept: list[float] | None = None) -> list[Cell]:
     """Every cell of an arm, launch by launch: each launch runs all of them (and their repeats). `traced`: the
-    levels of `trace:` workloads by domain (trace_levels), in place of the Matrix's."""
+    levels of `trace:` workloads by domain (trace_levels), in place of the Matrix's. A sweep's cells are at
+    `swept` (the rates its probes chose; none before them)."""
     traced = traced or {}
     return [Cell(arm, d, c, r, launch, rate) for launch in range(m.planned_launches) for r in range(m.repeats)
-            for d in domains for c, rate in (traced[d] if d in traced else m.levels())]
+            for d in domains for c, rate in (traced[d] if d in traced else m.levels(swept))]
 
 
 def trace_levels(m: Matrix, workloads: dict) -> dict[str, list[tuple[int, float]]]:
@@ -139,6 +142,7 @@ class RunPlan:
     hosts_spec: LoadedSpec | None = None  # a hosts target's Hosts spec, loaded once
     hashes: dict[str, str] = field(default_factory=dict)  # matrix, environment: their spec hashes
     stopped_after: int | None = None  # launches_auto: the rounds run when its rule said the CIs were narrow
+    sweep: SweepRecord | None = None  # a `sweep:` matrix: the rates chosen (set_sweep); None before its probes
 
     @property
     def m(self) -> Matrix:
@@ -158,10 +162,22 @@ class RunPlan:
         stopped after (`stopped_after`)."""
         m = self.m
         rounds = self.stopped_after if self.stopped_after is not None else m.planned_launches
-        traced = trace_levels(m, self.workloads)
-        per_arm = sum(len(traced[d]) if d in traced else len(m.levels()) for d in self.workloads) \
-            if self.workloads else len(m.workloads) * len(m.levels())
+        traced, levels = trace_levels(m, self.workloads), m.levels(self.swept)
+        per_arm = sum(len(traced[d]) if d in traced else len(levels) for d in self.workloads) \
+            if self.workloads else len(m.workloads) * len(levels)
         return len(m.arms) * per_arm * m.repeats * rounds
+
+    @property
+    def swept(self) -> list[float] | None:
+        """A sweep's rates, once chosen (toolkit.bench.sweep)."""
+        return self.sweep.rates if self.sweep is not None else None
+
+    def set_sweep(self, record: SweepRecord) -> None:
+        """A sweep's rates are known (probed, or recorded by the run resumed or replayed): every arm's cells
+        at them."""
+        self.sweep = record
+        traced = trace_levels(self.m, self.workloads)
+        self.todo = {arm: plan_cells(self.m, list(self.workloads), arm, traced, record.rates) for arm in self.m.arms}
 
     def launch_todo(self, arm: str, launch: int) -> list[Cell]:
         """The cells one launch of an arm still has to run (resume: only the missing ones)."""
@@ -245,6 +261,11 @@ class RunPlan:
         if resumed.matrix.hash and resumed.matrix.hash != self.hashes["matrix"]:
             raise ToolkitError(f"the matrix spec changed since run {resumed.run_id} started",
                                hint="resume with the same spec, or start a new run", file=self.spec.path)
+        if self.m.sweep is not None:  # the rates it recorded, never probed again
+            if resumed.sweep is None:
+                raise ToolkitError(f"run {resumed.run_id} is a sweep without recorded rates (manifest `sweep`)",
+                                   hint="start a new run", file=self.spec.path)
+            self.set_sweep(resumed.sweep)
         self.todo = {arm: [c for c in cells if c.key not in done] for arm, cells in self.todo.items()}
         self.build = resumed.build
         if resumed.rounds:
@@ -372,6 +393,7 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
         "launches": m.launches,
         "rounds": plan.rounds,
         "determinism": determinism(plan),
+        **({"sweep": plan.sweep.model_dump(mode="json", exclude_none=True)} if plan.sweep is not None else {}),
     })
 
 

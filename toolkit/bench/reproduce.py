@@ -345,7 +345,7 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
         log(f"replaying {original.matrix_name}/{original.run_id} from its archive"
             + (f" (drift recorded: {', '.join(d.what for d in drift)})" if drift else ""))
         result = run_matrix(spec, results_root=root, progress=progress, log=log,
-                            origin=Origin(original.run_id, drift, build))
+                            origin=Origin(original.run_id, drift, build, original.manifest.sweep))
     new = open_archive(result.path)
     return compare_runs(original, new, result.status, drift, notes, tolerance, result.interrupted)
 

@@ -42,6 +42,7 @@ from toolkit.errors import ToolkitError
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, run_status
 from toolkit.schema.records import CellSummary
 from toolkit.schema.slo import SloAnalysis
+from toolkit.schema.sweep import SweepRecord
 
 MIN_SCHEMA_VERSION = 1
 NOISE_CALIBRATION = "noise-calibration"
@@ -247,6 +248,8 @@ class Manifest(_Open):
                                     "launched in (seeded, random per round when launches > 1)")
     slurm: SlurmRecord | None = Field(None, description="a Slurm target: load generator placement, job scripts, "
                                       "jobs (absent in other runs and in Slurm runs before the field)")
+    sweep: SweepRecord | None = Field(None, description="a Matrix `sweep:`: the rates every arm ran and how the "
+                                      "baseline's probes set them (absent in other runs)")
     determinism: dict[str, Any] = Field(default_factory=dict, description="what makes the generated tokens "
                                         "repeat across launches: temperature, seed, dummy-model recipe hash, "
                                         "SGLang's dummy-weight seed, deterministic inference per arm")

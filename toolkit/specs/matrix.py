@@ -14,6 +14,7 @@ from toolkit.specs.base import Hash, Name, StrictModel
 from toolkit.specs.slurm import SlurmJob
 
 
+SWEEP_PROBE_SLOTS = 256  # a duration-sized sweep's throughput probe without max_concurrency: requests in flight
 OPEN_LOOP_SLOTS = 4096  # `rates:` without `max_concurrency`: requests in flight at most, more than any cell here sends
 
 
@@ -169,6 +170,19 @@ class Arrival(StrictModel):
         return self
 
 
+class Sweep(StrictModel):
+    """`sweep:` instead of listing `rates:` (guidellm's sweep profile): the baseline arm's server is probed
+    first, closed loop, at one request in flight (the synchronous rate) and at `probe_concurrency` (the
+    saturation rate); then every arm runs `points` open-loop rates spread evenly between the two
+    (toolkit.schema.sweep.sweep_rates). The rates are recorded in the manifest: --resume and `results
+    reproduce` run them again rather than probing again (docs/bench.md#sweep-rates-from-probes)."""
+
+    points: int = Field(ge=1, le=50, description="open-loop rates between the synchronous and the saturation rate")
+    probe_concurrency: int | None = Field(
+        None, ge=2, description="requests in flight in the throughput probe (default: max_concurrency, else every "
+                                f"measured request at once (`requests`), else {SWEEP_PROBE_SLOTS})")
+
+
 class Bounds(StrictModel):
     """The bounds on one latency (ms) as the `slo:` block writes them: a percentile over each cell's
     requests, and/or a per-request limit. Each set bound is one objective (toolkit.schema.slo.Objective,
@@ -297,6 +311,10 @@ class Matrix(StrictModel):
     max_concurrency: Annotated[int | None, Hash.omit_default("added with open-loop load")] = Field(
         None, ge=1, description="with `rates:`: at most this many requests in flight (a later arrival waits for a "
                                 f"free slot and is sent late); unset: no cap ({OPEN_LOOP_SLOTS} slots)")
+    sweep: Annotated[Sweep | None, Hash.omit_default("added with sweeps: unset, the hash of an older matrix "
+                                                     "holds")] = Field(
+        None, description="open loop, instead of `rates:`: {points: N}: probe the baseline's synchronous and "
+                          "saturation rates, then N rates between them for every arm (docs/bench.md)")
     output_len: int = Field(128, ge=1, description="max output tokens per request")
     requests: int | None = Field(None, ge=1, description="measured requests per cell")
     duration_s: float | dict[int, float] | None = Field(
@@ -371,11 +389,31 @@ class Matrix(StrictModel):
         try:
             return handler(data)
         except ValidationError as exc:
-            if not isinstance(data, dict) or "concurrency" in data or "rates" in data or _only_traces(data):
+            if (not isinstance(data, dict) or "concurrency" in data or "rates" in data or "sweep" in data
+                    or _only_traces(data)):
                 raise
             errors = [{k: e[k] for k in ("type", "loc", "input", "ctx") if k in e} for e in exc.errors()]
             raise ValidationError.from_exception_data(
                 exc.title, [*errors, {"type": "missing", "loc": ("concurrency",), "input": data}]) from None
+
+    @model_validator(mode="after")
+    def _sweep_axis(self) -> "Matrix":
+        """`sweep:` is a third load axis: alone, open loop, sized like `rates:` cells."""
+        if self.sweep is None:
+            return self
+        if self.concurrency is not None or self.rates is not None:
+            raise ValueError("give exactly one of `concurrency` (closed loop), `rates` (open loop, listed) or "
+                             "`sweep` (open loop, rates from probes of the baseline); one run compares arms along "
+                             "one load axis")
+        if self.traces:
+            raise ValueError("a `trace:` workload is sent at the trace's own times, not at rates probes choose: "
+                             "list `rates:` for the other workloads, or run the trace in a matrix of its own")
+        if isinstance(self.duration_s, dict):
+            raise ValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `sweep:` give seconds")
+        if self.warmup == "concurrency":
+            raise ValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with `sweep:` "
+                             "give a number of requests")
+        return self
 
     @model_validator(mode="after")
     def _check(self) -> "Matrix":
@@ -388,14 +426,15 @@ class Matrix(StrictModel):
         else:
             if (self.requests is None) == (self.duration_s is None):
                 raise ValueError("give exactly one of `requests` (per cell) or `duration_s`")
-            if (self.concurrency is None) == (self.rates is None):
+            if self.sweep is None and (self.concurrency is None) == (self.rates is None):
                 raise ValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
                                  "(open loop: requests per second); one run compares arms along one load axis")
-        if self.rates is None and self.arrival != Arrival():
-            raise ValueError("`arrival:` shapes the open-loop cells of `rates:`: they need `rates:` (a trace's "
-                             "requests arrive at its own times)")
-        if self.rates is None and self.max_concurrency is not None and not self.traces:
-            raise ValueError("`max_concurrency:` caps open-loop cells: it needs `rates:` or a `trace:` workload")
+        if self.rates is None and self.sweep is None and self.arrival != Arrival():
+            raise ValueError("`arrival:` shapes the open-loop cells of `rates:` or `sweep:`: they need `rates:` (a "
+                             "trace's requests arrive at its own times)")
+        if self.rates is None and self.sweep is None and self.max_concurrency is not None and not self.traces:
+            raise ValueError("`max_concurrency:` caps open-loop cells: it needs `rates:`, `sweep:` or a `trace:` "
+                             "workload")
         if self.rates is not None and isinstance(self.duration_s, dict):
             raise ValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `rates:` give seconds")
         if (self.rates is not None or self.traces) and self.warmup == "concurrency":
@@ -458,11 +497,13 @@ class Matrix(StrictModel):
     def baseline_arm(self) -> str:
         return self.baseline or self.arms[0]
 
-    def levels(self) -> list[tuple[int, float | None]]:
+    def levels(self, swept: list[float] | None = None) -> list[tuple[int, float | None]]:
         """The cells' load levels, (concurrency, rate): closed loop (c, None) per concurrency level; open loop
-        (the cap on requests in flight, rate) per rate."""
-        if self.rates is not None:
-            return [(self.max_concurrency or OPEN_LOOP_SLOTS, float(r)) for r in self.rates]
+        (the cap on requests in flight, rate) per rate; a sweep's rates are `swept` (the run's probes chose
+        them: none before)."""
+        rates = (swept or []) if self.sweep is not None else self.rates
+        if rates is not None:
+            return [(self.max_concurrency or OPEN_LOOP_SLOTS, float(r)) for r in rates]
         return [(c, None) for c in self.concurrency or []]
 
     def warmup_at(self, concurrency: int) -> int:

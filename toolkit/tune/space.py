@@ -48,9 +48,9 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
     if m.tune is None:
         raise mspec.error((), "this matrix has no `tune:` block: nothing to search",
                           hint=f"add `tune: {{space: {{{arm}: {{KNOB: [values]}}}}}}` (docs/tune.md)")
-    if m.rates is not None:
-        raise mspec.error(("rates",), "`bench tune` searches at concurrency levels; this matrix sends open-loop "
-                                      "rates", hint="tune on a copy with `concurrency:` (docs/tune.md); open-loop "
+    if m.rates is not None or m.sweep is not None:
+        raise mspec.error(("rates" if m.rates is not None else "sweep",), "`bench tune` searches at concurrency "
+                          "levels; this matrix sends open-loop rates", hint="tune on a copy with `concurrency:` (docs/tune.md); open-loop "
                                                     "tuning is not built yet")
     if m.traces:
         raise mspec.error(("workloads",), "`bench tune` searches at concurrency levels; this matrix replays traces "

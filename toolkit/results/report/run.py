@@ -14,6 +14,7 @@ from toolkit.schema.keys import level_label, rate_text
 from toolkit.schema.manifest import ArmState, Derived, SlurmRecord
 from toolkit.schema.records import CellSummary, Stat
 from toolkit.schema.slo import SloAnalysis
+from toolkit.schema.sweep import SweepRecord
 
 CELL_COLUMNS = ["arm", "domain", "c", "rep", "n", "err", "tok/s", "req/s", "TTFT p50", "TTFT p99", "TPOT p50",
                 "ITL p50", "E2E p50", "E2E p99", "accept", "status"]
@@ -79,7 +80,24 @@ def _traces(spec: dict) -> str | None:
     return "; ".join(out)
 
 
-def _matrix_facts(spec: dict) -> list[list[str]]:
+def _sweep(spec: dict, sweep: SweepRecord | None) -> str | None:
+    """A sweep's line: its rates and how they were chosen (manifest `sweep`), or before they are known."""
+    if not spec.get("sweep"):
+        return None
+    points = spec["sweep"].get("points")
+    if sweep is None:
+        return f"{points} points, rates not chosen yet (the baseline's probes choose them)"
+    where = "probes of " + sweep.arm if sweep.source == "probed" else f"the rates of {sweep.source}"
+    return (f"{_rates(sweep.rates)}: {points} points between synchronous {sweep.sync_rate:.3g} and saturation "
+            f"{sweep.saturation_rate:.3g} req/s (c={sweep.probe_concurrency}; {where})"
+            + (f"; {sweep.note}" if sweep.note else ""))
+
+
+def _rates(rates: list[float]) -> str:
+    return ", ".join(rate_text(r) for r in rates)
+
+
+def _matrix_facts(spec: dict, sweep: SweepRecord | None = None) -> list[list[str]]:
     if not spec:
         return []
     dur = spec.get("duration_s")
@@ -90,7 +108,8 @@ def _matrix_facts(spec: dict) -> list[list[str]]:
                                                           else "")],
             ["concurrency", ", ".join(str(c) for c in spec.get("concurrency") or [])],
             ["rates (req/s, open loop)", ", ".join(rate_text(r) for r in spec.get("rates") or [])],
-            ["arrival", _arrival(spec) if spec.get("rates") else None],
+            ["sweep (req/s, open loop)", _sweep(spec, sweep)],
+            ["arrival", _arrival(spec) if spec.get("rates") or spec.get("sweep") else None],
             ["traces (open loop, at their times)", _traces(spec)],
             ["output length", spec.get("output_len")], ["requests per cell", per_cell],
             ["warmup / repeats / seed", " / ".join(str(spec.get(k, "-")) for k in ("warmup", "repeats", "seed"))],
@@ -119,7 +138,7 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
              ["environment", f"{f['environment'] or '-'} (hash {f['env_hash'] or '-'})"],
              ["image", image or "-"], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
              ["toolkit", f"{m.toolkit.version or '-'} {m.toolkit.git_sha or ''}".strip()],
-             ["source", f["source"]]] + _matrix_facts(spec)
+             ["source", f["source"]]] + _matrix_facts(spec, m.sweep)
     if m.purpose:
         facts.insert(2, ["purpose", m.purpose])
     from toolkit.results.slo import analyse, objectives_for

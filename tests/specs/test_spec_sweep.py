@@ -1,0 +1,115 @@
+"""`sweep: {points: N}` in a Matrix: the rates it derives from the two probes, the plan before and after they
+are known (and on resume, the recorded ones), and each mistake exits 2 through the real CLI at its file:line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.specs.test_bad_input_battery import MATRIX, bad, write
+from toolkit.errors import ToolkitError
+from toolkit.schema.manifest import Manifest
+from toolkit.schema.sweep import SweepRecord, sweep_rates
+from toolkit.specs import load_spec
+
+SWEEP = MATRIX.replace("concurrency: [1, 2]", "sweep: {points: 3}\narrival: {process: gamma, burstiness: 0.5}\n"
+                                              "max_concurrency: 16")
+
+
+def test_rates_are_spread_evenly_strictly_between_sync_and_saturation() -> None:
+    assert sweep_rates(1.2, 5.0, 3) == [2.15, 3.1, 4.05]
+    assert sweep_rates(1.2, 5.0, 1) == [3.1]
+    assert sweep_rates(0.25, 0.5, 4) == [0.3, 0.35, 0.4, 0.45]
+    assert sweep_rates(10, 110, 4) == [30, 50, 70, 90]
+    assert sweep_rates(0.123456, 0.2, 1) == [0.162]  # 3 significant digits
+    # a server slower with many in flight than with one: the rates between the two, from the lower
+    assert sweep_rates(5.0, 1.2, 3) == [2.15, 3.1, 4.05]
+    # no range to spread over, or rounding merges points: each rate once
+    assert sweep_rates(2.0, 2.0, 3) == [2.0] and sweep_rates(1.0, 1.001, 3) == [1.0]
+    with pytest.raises(ValueError, match="rates > 0"):
+        sweep_rates(0, 5, 3)
+
+
+def _record(rates: list[float]) -> SweepRecord:
+    return SweepRecord(arm="baseline", points=3, sync_rate=1.2, saturation_rate=5.0, probe_concurrency=16,
+                       rates=rates, probes={"sync": "probes/sync.json", "throughput": "probes/throughput.json"})
+
+
+def test_a_sweep_plans_no_cell_before_its_probes_then_every_arm_at_the_same_rates(tmp_path: Path) -> None:
+    from toolkit.bench.plan import plan_run, run_manifest
+    from toolkit.bench.sweep import probe_concurrency
+
+    _, m = write(tmp_path, matrix=SWEEP)
+    assert run_cli("validate", str(m)).returncode == 0
+    plan = plan_run(load_spec(m))
+    assert plan.todo == {"baseline": [], "ngram": []} and plan.cells_planned == 0 and plan.sweep is None
+    assert probe_concurrency(plan.m) == 16  # max_concurrency
+    plan.set_sweep(_record([2.15, 3.1, 4.05]))
+    for arm in ("baseline", "ngram"):
+        assert [(c.domain, c.rate, c.concurrency) for c in plan.todo[arm]] == [
+            (d, r, 16) for d in ("coding", "math") for r in (2.15, 3.1, 4.05)]
+    assert plan.todo["ngram"][0].key == "ngram__coding__q2p15__r0" and plan.cells_planned == 12
+    load = plan.load(plan.todo["ngram"][1])
+    assert (load.rate, load.arrival, load.burstiness, load.concurrency) == (3.1, "gamma", 0.5, 16)
+    manifest = run_manifest(plan, {})
+    assert manifest.sweep.rates == [2.15, 3.1, 4.05] and manifest.sweep.sync_rate == 1.2
+    # the manifest as written reads back with its sweep (an archive's record is the one resume uses)
+    assert Manifest.model_validate(manifest.written()).sweep.probes["sync"] == "probes/sync.json"
+
+
+def test_resume_runs_the_recorded_rates_not_new_probes(tmp_path: Path) -> None:
+    from toolkit.bench.plan import plan_run
+
+    _, m = write(tmp_path, matrix=SWEEP)
+    spec = load_spec(m)
+    fresh = plan_run(spec)
+    resumed = Manifest(run_id="x", matrix={"hash": fresh.hashes["matrix"]}, sweep=_record([1.5, 2.5]))
+    plan = plan_run(spec, resumed=resumed, done={"baseline__coding__q1p5__r0"})
+    assert plan.sweep.rates == [1.5, 2.5]
+    assert [c.key for c in plan.todo["baseline"]] == [
+        "baseline__coding__q2p5__r0", "baseline__math__q1p5__r0", "baseline__math__q2p5__r0"]
+    assert plan.cells_planned == 8
+    with pytest.raises(ToolkitError, match="without recorded rates"):
+        plan_run(spec, resumed=Manifest(run_id="y", matrix={"hash": fresh.hashes["matrix"]}))
+
+
+def test_probe_concurrency_defaults(tmp_path: Path) -> None:
+    from toolkit.bench.sweep import probe_concurrency
+
+    for text, want in ((MATRIX.replace("concurrency: [1, 2]", "sweep: {points: 2}"), 3),  # every request at once
+                       (MATRIX.replace("concurrency: [1, 2]", "sweep: {points: 2, probe_concurrency: 5}"), 5),
+                       (MATRIX.replace("concurrency: [1, 2]", "sweep: {points: 2}").replace("requests: 3",
+                                                                                             "duration_s: 5"), 256)):
+        _, m = write(tmp_path, matrix=text)
+        assert probe_concurrency(load_spec(m).model) == want
+
+
+CASES = {
+    "sweep and concurrency": (SWEEP.replace("sweep:", "concurrency: [1]\nsweep:"), 1,
+                              r"exactly one of `concurrency`.*`rates`.*`sweep`"),
+    "sweep and rates": (SWEEP.replace("sweep:", "rates: [1]\nsweep:"), 1,
+                        r"exactly one of `concurrency`.*`rates`.*`sweep`"),
+    "points 0": (SWEEP.replace("points: 3", "points: 0"), 6, r"sweep\.points: 0 is out of range: it must be >= 1"),
+    "no points": (SWEEP.replace("points: 3", "probe_concurrency: 4"), 6, r"sweep\.points"),
+    "unknown key": (SWEEP.replace("points: 3", "points: 3, pionts: 4"), 6, r"sweep\.pionts"),
+    "probe_concurrency 1": (SWEEP.replace("points: 3", "points: 3, probe_concurrency: 1"), 6,
+                            r"sweep\.probe_concurrency: 1 is out of range: it must be >= 2"),
+    "duration per level": (SWEEP.replace("requests: 3", "duration_s: {1: 5}"), 1,
+                           r"names concurrency levels: with `sweep:` give seconds"),
+    "warmup concurrency": (SWEEP + "warmup: concurrency\n", 1, r"`warmup: concurrency`.*with `sweep:`"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_sweep_mistakes_are_errors_at_their_line(tmp_path: Path, case: str) -> None:
+    text, line, pattern = CASES[case]
+    _, m = write(tmp_path, matrix=text)
+    bad(run_cli("validate", str(m)), m, line, pattern)
+
+
+def test_tune_refuses_a_sweep_matrix(tmp_path: Path) -> None:
+    _, m = write(tmp_path, matrix=SWEEP + "tune:\n  space:\n    ngram: {prompt_lookup_num_tokens: [2, 4]}\n")
+    r = run_cli("bench", "tune", str(m), "--arm", "ngram", "--results", str(tmp_path / "results"))
+    bad(r, m, 6, r"`bench tune` searches at concurrency levels")

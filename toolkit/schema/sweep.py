@@ -1,0 +1,56 @@
+"""A Matrix `sweep:` as the archive records it: the rates its run measured at and where they came from.
+
+    sweep_rates(1.2, 5.0, 3)   # -> [2.15, 3.1, 4.05]: three rates evenly inside (sync, saturation)
+
+The baseline arm's two probes (toolkit.bench.sweep) measure the synchronous rate (one request in flight,
+closed loop) and the saturation rate (the throughput probe: many in flight); the sweep's open-loop cells
+run at `points` rates spread evenly between them, the same for every arm. The record lives in
+manifest.json (`sweep`), so `--resume` and `results reproduce` run the recorded rates and never probe again.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SIGNIFICANT = 3  # a sweep rate keeps 3 significant digits: keys and labels stay short (r=2.15/s)
+
+
+def _round(rate: float) -> float:
+    digits = SIGNIFICANT - 1 - math.floor(math.log10(abs(rate)))
+    return round(rate, digits)
+
+
+def sweep_rates(sync_rate: float, saturation_rate: float, points: int) -> list[float]:
+    """`points` rates spread evenly (linearly) strictly between the synchronous and the saturation rate, as
+    guidellm's sweep does (the probes themselves measured the two ends), each to 3 significant digits, in
+    increasing order. A server that served fewer requests per second with many in flight than with one (a
+    saturation rate below the synchronous one: e.g. a CPU engine that does not batch) still gets the rates
+    between the two, from the lower; equal rates leave one rate, there is no range to spread over."""
+    if sync_rate <= 0 or saturation_rate <= 0:
+        raise ValueError(f"a sweep needs rates > 0 (synchronous {sync_rate:g}, saturation {saturation_rate:g})")
+    if points < 1:
+        raise ValueError(f"a sweep needs at least one point, not {points}")
+    low, high = sorted((sync_rate, saturation_rate))
+    step = (high - low) / (points + 1)
+    return sorted({_round(low + step * i) for i in range(1, points + 1)})
+
+
+class SweepRecord(BaseModel):
+    """manifest.json `sweep`: how a sweep run's rates were chosen and what they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    arm: str = Field(description="the arm whose probes set the rates (the baseline); every arm runs them")
+    points: int = Field(description="the Matrix's sweep.points")
+    sync_rate: float = Field(description="the synchronous probe's req/s (one request in flight, closed loop)")
+    saturation_rate: float = Field(description="the throughput probe's req/s (probe_concurrency in flight)")
+    probe_concurrency: int = Field(description="requests in flight in the throughput probe")
+    rates: list[float] = Field(description="the open-loop rates every arm ran, req/s: sweep_rates(sync, "
+                                           "saturation, points)")
+    probes: dict[str, str] = Field(default_factory=dict, description="probe kind (sync, throughput) -> its cell "
+                                   "summary under probes/ (not a cell: no verdict uses a probe)")
+    source: str = Field("probed", description="probed: this run's own probes; else the run whose record it "
+                                              "replays (`results reproduce`)")
+    note: str | None = Field(None, description="what to know about the rates (e.g. saturation below sync)")
