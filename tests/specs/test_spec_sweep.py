@@ -32,6 +32,21 @@ def test_rates_are_spread_evenly_strictly_between_sync_and_saturation() -> None:
         sweep_rates(0, 5, 3)
 
 
+def test_the_note_says_what_the_probes_imply_about_the_rates() -> None:
+    from toolkit.schema.sweep import rates_note
+
+    assert rates_note(1.2, 5.0, 16, 3, sweep_rates(1.2, 5.0, 3), 12, 2.5) is None  # a real range: nothing to say
+    below = rates_note(5.0, 1.2, 16, 3, sweep_rates(5.0, 1.2, 3), 12, 2.5)
+    assert "below the synchronous rate" in below and "only" not in below
+    # the embedded CPU engine in a fresh clone: 17.3 req/s with one in flight, 17.5 with 12 (it does not batch)
+    flat = rates_note(17.3, 17.5, 12, 3, sweep_rates(17.3, 17.5, 3), 12, 0.69)
+    assert "only 1% more requests per second with 12 in flight" in flat and "12 requests in 0.69 s" in flat
+    assert "3 points rounded to 1 distinct rate (" in flat
+    assert "rounded to 2 distinct rates" in rates_note(17.3, 17.55, 12, 3, sweep_rates(17.3, 17.55, 3), 12, 0.69)
+    assert rates_note(2.0, 2.39, 8, 3, sweep_rates(2.0, 2.39, 3), 12, 5.0).startswith("the throughput probe")
+    assert rates_note(2.0, 2.4, 8, 3, sweep_rates(2.0, 2.4, 3), 12, 5.0) is None  # 1.2x: a range
+
+
 def _record(rates: list[float]) -> SweepRecord:
     return SweepRecord(arm="baseline", points=3, sync_rate=1.2, saturation_rate=5.0, probe_concurrency=16,
                        rates=rates, probes={"sync": "probes/sync.json", "throughput": "probes/throughput.json"})

@@ -27,7 +27,7 @@ from toolkit.results.archive import ArchiveWriter
 from toolkit.schema.keys import rate_text
 from toolkit.schema.metrics import figure_of
 from toolkit.schema.records import CellSummary, RequestRecord
-from toolkit.schema.sweep import SweepRecord, sweep_rates
+from toolkit.schema.sweep import SweepRecord, rates_note, sweep_rates
 from toolkit.specs.matrix import SWEEP_PROBE_SLOTS, Matrix
 
 
@@ -93,11 +93,8 @@ def probe(plan: RunPlan, log_dir: Path, log: Callable[[str], None]) -> Probed:
     log_text = _log(launcher)
     sync, sat = (_rate(cells[k][0], k, arm) for k in ("sync", "throughput"))
     rates = sweep_rates(sync, sat, m.sweep.points)
-    note = (f"the saturation rate ({sat:.3g} req/s, {conc} in flight) is below the synchronous rate ({sync:.3g}): "
-            "the server lost throughput to concurrency; the rates span the two from the lower") if sat < sync else None
-    if len(rates) < m.sweep.points:
-        note = "; ".join(x for x in (note, f"{m.sweep.points} points rounded to {len(rates)} distinct rates "
-                                           "(3 significant digits)") if x)
+    tp = cells["throughput"][0]
+    note = rates_note(sync, sat, conc, m.sweep.points, rates, tp.n_requests, tp.duration_s)
     record = SweepRecord(arm=arm, points=m.sweep.points, sync_rate=sync, saturation_rate=sat,
                          probe_concurrency=conc, rates=rates, note=note,
                          probes={k: f"probes/{k}.json" for k in cells})

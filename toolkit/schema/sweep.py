@@ -37,6 +37,28 @@ def sweep_rates(sync_rate: float, saturation_rate: float, points: int) -> list[f
     return sorted({_round(low + step * i) for i in range(1, points + 1)})
 
 
+FLAT_GAIN = 1.2  # a throughput probe under 1.2x the synchronous rate: the sweep spans next to nothing
+
+
+def rates_note(sync: float, sat: float, conc: int, points: int, rates: list[float], probe_requests: int,
+               probe_s: float) -> str | None:
+    """What to know about a sweep's rates, from its probes: saturation below sync, a throughput probe that gained
+    little over one request in flight (every rate is then near capacity), points that rounded together."""
+    notes = []
+    if sat < sync:
+        notes.append(f"the saturation rate ({sat:.3g} req/s, {conc} in flight) is below the synchronous rate "
+                     f"({sync:.3g}): the server lost throughput to concurrency; the rates span the two from the lower")
+    elif sat < FLAT_GAIN * sync:
+        notes.append(f"the throughput probe served only {(sat / sync - 1) * 100:.0f}% more requests per second with "
+                     f"{conc} in flight than with one ({probe_requests} requests in {probe_s:.2g} s): a server that "
+                     "does not batch, or a probe too short to tell; every rate of the sweep is near its capacity, "
+                     "and requests queue")
+    if len(rates) < points:
+        notes.append(f"{points} points rounded to {len(rates)} distinct rate{'s' * (len(rates) != 1)} "
+                     f"({SIGNIFICANT} significant digits)")
+    return "; ".join(notes) or None
+
+
 class SweepRecord(BaseModel):
     """manifest.json `sweep`: how a sweep run's rates were chosen and what they are."""
 
