@@ -43,6 +43,7 @@ def _code_strings(path: Path):
 # variables the toolkit sets for a process it starts and that process reads back: plumbing, not user settings
 PLUMBING = {"TOOLKIT_SMOKE"}  # toolkit/image/smoke.py: the smoke test's inputs, handed into the container
 PLUMBING |= {"TOOLKIT_HEARTBEAT", "TOOLKIT_HEARTBEAT_TIMEOUT_S"}  # toolkit/slurm: handed to a job by sbatch --export
+PLUMBING |= {"TOOLKIT_INJECT_"}  # toolkit/bench/hostinfo.py: a prefix of what servers read (a test patch), recorded
 _VAR = re.compile(r"^(TOOLKIT_[A-Z_]+|XDG_CACHE_HOME|DOCKER_HOST|NO_COLOR)$")
 
 
