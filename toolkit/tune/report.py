@@ -45,6 +45,14 @@ def run_records(run_dir: Path) -> dict[tuple, list]:
     return out
 
 
+def launch_noise(folder: Path, runs: list[str], again: str | None):
+    """arm -> Noise where trials ran on servers of their own (no baseline measured again on one shared server):
+    the launch is the unit, as in the runner's speed-ups; None on a shared server or with no run."""
+    from toolkit.bench import derive
+
+    return None if again or not runs else derive.speedup_noise(folder / runs[0], 1)[0]
+
+
 def _merged(folder: Path, runs: list[str]) -> dict[tuple, list]:
     out: dict[tuple, list] = {}
     for r in runs:
@@ -92,14 +100,12 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
     """The winner and the arm as it was against the baseline on held-out prompts; the A/A check of the
     baseline against itself where the runs have one; the disable threshold by the crossover rule, over the
     cells a verdict may use (toolkit/schema/eligibility.py: a DRIFT cell is one it may not)."""
-    from toolkit.bench import derive
     from toolkit.results.archive import open_archive
     from toolkit.results.verdicts import advice_text, crossovers, judged_cells, recommended_threshold, never_pays_off
 
     baseline, again, arm, seed = state.baseline, state.again, state.arm, state.seed
     recs = [_merged(folder, runs)]
-    # arms on servers of their own (no shared server): the launch is the unit, as in the runner's speed-ups
-    noise = None if again else derive.speedup_noise(folder / runs[0], 1)[0] if runs else None
+    noise = launch_noise(folder, runs, again)
     mine = search.pooled_cells(recs, best, baseline, again, seed=seed, noise=noise)
     inc = search.pooled_cells(recs, arm, baseline, again, seed=seed, noise=noise)
     aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}
