@@ -1,34 +1,41 @@
 #!/bin/bash
-# The H200 run of benchmarks/loadgen_workers.py and loadgen_parse.py (issue 18), as the device tool ran it:
-# from the repository root with an ignored .r18/ carried, holding src/ (`git archive` of the branch),
-# base/ (main's, the before of loadgen_parse and the base-* capacity rows), sgl/ (sglang's wheel unpacked),
-# model/ (a tokenizer for sglang.bench_serving), whl/ (cp312 wheels: pydantic, msgspec, orjson, pybase64, ...)
-# and this script. Output under $OUT. PY=python3 unless given; NO_WHEELS=1, DEPS=DIR, ARGS=... for a dry
-# run elsewhere (2 cores: ARGS="--quick --workers 1,4" BUDGET=40).
+# The H200 run of benchmarks/loadgen_workers.py (issues 18 and 30), as the device tool runs it: from the
+# repository root (the tree under test: its client is "ours"), with an ignored .r30/ carried, holding
+#   base/      another checkout's toolkit/ + benchmarks/ (`git archive REV`): its client is base-1/base-4
+#   sgl.tar.xz sglang's Python tree (no .so) from the 0.5.17 wheel: sglang.bench_serving, through the shim
+#   model/     a tokenizer for sglang.bench_serving (make_models.py's llama-1b tokenizer files)
+#   whl/       cp312 wheels the machine lacks (pydantic, msgspec, orjson, pybase64, ruamel.yaml, ...)
+# Build it: bash benchmarks/h200_loadgen_run.sh --pack [BASE_REV]   (here; ~11 MB)
+# Output under $OUT. PY=python3 unless given; NO_WHEELS=1 DEPS=DIR ARGS=... BUDGET=S for a dry run elsewhere
+# (2 cores: NO_WHEELS=1 DEPS=$PWD/.venv/lib/python3.11/site-packages ARGS="--quick --workers 1,4" BUDGET=40).
+# (Issue 18's run used .r18/ with src/ holding the tree; its raw output is under benchmarks/results.)
 set -o pipefail
-cd .r18 || exit 1
+R=${R:-.r30}
+if [ "$1" = "--pack" ]; then
+  set -e
+  base=${2:-8f56074^}; sgl=${SGL_TREE:-.cache/sglang-0.5.17-wheels/tree}; tok=${TOKENIZER:-/tmp/toolkit-sglang/models/llama-1b}
+  rm -rf "$R" && mkdir -p "$R/base" "$R/model" "$R/whl"
+  git archive "$base" toolkit benchmarks pyproject.toml | tar x -C "$R/base"
+  tar cJf "$R/sgl.tar.xz" -C "$sgl" --exclude='*.so' --exclude=__pycache__ sglang
+  cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$R/model/"
+  ${PIP:-.venv/bin/python -m pip} download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$R/whl" \
+    pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing_extensions==4.16.0 \
+    msgspec==0.23.0 orjson==3.13.0 pybase64==1.5.1 ruamel.yaml==0.18.17
+  echo "base: $(git rev-parse "$base")" > "$R/BASE"; du -sh "$R"; exit 0
+fi
 PY=${PY:-python3}
+OUT=${OUT:-/tmp/loadgen-out}; mkdir -p "$OUT"
 if [ -z "$NO_WHEELS" ]; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site whl/*.whl || exit 1
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $R/whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site
 fi
+mkdir -p /tmp/sgl && tar xJf $R/sgl.tar.xz -C /tmp/sgl || exit 1
 export PYTHONUNBUFFERED=1
-{ nproc; uname -r; ulimit -n; ulimit -Hn; $PY -V
+{ nproc; uname -r; ulimit -n; ulimit -Hn; $PY -V; cat $R/BASE 2>/dev/null; echo "ours: ${TOOLKIT_GIT_REVISION:-$(git rev-parse HEAD 2>/dev/null)}"
   $PY -c "import uvloop, aiohttp, numpy, transformers; print(uvloop.__version__, aiohttp.__version__, numpy.__version__, transformers.__version__)"
   lscpu | grep -E "Model name|^CPU\(s\)"
-  $PY - <<'PYEOF'
-import socket, struct, time
-srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, 35, 1); srv.bind(("127.0.0.1", 0)); srv.listen()
-time.sleep(0.2)  # the kernel turns receive timestamps on a moment after the first socket asks (deferred work)
-c = socket.create_connection(srv.getsockname()); s, _ = srv.accept()
-t = time.perf_counter(); c.send(b"x" * 300); time.sleep(0.05)
-data, anc, *_ = s.recvmsg(4096, 1024)
-off = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-k = [(struct.unpack("qq", d[:16])[0] * 10**9 + struct.unpack("qq", d[:16])[1] - off) / 1e9 for l, ty, d in anc if ty == 35]
-print("SO_TIMESTAMPNS on TCP loopback:", f"kernel arrival - send {(k[0] - t) * 1e6:.1f} us" if k else "NO TIMESTAMP")
-PYEOF
 } 2>&1 | tee $OUT/env.txt
-cd src
-$PY benchmarks/loadgen_parse.py --baseline ../base 2>&1 | tee $OUT/loadgen_parse_h200.txt
-$PY benchmarks/loadgen_workers.py --baseline ../base --extra-from ${EXTRA_FROM:-293} --sglang ../sgl --sglang-deps ${DEPS:-/tmp/site} \
-  --tokenizer ../model --json $OUT/loadgen_workers_h200.json --budget-s ${BUDGET:-330} $ARGS 2>&1 | tee $OUT/loadgen_workers_h200.txt
+[ -n "$PARSE" ] && $PY benchmarks/loadgen_parse.py --baseline $R/base 2>&1 | tee $OUT/loadgen_parse_h200.txt
+$PY benchmarks/loadgen_workers.py --baseline $R/base --extra-from ${EXTRA_FROM:-293} --sglang /tmp/sgl --sglang-deps ${DEPS:-/tmp/site} \
+  --tokenizer $R/model --json $OUT/loadgen_workers_h200.json --budget-s ${BUDGET:-330} $ARGS 2>&1 | tee $OUT/loadgen_workers_h200.txt
