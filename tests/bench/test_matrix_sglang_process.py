@@ -127,10 +127,21 @@ def test_process_arms_one_after_another_with_server_state(tmp_path: Path) -> Non
     assert len({x["jit_cache"] for x in launches.values()}) == 1
     assert launches["baseline"]["jit_cache"].startswith(str(tmp_path / "cache" / "jit" / "no-gpu"))
     assert info["ngram"]["jit_cache"]["warm"] is True
-    # clean stops: SIGINT to the main process only, which ends its children; no escalation
+    # clean stops: SIGINT to the main process only (again when uvicorn offers its force quit), which ends its
+    # children; no escalation; the main process's exit and the group's, timed
     for x in launches.values():
-        assert x["stop"] == {"signals": ["SIGINT to the leader"], "warnings": [], "exit_code": 0}
+        stop = x["stop"]
+        assert stop["signals"] == ["SIGINT to the leader", "SIGINT to the leader again (uvicorn's force quit)"]
+        assert stop["warnings"] == [] and stop["exit_code"] == 0
+        assert 0 < stop["leader_exit_s"] <= stop["group_empty_s"] <= x["stop_s"]
     assert not checks(summary, "server-stop-escalated")
+    # where each start-up went, from the server's own log marks
+    for x in launches.values():
+        p = x["startup_phases"]
+        assert set(p) == {"first_line", "server_args", "scheduler", "memory_pool", "ready"}
+        assert 0 <= p["first_line"] <= p["server_args"] <= p["scheduler"] <= p["ready"] <= x["startup_s"] + 2
+    report = (run / "report.md").read_text()
+    assert "baseline launch 0: started " in report and "group " in report and "ready" in report
     # the archived log: the start-up (argv, the cap line, the first health check) and the end
     log = (run / launches["ngram"]["log_file"]).read_text()
     assert log.startswith("FAKE-SGLANG-ARGV") and "Max running requests is reset to 48" in log

@@ -90,3 +90,17 @@ def test_every_committed_archive_reads(run):
     assert m.host.primary.hostname and set(m.arms) and m.slots
     assert s.status in ("complete", "partial", "failed") and len(s.cells) == s.derived.cells_done
     assert s.derived.methodology and all(c.severity in ("warning", "error") for c in s.derived.methodology)
+
+
+def test_a_launch_record_reads_stops_and_start_ups_of_every_age():
+    """Before issue 29's timing a stop held signals, warnings and exit code (or nothing), and a launch no
+    start-up phases: both read, with the new times empty."""
+    d = load_derived({"launches": {"a": [
+        {"arm": "a", "stop": {}},
+        {"arm": "a", "launch": 1, "stop": {"signals": ["SIGINT to the leader"], "warnings": [], "exit_code": 0}},
+        {"arm": "a", "launch": 2, "startup_phases": {"first_line": 18.9, "ready": 49.9},
+         "stop": {"signals": ["SIGINT to the leader"], "exit_code": 0, "leader_exit_s": 1.1, "group_empty_s": 3.2}}]}})
+    old, older, new = d.launches["a"]
+    assert old.stop.signals == [] and old.stop.leader_exit_s is None and old.startup_phases is None
+    assert older.stop.exit_code == 0 and older.stop.group_empty_s is None
+    assert new.stop.leader_exit_s == 1.1 and new.stop.group_empty_s == 3.2 and new.startup_phases["ready"] == 49.9

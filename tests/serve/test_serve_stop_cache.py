@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FAKE_SGLANG
+from tests.helpers import FAKE_SGLANG, ROOT
 from toolkit.serve import SGLangProcessLauncher, kept_cache, launcher_for
 from toolkit.serve.jitcache import KEPT, JitCache, gpu_model
-from toolkit.serve.logs import cap_line, head_and_tail
+from toolkit.serve.logs import cap_line, head_and_tail, startup_phases
 from toolkit.specs import load_spec
 
 FAKE = str(FAKE_SGLANG)
@@ -129,10 +129,47 @@ def test_a_stop_takes_sglangs_clean_path(tmp_path):
     assert children  # the fake's scheduler
     srv.stop()
     info = srv.stop_info()
-    assert info == {"signals": ["SIGINT to the leader"], "warnings": [], "exit_code": 0}
+    # uvicorn waits for a background task and offers a force quit: the second SIGINT takes it
+    assert info["signals"] == ["SIGINT to the leader", "SIGINT to the leader again (uvicorn's force quit)"]
+    assert info["warnings"] == [] and info["exit_code"] == 0
+    assert 0 < info["leader_exit_s"] <= info["group_empty_s"]
     log = srv.log_text()
     assert "Finished server process" in log and "SIGQUIT" not in log and "crashed" not in log
+    assert "(CTRL+C to force quit)" in log and "Application shutdown complete" not in log  # skipped by force_exit
     assert _all_gone(children)
+
+
+@pytest.mark.slow
+def test_the_force_quit_cuts_uvicorns_wait_short(tmp_path):
+    """The fake's background task holds uvicorn's shutdown HOLD_S: with the force quit the stop ends well
+    before; without it (a launcher that names none) the stop waits the task out."""
+    hold = 30.0
+    srv = _fake(tmp_path, "long", **{"background-task-s": hold})
+    srv.wait_healthy(120)
+    srv.stop()
+    quick = srv.stop_info()
+    assert quick["signals"][-1] == "SIGINT to the leader again (uvicorn's force quit)" and not quick["warnings"]
+    assert quick["group_empty_s"] < hold and quick["leader_exit_s"] <= quick["group_empty_s"]
+    slow = _fake(tmp_path, "patient", **{"background-task-s": 3.0})
+    slow.force_quit = None
+    slow.wait_healthy(120)
+    slow.stop()
+    info = slow.stop_info()
+    assert info["signals"] == ["SIGINT to the leader"] and not info["warnings"] and info["exit_code"] == 0
+    assert info["leader_exit_s"] >= 3.0  # the task was waited for, then the lifespan shutdown ran
+    assert "Application shutdown complete" in slow.log_text()
+
+
+@pytest.mark.slow
+def test_no_second_signal_when_uvicorn_does_not_ask_for_it(tmp_path):
+    srv = _fake(tmp_path, "idle", **{"background-task-s": 0})
+    srv.wait_healthy(120)
+    # an old line asking for a force quit, written before the stop began, does not count
+    with open(srv.log_path, "a") as f:
+        f.write("INFO:     Waiting for connections to close. (CTRL+C to force quit)\n")
+    srv.stop()
+    info = srv.stop_info()
+    assert info["signals"] == ["SIGINT to the leader"] and info["exit_code"] == 0 and not info["warnings"]
 
 
 @pytest.mark.slow
@@ -146,6 +183,7 @@ def test_a_server_that_ignores_stop_signals_still_ends_with_a_warning(tmp_path):
     assert info["signals"] == ["SIGINT to the leader", "SIGTERM to the process group", "SIGKILL to the process group"]
     assert info["exit_code"] == -signal.SIGKILL
     assert len(info["warnings"]) == 2 and "did not exit within 1 s of SIGINT to the leader" in info["warnings"][0]
+    assert info["leader_exit_s"] >= 2.0 and info["leader_exit_s"] <= info["group_empty_s"]  # after SIGKILL
     assert _all_gone([srv.proc.pid, *children])
 
 
@@ -184,3 +222,26 @@ def test_processes_the_leader_leaves_in_its_group_are_killed_with_a_warning(tmp_
     assert info["signals"] == ["SIGTERM to the process group"] and info["exit_code"] == -signal.SIGTERM
     assert info["warnings"] == ["server exited but left processes in its group: killed"]
     assert children and _all_gone(children)
+
+
+def _local(stamp: str) -> float:
+    """Epoch seconds of a log stamp read as this machine's local time (as the server's host wrote it)."""
+    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
+
+
+def test_startup_phases_are_read_from_sglangs_own_log():
+    # the head of a warm start of SGLang 0.5.17 on the H200 (results/sglang-h200-noise/20261204T145230Z-150555,
+    # logs/baseline__l1.log, the CUDA-graph capture's progress lines cut); it began at 14:58:45.6
+    head = (ROOT / "tests" / "data" / "sglang" / "startup_head.log").read_text()
+    started = _local("2026-12-04 14:58:45") + 0.6
+    phases = startup_phases(head, started, startup_s=51.0)
+    assert phases == {"first_line": 18.9, "server_args": 21.9, "scheduler": 41.9, "memory_pool": 43.9, "ready": 49.9}
+    assert list(phases) == ["first_line", "server_args", "scheduler", "memory_pool", "ready"]
+    # the same marks in a log read against another clock (an hour off: another time zone): not this start's
+    assert startup_phases(head, started + 3600, startup_s=51.0) is None
+    assert startup_phases(head, started - 3600, startup_s=51.0) is None
+    # a log without the marks (another engine): none
+    assert startup_phases("INFO: loading model\nINFO: Uvicorn running on http://127.0.0.1:8000", started) is None
+    # a start cut short keeps the marks it reached
+    cut = head.split("[2026-12-04 14:59:27] Init torch")[0]
+    assert startup_phases(cut, started) == {"first_line": 18.9, "server_args": 21.9}

@@ -336,10 +336,14 @@ class ArmRunner:
             self.ledger.note_job(job, self.launcher.job.loadgen)
 
     def _archive_log(self) -> None:
-        """The server's log: its start-up (to the first answered health check) and its last lines."""
-        from toolkit.serve.logs import TAIL_LINES, head_and_tail
+        """The server's log: its start-up (to the first answered health check) and its last lines; where the
+        start-up's time went, by SGLang's own marks in it."""
+        from toolkit.serve.logs import TAIL_LINES, head_and_tail, startup_phases
 
         text = self.launcher.log_text()
+        phases = startup_phases(text, self.record["started_at"], self.record.get("startup_s")) if text else None
+        if phases:
+            self.record["startup_phases"] = phases
         kept = head_and_tail(text) if text else self.launcher.log_tail(TAIL_LINES)
         if kept:
             from toolkit.scrub import scrub_text

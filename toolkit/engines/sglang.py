@@ -5,6 +5,7 @@
     canonical(params)            what SGLang would really run for these speculative flags, or why it refuses
     FACTS.knobs                  the server flags the tuner may search (each value is a server launch)
     CAP_LINE, SERVER_INFO_SPEC_FIELDS   how the server says so itself (its log, its /server_info)
+    STARTUP_MARKS                the start-up's phases as its log shows them (toolkit.serve.logs.startup_phases)
 
 Flags are written as in a preset: dashes, no leading `--`.
 """
@@ -33,6 +34,18 @@ DUMMY_WEIGHT_SEED = 1234  # initialize_dummy_weights(seed=1234) in 0.5.x: the sa
 DUMMY_WEIGHT_SOURCE = "sglang weight_utils.initialize_dummy_weights"
 # its start-up line when it applies the implicit cap (srt/arg_groups/speculative_hook.py)
 CAP_LINE = re.compile(r"Max running requests is reset to (\d+)")
+# Its log lines: `[2026-12-04 14:59:04] text` (`[... TP0] ` with a rank), local time of its host, whole seconds.
+LOG_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?: [^\]]*)?\] ")
+LOG_STAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
+# Where a start-up's time goes: the first line holding each text in 0.5.17's log (name, text, report label);
+# `first_line` is any stamped line: the main process has imported SGLang.
+STARTUP_MARKS = (
+    ("first_line", None, "first log line"),                  # the main process imported SGLang
+    ("server_args", "server_args=", "server_args"),          # its arguments resolved
+    ("scheduler", "Init torch distributed begin", "scheduler"),  # the scheduler process started and imported
+    ("memory_pool", "Memory pool end", "memory pool"),       # weights loaded, KV cache allocated
+    ("ready", "The server is fired up", "ready"),            # CUDA graphs captured
+)
 # the speculative settings /server_info reports (ServerArgs fields at top level)
 SERVER_INFO_SPEC_FIELDS = ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
                            "speculative_eagle_topk", "speculative_num_draft_tokens",

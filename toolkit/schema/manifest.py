@@ -353,6 +353,19 @@ class Window(_Open):
     end: float | None = None
 
 
+class StopRecord(_Open):
+    """How a launch's server was stopped (toolkit.serve.stopping). Archives before issue 29 hold the first
+    three fields or none."""
+
+    signals: list[str] = Field(default_factory=list, description="what was sent, in order")
+    warnings: list[str] = Field(default_factory=list, description="one per escalation")
+    exit_code: int | None = None
+    leader_exit_s: float | None = Field(None, description="seconds from the first signal until the server's "
+                                                          "main process exited")
+    group_empty_s: float | None = Field(None, description="... until no process of its group was left (the "
+                                                          "rest: its children, e.g. a GPU context's teardown)")
+
+
 class LaunchRecord(_Open):
     """One server launch of one arm: when, in which round and place, how long start-up took, and where its
     /server_info and log are archived."""
@@ -363,7 +376,10 @@ class LaunchRecord(_Open):
     started_at: float | None = Field(None, description="epoch seconds when the launch began")
     startup_s: float | None = Field(None, description="seconds from launch to healthy")
     stop_s: float | None = None
-    stop: dict[str, Any] = Field(default_factory=dict, description="signals sent in order, warnings, exit code")
+    stop: StopRecord = Field(default_factory=StopRecord)
+    startup_phases: dict[str, float] | None = Field(
+        None, description="seconds from the launch to each start-up mark in the server's log (SGLang: "
+                          "engines.sglang.STARTUP_MARKS; 1 s resolution); None without the marks")
     warm_start: bool | None = Field(None, description="the kept JIT cache folder held files before the start")
     jit_cache: str | None = Field(None, description="the kept compile/JIT cache folder it used")
     ok: bool = True

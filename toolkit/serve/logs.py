@@ -1,12 +1,13 @@
 """What of a server's log the archive keeps: its head (the start-up: flags, what the engine adjusted, up to
-the first answered health check) and its tail (the end: how it ran and stopped), and the lines of the head
-the report quotes (SGLang's own cap on running requests)."""
+the first answered health check) and its tail (the end: how it ran and stopped), and what of the head the
+archive and the report take: SGLang's own cap on running requests, the start-up's phases."""
 
 from __future__ import annotations
 
 import re
+import time
 
-from toolkit.engines.sglang import CAP_LINE
+from toolkit.engines.sglang import CAP_LINE, LOG_STAMP, LOG_STAMP_FORMAT, STARTUP_MARKS
 
 TAIL_LINES = 400
 HEAD_MAX_LINES = 1500  # a start-up longer than this is cut (the tail still holds the end)
@@ -44,3 +45,25 @@ def cap_line(text: str) -> str | None:
         if CAP_LINE.search(line):
             return line.strip()[:400]
     return None
+
+
+def startup_phases(text: str, started_at: float, startup_s: float | None = None) -> dict[str, float] | None:
+    """Seconds from the launch (epoch `started_at`) to each of SGLang's start-up marks its log's head holds
+    (engines.sglang.STARTUP_MARKS: {first_line, server_args, scheduler, memory_pool, ready}); None when it
+    holds none (another engine). The log stamps whole seconds of the server host's local time, read here as
+    this machine's (the launcher's server runs on it): each mark is taken at the middle of its second.
+    Stamps that cannot be this start's (before it, or after it ended: another clock or time zone) give None."""
+    lines = text.splitlines()
+    out: dict[str, float] = {}
+    for line in lines[:head_end(lines)]:
+        m = LOG_STAMP.match(line)
+        if not m:
+            continue
+        for name, needle, _ in STARTUP_MARKS:
+            if name not in out and (needle is None or needle in line):
+                out[name] = time.mktime(time.strptime(m.group(1), LOG_STAMP_FORMAT)) + 0.5 - started_at
+    if not out:
+        return None
+    if min(out.values()) < -1 or (startup_s is not None and max(out.values()) > startup_s + 2):
+        return None
+    return {name: round(max(0.0, out[name]), 1) for name, _, _ in STARTUP_MARKS if name in out}

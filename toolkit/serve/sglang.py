@@ -20,6 +20,7 @@ from pathlib import Path
 from toolkit.engines import sglang
 from toolkit.serve.base import BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get
 from toolkit.serve.jitcache import JitCache
+from toolkit.serve.stopping import ForceQuit
 
 LABEL = "toolkit.launcher"
 # How a stop of SGLang 0.5.17 begins (read in its source; docs/serve.md "Stopping a server"):
@@ -32,8 +33,14 @@ LABEL = "toolkit.launcher"
 #   it): uvicorn stops within its 0.1 s tick, uvicorn.run returns, and launch_server's `finally:
 #   kill_process_tree(os.getpid(), include_parent=False)` ends the scheduler and detokenizer. The quickest
 #   clean end, so it goes first; SIGTERM and SIGKILL to the group follow only after a bounded wait.
+# - uvicorn (0.55, server.py `shutdown`/`_wait_tasks_to_complete`) then waits for open connections and
+#   background tasks ("... (CTRL+C to force quit)": 1-2 s on the H200) and runs the lifespan shutdown; a
+#   second SIGINT while it waits sets `force_exit`, which skips both. Sent only when that line appears after
+#   the stop began: after uvicorn returned, `capture_signals` has restored the previous handlers, and a late
+#   SIGINT would be a KeyboardInterrupt inside launch_server's `finally: kill_process_tree(...)`.
 STOP_SIGNAL = signal.SIGINT
 STOP_WAIT_S = 15.0
+FORCE_QUIT = ForceQuit("(CTRL+C to force quit)", signal.SIGINT, "uvicorn's force quit")
 
 
 def render_sglang_args(args: dict) -> list[str]:
@@ -95,6 +102,7 @@ class SGLangExternalLauncher(SGLangMixin, ExternalLauncher):
 class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
     name = "sglang"
     stop_signal, stop_group = STOP_SIGNAL, False  # the main process ends its own children (see STOP_SIGNAL)
+    force_quit = FORCE_QUIT
 
     def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
                  log_path: Path | None = None, env: dict | None = None, dummy_models: dict | None = None,

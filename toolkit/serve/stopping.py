@@ -1,6 +1,11 @@
 """How a launched server process is stopped: the engine's cleanest signal first, then harsher ones, each
-after a bounded wait, and nothing of its process group left behind. What was sent, and every escalation,
-is returned for the archive (ProcessLauncher.stop_info)."""
+after a bounded wait, and nothing of its process group left behind. What was sent, every escalation, and
+how long the leader and its group took are returned for the archive (ProcessLauncher.stop_info).
+
+An engine whose clean stop waits on something it offers to skip (uvicorn: "Waiting for background tasks to
+complete. (CTRL+C to force quit)") names that as a ForceQuit: the line in its log, and the signal that skips
+it. The signal is sent once, only when the line was written after the stop began: sent at another moment
+it could land where the engine no longer expects it (uvicorn re-raises a signal it caught after it returned)."""
 
 from __future__ import annotations
 
@@ -8,36 +13,99 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 KILL_WAIT_S = 10.0
 GROUP_GRACE_S = 5.0  # for what the leader left in its group after it exited
+POLL_S = 0.03  # the leader's exit and the log are watched this often (the stop times' resolution)
 
 
-def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, wait_s: float) -> dict:
-    """`first` to the leader (or its group), wait_s; then SIGTERM to the group (unless that was the first),
-    wait_s; then SIGKILL to the group. {signals: [what was sent], warnings: [one per escalation], exit_code}."""
+@dataclass(frozen=True)
+class ForceQuit:
+    """The engine asks for a second signal to skip a wait: `marker` in its log, `sig` to the leader."""
+
+    marker: str
+    sig: int
+    what: str  # said in the record: "SIGINT to the leader again (<what>)"
+
+
+class _LogWatch:
+    """New lines of a log file since a byte offset; does one hold the marker?"""
+
+    def __init__(self, path: Path | None, marker: str):
+        self.path, self.marker, self.seen = path, marker.encode(), b""
+        try:
+            self.offset = os.path.getsize(path) if path else None
+        except OSError:
+            self.offset = 0
+
+    def found(self) -> bool:
+        if self.offset is None:
+            return False
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                new = f.read()
+        except OSError:
+            return False
+        self.offset += len(new)
+        self.seen = self.seen[-len(self.marker):] + new  # a marker split between two reads is still found
+        return self.marker in self.seen
+
+
+def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, wait_s: float,
+                 log_path: Path | None = None, force_quit: ForceQuit | None = None) -> dict:
+    """`first` to the leader (or its group), wait_s (meanwhile the force quit, when the log asks for it);
+    then SIGTERM to the group (unless that was the first), wait_s; then SIGKILL to the group.
+    {signals: [what was sent], warnings: [one per escalation], exit_code, leader_exit_s, group_empty_s}:
+    seconds from the first signal until the leader exited (None if it never did) and until no process of
+    its group was left."""
+    t0 = time.monotonic()
     notes: dict = {"signals": [], "warnings": []}
     steps = [(first, to_group, wait_s)]
     if (first, to_group) != (signal.SIGTERM, True):
         steps.append((signal.SIGTERM, True, wait_s))
     steps.append((signal.SIGKILL, True, KILL_WAIT_S))
+    watch = _LogWatch(log_path, force_quit.marker) if force_quit else None  # from where the log is now
+    exited = None
     for i, (sig, group, wait) in enumerate(steps):
         said = f"{signal.Signals(sig).name} to the {'process group' if group else 'leader'}"
         if not _send(proc.pid, sig, group):
             break
         notes["signals"].append(said)
-        try:
-            proc.wait(wait)
+        exited = _wait(proc, wait, watch if i == 0 else None, force_quit, notes["signals"])
+        if exited is not None:
             break
-        except subprocess.TimeoutExpired:
-            later = steps[i + 1] if i + 1 < len(steps) else None
-            notes["warnings"].append(f"{name} did not exit within {wait:g} s of {said}"
-                                     + (f"; sent {signal.Signals(later[0]).name} to the process group" if later
-                                        else "; gave up on it"))
+        later = steps[i + 1] if i + 1 < len(steps) else None
+        notes["warnings"].append(f"{name} did not exit within {wait:g} s of {said}"
+                                 + (f"; sent {signal.Signals(later[0]).name} to the process group" if later
+                                    else "; gave up on it"))
+    if exited is None and proc.poll() is not None:  # gone before a signal reached it
+        exited = time.monotonic()
     if reap_group(proc.pid):
         notes["warnings"].append(f"{name} exited but left processes in its group: killed")
     notes["exit_code"] = proc.poll()
+    notes["leader_exit_s"] = exited - t0 if exited is not None else None
+    notes["group_empty_s"] = time.monotonic() - t0
     return notes
+
+
+def _wait(proc: subprocess.Popen, wait_s: float, watch: _LogWatch | None, force_quit: ForceQuit | None,
+          signals: list[str]) -> float | None:
+    """Wait up to wait_s for the leader to exit, sending the force quit once when the log asks for it.
+    The moment it exited (monotonic), None if it did not."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        if proc.poll() is not None:
+            return time.monotonic()
+        if watch is not None and watch.found():
+            watch = None  # once
+            if _send(proc.pid, force_quit.sig, False):
+                signals.append(f"{signal.Signals(force_quit.sig).name} to the leader again ({force_quit.what})")
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(POLL_S)
 
 
 def _send(pid: int, sig: int, group: bool) -> bool:
@@ -57,7 +125,7 @@ def reap_group(pgid: int, grace_s: float = GROUP_GRACE_S) -> bool:
         if time.monotonic() > deadline:
             _send(pgid, signal.SIGKILL, True)
             return True
-        time.sleep(0.1)
+        time.sleep(POLL_S)
     return False
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from toolkit.results.archive import Archive
 from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
                                           fmt_num, fmt_stat)
+from toolkit.results.report.starts import starts_blocks
 from toolkit.schema.keys import level_label, rate_text
 from toolkit.schema.manifest import ArmState, Derived, SlurmRecord
 from toolkit.schema.records import CellSummary, Stat
@@ -308,6 +309,7 @@ def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
             + ("; warm-up launches (discarded) " + ", ".join(f"{a} {s:.1f} s" for a, s in t.warmup_launch_s.items())
                if t.warmup_launch_s else "")
             + (f"; overhead ratio {t.overhead_ratio:.3f}" if t.overhead_ratio else ""))]
+        out += starts_blocks(d)
     return out
 
 

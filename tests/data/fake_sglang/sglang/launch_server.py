@@ -18,7 +18,11 @@ Speculation is simulated: with --speculative-algorithm each verify step yields 1
 
 Stopping behaves as 0.5.17's (toolkit/serve/sglang.py STOP_SIGNAL has the source references): the fake has
 a child "scheduler" process in its group and a subprocess watchdog polling it every 1 s. SIGINT to the
-main process: uvicorn's graceful shutdown, then the child is killed and the main process exits 0. SIGTERM
+main process: uvicorn 0.55's graceful shutdown ("Shutting down"; while a background task runs,
+--background-task-s, default 1.5 s as the H200's logs show, "Waiting for background tasks to complete. (CTRL+C to
+force quit)" and the wait for it, which a second SIGINT cuts short, skipping the application shutdown too),
+then the child is killed and the main process exits 0; a SIGINT after the serve loop returned is a
+KeyboardInterrupt where launch_server kills its children (uvicorn has restored the handlers). SIGTERM
 to it: "Draining requests", acted on at the next tick of a 5 s poll. SIGTERM to the whole group: the child
 dies with -15, the watchdog SIGQUITs the main process, which sleeps 5 s "before crash diagnostics" and
 kills itself. Fake only: --ignore-stop-signals ignores SIGINT, SIGTERM and SIGQUIT (the escalation path).
@@ -49,6 +53,8 @@ for flag in ("--trust-remote-code", "--enable-metrics", "--enable-torch-symm-mem
              "--disable-overlap-schedule", "--skip-server-warmup", "--ignore-stop-signals"):
     p.add_argument(flag, action="store_true")
 p.add_argument("--token-ms", type=float, default=1.0, help="fake: time per decode step")
+p.add_argument("--background-task-s", type=float, default=1.5, help="fake: how long uvicorn's shutdown waits for a "
+               "background task")
 args = p.parse_args()
 # envs/patches/sglang-0.5.17-inject-forward-sleep.patch: a sleep before every step, off unless set
 INJECT_S = float(os.environ.get("TOOLKIT_INJECT_FORWARD_SLEEP_MS") or 0) / 1000
@@ -72,6 +78,8 @@ def log(text: str) -> None:
     print(time.strftime("[%Y-%m-%d %H:%M:%S] ") + text, flush=True)
 
 
+# SGLang 0.5.17's start-up marks (toolkit.engines.sglang.STARTUP_MARKS), in its order
+log("server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in vars(args).items()) + ")")
 if SPEC and args.max_running_requests is None:  # as srt/arg_groups/speculative_hook.py
     log("Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
         "setting --max-running-requests.")
@@ -80,7 +88,7 @@ MAX_RUNNING = args.max_running_requests or (48 if SPEC else None)
 STATE = {"requests": 0, "accepted": 0, "steps": 0, "tokens_total": 0, "steps_total": 0, "finished_total": 0}
 LOCK = threading.Lock()
 SERVER_ARGS = {k: v for k, v in vars(args).items()
-               if not k.startswith("crash") and k not in ("token_ms", "ignore_stop_signals")}
+               if not k.startswith("crash") and k not in ("token_ms", "ignore_stop_signals", "background_task_s")}
 
 
 def server_info() -> dict:
@@ -261,9 +269,27 @@ def _on_sigquit(signum, frame):
     _kill_tree(include_parent=True)
 
 
-def _on_sigint(signum, frame):  # uvicorn's handle_exit: the serve loop ends, launch_server's finally runs
-    log("Shutting down")
-    threading.Thread(target=srv.shutdown, daemon=True).start()
+SHUTTING, FORCE = threading.Event(), threading.Event()
+
+
+def _on_sigint(signum, frame):  # uvicorn's handle_exit: a second SIGINT sets force_exit
+    if SHUTTING.is_set():
+        FORCE.set()
+        return
+    SHUTTING.set()
+    threading.Thread(target=_shutdown, daemon=True).start()
+
+
+def _shutdown() -> None:  # uvicorn 0.55 Server.shutdown
+    log("INFO:     Shutting down")
+    time.sleep(0.1)
+    if args.background_task_s > 0 and not FORCE.is_set():
+        log("INFO:     Waiting for background tasks to complete. (CTRL+C to force quit)")
+        FORCE.wait(args.background_task_s)
+    if not FORCE.is_set():  # the lifespan shutdown, skipped on a force exit
+        log("INFO:     Waiting for application shutdown.")
+        log("INFO:     Application shutdown complete.")
+    srv.shutdown()
 
 
 srv = Server((args.host or "127.0.0.1", args.port or 30000), H)
@@ -276,10 +302,14 @@ else:
     signal.signal(signal.SIGINT, _on_sigint)
 threading.Thread(target=_subprocess_watchdog, daemon=True).start()
 threading.Thread(target=_sigterm_watchdog, daemon=True).start()
-print(f"The server is fired up and ready to roll! (fake, max_running_requests={MAX_RUNNING})", flush=True)
+log("Init torch distributed begin.")  # the scheduler process, here the child above
+log("Memory pool end. avail mem=0.00 GB")
+log(f"The server is fired up and ready to roll! (fake, max_running_requests={MAX_RUNNING})")
 try:
-    srv.serve_forever()
+    srv.serve_forever(poll_interval=0.1)  # as uvicorn's main loop tick
+    if not args.ignore_stop_signals:  # uvicorn's capture_signals restores the previous handler
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 finally:
-    log(f"Finished server process [{os.getpid()}]")
+    log(f"INFO:     Finished server process [{os.getpid()}]")
     WATCHDOG_OFF.set()
     _kill_tree(include_parent=False)
