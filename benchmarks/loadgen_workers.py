@@ -403,6 +403,24 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
     return "\n".join(lines)
 
 
+def capacity_reps(caps: list[dict]) -> str:
+    """With repetitions: every client's CPU per chunk and its ratio to sglang.bench_serving's, per repetition
+    (the ratio is taken within a repetition: the clients of one repetition ran minutes apart at most)."""
+    if len(caps) < 2:
+        return ""
+    lines = ["", f"Capacity, {len(caps)} repetitions: CPU us/chunk per repetition [ratio to sglang.bench_serving's "
+                 "in the same repetition]; median ratio"]
+    for name in caps[0]:
+        us = [c.get(name, {}).get("cpu_us_per_chunk") for c in caps]
+        ratios = [u / c["sglang"]["cpu_us_per_chunk"] if u and c.get("sglang", {}).get("cpu_us_per_chunk") else None
+                  for u, c in zip(us, caps)]
+        got = [r for r in ratios if r is not None]
+        lines.append(f"{name:9} " + "  ".join(f"{u:6.2f} [{r:.2f}x]" if u and r else (f"{u:6.2f}" if u else "failed")
+                                             for u, r in zip(us, ratios))
+                     + (f"   median {statistics.median(got):.2f}x" if got and name != "sglang" else ""))
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", default="1,2,4,8")
@@ -416,6 +434,9 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=480, help="stop starting new runs after this long")
     ap.add_argument("--extra-from", type=int, default=0, help="sweep the worker counts other than 1 and 4 from "
                     "this concurrency up (default: every step)")
+    ap.add_argument("--capacity-reps", type=int, default=1, help="run the capacity part this many times (the "
+                    "clients' order rotated each time) and report each ratio to sglang.bench_serving per repetition")
+    ap.add_argument("--capacity-only", action="store_true", help="no fidelity sweep")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),) * 2)
@@ -440,20 +461,27 @@ def main() -> None:
         skipped["sglang"] = f"no sglang client at --sglang {a.sglang} (or no --tokenizer)"
     log(f"clients: {', '.join(clients)}; {os.cpu_count()} CPUs; server processes {a.server_procs}")
     farm = Farm(a.server_procs, 0, 0)
+    caps = []
     try:
-        cap = capacity(cap_clients, farm, a.cap_c, a.cap_t, base_n, log)
+        names = list(cap_clients)
+        for rep in range(max(1, a.capacity_reps)):  # each repetition starts with another client
+            order = names[rep % len(names):] + names[:rep % len(names)]
+            caps.append(capacity({k: cap_clients[k] for k in order}, farm, a.cap_c, a.cap_t, base_n, log))
     finally:
         farm.stop()
-    farm = Farm(a.server_procs, 20, 5)
-    try:
-        sw = sweep(clients, farm, steps, a.t, rounds, START + a.budget_s, log, a.extra_from)
-    finally:
-        farm.stop()
-    text = report(cap, sw, skipped, a)
+    cap = {k: caps[0][k] for k in cap_clients}
+    sw = {}
+    if not a.capacity_only:
+        farm = Farm(a.server_procs, 20, 5)
+        try:
+            sw = sweep(clients, farm, steps, a.t, rounds, START + a.budget_s, log, a.extra_from)
+        finally:
+            farm.stop()
+    text = report(cap, sw, skipped, a) + capacity_reps(caps)
     print(text)
     if a.json:
-        a.json.write_text(json.dumps({"capacity": cap, "sweep": sw, "skipped": skipped, "cpus": os.cpu_count(),
-                                      "argv": sys.argv[1:], "report": text}, indent=1) + "\n")
+        a.json.write_text(json.dumps({"capacity": cap, "capacity_reps": caps, "sweep": sw, "skipped": skipped,
+                                      "cpus": os.cpu_count(), "argv": sys.argv[1:], "report": text}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
