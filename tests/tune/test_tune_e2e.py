@@ -155,7 +155,24 @@ def test_ctrl_c_leaves_valid_archives_and_resume_finishes(tmp_path):
     assert res["status"] == "complete" and res["confirmation"]["cells"]
     assert complete_before <= {Path(p) for p in res["runs"]}  # finished runs were reused, not run again
     again = run_cli("bench", "tune", str(m), "--arm", "ngram", "--resume", str(session))
-    assert again.returncode == 2 and "is complete" in again.stderr
+    assert again.returncode == 2 and "is complete" in again.stderr and "--out" in again.stderr
+    # a complete session whose write-back did not happen (on the H200: ruamel.yaml was missing there) is
+    # written back from its tune.json, nothing run again
+    runs = sorted(session.glob("quick-tune-*/*/manifest.json"))
+    out = tmp_path / "tuned.yaml"
+    wb = run_cli("bench", "tune", str(m), "--arm", "ngram", "--resume", str(session), "--out", str(out), "--json")
+    assert wb.returncode == 0, wb.stderr[-2000:]
+    assert "its result written back, nothing run" in wb.stderr and json.loads(wb.stdout)["out"] == str(out)
+    assert sorted(session.glob("quick-tune-*/*/manifest.json")) == runs
+    assert run_cli("validate", str(out)).returncode == 0 and "tuned" in out.read_text()
+
+
+def test_out_is_checked_before_any_trial(tmp_path):
+    m = light_quickstart(tmp_path, budget=3)
+    r = run_cli("bench", "tune", str(m), "--arm", "ngram", "--results", str(tmp_path / "results"),
+                "--out", str(tmp_path / "no-such-folder" / "tuned.yaml"))
+    assert r.returncode == 2 and "does not exist" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "results").exists()  # nothing ran, nothing was written
 
 
 def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path):

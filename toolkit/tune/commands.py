@@ -51,17 +51,27 @@ def tune_cmd(
     from toolkit.specs import load_spec
     from toolkit.tune.progress import TuneProgress
     from toolkit.tune.session import TuneSession
+    from toolkit.tune.state import complete_state
 
     loaded = load_spec(spec, expect="Matrix")
     for w in loaded.warnings:
         warn(w)
-    session = TuneSession(loaded, arm, budget=budget, results_root=results, resume=resume,
-                          log=lambda m: err.print(m, markup=False))
-    for w in session.warnings:
-        warn(w)
-    res = session.run(progress=TuneProgress(err))
-    if res.status == "complete" and out_env is not None:
-        res.out = str(_write_back(session, res, out_env))
+    if out_env is not None:
+        _writer_ready(out_env)  # before any trial: a session that cannot write its result back wastes the GPU time
+    done = complete_state(resume, loaded, arm, budget or loaded.model.tune.budget) if resume and out_env else None
+    if done is not None:  # finished, its write-back did not happen (or is wanted elsewhere): nothing runs again
+        env_spec = load_spec(loaded.path_of(("environment",), loaded.model.environment), expect="Environment")
+        res = done.result
+        res.out = str(_write_back(env_spec, res, out_env))
+        err.print(f"tune session {done.id} is complete: its result written back, nothing run", markup=False)
+    else:
+        session = TuneSession(loaded, arm, budget=budget, results_root=results, resume=resume,
+                              log=lambda m: err.print(m, markup=False))
+        for w in session.warnings:
+            warn(w)
+        res = session.run(progress=TuneProgress(err))
+        if res.status == "complete" and out_env is not None:
+            res.out = str(_write_back(session.env_spec, res, out_env))
     if json_out:
         emit_json(res.dump())
     else:
@@ -72,7 +82,22 @@ def tune_cmd(
         raise typer.Exit(130)
 
 
-def _write_back(session, res: TuneResult, out_env: Path) -> Path:
+def _writer_ready(out_env: Path) -> None:
+    """What the write-back needs, checked before the search: ruamel.yaml (a dependency of the toolkit, so its
+    absence is a broken install) and a folder for the file."""
+    from toolkit.errors import ToolkitError
+
+    try:
+        import ruamel.yaml  # noqa: F401
+    except ImportError:
+        raise ToolkitError("--out: writing the tuned environment needs ruamel.yaml, which is not installed here",
+                           hint="install the toolkit with its dependencies (README, docs/install.md), or "
+                                "`pip install 'ruamel.yaml>=0.18,<0.20'`")
+    if not out_env.parent.is_dir():
+        raise ToolkitError(f"--out {out_env}: the folder {out_env.parent} does not exist", hint="create it first")
+
+
+def _write_back(env_spec, res: TuneResult, out_env: Path) -> Path:
     """The tuned environment at out_env, each value commented with what the session found (the words are
     toolkit.tune.verdict's); a warning first when the winner is not faster than the preset it replaces."""
     from toolkit.tune.verdict import write_back_texts
@@ -81,7 +106,7 @@ def _write_back(session, res: TuneResult, out_env: Path) -> Path:
     texts = write_back_texts(res, out_env)
     if texts.caution:
         warn(texts.caution)
-    return write_tuned(session.env_spec, out_env, arm=res.arm, engine=res.engine, params=res.best.params,
+    return write_tuned(env_spec, out_env, arm=res.arm, engine=res.engine, params=res.best.params,
                        note=texts.note, threshold=res.confirmation.recommended_disable_batch_threshold,
                        threshold_note=texts.threshold_note)
 

@@ -66,7 +66,24 @@ def resume_state(folder: Path, mspec: LoadedSpec, arm: str, budget: int) -> Tune
                            hint="give the folder `toolkit bench tune` printed, results/<matrix>-tune/<id>")
     state = load_tune_state(f)
     if state.status in ("complete", "failed"):
-        raise ToolkitError(f"tune session {state.id} is {state.status}", file=f, hint="start a new one")
+        raise ToolkitError(f"tune session {state.id} is {state.status}", file=f,
+                           hint="start a new one" + (" (or give --out ENV: a complete session's result is written "
+                                                     "back without running anything)" if state.status == "complete"
+                                                     else ""))
+    return same_search(state, f, mspec, arm, budget)
+
+
+def complete_state(folder: Path, mspec: LoadedSpec, arm: str, budget: int) -> TuneState | None:
+    """The state of a finished session of this search (its result is written back again), else None."""
+    f = Path(folder) / STATE_FILE
+    if not f.is_file():
+        return None
+    state = load_tune_state(f)
+    return same_search(state, f, mspec, arm, budget) if state.status == "complete" and state.result else None
+
+
+def same_search(state: TuneState, f: Path, mspec: LoadedSpec, arm: str, budget: int) -> TuneState:
+    """`state` when the session is this search's (arm, matrix, tune block, budget), else an error."""
     changed = [what for what, old, new in (
         ("the arm", state.arm, arm), ("the matrix", state.matrix.hash, matrix_hash(mspec)),
         ("the tune block", state.tune, mspec.model.tune.model_dump(mode="json")))
