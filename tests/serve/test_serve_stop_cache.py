@@ -203,6 +203,27 @@ def test_the_archived_log_keeps_the_start_up_and_the_tail():
     assert head_and_tail("\n".join(["x"] * 300), tail=100).count("x") == 300
 
 
+def test_tracebacks_a_force_quit_repeats_are_folded_so_the_tail_keeps_the_run():
+    # as 0.5.17 logged it on the H200 (tune rung 1, t01): every cancelled abort task prints the same traceback
+    trace = ["Traceback (most recent call last):", '  File "/tmp/site-tune/sglang/srt/managers/tokenizer_manager.py"'
+             ", line 2137, in abort_request", "    await asyncio.sleep(2)", "asyncio.exceptions.CancelledError"]
+    head = ["[2026-12-04 21:20:39] The server is fired up and ready to roll!"]
+    run = [f"[2026-12-04 21:20:4{i}] Decode batch, #running-req: 8" for i in range(5)]
+    stop = ["[2026-12-04 21:20:52] INFO:     Shutting down",
+            "[2026-12-04 21:20:52] INFO:     Waiting for background tasks to complete. (CTRL+C to force quit)"]
+    errors = [line for i in range(70) for line in (f"[2026-12-04 21:20:5{i % 3}] ERROR:    Exception in ASGI "
+                                                   "application", *trace)]
+    end = ["[2026-12-04 21:20:52] kill_process_tree called: parent_pid=1340, include_parent=False, pid=1340"]
+    kept = head_and_tail("\n".join(head + run + stop + errors + end), tail=40).splitlines()
+    assert kept == head + run + stop + errors[:5] + [
+        "[toolkit: the 5-line block above came 69 more time(s), left out]"] + end  # the run's lines are kept
+    # blocks that differ are all kept, and a log without stamps is left as it was
+    other = errors[:5] + ["[2026-12-04 21:20:53] ERROR:    Exception in ASGI application", *trace[:-1], "KeyError"]
+    assert head_and_tail("\n".join(head + other), tail=40).splitlines() == head + other
+    plain = ["x"] * 10 + ["Traceback (most recent call last):", "y"] * 3
+    assert head_and_tail("\n".join(plain), tail=400).splitlines() == plain
+
+
 @pytest.mark.slow
 def test_processes_the_leader_leaves_in_its_group_are_killed_with_a_warning(tmp_path):
     from toolkit.serve import ProcessLauncher

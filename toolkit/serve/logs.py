@@ -25,11 +25,42 @@ def head_end(lines: list[str]) -> int:
     return min(len(lines), HEAD_MAX_LINES)
 
 
+def fold_repeats(lines: list[str]) -> list[str]:
+    """A block (a stamped line and the unstamped lines under it: a traceback) that repeats the block before it,
+    stamp aside, is left out; one line says how many times it came again. A stop through uvicorn's force quit
+    cancels every pending request task, and each logs the same 80-line traceback: the tail would hold nothing
+    else."""
+    blocks: list[list[str]] = []
+    for line in lines:
+        if blocks and not LOG_STAMP.match(line) and not line.startswith("[toolkit:"):
+            blocks[-1].append(line)
+        else:
+            blocks.append([line])
+    out: list[str] = []
+    prev, again = None, 0
+
+    def flush() -> None:
+        if again:
+            out.append(f"[toolkit: the {len(prev)}-line block above came {again} more time(s), left out]")
+
+    for block in blocks:
+        key = [LOG_STAMP.sub("", block[0], count=1), *block[1:]]
+        if len(block) > 2 and key == prev:
+            again += 1
+            continue
+        flush()
+        out += block
+        prev, again = key, 0
+    flush()
+    return out
+
+
 def head_and_tail(text: str, tail: int = TAIL_LINES) -> str:
-    """The log's head and its last `tail` lines; one marker line says how many lines between them were left
-    out. A log shorter than both is kept whole."""
+    """The log's head and its last `tail` lines (after the head, repeated blocks folded: fold_repeats); one
+    marker line says how many lines between them were left out. A log shorter than both is kept whole."""
     lines = text.splitlines()
     n_head = head_end(lines)
+    lines = lines[:n_head] + fold_repeats(lines[n_head:])
     if n_head + tail >= len(lines):
         return "\n".join(lines)
     gap = len(lines) - n_head - tail
