@@ -21,7 +21,7 @@ if [ "$1" = "--pack" ]; then
   ${PIP:-.venv/bin/python -m pip} download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$R/whl" \
     pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing_extensions==4.16.0 \
-    msgspec==0.23.0 orjson==3.13.0 pybase64==1.5.1 ruamel.yaml==0.18.17
+    msgspec==0.23.0 orjson==3.13.0 pybase64==1.5.1 ruamel.yaml==0.19.1
   echo "base: $(git rev-parse "$base")" > "$R/BASE"; du -sh "$R"; exit 0
 fi
 PY=${PY:-python3}

@@ -10,7 +10,7 @@ PY=${PYTHON:-.venv/bin/python}
 PKGS=(
   # the toolkit itself
   pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
-  typing_extensions==4.16.0 typer==0.29.2 click==8.4.2 docker==7.2.0
+  typing_extensions==4.16.0 typer==0.29.2 click==8.4.2 docker==7.2.0 ruamel.yaml==0.19.1  # bench tune --out
   # transformers serve
   fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0 annotated-doc==0.0.7 opentelemetry-api==1.45.2
   importlib_metadata==10.2.0 openai==3.57.0 httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5
