@@ -169,3 +169,28 @@ def test_a_clear_leader_stops_the_search_early():
     truth = {t: {cell: s for cell in CELLS} for t, s in {"t0": 0.5, "t1": 3.0, "t2": 0.6, "t3": 0.55}.items()}
     best, plan = simulate(truth, seed=1, first=8)
     assert best == "t1" and len(plan) == 1  # settled after the first rung: no more requests spent
+
+
+def test_the_report_shows_the_interval_each_rung_was_decided_on():
+    """The H200 session (trials on servers of their own): its rungs were decided with the launches' noise in each
+    score; the report's trial table must carry those intervals, not the narrower requests-only ones (t01 and t03
+    overlap in the decision: [0.507, 0.757] and [0.458, 0.684]; requests only they would not)."""
+    from pathlib import Path
+
+    from toolkit.schema.tune import load_tune_state
+    from toolkit.tune.report import build_tune_report, result
+
+    folder = Path(__file__).resolve().parents[2] / "results" / "sglang-h200-tune-tune" / "20261204T180338Z-2eece0"
+    state = load_tune_state(folder / "tune.json")
+    res = result(state, folder)
+    last = {t: sc for r in state.rungs if r.status == "complete" for t, sc in r.scores.items()}
+    assert {t.name for t in res.trials} == set(last) == {"t00", "t01", "t02", "t03"}
+    for t in res.trials:
+        assert (t.score.geomean, t.score.ci_low, t.score.ci_high) == (last[t.name].geomean, last[t.name].low,
+                                                                    last[t.name].high)
+    t01, t03 = (next(t.score for t in res.trials if t.name == n) for n in ("t01", "t03"))
+    assert t03.ci_high > t01.ci_low  # they overlap, as when rung 1 was decided
+    assert res.best.score == t01
+    from toolkit.results.report import render_text
+
+    assert "launches' noise is in it" in render_text(build_tune_report(res))

@@ -67,6 +67,7 @@ def result(state: TuneState | dict, folder: Path) -> TuneResult:
     baseline, again, seed = state.baseline, state.again, state.seed
     done = [r for r in state.rungs if r.status == "complete"]
     records = [_merged(folder, r.runs) for r in done]
+    decided = {t: sc for r in done for t, sc in r.scores.items()}  # the last rung's score of each trial
     trials, per = [], {}
     for name in state.trials:
         ran = [r for r in done if name in r.trials]
@@ -74,10 +75,12 @@ def result(state: TuneState | dict, folder: Path) -> TuneResult:
             continue
         cells = search.pooled_cells(records, name, baseline, again, seed=seed)
         per[name] = cells
-        s = search.score(cells)
+        # the score its rung was decided on (with the launches' noise where trials had servers of their own);
+        # sessions from before rungs kept their scores: from the cells, requests only
+        d = decided.get(name) or search.score(cells)
+        s = TrialScore(geomean=d.geomean, ci_low=d.low, ci_high=d.high)
         trials.append(Trial(name=name, params=state.params(name), rungs=len(ran),
-                            requests_per_cell=sum(r.requests for r in ran),
-                            score=TrialScore(geomean=s.geomean, ci_low=s.low, ci_high=s.high), cells=_cell_rows(cells)))
+                            requests_per_cell=sum(r.requests for r in ran), score=s, cells=_cell_rows(cells)))
     trials.sort(key=lambda t: (-t.rungs, t.score.geomean is None, -(t.score.geomean or 0.0), t.name))
     out = TuneResult(
         session=str(folder), status=state.status, matrix=state.matrix.name, arm=state.arm, baseline=baseline,
@@ -213,6 +216,9 @@ def build_tune_report(res: TuneResult) -> Report:
                   [[t.name + (" (chosen)" if t.name == best else ""), _params(t.params), str(t.rungs),
                     str(t.requests_per_cell), fmt_centre(t.score.geomean, t.score.ci_low, t.score.ci_high)]
                    for t in res.trials], align="llrrr")]
+    if res.level == "server" and not res.server:
+        out.append(Para("Each trial's interval is the one its last rung was decided on: every trial had a server "
+                        "of its own, so the launches' noise is in it beside the requests' (docs/tune.md, Score)."))
     png = heatmap(res)
     if png:
         out.append(Image("tune-heatmap.png", "Trial x cell: paired speedup over the baseline on the tune sample", png))
