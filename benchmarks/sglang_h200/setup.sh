@@ -64,5 +64,15 @@ while read -r p; do
   fi && echo "toolkit-applied $(basename "$p")" >> "$SITE/sglang/.toolkit-patches" || { echo "PATCH FAILED: $p"; exit 1; }
 done < <([ -n "${SGL_DRY:-}" ] || cat /tmp/patches.txt)
 
+# A warm start is mostly the imports of two processes (docs/gpu.md, start-up phases): where Python may not
+# write bytecode, every start compiles what it imports; then the site is compiled once here (after the
+# patches, which change sources). Said either way, so the log tells which it was.
+python3 -c 'import sys, os; print("python writes bytecode:", not sys.dont_write_bytecode,
+    "| PYTHONDONTWRITEBYTECODE=" + repr(os.environ.get("PYTHONDONTWRITEBYTECODE")))'
+if python3 -c 'import sys; sys.exit(0 if sys.dont_write_bytecode else 1)' && [ -z "${SGL_DRY:-}" ]; then
+  stamp "bytecode of $SITE (the machine's Python writes none on import)"
+  python3 -m compileall -q -j 0 "$SITE" > /dev/null || echo "(compileall reported errors: some files are not Python 3.12)"
+fi
+
 stamp "config-only models"
 python3 benchmarks/sglang_h200/make_models.py "$ENV_SPEC"

@@ -170,6 +170,15 @@ def test_an_inherited_engine_variable_shows_in_the_environment_diff(tmp_path, mo
     assert not any("HF_" in k[1] for k in env)  # the same on both sides: no row
 
 
+def test_how_python_starts_the_servers_is_recorded():
+    """A warm SGLang start is mostly imports: whether its processes may write bytecode is recorded (docs/gpu.md);
+    the search path and the shell's own variables are not."""
+    from toolkit.bench.hostinfo import engine_env
+
+    assert engine_env({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "/tmp/site", "PATH": "/bin",
+                       "SGLANG_X": "1"}) == {"PYTHONDONTWRITEBYTECODE": "1", "SGLANG_X": "1"}
+
+
 def test_no_difference_from_a_field_added_at_its_default_or_a_port_picked_at_start(tmp_path):
     """Two archives of the same Matrix (equal hashes), the newer one holding a field the older one's schema did
     not have, at the default the hash omits: no row. Each launch's free port: no row. With the hashes apart the

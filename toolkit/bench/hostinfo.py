@@ -22,7 +22,10 @@ def _version(dist: str) -> str | None:
 # the environment diff (a replay with TOOLKIT_INJECT_FORWARD_SLEEP_MS set, an NCCL or SGLANG_ switch, HF_HOME).
 ENGINE_ENV_PREFIXES = ("SGLANG_", "SGL_", "TOOLKIT_INJECT_", "NCCL_", "NVSHMEM_", "TORCH_", "PYTORCH_",
                        "TORCHINDUCTOR_", "CUDA_", "CUBLAS_", "FLASHINFER_", "TRITON_", "HF_", "TRANSFORMERS_",
-                       "TOKENIZERS_", "VLLM_", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                       "TOKENIZERS_", "VLLM_", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                       # how Python starts the server's processes: bytecode not written means every start
+                       # compiles what it imports (a warm start is mostly imports: docs/gpu.md)
+                       "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONOPTIMIZE", "PYTHONHASHSEED")
 
 
 def engine_env(environ=None) -> dict[str, str]:
