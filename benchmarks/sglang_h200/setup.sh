@@ -25,7 +25,7 @@ if [ -z "${SGL_COPY:-}" ]; then
 fi
 
 stamp "wheels (the carried archives are unpacked into $SITE above)"
-if ls .whl/*.whl >/dev/null 2>&1; then
+if ls .whl/*.whl >/dev/null 2>&1 && [ -z "${SGL_DRY:-}" ]; then  # a dry run's SITE is tests/data: never into it
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
 fi
 export PYTHONPATH=$SITE:$PWD
