@@ -60,8 +60,10 @@ def tune_cmd(
         _writer_ready(out_env)  # before any trial: a session that cannot write its result back wastes the GPU time
     done = complete_state(resume, loaded, arm, budget or loaded.model.tune.budget) if resume and out_env else None
     if done is not None:  # finished, its write-back did not happen (or is wanted elsewhere): nothing runs again
+        from toolkit.tune.report import result
+
         env_spec = load_spec(loaded.path_of(("environment",), loaded.model.environment), expect="Environment")
-        res = done.result
+        res = result(done, Path(resume))  # as its archives stand here (paths, intervals), not as stored there
         res.out = str(_write_back(env_spec, res, out_env))
         err.print(f"tune session {done.id} is complete: its result written back, nothing run", markup=False)
     else:
