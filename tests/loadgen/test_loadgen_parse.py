@@ -89,6 +89,17 @@ def frame(events: list[bytes], rng: random.Random, mode: str) -> tuple[bytes, li
     return body, marks
 
 
+def chunk_ends(body: bytes) -> list[int]:
+    """Where each chunk of a chunked body ends (after its CRLF), the zero-size one included."""
+    ends, pos = [], 0
+    while pos < len(body):
+        nl = body.index(b"\r\n", pos)
+        size = int(body[pos:nl].split(b";")[0], 16)
+        pos = nl + 2 + size + 2
+        ends.append(pos)
+    return ends
+
+
 def feed(api: str, raw: bytes, cuts: list[int]) -> dict:
     """The client's view: the response (head + body) in reads cut at `cuts`; `now` = the read's index."""
     import toolkit.loadgen.http as http
@@ -184,6 +195,7 @@ def test_fast_paths_agree_with_the_oracle(name, mode):
         plans = [sorted(rng.sample(range(1, n), k)) for k in (1, 3, 20, 200) if k < n]
         if seed == 0:
             plans.append(list(range(1, n)) if n < 6000 else list(range(1, n, 7)))  # (near) byte by byte
+        plans.append([len(HEAD) + e for e in chunk_ends(body)][:-1])  # a chunk a read, as under real load
         for cuts in plans:
             bounds = cuts + [n]
 
@@ -211,4 +223,17 @@ def test_one_read_of_whole_chunks_is_taken_by_the_fast_paths():
     assert len(st.times) == 50 and st.times == [0.5] * 50 and sum(st.tokens) == st.usage_total
     st2 = _Stream("chat")
     assert st2._ordinary(b"".join(events), 1.0) and st2.tokens == st.tokens
+    c3, st3 = _Conn(), _Stream("chat")  # a chunk a read: each taken whole (by its size line), one event each
+    c3._reset(st3, None)
+    c3.status, c3.state = 200, 1
+    ends = chunk_ends(body)
+    for i, (a, b) in enumerate(zip([0] + ends, ends[:-1])):
+        assert c3._whole_chunks(body[a:b], float(i)) and c3.buf == b"" and c3.need == 0
+    assert st3.times == [float(i) for i in range(50)] and st3.tokens == st.tokens
+    crlf_inside = b"%x\r\n%s\r\n" % (len(b"a\r\nb"), b"a\r\nb")
+    c4 = _Conn()
+    got = []
+    c4._reset(type("Sink", (), {"feed": lambda self, d, t: got.append(d)})(), None)
+    c4.status, c4.state = 200, 1
+    assert c4._whole_chunks(crlf_inside, 0.0) and got == [b"a\r\nb"]  # framed by its size, CRLF and all
     assert not _Stream("chat")._ordinary(b"".join(sglang_like(5, rng)), 1.0)  # role chunk, finish, [DONE]

@@ -168,9 +168,12 @@ class _Stream:
         """The common read, in a few counts over its bytes: every event a content chunk whose finish
         reason is null, each with a per-chunk usage total or none with one (SGLang, vLLM, OpenAI write
         compact JSON). Then nothing in it is special (a finish reason, [DONE], an error or a usage-only
-        event has no `"finish_reason":null`) and each event is a chunk; False otherwise, nothing changed."""
-        events = whole.count(b"data:")
-        if not events or whole.count(_NULL_FINISH) != events:
+        event has no `"finish_reason":null`) and each event is a chunk; False otherwise, nothing changed.
+        An event is one data line and its blank line: two newlines for each `"finish_reason":null` (a count
+        of newlines scans faster than one of `data:`); any other line (a comment, `event:`, a second data
+        line, [DONE]) breaks the count."""
+        events = whole.count(_NULL_FINISH)
+        if not events or whole.count(b"\n") != 2 * events or whole[:5] != b"data:":
             return False
         key, empty = _COMPACT[self.api == "completions"]
         if whole.count(key) - whole.count(empty) != events:
@@ -182,6 +185,13 @@ class _Stream:
             return True
         if len(totals) != events:
             return False
+        if events == 1:  # a chunk a read (a realistic load): no lists to build
+            total = int(totals[0])
+            self.tokens.append(total - self.last_usage)
+            self.times.append(now)
+            self.last_usage = self.usage_total = total
+            self.usage_deltas = True
+            return True
         ints = list(map(int, totals))
         prev = [self.last_usage]
         prev += ints[:-1]
