@@ -121,6 +121,49 @@ def test_the_second_start_is_warm_and_reuses_what_the_first_compiled(tmp_path):
             srv.stop()
 
 
+def test_bytecode_is_kept_only_for_a_server_that_would_write_none(tmp_path):
+    a = JitCache.for_env(tmp_path, "ab" * 32, "NVIDIA H200")
+    keep = {"PYTHONPYCACHEPREFIX": f"{a.folder}/bytecode", "PYTHONDONTWRITEBYTECODE": ""}
+    assert a.bytecode_env({"PATH": "/bin"}, {}) == {} and "bytecode" not in a.info()  # Python writes its own
+    assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": ""}, {}) == {}  # empty is unset, for Python too
+    assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/p"}, {}) == {}  # one of its own
+    assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1"}, {"PYTHONDONTWRITEBYTECODE": "1"}) == {}  # asked for
+    assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1"}, {"PYTHONPYCACHEPREFIX": "/mine"}) == {}
+    assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1"}, {"PYTHONPATH": "/x"}) == keep
+    assert a.info()["bytecode"] == f"{a.folder}/bytecode"
+    a.inside = "/toolkit-jit"
+    assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "x"}, {})["PYTHONPYCACHEPREFIX"] == "/toolkit-jit/bytecode"
+
+
+@pytest.mark.slow
+def test_a_server_that_inherits_no_bytecode_writes_it_once_into_the_kept_folder(tmp_path, monkeypatch):
+    """PYTHONDONTWRITEBYTECODE from the controller: the first start compiles into <folder>/bytecode (not into
+    the site), the second reads what the first wrote; without the variable the folder is not used."""
+    cache = JitCache.for_env(tmp_path / "cache", "ef" * 32, "no-gpu")
+    pyc = cache.folder / "bytecode" / Path(FAKE).relative_to("/") / "sglang" / \
+        f"__init__.{sys.implementation.cache_tag}.pyc"
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    stamps = []
+    for i in range(2):
+        srv = _fake(tmp_path, f"b{i}", cache)
+        try:
+            srv.wait_healthy(120)
+            assert srv.info()["jit_cache"]["bytecode"] == str(cache.folder / "bytecode")
+            assert pyc.is_file(), sorted(str(p) for p in (cache.folder / "bytecode").rglob("*.pyc"))[:5]
+            stamps.append(pyc.stat().st_mtime_ns)
+        finally:
+            srv.stop()
+    assert stamps[0] == stamps[1]  # read again, not written again
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE")
+    other = JitCache.for_env(tmp_path / "cache2", "ef" * 32, "no-gpu")
+    srv = _fake(tmp_path, "b2", other)
+    try:
+        srv.wait_healthy(120)
+        assert "bytecode" not in srv.info()["jit_cache"] and not (other.folder / "bytecode").exists()
+    finally:
+        srv.stop()
+
+
 @pytest.mark.slow
 def test_a_stop_takes_sglangs_clean_path(tmp_path):
     srv = _fake(tmp_path, "clean")

@@ -14,12 +14,24 @@ ones once the folder is there.
         tvm-ffi/       TVM_FFI_CACHE_DIR         tvm-ffi extensions (sgl-kernel, flashinfer, torch-c-dlpack)
         cuda/          CUDA_CACHE_PATH           the driver's PTX JIT cache
 
+        bytecode/      PYTHONPYCACHEPREFIX       Python's own compile cache, only where the server's Python
+                                                 would write none (below)
+
 Where each library reads its variable was checked in the 0.5.17 wheel set (sglang/srt/environ.py,
 deep_gemm_wrapper/compile_utils.py, compilation/compiler_interface.py, flashinfer/jit/env.py,
 tvm_ffi/cpp/extension.py). The folder is keyed by the environment's spec hash (the image's key) and the GPU
 model, since compiled kernels are built for one architecture. A launch is *warm* when its folder existed and
 held a file before the server started. TOOLKIT_JIT_CACHE=off (toolkit.settings) leaves the caches where each
 library puts them by default.
+
+Bytecode: a controller whose environment sets PYTHONDONTWRITEBYTECODE (Docker images often do; so does
+this project's own Dockerfile, and the CPU machines it is developed on) hands it to the server, and a
+site without bytecode (SGLang unpacked from its wheels, as on the lent H200) is then compiled again by
+every process of every start: all of torch, transformers and sglang that they import. Where the server
+inherits that variable (the Environment's `env:` sets neither it nor PYTHONPYCACHEPREFIX), the process
+launcher gives the server PYTHONPYCACHEPREFIX=<folder>/bytecode and clears PYTHONDONTWRITEBYTECODE for it:
+the bytecode is written once into the kept folder, never into the site, and read by every later start.
+Containers keep theirs (their images carry the bytecode pip wrote at install).
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +53,7 @@ KEPT = {
     "tvm-ffi": ("TVM_FFI_CACHE_DIR",),
     "cuda": ("CUDA_CACHE_PATH",),
 }
+BYTECODE = "bytecode"  # subfolder: PYTHONPYCACHEPREFIX, where the server would write no bytecode (above)
 CONTAINER_ROOT = "/toolkit-jit"  # where the docker launcher mounts the folder
 NO_GPU = "no-gpu"
 
@@ -78,6 +92,7 @@ class JitCache:
     env_hash: str
     inside: str | None = None
     warm: bool | None = None  # judged by prepare(), just before the server starts
+    bytecode: str | None = None  # the PYTHONPYCACHEPREFIX given to the server (bytecode_env), if any
 
     @classmethod
     def for_env(cls, root: Path, env_hash: str, gpu: str) -> "JitCache":
@@ -88,6 +103,17 @@ class JitCache:
         base = self.inside or str(self.folder)
         return {var: f"{base}/{sub}" for sub, names in KEPT.items() for var in names}
 
+    def bytecode_env(self, inherited: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+        """The variables that keep the server's Python bytecode in this folder, for a server that would
+        otherwise write none: PYTHONDONTWRITEBYTECODE set (non-empty) in what it inherits from the
+        controller (`inherited`), and neither that nor PYTHONPYCACHEPREFIX in the launch's own variables
+        (`own`: the Environment's `env:` and the like, which win) nor a prefix inherited. {} otherwise."""
+        if not inherited.get("PYTHONDONTWRITEBYTECODE") or "PYTHONPYCACHEPREFIX" in inherited or \
+                {"PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"} & set(own):
+            return {}
+        self.bytecode = f"{self.inside or self.folder}/{BYTECODE}"
+        return {"PYTHONPYCACHEPREFIX": self.bytecode, "PYTHONDONTWRITEBYTECODE": ""}  # empty: unset for Python
+
     def prepare(self) -> bool:
         """Before the start: was the folder there and non-empty (a warm start)? Then make the subfolders."""
         self.warm = any(p.is_file() for p in self.folder.rglob("*")) if self.folder.is_dir() else False
@@ -97,4 +123,5 @@ class JitCache:
 
     def info(self) -> dict:
         return {"folder": str(self.folder), "gpu": self.gpu, "env_hash": self.env_hash[:16], "warm": self.warm,
-                **({"mounted_at": self.inside} if self.inside else {})}
+                **({"mounted_at": self.inside} if self.inside else {}),
+                **({"bytecode": self.bytecode} if self.bytecode else {})}

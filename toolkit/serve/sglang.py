@@ -124,7 +124,8 @@ class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
             ensure_config_folders(self.dummy_models, only=self.reads)
         if self.jit_cache is not None:  # the Environment's own `env:` wins over the kept folders
             self.jit_cache.prepare()
-            self.env = {**self.jit_cache.env(), **(self.env or {})}
+            own = self.env or {}
+            self.env = {**self.jit_cache.env(), **own, **self.jit_cache.bytecode_env(os.environ, own)}
         super()._spawn()
 
     def info(self) -> dict:
