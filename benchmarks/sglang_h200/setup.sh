@@ -65,13 +65,16 @@ while read -r p; do
 done < <([ -n "${SGL_DRY:-}" ] || cat /tmp/patches.txt)
 
 # A warm start is mostly the imports of two processes (docs/gpu.md, start-up phases): where Python may not
-# write bytecode, every start compiles what it imports; then the site is compiled once here (after the
-# patches, which change sources). Said either way, so the log tells which it was.
+# write bytecode, every start would compile what it imports; the toolkit's process launcher then keeps the
+# server's bytecode in its kept cache folder (toolkit/serve/jitcache.py: PYTHONPYCACHEPREFIX), so the site is
+# not compiled here. Said either way, so the log tells which it was; BYTECODE_PROBE=1 also times SGLang's
+# server import without bytecode, from a kept prefix and from the site (benchmarks/bytecode_imports.py, ~1 min).
 python3 -c 'import sys, os; print("python writes bytecode:", not sys.dont_write_bytecode,
     "| PYTHONDONTWRITEBYTECODE=" + repr(os.environ.get("PYTHONDONTWRITEBYTECODE")))'
-if python3 -c 'import sys; sys.exit(0 if sys.dont_write_bytecode else 1)' && [ -z "${SGL_DRY:-}" ]; then
-  stamp "bytecode of $SITE (the machine's Python writes none on import)"
-  python3 -m compileall -q -j 0 "$SITE" > /dev/null || echo "(compileall reported errors: some files are not Python 3.12)"
+if [ -n "${BYTECODE_PROBE:-}" ]; then
+  stamp "SGLang's server import with and without bytecode"
+  python3 benchmarks/bytecode_imports.py --stmt "${BYTECODE_STMT:-import sglang.srt.entrypoints.http_server}" \
+    --rounds 2 | tee "$DEST/bytecode_imports.txt"
 fi
 
 stamp "config-only models"
