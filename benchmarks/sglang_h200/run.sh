@@ -10,7 +10,8 @@
 # Everything lands in DEST (default /tmp/sglang-h200-out): log.txt, run.tar.gz, DONE when finished.
 # SGL_DRY=1 with SITE=<a folder holding tests/data/fake_sglang's sglang> tries the script on a CPU.
 # MATRIX=<file> runs that matrix instead of matrix.yaml; TYPO=0 and RECORD=0 leave out steps 1 and 3
-# (issue 25's chat-API acceptance run: MATRIX=benchmarks/sglang_h200/matrix-chat.yaml TYPO=0 RECORD=0).
+# (issue 25's chat-API acceptance run: MATRIX=benchmarks/sglang_h200/matrix-chat.yaml TYPO=0 RECORD=0;
+# issue 29's starts and stops, with the fixtures refreshed: MATRIX=benchmarks/sglang_h200/matrix-starts.yaml TYPO=0).
 #   bash benchmarks/sglang_h200/run.sh [DEST]
 # docs/gpu.md says how to run it on the device tool (the wheels arrive in two calls; this runs detached).
 set -uo pipefail

@@ -141,7 +141,11 @@ def test_process_arms_one_after_another_with_server_state(tmp_path: Path) -> Non
         assert set(p) == {"first_line", "server_args", "scheduler", "memory_pool", "ready"}
         assert 0 <= p["first_line"] <= p["server_args"] <= p["scheduler"] <= p["ready"] <= x["startup_s"] + 2
     report = (run / "report.md").read_text()
-    assert "baseline launch 0: started " in report and "group " in report and "ready" in report
+    assert "baseline launch 0 (cold: no kept cache yet): started " in report and "group " in report
+    assert "eagle3 launch 0 (warm): started " in report and "ready" in report
+    warm = sorted(launches[a]["startup_s"] for a in ("eagle3", "ngram"))
+    assert f"warm starts (the kept cache held files): 2, {warm[0]:.2f}-{warm[1]:.2f} s, the slowest " in report
+    assert "stops (until the group was empty): 3, " in report
     # the archived log: the start-up (argv, the cap line, the first health check) and the end
     log = (run / launches["ngram"]["log_file"]).read_text()
     assert log.startswith("FAKE-SGLANG-ARGV") and "Max running requests is reset to 48" in log
