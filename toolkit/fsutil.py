@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader never sees half a file, and a crash never leaves one."""
+"""Atomic file writes (a reader never sees half a file, and a crash never leaves one), and the tail of a
+file that another process is still writing (a server's log)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,18 @@ def write_atomic(path: str | Path, data: bytes | str, mode: int = 0o644) -> Path
 
 def write_json(path: str | Path, obj: Any) -> Path:
     return write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def tail_lines(path: str | Path | None, n: int) -> str:
+    """The last n lines of a text file, read from its last 64 KiB (a log may be large and still growing);
+    "" where there is no such file."""
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])

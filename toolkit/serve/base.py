@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Protocol, runtime_checkable
 
 from toolkit.errors import ToolFailure
+from toolkit.fsutil import tail_lines
 
 
 @runtime_checkable
@@ -240,9 +241,16 @@ class BaseLauncher:
         the toolkit stops nothing."""
         return {}
 
+    log_path: Path | None = None  # where the toolkit keeps the server's log, for launchers that keep one
+
     def log_text(self) -> str | None:
         """The whole log as the toolkit kept it (None where it keeps none: log_tail is all there is)."""
-        return None
+        if self.log_path is None:
+            return None
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return None
 
     def flush_cache(self) -> bool | None:
         """Nothing to reset, unless an engine's launcher knows how (SGLang: /flush_cache)."""
@@ -314,21 +322,7 @@ class ProcessLauncher(BaseLauncher):
         return dict(getattr(self, "_stop_notes", {}))
 
     def log_tail(self, n: int = 40) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - 64 * 1024))
-                lines = f.read().decode(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-n:])
-
-    def log_text(self) -> str | None:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return None
+        return tail_lines(self.log_path, n)
 
     def info(self) -> dict:
         return {**super().info(), "pid": self.proc.pid if self.proc else None, "log": str(self.log_path)}

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from toolkit.engines import sglang
+from toolkit.fsutil import tail_lines
 from toolkit.serve.base import BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get
 from toolkit.serve.jitcache import JitCache
 from toolkit.serve.stopping import ForceQuit
@@ -254,19 +255,10 @@ class SGLangDockerLauncher(SGLangMixin, BaseLauncher):
                 return self.container.logs(tail=n).decode(errors="replace").rstrip("\n")
             except Exception:  # noqa: BLE001 - fall back to the local copy
                 pass
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
+        return tail_lines(self.log_path, n)
 
     def stop_info(self) -> dict:
         return dict(self._stop_notes)
-
-    def log_text(self) -> str | None:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return None
 
     def info(self) -> dict:
         c = self.container

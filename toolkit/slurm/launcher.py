@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from toolkit.errors import ToolFailure
-from toolkit.fsutil import write_atomic
+from toolkit.fsutil import tail_lines, write_atomic
 from toolkit.serve.base import NOTE_EVERY_S, BaseLauncher, http_get, last_error_line
 from toolkit.serve.sglang import SGLangMixin
 from toolkit.slurm import tools
@@ -248,14 +248,7 @@ class SlurmLauncher(BaseLauncher):
                            else f"the job wrote no log ({self.log_path})")
 
     def log_tail(self, n: int = 40) -> str:
-        text = self.log_text()
-        return "\n".join(text.splitlines()[-n:]) if text else ""
-
-    def log_text(self) -> str | None:
-        try:
-            return self.log_path.read_text(errors="replace") if self.log_path else None
-        except OSError:
-            return None
+        return tail_lines(self.log_path, n)
 
     def stop_info(self) -> dict:
         return dict(self._notes)

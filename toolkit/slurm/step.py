@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from toolkit.errors import ToolFailure
+from toolkit.fsutil import tail_lines
 from toolkit.loadgen.load import CellLoad
 from toolkit.loadgen.share import CellFailed, cell_failed
 from toolkit.loadgen.step import paths
@@ -82,7 +83,7 @@ def run_cell_in_job(launcher, load: CellLoad, prompts: list[Prompt], *, n: int, 
             finally:
                 _end(proc, 10.0 if outcome is not None else 0.0)
         if outcome is None:
-            tail = _tail(log_path)
+            tail = tail_lines(log_path, 20)
             said = tail.splitlines()[-1] if tail else "no output"
             raise CellFailed(f"cell {arm}/{domain}/c{load.concurrency} failed: its load generator's job step ended "
                              f"(srun exit {proc.returncode}) before the cell did: {said}", streamed,
@@ -152,8 +153,3 @@ def _end(proc, grace_s: float) -> None:
             proc.wait(10)
 
 
-def _tail(path: Path, n: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return ""
