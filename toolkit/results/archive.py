@@ -38,6 +38,7 @@ from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe
 from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, load_summary
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
 from toolkit.checksums import folder_files, write_sums
+from toolkit.signals import signals_held
 from toolkit.scrub import referenced_vars, scrub, scrub_text, secret_values
 
 RESERVED = ("manifest.json", "summary.json", "report.md", "SHA256SUMS")
@@ -187,9 +188,10 @@ class ArchiveWriter:
                           started_at=self.manifest.started_at, finished_at=now_utc(), cells=cells, derived=derived)
         data = summary.model_dump(mode="json")
         data["derived"] = scrub(derived.model_dump(mode="json", exclude_unset=True), self.secrets)  # as set
-        write_json(self.path / "summary.json", data)
-        write_atomic(self.path / "report.md", report_md or f"# {self.manifest.matrix_name} {self.run_id}\n")
-        write_sums(self.path)
+        with signals_held():  # Ctrl-C waits until the three are written: never a summary without its sums
+            write_json(self.path / "summary.json", data)
+            write_atomic(self.path / "report.md", report_md or f"# {self.manifest.matrix_name} {self.run_id}\n")
+            write_sums(self.path)
         return self.path
 
 

@@ -110,6 +110,7 @@ class TuneSession:
 
     def _finish(self, status: str, wall_s: float) -> TuneResult:
         from toolkit.checksums import write_sums
+        from toolkit.signals import signals_held
         from toolkit.tune.report import result, write_tune_report
 
         st = self.state
@@ -118,6 +119,7 @@ class TuneSession:
         st.result = result(st, self.folder)
         if st.status == "complete":
             st.result.report = str(write_tune_report(st.result, self.folder))
-        self._save()
-        write_sums(self.folder)  # the session's own files; each run archive in it keeps its own SHA256SUMS
+        with signals_held():  # tune.json and its sums together
+            self._save()
+            write_sums(self.folder)  # the session's own files; each run archive in it keeps its own SHA256SUMS
         return st.result
