@@ -18,6 +18,7 @@ from tests.helpers import FAKE_SGLANG, ROOT
 from toolkit.serve import SGLangProcessLauncher, kept_cache, launcher_for
 from toolkit.serve.jitcache import KEPT, JitCache, gpu_model
 from toolkit.serve.logs import cap_line, head_and_tail, startup_phases
+from toolkit.serve.sglang import SHUTDOWN_DONE
 from toolkit.specs import load_spec
 
 FAKE = str(FAKE_SGLANG)
@@ -77,6 +78,15 @@ def test_the_cache_folder_is_keyed_by_gpu_model_and_environment_hash(tmp_path):
     assert a.prepare() is False  # empty folders are no warm cache
     (a.folder / "triton" / "k.bin").write_bytes(b"x")
     assert a.prepare() is True and a.info()["warm"] is True
+    # what a start compiled: kernel files added since prepare(), the bytecode aside
+    (a.folder / "bytecode" / "x").mkdir(parents=True)
+    (a.folder / "bytecode" / "x" / "m.cpython-312.pyc").write_bytes(b"x")
+    assert a.compiled_since_prepare() == 0 and "compiled" in a.info() and a.info()["compiled"] == 0
+    (a.folder / "deep_gemm" / "kernel.cubin").write_bytes(b"x")
+    (a.folder / "triton" / "h" / "k.json").parent.mkdir()
+    (a.folder / "triton" / "h" / "k.json").write_text("{}")
+    assert a.compiled_since_prepare() == 2 and a.info()["compiled"] == 2
+    assert JitCache.for_env(tmp_path, "ef" * 32, "x").compiled_since_prepare() is None  # never prepared
 
 
 def test_gpu_model_is_read_from_nvidia_smi_for_the_visible_gpus(tmp_path, monkeypatch):
@@ -180,6 +190,31 @@ def test_a_stop_takes_sglangs_clean_path(tmp_path):
     assert "Finished server process" in log and "SIGQUIT" not in log and "crashed" not in log
     assert "(CTRL+C to force quit)" in log and "Application shutdown complete" not in log  # skipped by force_exit
     assert _all_gone(children)
+
+
+@pytest.mark.slow
+def test_the_leader_is_killed_once_its_own_shutdown_is_done(tmp_path):
+    """On the H200 the main process spent 2.2 s leaving the interpreter after launch_server's shutdown (the
+    stop's whole excess over 2 s): the fake's --exit-s holds its exit the same way (an atexit handler). The
+    stop kills the leader alone SHUTDOWN_DONE.grace_s after the log says the shutdown was done: no warning,
+    nothing of the group left. Without that line (another engine, or SGLang changing it) the exit is waited
+    out as before."""
+    srv = _fake(tmp_path, "slow-exit", **{"exit-s": 30.0})
+    srv.wait_healthy(120)
+    children = _children(srv.proc.pid)
+    srv.stop()
+    info = srv.stop_info()
+    assert info["signals"] == ["SIGINT to the leader", "SIGINT to the leader again (uvicorn's force quit)",
+                               f"SIGKILL to the leader, 0.5 s after {SHUTDOWN_DONE.what}"], info
+    assert info["warnings"] == [] and info["exit_code"] == -signal.SIGKILL
+    assert info["group_empty_s"] < 10 and _all_gone(children)
+    assert f"include_parent=False, pid={srv.proc.pid}" in srv.log_text()
+    patient = _fake(tmp_path, "slow-exit-2", **{"exit-s": 2.0})
+    patient.shutdown_done = None
+    patient.wait_healthy(120)
+    patient.stop()
+    info = patient.stop_info()
+    assert info["exit_code"] == 0 and info["leader_exit_s"] >= 2.0 and "SIGKILL" not in " ".join(info["signals"])
 
 
 @pytest.mark.slow

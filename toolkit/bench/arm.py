@@ -130,9 +130,11 @@ class ArmRunner:
             progress = self.ledger.progress
             launcher.wait_healthy(timeout_s=START_TIMEOUT_S, progress=(lambda text: progress.arm_waiting(
                 self.arm, text)) if progress else None)
+            took = time.monotonic() - t0
+            if cache is not None:  # what the start compiled, counted before anything else can add kernels
+                self.record["compiled_files"] = cache.compiled_since_prepare()
             self.ledger.set_arm(self.arm, info=self._server_facts())
             self._note_job()  # and the node it runs on
-            took = time.monotonic() - t0
             self.record["startup_s"] = took
             self.ledger.add_time("launch_s", self.arm, took)
             return True

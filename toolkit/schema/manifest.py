@@ -381,6 +381,9 @@ class LaunchRecord(_Open):
         None, description="seconds from the launch to each start-up mark in the server's log (SGLang: "
                           "engines.sglang.STARTUP_MARKS; 1 s resolution); None without the marks")
     warm_start: bool | None = Field(None, description="the kept JIT cache folder held files before the start")
+    compiled_files: int | None = Field(None, description="kernel files the start added to the kept cache before "
+                                                         "the server answered (bytecode aside): 0 for a start "
+                                                         "that found every kernel it needed")
     jit_cache: str | None = Field(None, description="the kept compile/JIT cache folder it used")
     ok: bool = True
     error: str | None = None

@@ -280,11 +280,13 @@ class ProcessLauncher(BaseLauncher):
     A stop sends `stop_signal` (to the whole group, or to the leader alone where the engine ends its own
     children more cleanly that way) and waits up to stop_timeout_s before anything harsher; `force_quit`
     (toolkit.serve.stopping.ForceQuit): the line in its log by which the engine offers to skip a wait, and
-    the signal that does."""
+    the signal that does; `shutdown_done` (toolkit.serve.stopping.ShutdownDone): the line by which it says its
+    own shutdown is done, after which only the interpreter's exit is left to wait for."""
 
     stop_signal: int = signal.SIGTERM
     stop_group: bool = True
     force_quit = None
+    shutdown_done = None
 
     def __init__(self, command: list[str], *, log_path: Path, env: dict | None = None, host: str = "127.0.0.1",
                  port: int | None = None, stop_timeout_s: float = 10.0):
@@ -316,7 +318,8 @@ class ProcessLauncher(BaseLauncher):
         self._stop_notes = {"signals": [], "warnings": []}
         if self.proc is not None and self.proc.poll() is None:
             self._stop_notes = stop_process(self.proc, self.name, self.stop_signal, self.stop_group, self.stop_timeout_s,
-                                            log_path=self.log_path, force_quit=self.force_quit)
+                                            log_path=self.log_path, force_quit=self.force_quit,
+                                            done=self.shutdown_done)
 
     def stop_info(self) -> dict:
         return dict(getattr(self, "_stop_notes", {}))

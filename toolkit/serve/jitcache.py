@@ -21,7 +21,10 @@ Where each library reads its variable was checked in the 0.5.17 wheel set (sglan
 deep_gemm_wrapper/compile_utils.py, compilation/compiler_interface.py, flashinfer/jit/env.py,
 tvm_ffi/cpp/extension.py). The folder is keyed by the environment's spec hash (the image's key) and the GPU
 model, since compiled kernels are built for one architecture. A launch is *warm* when its folder existed and
-held a file before the server started. TOOLKIT_JIT_CACHE=off (toolkit.settings) leaves the caches where each
+held a file before the server started; `compiled` then says how many kernel files (bytecode aside) the start
+added before it answered: on the H200 the EAGLE-3 arm's first start after the baseline's found the folder
+warm yet compiled its draft's kernels (37 s against 27-28 s), so only a start that compiled nothing is
+counted with the warm ones (toolkit.results.report.starts). TOOLKIT_JIT_CACHE=off (toolkit.settings) leaves the caches where each
 library puts them by default.
 
 Bytecode: a controller whose environment sets PYTHONDONTWRITEBYTECODE (Docker images often do; so does
@@ -93,6 +96,8 @@ class JitCache:
     inside: str | None = None
     warm: bool | None = None  # judged by prepare(), just before the server starts
     bytecode: str | None = None  # the PYTHONPYCACHEPREFIX given to the server (bytecode_env), if any
+    kernels_before: int | None = None  # kernel files in the folder at prepare()
+    compiled: int | None = None  # kernel files the start added (compiled_since_prepare(), once it answered)
 
     @classmethod
     def for_env(cls, root: Path, env_hash: str, gpu: str) -> "JitCache":
@@ -119,9 +124,21 @@ class JitCache:
         self.warm = any(p.is_file() for p in self.folder.rglob("*")) if self.folder.is_dir() else False
         for sub in KEPT:
             (self.folder / sub).mkdir(parents=True, exist_ok=True)
+        self.kernels_before, self.compiled = self.kernel_files(), None
         return self.warm
+
+    def kernel_files(self) -> int:
+        """Files under the kernel caches (KEPT's subfolders; the bytecode is not counted)."""
+        return sum(1 for sub in KEPT for p in (self.folder / sub).rglob("*") if p.is_file())
+
+    def compiled_since_prepare(self) -> int | None:
+        """Once the server answers: how many kernel files its start added (None before prepare())."""
+        if self.kernels_before is not None:
+            self.compiled = max(0, self.kernel_files() - self.kernels_before)
+        return self.compiled
 
     def info(self) -> dict:
         return {"folder": str(self.folder), "gpu": self.gpu, "env_hash": self.env_hash[:16], "warm": self.warm,
+                **({"compiled": self.compiled} if self.compiled is not None else {}),
                 **({"mounted_at": self.inside} if self.inside else {}),
                 **({"bytecode": self.bytecode} if self.bytecode else {})}

@@ -21,7 +21,7 @@ from toolkit.engines import sglang
 from toolkit.fsutil import tail_lines
 from toolkit.serve.base import BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get
 from toolkit.serve.jitcache import JitCache
-from toolkit.serve.stopping import ForceQuit
+from toolkit.serve.stopping import ForceQuit, ShutdownDone
 
 LABEL = "toolkit.launcher"
 # How a stop of SGLang 0.5.17 begins (read in its source; docs/serve.md "Stopping a server"):
@@ -39,9 +39,17 @@ LABEL = "toolkit.launcher"
 #   second SIGINT while it waits sets `force_exit`, which skips both. Sent only when that line appears after
 #   the stop began: after uvicorn returned, `capture_signals` has restored the previous handlers, and a late
 #   SIGINT would be a KeyboardInterrupt inside launch_server's `finally: kill_process_tree(...)`.
+# - After that `finally` (its log line names the leader as parent and as caller, include_parent=False), the
+#   main process only leaves the interpreter: on the H200 that took 2.2 s more (py-spy: torch._dynamo's atexit
+#   dump_compile_times importing tabulate, then ~2 s in C with no Python frame), the whole of the stop beyond
+#   0.5 s (benchmarks/sglang_h200/stop_probe.sh). Nothing is left to keep then (the log is unbuffered, the
+#   children are killed, the GPU memory is freed by the kernel either way), so the leader gets SHUTDOWN_DONE's
+#   grace and then SIGKILL, alone: multiprocessing's resource tracker in its group still cleans up after it.
 STOP_SIGNAL = signal.SIGINT
 STOP_WAIT_S = 15.0
 FORCE_QUIT = ForceQuit("(CTRL+C to force quit)", signal.SIGINT, "uvicorn's force quit")
+SHUTDOWN_DONE = ShutdownDone("kill_process_tree called: parent_pid={pid}, include_parent=False, pid={pid}", 0.5,
+                             "its shutdown was done (launch_server's kill_process_tree of its children)")
 
 
 def render_sglang_args(args: dict) -> list[str]:
@@ -103,7 +111,7 @@ class SGLangExternalLauncher(SGLangMixin, ExternalLauncher):
 class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
     name = "sglang"
     stop_signal, stop_group = STOP_SIGNAL, False  # the main process ends its own children (see STOP_SIGNAL)
-    force_quit = FORCE_QUIT
+    force_quit, shutdown_done = FORCE_QUIT, SHUTDOWN_DONE
 
     def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
                  log_path: Path | None = None, env: dict | None = None, dummy_models: dict | None = None,

@@ -30,6 +30,18 @@ class ForceQuit:
     what: str  # said in the record: "SIGINT to the leader again (<what>)"
 
 
+@dataclass(frozen=True)
+class ShutdownDone:
+    """The engine's log line saying its own shutdown is done (its children ended; `marker` may name the leader's
+    `{pid}`): from there the leader only leaves the interpreter (atexit handlers, module teardown), which
+    matters to nothing the stop must keep. It gets `grace_s` for that, then SIGKILL to the leader alone: its
+    group (multiprocessing's resource tracker) still cleans up after it."""
+
+    marker: str
+    grace_s: float
+    what: str  # said in the record: "SIGKILL to the leader, <grace_s> s after <what>"
+
+
 class _LogWatch:
     """New lines of a log file since a byte offset; does one hold the marker?"""
 
@@ -55,9 +67,11 @@ class _LogWatch:
 
 
 def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, wait_s: float,
-                 log_path: Path | None = None, force_quit: ForceQuit | None = None) -> dict:
-    """`first` to the leader (or its group), wait_s (meanwhile the force quit, when the log asks for it);
-    then SIGTERM to the group (unless that was the first), wait_s; then SIGKILL to the group.
+                 log_path: Path | None = None, force_quit: ForceQuit | None = None,
+                 done: ShutdownDone | None = None) -> dict:
+    """`first` to the leader (or its group), wait_s (meanwhile the force quit, when the log asks for it, and
+    SIGKILL to the leader `done.grace_s` after the log says its shutdown is done); then SIGTERM to the group
+    (unless that was the first), wait_s; then SIGKILL to the group.
     {signals: [what was sent], warnings: [one per escalation], exit_code, leader_exit_s, group_empty_s}:
     seconds from the first signal until the leader exited (None if it never did) and until no process of
     its group was left."""
@@ -68,13 +82,15 @@ def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, 
         steps.append((signal.SIGTERM, True, wait_s))
     steps.append((signal.SIGKILL, True, KILL_WAIT_S))
     watch = _LogWatch(log_path, force_quit.marker) if force_quit else None  # from where the log is now
+    finished = _LogWatch(log_path, done.marker.format(pid=proc.pid)) if done else None
     exited = None
     for i, (sig, group, wait) in enumerate(steps):
         said = f"{signal.Signals(sig).name} to the {'process group' if group else 'leader'}"
         if not _send(proc.pid, sig, group):
             break
         notes["signals"].append(said)
-        exited = _wait(proc, wait, watch if i == 0 else None, force_quit, notes["signals"])
+        exited = _wait(proc, wait, watch if i == 0 else None, force_quit, notes["signals"],
+                       finished if i == 0 else None, done)
         if exited is not None:
             break
         later = steps[i + 1] if i + 1 < len(steps) else None
@@ -92,10 +108,12 @@ def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, 
 
 
 def _wait(proc: subprocess.Popen, wait_s: float, watch: _LogWatch | None, force_quit: ForceQuit | None,
-          signals: list[str]) -> float | None:
-    """Wait up to wait_s for the leader to exit, sending the force quit once when the log asks for it.
-    The moment it exited (monotonic), None if it did not."""
+          signals: list[str], finished: _LogWatch | None = None, done: ShutdownDone | None = None) -> float | None:
+    """Wait up to wait_s for the leader to exit, sending the force quit once when the log asks for it, and
+    SIGKILL to the leader once its shutdown has been done for done.grace_s. The moment it exited
+    (monotonic), None if it did not."""
     deadline = time.monotonic() + wait_s
+    kill_at = None
     while True:
         if proc.poll() is not None:
             return time.monotonic()
@@ -103,6 +121,12 @@ def _wait(proc: subprocess.Popen, wait_s: float, watch: _LogWatch | None, force_
             watch = None  # once
             if _send(proc.pid, force_quit.sig, False):
                 signals.append(f"{signal.Signals(force_quit.sig).name} to the leader again ({force_quit.what})")
+        if finished is not None and finished.found():
+            finished, kill_at = None, time.monotonic() + done.grace_s
+        if kill_at is not None and time.monotonic() >= kill_at:
+            kill_at = None
+            if _send(proc.pid, signal.SIGKILL, False):
+                signals.append(f"SIGKILL to the leader, {done.grace_s:g} s after {done.what}")
         if time.monotonic() >= deadline:
             return None
         time.sleep(POLL_S)

@@ -22,8 +22,8 @@ def starts_blocks(d: Derived) -> list:
     rows = [_line(arm, r) for arm, r in launches if r.startup_phases or r.stop.group_empty_s is not None]
     if not rows:
         return []
-    summary = _spread("warm starts (the kept cache held files)",
-                      [r.startup_s for _, r in launches if r.warm_start and r.startup_s is not None])
+    summary = _spread("warm starts (the kept cache held files and the start compiled none)",
+                      [r.startup_s for _, r in launches if _warm(r) and r.startup_s is not None])
     summary += _spread("stops (until the group was empty)",
                        [r.stop.group_empty_s for _, r in launches if r.stop.group_empty_s is not None])
     return [Para(NOTE), Items(rows)] + ([Para("; ".join(summary) + ".")] if summary else [])
@@ -50,5 +50,14 @@ def _line(arm: str, r: LaunchRecord) -> str:
         leader = f"{s.leader_exit_s:.2f} s" if s.leader_exit_s is not None else "never"
         parts.append(f"stopped: main process {leader}, group {s.group_empty_s:.2f} s"
                      + (f" after {', '.join(s.signals)}" if s.signals else ""))
-    warm = {True: " (warm)", False: " (cold: no kept cache yet)"}.get(r.warm_start, "")
+    if r.warm_start and r.compiled_files:
+        warm = f" (kept cache, yet the start compiled {r.compiled_files} kernel file{'s' * (r.compiled_files != 1)})"
+    else:
+        warm = {True: " (warm)", False: " (cold: no kept cache yet)"}.get(r.warm_start, "")
     return f"{arm} launch {r.launch}{warm}: " + "; ".join(parts)
+
+
+def _warm(r: LaunchRecord) -> bool:
+    """The kept cache held files and the start added none to it (archives before `compiled_files`: the
+    first alone)."""
+    return bool(r.warm_start) and not r.compiled_files

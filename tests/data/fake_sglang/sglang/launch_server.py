@@ -14,6 +14,7 @@ flush (0.5.17 leaves the key out until it has counted steps; it folds them in pe
 the fake at once).
 
 Speculation is simulated: with --speculative-algorithm each verify step yields 1 + (step % 3) tokens.
+Under a kept cache (TRITON_CACHE_DIR) a start writes the kernels it lacks: the target's, and EAGLE's draft's.
 --crash-after-start exits with code 7; --crash-after-requests N exits with code 9 after N requests.
 
 Stopping behaves as 0.5.17's (toolkit/serve/sglang.py STOP_SIGNAL has the source references): the fake has
@@ -22,7 +23,8 @@ main process: uvicorn 0.55's graceful shutdown ("Shutting down"; while a backgro
 --background-task-s, default 1.5 s as the H200's logs show, "Waiting for background tasks to complete. (CTRL+C to
 force quit)" and the wait for it, which a second SIGINT cuts short, skipping the application shutdown too),
 then the child is killed and the main process exits 0; a SIGINT after the serve loop returned is a
-KeyboardInterrupt where launch_server kills its children (uvicorn has restored the handlers). SIGTERM
+KeyboardInterrupt where launch_server kills its children (uvicorn has restored the handlers); --exit-s makes
+the interpreter's exit after that take as long as it took on the H200. SIGTERM
 to it: "Draining requests", acted on at the next tick of a 5 s poll. SIGTERM to the whole group: the child
 dies with -15, the watchdog SIGQUITs the main process, which sleeps 5 s "before crash diagnostics" and
 kills itself. Fake only: --ignore-stop-signals ignores SIGINT, SIGTERM and SIGQUIT (the escalation path).
@@ -53,6 +55,8 @@ for flag in ("--trust-remote-code", "--enable-metrics", "--enable-torch-symm-mem
              "--disable-overlap-schedule", "--skip-server-warmup", "--ignore-stop-signals"):
     p.add_argument(flag, action="store_true")
 p.add_argument("--token-ms", type=float, default=1.0, help="fake: time per decode step")
+p.add_argument("--exit-s", type=float, default=0.0, help="fake: how long the interpreter's exit takes after "
+               "launch_server returned (an atexit handler; on the H200 2.2 s: torch._dynamo's and C teardown)")
 p.add_argument("--background-task-s", type=float, default=1.5, help="fake: how long uvicorn's shutdown waits for a "
                "background task")
 args = p.parse_args()
@@ -61,11 +65,13 @@ INJECT_S = float(os.environ.get("TOOLKIT_INJECT_FORWARD_SLEEP_MS") or 0) / 1000
 if INJECT_S:
     print(f"toolkit-inject: sleeping {INJECT_S * 1000:g} ms before every forward", flush=True)
 
-if os.environ.get("TRITON_CACHE_DIR"):  # a real start compiles kernels into its caches
-    kernel = os.path.join(os.environ["TRITON_CACHE_DIR"], "fake-kernel.json")
-    print(("reusing " if os.path.exists(kernel) else "compiling ") + kernel, flush=True)
-    with open(kernel, "w") as f:
-        f.write("{}")
+KERNELS = os.environ.get("TRITON_CACHE_DIR")  # a kept cache (toolkit.serve.jitcache): a start compiles what it
+if KERNELS:  # lacks: the target's kernels, and an EAGLE draft's own (as on the H200)
+    for kernel in ["target"] + (["eagle-draft"] if args.speculative_algorithm in ("EAGLE", "EAGLE3") else []):
+        path = os.path.join(KERNELS, f"fake-{kernel}.json")
+        print(("reusing " if os.path.exists(path) else "compiling ") + path, flush=True)
+        with open(path, "w") as f:
+            f.write("{}")
 
 if args.crash_after_start:
     print("fatal: simulated crash during start", flush=True)
@@ -232,7 +238,7 @@ def _kill_tree(include_parent: bool) -> None:
     if CHILD.poll() is None:
         CHILD.kill()
         CHILD.wait()
-    log(f"kill_process_tree called: parent_pid={os.getpid()}, include_parent={include_parent}")
+    log(f"kill_process_tree called: parent_pid={os.getpid()}, include_parent={include_parent}, pid={os.getpid()}")
     if include_parent:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -313,3 +319,7 @@ finally:
     log(f"INFO:     Finished server process [{os.getpid()}]")
     WATCHDOG_OFF.set()
     _kill_tree(include_parent=False)
+    if args.exit_s > 0:
+        import atexit
+
+        atexit.register(time.sleep, args.exit_s)
