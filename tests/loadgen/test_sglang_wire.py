@@ -198,3 +198,11 @@ def test_the_threshold_patch_switched_on_the_real_server():
     assert again["drafting"] and again["steps_spec"] > high["steps_spec"] and again["switches"] == 2
     assert any("batch 16 >= 8: drafting off" in ln for ln in t["threshold_log_lines"])
     assert any("batch 2 < 8: drafting on" in ln for ln in t["threshold_log_lines"])
+
+
+def test_the_recorded_headers_are_there():
+    """record.py once looked up `content-type` case-sensitively and recorded /metrics' as null."""
+    assert INDEX["metrics"]["content_type"] == "text/plain; version=0.0.4; charset=utf-8"  # Prometheus' text format
+    assert {INDEX[n]["content_type"] for n in ("generate_stream", "chat_stream", "completions_stream")} == \
+        {"text/event-stream; charset=utf-8"}
+    assert INDEX["server_info"]["content_type"] == "application/json"
