@@ -10,18 +10,19 @@ SITE=${SITE:-/tmp/site}
 RESULTS=${RESULTS:-$DEST/results}
 REPORTS=${REPORTS:-$DEST/reports}
 mkdir -p "$DEST"
-[ -n "${SGL_COPY:-}" ] || exec > >(tee -a "$DEST/log.txt") 2>&1
+[ -n "${TOOLKIT_PRIVATE_COPY:-}" ] || exec > >(tee -a "$DEST/log.txt") 2>&1
 T0=${T0:-$(date +%s)}; export T0
 stamp() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
 tk() { python3 -m toolkit.cli "$@"; }
-# Detached on the device tool, the checkout may be synced again under us: work from a private copy.
-if [ -z "${SGL_COPY:-}" ]; then
+# Detached on the device tool, the checkout may be synced again under us: work from a private copy (the
+# marker is not SGL_*: SGLang reads those and warned that SGL_COPY is a deprecated SGLANG_COPY).
+if [ -z "${TOOLKIT_PRIVATE_COPY:-}" ]; then
   rm -rf "$DEST/repo" && mkdir -p "$DEST/repo"
   tar --exclude=./.sglwheels --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$DEST/repo"
   if [ -z "${SGL_DRY:-}" ]; then  # a dry run's SITE is the fake sglang in tests/: never unpack into it
     for a in .sglwheels/part*.tar.xz; do [ -e "$a" ] && python3 benchmarks/sglang_h200/unpack.py "$a" --dest "$SITE"; done
   fi
-  cd "$DEST/repo" && SGL_COPY=1 exec bash "$SCRIPT" "$DEST"
+  cd "$DEST/repo" && TOOLKIT_PRIVATE_COPY=1 exec bash "$SCRIPT" "$DEST"
 fi
 
 stamp "wheels (the carried archives are unpacked into $SITE above)"
