@@ -24,8 +24,8 @@ model, since compiled kernels are built for one architecture. A launch is *warm*
 held a file before the server started; `compiled` then says how many kernel files (bytecode aside) the start
 added before it answered: on the H200 the EAGLE-3 arm's first start after the baseline's found the folder
 warm yet compiled its draft's kernels (37 s against 27-28 s), so only a start that compiled nothing is
-counted with the warm ones (toolkit.results.report.starts). TOOLKIT_JIT_CACHE=off (toolkit.settings) leaves the caches where each
-library puts them by default.
+counted with the warm ones (toolkit.results.report.starts). TOOLKIT_JIT_CACHE=off (toolkit.settings)
+leaves the caches where each library puts them by default.
 
 Bytecode: a controller whose environment sets PYTHONDONTWRITEBYTECODE (Docker images often do; so does
 this project's own Dockerfile, and the CPU machines it is developed on) hands it to the server, and a
