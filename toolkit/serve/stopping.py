@@ -43,27 +43,33 @@ class ShutdownDone:
 
 
 class _LogWatch:
-    """New lines of a log file since a byte offset; does one hold the marker?"""
+    """New lines of a log file since a byte offset, read once for all the markers watched: which appeared."""
 
-    def __init__(self, path: Path | None, marker: str):
-        self.path, self.marker, self.seen = path, marker.encode(), b""
+    def __init__(self, path: Path | None, markers: dict[str, str]):
+        self.path, self.seen = path, b""
+        self.pending = {name: marker.encode() for name, marker in markers.items()}
+        self.keep = max(map(len, self.pending.values()), default=0)
         try:
             self.offset = os.path.getsize(path) if path else None
         except OSError:
             self.offset = 0
 
-    def found(self) -> bool:
-        if self.offset is None:
-            return False
+    def found(self) -> set[str]:
+        """The names of the markers that appeared since the last call (each is reported once)."""
+        if self.offset is None or not self.pending:
+            return set()
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
                 new = f.read()
         except OSError:
-            return False
+            return set()
         self.offset += len(new)
-        self.seen = self.seen[-len(self.marker):] + new  # a marker split between two reads is still found
-        return self.marker in self.seen
+        self.seen = self.seen[-self.keep:] + new  # a marker split between two reads is still found
+        hits = {name for name, marker in self.pending.items() if marker in self.seen}
+        for name in hits:
+            del self.pending[name]
+        return hits
 
 
 def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, wait_s: float,
@@ -81,16 +87,16 @@ def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, 
     if (first, to_group) != (signal.SIGTERM, True):
         steps.append((signal.SIGTERM, True, wait_s))
     steps.append((signal.SIGKILL, True, KILL_WAIT_S))
-    watch = _LogWatch(log_path, force_quit.marker) if force_quit else None  # from where the log is now
-    finished = _LogWatch(log_path, done.marker.format(pid=proc.pid)) if done else None
+    markers = {**({"force_quit": force_quit.marker} if force_quit else {}),
+               **({"done": done.marker.format(pid=proc.pid)} if done else {})}
+    watch = _LogWatch(log_path, markers) if markers else None  # from where the log is now
     exited = None
     for i, (sig, group, wait) in enumerate(steps):
         said = f"{signal.Signals(sig).name} to the {'process group' if group else 'leader'}"
         if not _send(proc.pid, sig, group):
             break
         notes["signals"].append(said)
-        exited = _wait(proc, wait, watch if i == 0 else None, force_quit, notes["signals"],
-                       finished if i == 0 else None, done)
+        exited = _wait(proc, wait, watch if i == 0 else None, force_quit, done, notes["signals"])
         if exited is not None:
             break
         later = steps[i + 1] if i + 1 < len(steps) else None
@@ -108,7 +114,7 @@ def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, 
 
 
 def _wait(proc: subprocess.Popen, wait_s: float, watch: _LogWatch | None, force_quit: ForceQuit | None,
-          signals: list[str], finished: _LogWatch | None = None, done: ShutdownDone | None = None) -> float | None:
+          done: ShutdownDone | None, signals: list[str]) -> float | None:
     """Wait up to wait_s for the leader to exit, sending the force quit once when the log asks for it, and
     SIGKILL to the leader once its shutdown has been done for done.grace_s. The moment it exited
     (monotonic), None if it did not."""
@@ -117,12 +123,11 @@ def _wait(proc: subprocess.Popen, wait_s: float, watch: _LogWatch | None, force_
     while True:
         if proc.poll() is not None:
             return time.monotonic()
-        if watch is not None and watch.found():
-            watch = None  # once
-            if _send(proc.pid, force_quit.sig, False):
-                signals.append(f"{signal.Signals(force_quit.sig).name} to the leader again ({force_quit.what})")
-        if finished is not None and finished.found():
-            finished, kill_at = None, time.monotonic() + done.grace_s
+        hits = watch.found() if watch is not None else ()
+        if "force_quit" in hits and _send(proc.pid, force_quit.sig, False):  # each marker is found once
+            signals.append(f"{signal.Signals(force_quit.sig).name} to the leader again ({force_quit.what})")
+        if "done" in hits:
+            kill_at = time.monotonic() + done.grace_s
         if kill_at is not None and time.monotonic() >= kill_at:
             kill_at = None
             if _send(proc.pid, signal.SIGKILL, False):
