@@ -6,6 +6,7 @@ reference client, against a streaming server that records when it wrote each chu
     python benchmarks/loadgen_workers.py --json out.json              # H200 host: 16 cores, ~5 min
     python benchmarks/loadgen_workers.py --quick                      # 2 cores: smaller, ~3 min
     ... --baseline ../main                                            # + another checkout's client (capacity)
+    ... --solo                                                        # + N independent one-process clients
 
 The server runs as `--server-procs` processes on one port (SO_REUSEPORT), so it is not the bottleneck
 (its CPU use is printed). Every client runs as its own process.
@@ -163,6 +164,34 @@ def ours(workers: int, tree: Path = ROOT, pair: bool = True):
     return make
 
 
+SOLO = """import subprocess, sys
+n, out, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+share = lambda total, w: total // n + (1 if w < total % n else 0)
+c, r = int(cmd[cmd.index("--concurrency") + 1]), int(cmd[cmd.index("--requests") + 1])
+procs = []
+for w in range(n):
+    argv = list(cmd)
+    argv[argv.index("--concurrency") + 1], argv[argv.index("--requests") + 1] = str(share(c, w)), str(share(r, w))
+    procs.append(subprocess.Popen(argv, stdout=open(f"{out}.{w}", "wb")))
+codes = [p.wait() for p in procs]
+sys.stdout.write(open(f"{out}.0").read())
+sys.exit(max(codes))
+"""
+
+
+def solo(workers: int):
+    """`workers` independent single-process clients started together, each with its share of the
+    concurrency and the requests (as a worker's): what the same load costs without the worker machinery
+    (shared counter, records shipped to a parent), on the same cores. ours-N / solo-N is that machinery."""
+    inner = ours(1, pair=False)
+
+    def make(url, c, n, t, d):
+        cmd, parse = inner(url, c, n, t, d)
+        return [PY, "-c", SOLO, str(workers), str(d / "solo-out"), *cmd], parse
+    make.tree = ROOT
+    return make
+
+
 def ref(url, c, n, t, d):
     return [PY, str(ROOT / "benchmarks" / "reference_client.py"), url, str(c), str(n), str(t)], \
         lambda o: (json.loads(o)["ttft_p50"], json.loads(o)["itl_p50"], None)
@@ -187,8 +216,8 @@ def sglang_client(sgl_dir: Path, deps: Path, tokenizer: Path):
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu(root: int) -> float:
-    """CPU seconds (user+sys) of `root` and every live descendant, from /proc."""
+def tree_cpu(root: int) -> tuple[float, float]:
+    """CPU seconds (user+sys) of `root` and every live descendant, and of `root` alone, from /proc."""
     kids: dict[int, list[int]] = {}
     cpu: dict[int, float] = {}
     for d in os.listdir("/proc"):
@@ -204,7 +233,7 @@ def tree_cpu(root: int) -> float:
         pid = todo.pop()
         total += cpu.get(pid, 0.0)
         todo += kids.get(pid, [])
-    return total
+    return total, cpu.get(root, 0.0)
 
 
 def window_cpu(samples: list[tuple[float, float]], a: float, b: float) -> float:
@@ -246,7 +275,10 @@ def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
     lines = [ln for ln in stdout.decode().splitlines() if ln.startswith("{")]
     ttft, itl, per_req, *extra = parse(lines[-1] if lines else "")  # extra: a dict of more figures
     s = farm.stats()
-    cpu = window_cpu(samples, s["first"], s["last"]) if samples and s["first"] else float("nan")
+    cpu = root_cpu = float("nan")
+    if samples and s["first"]:
+        cpu = window_cpu([(t, c[0]) for t, c in samples], s["first"], s["last"])
+        root_cpu = window_cpu([(t, c[1]) for t, c in samples], s["first"], s["last"])
     paired = None
     if per_req:  # client TTFT - server TTFT, request by request: what the client added. The first round
         # (the first c sent) opens its connections, which the client's clock includes and the server's
@@ -257,7 +289,7 @@ def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
             paired = {"n": len(diffs), "p50": statistics.median(diffs), "p90": diffs[int(0.9 * (len(diffs) - 1))],
                       "p99": diffs[int(0.99 * (len(diffs) - 1))]}
     del s["ttft_by_tag"]
-    return {"ttft": ttft, "itl": itl, "wall": wall, "cpu": cpu, "server": s, "paired": paired,
+    return {"ttft": ttft, "itl": itl, "wall": wall, "cpu": cpu, "root_cpu": root_cpu, "server": s, "paired": paired,
             **(extra[0] if extra else {})}
 
 
@@ -275,9 +307,11 @@ def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dic
         cpu_chunk = big["cpu"] / max(1, s["chunks"])
         rows[name] = {"chunk_rate": rate, "cpu_us_per_chunk": cpu_chunk * 1e6, "chunks": s["chunks"],
                       "span_s": s["span_s"], "server_cpu_util": s["cpu_s"] / s["span_s"] / len(farm.servers),
-                      "client_cpu_s": big["cpu"], "client_cores": big["cpu"] / s["span_s"], "wall_s": big["wall"]}
+                      "client_cpu_s": big["cpu"], "client_cores": big["cpu"] / s["span_s"], "wall_s": big["wall"],
+                      "parent_us_per_chunk": big["root_cpu"] / max(1, s["chunks"]) * 1e6}
         log(f"capacity {name:8} {rate:9.0f} chunks/s  {cpu_chunk * 1e6:5.2f} us/chunk  client {rows[name]['client_cores']:.2f}"
-            f" cores  server CPU {rows[name]['server_cpu_util']:.0%} per process")
+            f" cores  server CPU {rows[name]['server_cpu_util']:.0%} per process" +
+            (f"  (parent {rows[name]['parent_us_per_chunk']:.2f} us/chunk)" if workers > 1 else ""))
     return rows
 
 
@@ -336,13 +370,15 @@ def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, dead
 def report(cap: dict, sw: dict, skipped: dict, args) -> str:
     lines = [f"Capacity: server at full speed ({args.server_procs} processes), C={args.cap_c}, {args.cap_t} chunks "
              "per request; client CPU while the server streamed",
-             f"{'client':9} {'chunks/s':>10} {'CPU us/chunk':>12} {'client cores':>12} {'server CPU':>10}"]
+             f"{'client':9} {'chunks/s':>10} {'CPU us/chunk':>12} {'client cores':>12} {'server CPU':>10} "
+             f"{'of it the parent':>16}"]
     for name, r in cap.items():
         if "error" in r:
             lines.append(f"{name:9} failed: {r['error'][:200]}")
             continue
+        several = name not in PEERS and not name.endswith("-1") and r.get("parent_us_per_chunk") is not None
         lines.append(f"{name:9} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['client_cores']:12.2f} "
-                     f"{r['server_cpu_util']:9.0%}")
+                     f"{r['server_cpu_util']:9.0%}" + (f" {r['parent_us_per_chunk']:16.2f}" if several else ""))
     lines += ["", f"Fidelity sweep: TTFT 20 ms, step 5 ms, {args.t} chunks per request; dev = client p50 - server's own "
               "p50 (ms), TTFT from the request's arrival at the server's socket; faithful: both within 1 ms",
               "(read dev: against the server's TTFT from when it read the request, the earlier truth; srv wait: "
@@ -392,6 +428,12 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
             lines.append(f"ours-{w} / base-{w} (the baseline tree's client, same run): CPU per chunk "
                          f"{a['cpu_us_per_chunk'] / b['cpu_us_per_chunk']:.2f}x, chunk rate "
                          f"{a['chunk_rate'] / b['chunk_rate']:.2f}x")
+    for name, b in cap.items():
+        a = cap.get("ours-" + name[5:], {}) if name.startswith("solo-") else {}
+        if a.get("cpu_us_per_chunk") and b.get("cpu_us_per_chunk"):
+            lines.append(f"ours-{name[5:]} / {name} (the worker machinery, same run): CPU per chunk "
+                         f"{a['cpu_us_per_chunk'] / b['cpu_us_per_chunk']:.2f}x, chunk rate "
+                         f"{a['chunk_rate'] / b['chunk_rate']:.2f}x")
     top4 = next((r for r in reversed(sw.get("ours-4", [])) if r.get("ok")), None)
     if top4:
         pr = top4.get("paired") or {}
@@ -415,9 +457,19 @@ def capacity_reps(caps: list[dict]) -> str:
         ratios = [u / c["sglang"]["cpu_us_per_chunk"] if u and c.get("sglang", {}).get("cpu_us_per_chunk") else None
                   for u, c in zip(us, caps)]
         got = [r for r in ratios if r is not None]
+        done = [u for u in us if u]
         lines.append(f"{name:9} " + "  ".join(f"{u:6.2f} [{r:.2f}x]" if u and r else (f"{u:6.2f}" if u else "failed")
                                              for u, r in zip(us, ratios))
-                     + (f"   median {statistics.median(got):.2f}x" if got and name != "sglang" else ""))
+                     + (f"   median {statistics.median(got):.2f}x" if got and name != "sglang" else
+                        f"   median {statistics.median(done):.2f} us" if done else ""))
+    for name in caps[0]:  # the worker machinery: ours-N against N independent processes, per repetition
+        if name.startswith("solo-"):
+            pairs = [(c.get("ours-" + name[5:], {}).get("cpu_us_per_chunk"), c.get(name, {}).get("cpu_us_per_chunk"))
+                     for c in caps]
+            got = [a / b for a, b in pairs if a and b]
+            if got:
+                lines.append(f"ours-{name[5:]} / {name} CPU per chunk per repetition: "
+                             + " ".join(f"{r:.2f}x" for r in got) + f"; median {statistics.median(got):.2f}x")
     return "\n".join(lines)
 
 
@@ -437,6 +489,11 @@ def main() -> None:
     ap.add_argument("--capacity-reps", type=int, default=1, help="run the capacity part this many times (the "
                     "clients' order rotated each time) and report each ratio to sglang.bench_serving per repetition")
     ap.add_argument("--capacity-only", action="store_true", help="no fidelity sweep")
+    ap.add_argument("--solo", action="store_true", help="capacity part: also solo-N for each worker count N > 1, "
+                    "N independent one-process clients started together (ours-N / solo-N: what the worker "
+                    "machinery costs)")
+    ap.add_argument("--cap-scale", type=float, default=1.0, help="capacity part: this many times the requests "
+                    "(longer windows, less noise from the ramp and the drain)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),) * 2)
@@ -446,12 +503,15 @@ def main() -> None:
     else:
         a.cap_c, a.cap_t, base_n, a.t, rounds = 512, 512, 1024, 128, 4
         steps = [round(96 * 1.25 ** k) for k in range(15)]  # 96 .. 2183
+    base_n = round(base_n * a.cap_scale)
     log = lambda m: print(f"[{time.monotonic() - START:6.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
     clients = {f"ours-{w}": (ours(w), w) for w in map(int, a.workers.split(","))}
     clients["ref"] = (ref, 1)
     cap_clients = {f"ours-{w}": (ours(w, pair=False), w) for w in map(int, a.workers.split(","))}
     if a.baseline:  # the same run, another tree's client (before/after), capacity only
         cap_clients.update({f"base-{w}": (ours(w, a.baseline.resolve(), pair=False), w) for w in (1, 4)})
+    if a.solo:
+        cap_clients.update({f"solo-{w}": (solo(w), w) for w in map(int, a.workers.split(",")) if w > 1})
     cap_clients["ref"] = (ref, 1)
     skipped = {}
     if a.sglang and (a.sglang / "sglang" / "benchmark" / "serving.py").is_file() and a.tokenizer:
