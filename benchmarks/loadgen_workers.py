@@ -311,7 +311,7 @@ def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dic
                       "parent_us_per_chunk": big["root_cpu"] / max(1, s["chunks"]) * 1e6}
         log(f"capacity {name:8} {rate:9.0f} chunks/s  {cpu_chunk * 1e6:5.2f} us/chunk  client {rows[name]['client_cores']:.2f}"
             f" cores  server CPU {rows[name]['server_cpu_util']:.0%} per process" +
-            (f"  (parent {rows[name]['parent_us_per_chunk']:.2f} us/chunk)" if workers > 1 else ""))
+            (f"  (parent {rows[name]['parent_us_per_chunk']:.2f} us/chunk)" if workers > 1 and name[:5] != "solo-" else ""))
     return rows
 
 
@@ -376,7 +376,7 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
         if "error" in r:
             lines.append(f"{name:9} failed: {r['error'][:200]}")
             continue
-        several = name not in PEERS and not name.endswith("-1") and r.get("parent_us_per_chunk") is not None
+        several = name[:5] in ("ours-", "base-") and not name.endswith("-1")
         lines.append(f"{name:9} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['client_cores']:12.2f} "
                      f"{r['server_cpu_util']:9.0%}" + (f" {r['parent_us_per_chunk']:16.2f}" if several else ""))
     lines += ["", f"Fidelity sweep: TTFT 20 ms, step 5 ms, {args.t} chunks per request; dev = client p50 - server's own "
@@ -422,16 +422,12 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
         lines.append("CPU per chunk / sglang.bench_serving's (capacity run): " + ", ".join(
             f"{k} {v['cpu_us_per_chunk'] / sg['cpu_us_per_chunk']:.2f}x" for k, v in cap.items()
             if k not in PEERS and v.get("cpu_us_per_chunk")) + " (goal <= 0.5 for ours-4)")
-    for w in ("1", "4"):
-        a, b = cap.get(f"ours-{w}", {}), cap.get(f"base-{w}", {})
+    what = {"base": "the baseline tree's client", "solo": "the worker machinery"}
+    for name, b in cap.items():  # ours-N against base-N (another tree) and solo-N (independent processes)
+        kind, _, w = name.partition("-")
+        a = cap.get(f"ours-{w}", {}) if kind in what else {}
         if a.get("cpu_us_per_chunk") and b.get("cpu_us_per_chunk"):
-            lines.append(f"ours-{w} / base-{w} (the baseline tree's client, same run): CPU per chunk "
-                         f"{a['cpu_us_per_chunk'] / b['cpu_us_per_chunk']:.2f}x, chunk rate "
-                         f"{a['chunk_rate'] / b['chunk_rate']:.2f}x")
-    for name, b in cap.items():
-        a = cap.get("ours-" + name[5:], {}) if name.startswith("solo-") else {}
-        if a.get("cpu_us_per_chunk") and b.get("cpu_us_per_chunk"):
-            lines.append(f"ours-{name[5:]} / {name} (the worker machinery, same run): CPU per chunk "
+            lines.append(f"ours-{w} / {name} ({what[kind]}, same run): CPU per chunk "
                          f"{a['cpu_us_per_chunk'] / b['cpu_us_per_chunk']:.2f}x, chunk rate "
                          f"{a['chunk_rate'] / b['chunk_rate']:.2f}x")
     top4 = next((r for r in reversed(sw.get("ours-4", [])) if r.get("ok")), None)
