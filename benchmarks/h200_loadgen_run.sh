@@ -3,6 +3,7 @@
 # repository root (the tree under test: its client is "ours"), with an ignored .r30/ carried, holding
 #   base/      another checkout's toolkit/ + benchmarks/ (`git archive REV`): its client is base-1/base-4
 #   sgl.tar.xz sglang's Python tree (no .so) from the 0.5.17 wheel: sglang.bench_serving, through the shim
+#   sgl-also.tar.xz, SGL_ALSO (optional) another version's tree, run beside it as sglang-VERSION (capacity)
 #   model/     a tokenizer for sglang.bench_serving (make_models.py's llama-1b tokenizer files)
 #   whl/       cp312 wheels the machine lacks (pydantic, msgspec, orjson, pybase64, ruamel.yaml, ...)
 # Build it: bash benchmarks/h200_loadgen_run.sh --pack [BASE_REV]   (here; ~11 MB)
@@ -17,6 +18,10 @@ if [ "$1" = "--pack" ]; then
   rm -rf "$R" && mkdir -p "$R/base" "$R/model" "$R/whl"
   git archive "$base" toolkit benchmarks pyproject.toml | tar x -C "$R/base"
   tar cJf "$R/sgl.tar.xz" -C "$sgl" --exclude='*.so' --exclude=__pycache__ sglang
+  if [ -n "$SGL_ALSO_TREE" ]; then  # e.g. SGL_ALSO_TREE=~/.cache/toolkit/sglang/0.5.23/py3.11/src SGL_ALSO=0.5.23 (+11 MB)
+    tar cJf "$R/sgl-also.tar.xz" -C "$SGL_ALSO_TREE" --exclude='*.so' --exclude=__pycache__ sglang
+    echo "${SGL_ALSO:?the version of SGL_ALSO_TREE}" > "$R/SGL_ALSO"
+  fi
   cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$R/model/"
   ${PIP:-.venv/bin/python -m pip} download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$R/whl" \
@@ -31,6 +36,10 @@ if [ -z "$NO_WHEELS" ]; then
   export PYTHONPATH=/tmp/site
 fi
 mkdir -p /tmp/sgl && tar xJf $R/sgl.tar.xz -C /tmp/sgl || exit 1
+if [ -f $R/sgl-also.tar.xz ]; then
+  mkdir -p /tmp/sgl-also && tar xJf $R/sgl-also.tar.xz -C /tmp/sgl-also || exit 1
+  ARGS="$ARGS --sglang-also $(cat $R/SGL_ALSO)=/tmp/sgl-also"
+fi
 export PYTHONUNBUFFERED=1
 { nproc; uname -r; ulimit -n; ulimit -Hn; $PY -V; cat $R/BASE 2>/dev/null; echo "ours: ${TOOLKIT_GIT_REVISION:-$(git rev-parse HEAD 2>/dev/null)}"
   $PY -c "import uvloop, aiohttp, numpy, transformers; print(uvloop.__version__, aiohttp.__version__, numpy.__version__, transformers.__version__)"

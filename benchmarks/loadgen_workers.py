@@ -370,14 +370,14 @@ def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, dead
 def report(cap: dict, sw: dict, skipped: dict, args) -> str:
     lines = [f"Capacity: server at full speed ({args.server_procs} processes), C={args.cap_c}, {args.cap_t} chunks "
              "per request; client CPU while the server streamed",
-             f"{'client':9} {'chunks/s':>10} {'CPU us/chunk':>12} {'client cores':>12} {'server CPU':>10} "
+             f"{'client':13} {'chunks/s':>10} {'CPU us/chunk':>12} {'client cores':>12} {'server CPU':>10} "
              f"{'of it the parent':>16}"]
     for name, r in cap.items():
         if "error" in r:
-            lines.append(f"{name:9} failed: {r['error'][:200]}")
+            lines.append(f"{name:13} failed: {r['error'][:200]}")
             continue
         several = name[:5] in ("ours-", "base-") and not name.endswith("-1")
-        lines.append(f"{name:9} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['client_cores']:12.2f} "
+        lines.append(f"{name:13} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['client_cores']:12.2f} "
                      f"{r['server_cpu_util']:9.0%}" + (f" {r['parent_us_per_chunk']:16.2f}" if several else ""))
     lines += ["", f"Fidelity sweep: TTFT 20 ms, step 5 ms, {args.t} chunks per request; dev = client p50 - server's own "
               "p50 (ms), TTFT from the request's arrival at the server's socket; faithful: both within 1 ms",
@@ -454,7 +454,7 @@ def capacity_reps(caps: list[dict]) -> str:
                   for u, c in zip(us, caps)]
         got = [r for r in ratios if r is not None]
         done = [u for u in us if u]
-        lines.append(f"{name:9} " + "  ".join(f"{u:6.2f} [{r:.2f}x]" if u and r else (f"{u:6.2f}" if u else "failed")
+        lines.append(f"{name:13} " + "  ".join(f"{u:6.2f} [{r:.2f}x]" if u and r else (f"{u:6.2f}" if u else "failed")
                                              for u, r in zip(us, ratios))
                      + (f"   median {statistics.median(got):.2f}x" if got and name != "sglang" else
                         f"   median {statistics.median(done):.2f} us" if done else ""))
@@ -476,6 +476,8 @@ def main() -> None:
     ap.add_argument("--sglang", type=Path, help="sglang's wheel unpacked (the directory holding sglang/)")
     ap.add_argument("--sglang-deps", type=Path, help="its client's small deps (pybase64, msgspec, orjson)")
     ap.add_argument("--tokenizer", type=Path, help="a tokenizer directory for sglang.bench_serving")
+    ap.add_argument("--sglang-also", action="append", default=[], metavar="VERSION=DIR", help="another SGLang "
+                    "wheel's client in the capacity part (sglang-VERSION, same deps): the peer's own spread")
     ap.add_argument("--baseline", type=Path, help="another checkout whose client also runs in the capacity part "
                     "(base-1, base-4): before/after in one run")
     ap.add_argument("--quick", action="store_true", help="2 cores: fewer, smaller steps")
@@ -513,6 +515,10 @@ def main() -> None:
     if a.sglang and (a.sglang / "sglang" / "benchmark" / "serving.py").is_file() and a.tokenizer:
         clients["sglang"] = cap_clients["sglang"] = (sglang_client(a.sglang.resolve(), (a.sglang_deps or a.sglang)
                                                                    .resolve(), a.tokenizer.resolve()), 1)
+        for spec in a.sglang_also:
+            version, _, where = spec.partition("=")
+            cap_clients[f"sglang-{version}"] = (sglang_client(Path(where).resolve(), (a.sglang_deps or a.sglang)
+                                                              .resolve(), a.tokenizer.resolve()), 1)
     else:
         skipped["sglang"] = f"no sglang client at --sglang {a.sglang} (or no --tokenizer)"
     log(f"clients: {', '.join(clients)}; {os.cpu_count()} CPUs; server processes {a.server_procs}")
