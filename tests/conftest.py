@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI") == "true"
+
+# A suite started in the background by a non-interactive shell (`bash tests/run.sh &`, nohup) inherits SIGINT
+# ignored (POSIX), and so would every process it starts: Python then installs no KeyboardInterrupt, and the
+# tests that press Ctrl-C would test nothing. They are about a user's terminal, where Ctrl-C interrupts:
+# restore that here, and through exec (a caught signal is reset to the default) in every child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def need(condition: bool, reason: str) -> None:

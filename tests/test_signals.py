@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +17,9 @@ import toolkit.results.archive as archive
 from tests.synthetic import make_records, manifest_for, summarize
 from toolkit.results.archive import ArchiveWriter
 from toolkit.results.verify import errors, verify_run
-from toolkit.signals import signals_held
+from toolkit.signals import catch, restore, signals_held
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_signal_in_the_block_reaches_the_previous_handler_when_it_ends():
@@ -54,3 +59,43 @@ def test_ctrl_c_between_summary_and_sums_leaves_a_run_that_verifies(tmp_path, mo
         w.finalize("complete", derived={"cells_planned": 1}, interrupted=False)
     assert (w.path / "SHA256SUMS").exists()
     assert errors(verify_run(w.path)) == []
+
+
+IGNORED_ON_ENTRY = """
+import os, signal, threading
+from toolkit.bench.matrix import _install_interrupts
+from toolkit.serve import base
+from toolkit.signals import signals_held
+
+base._install_handlers()                            # a launcher's cleanup on SIGINT/SIGTERM
+previous = _install_interrupts(threading.Event())   # a matrix run's stopping flag
+print(sorted(map(int, previous)), signal.getsignal(signal.SIGINT) is signal.SIG_IGN, sorted(map(int, base._PREVIOUS)))
+with signals_held():
+    os.kill(os.getpid(), signal.SIGINT)
+os.kill(os.getpid(), signal.SIGINT)
+print("went on", signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+"""
+
+
+def test_a_signal_ignored_on_entry_stays_ignored():
+    """`cmd &` in a script, or nohup, starts the toolkit with SIGINT ignored: its handlers leave it so (a stray
+    Ctrl-C does not stop a run meant to go on) and still take SIGTERM."""
+    r = subprocess.run([sys.executable, "-c", IGNORED_ON_ENTRY], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == [f"[{signal.SIGTERM.value}] True [{signal.SIGTERM.value}]", "went on True"]
+
+
+def test_catch_replaces_what_is_not_ignored_and_restore_puts_it_back():
+    got: list[int] = []
+    before = signal.getsignal(signal.SIGTERM)
+    previous = catch((signal.SIGINT, signal.SIGTERM), lambda signum, frame: got.append(signum))
+    try:
+        assert previous == {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: before}
+        os.kill(os.getpid(), signal.SIGINT)
+        assert got == [signal.SIGINT]
+    finally:
+        restore(previous)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -180,7 +180,7 @@ def test_no_worker_outlives_the_parent(server, sig):
         pids = wait_for(lambda: (lambda s: s if len(s) == 2 else None)(worker_pids(p.pid)), 30, "2 workers")
         wait_for(lambda: stats(server)["inflight"] >= 2, 30, "requests in flight")
         p.send_signal(sig)
-        p.wait(20)
+        assert p.wait(20) == -sig  # ended by the signal, not by finishing its 400 requests
         wait_for(lambda: not any(map(alive, pids)), 15, f"workers {pids} to end")
     finally:
         if p.poll() is None:

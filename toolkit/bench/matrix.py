@@ -38,6 +38,7 @@ from toolkit.results.report import run_markdown
 from toolkit.schema.keys import level_label, run_status
 from toolkit.schema.manifest import BuildRecord, Derived, status_reason
 from toolkit.schema.records import CellSummary
+from toolkit.signals import catch, restore
 from toolkit.specs import LoadedSpec
 
 
@@ -139,7 +140,7 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
         derived_doc = derived.model_dump(mode="json")
         writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status, why), interrupted=interrupted)
     finally:
-        _restore_interrupts(previous)
+        restore(previous)
     return MatrixResult(writer.path, status, list(ledger.cells), derived, interrupted, why)
 
 
@@ -263,9 +264,6 @@ def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[st
 def _install_interrupts(stopping: threading.Event, hold: threading.Event | None = None) -> dict:
     """SIGINT/SIGTERM: mark the run as stopping *before* servers go down, so that requests failing
     because of the stop are not archived as failed cells (resume reruns those cells)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
     def interrupt(signum, frame):  # noqa: ARG001
         if stopping.is_set():
             return  # already stopping: the partial run is being written
@@ -273,16 +271,7 @@ def _install_interrupts(stopping: threading.Event, hold: threading.Event | None 
         if hold is None or not hold.is_set():  # while `hold` is set, the caller checks `stopping` itself
             raise KeyboardInterrupt
 
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.getsignal(sig)
-        signal.signal(sig, interrupt)
-    return previous
-
-
-def _restore_interrupts(previous: dict) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
+    return catch((signal.SIGINT, signal.SIGTERM), interrupt)
 
 
 def shared_server(plan: RunPlan) -> set[str]:

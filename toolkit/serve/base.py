@@ -27,6 +27,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 from toolkit.errors import ToolFailure
 from toolkit.fsutil import tail_lines
+from toolkit.signals import catch
 
 
 @runtime_checkable
@@ -84,10 +85,7 @@ def _install_handlers() -> None:
         return
     _HANDLERS_INSTALLED = True
     atexit.register(stop_all)
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            _PREVIOUS[sig] = signal.getsignal(sig)
-            signal.signal(sig, _on_signal)
+    _PREVIOUS.update(catch((signal.SIGTERM, signal.SIGINT), _on_signal))
 
 
 def free_port(host: str = "127.0.0.1") -> int:
