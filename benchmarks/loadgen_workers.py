@@ -308,10 +308,13 @@ def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dic
         rows[name] = {"chunk_rate": rate, "cpu_us_per_chunk": cpu_chunk * 1e6, "chunks": s["chunks"],
                       "span_s": s["span_s"], "server_cpu_util": s["cpu_s"] / s["span_s"] / len(farm.servers),
                       "client_cpu_s": big["cpu"], "client_cores": big["cpu"] / s["span_s"], "wall_s": big["wall"],
-                      "parent_us_per_chunk": big["root_cpu"] / max(1, s["chunks"]) * 1e6}
+                      # a parent of workers (solo-N's is only a launcher): its own share
+                      "parent_us_per_chunk": big["root_cpu"] / max(1, s["chunks"]) * 1e6
+                      if workers > 1 and name[:5] in ("ours-", "base-") else None}
         log(f"capacity {name:8} {rate:9.0f} chunks/s  {cpu_chunk * 1e6:5.2f} us/chunk  client {rows[name]['client_cores']:.2f}"
             f" cores  server CPU {rows[name]['server_cpu_util']:.0%} per process" +
-            (f"  (parent {rows[name]['parent_us_per_chunk']:.2f} us/chunk)" if workers > 1 and name[:5] != "solo-" else ""))
+            (f"  (parent {rows[name]['parent_us_per_chunk']:.2f} us/chunk)"
+             if rows[name]["parent_us_per_chunk"] is not None else ""))
     return rows
 
 
@@ -376,9 +379,9 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
         if "error" in r:
             lines.append(f"{name:13} failed: {r['error'][:200]}")
             continue
-        several = name[:5] in ("ours-", "base-") and not name.endswith("-1")
+        parent = r.get("parent_us_per_chunk")
         lines.append(f"{name:13} {r['chunk_rate']:10.0f} {r['cpu_us_per_chunk']:12.2f} {r['client_cores']:12.2f} "
-                     f"{r['server_cpu_util']:9.0%}" + (f" {r['parent_us_per_chunk']:16.2f}" if several else ""))
+                     f"{r['server_cpu_util']:9.0%}" + (f" {parent:16.2f}" if parent is not None else ""))
     lines += ["", f"Fidelity sweep: TTFT 20 ms, step 5 ms, {args.t} chunks per request; dev = client p50 - server's own "
               "p50 (ms), TTFT from the request's arrival at the server's socket; faithful: both within 1 ms",
               "(read dev: against the server's TTFT from when it read the request, the earlier truth; srv wait: "
@@ -513,12 +516,11 @@ def main() -> None:
     cap_clients["ref"] = (ref, 1)
     skipped = {}
     if a.sglang and (a.sglang / "sglang" / "benchmark" / "serving.py").is_file() and a.tokenizer:
-        clients["sglang"] = cap_clients["sglang"] = (sglang_client(a.sglang.resolve(), (a.sglang_deps or a.sglang)
-                                                                   .resolve(), a.tokenizer.resolve()), 1)
+        deps, tok = (a.sglang_deps or a.sglang).resolve(), a.tokenizer.resolve()
+        clients["sglang"] = cap_clients["sglang"] = (sglang_client(a.sglang.resolve(), deps, tok), 1)
         for spec in a.sglang_also:
             version, _, where = spec.partition("=")
-            cap_clients[f"sglang-{version}"] = (sglang_client(Path(where).resolve(), (a.sglang_deps or a.sglang)
-                                                              .resolve(), a.tokenizer.resolve()), 1)
+            cap_clients[f"sglang-{version}"] = (sglang_client(Path(where).resolve(), deps, tok), 1)
     else:
         skipped["sglang"] = f"no sglang client at --sglang {a.sglang} (or no --tokenizer)"
     log(f"clients: {', '.join(clients)}; {os.cpu_count()} CPUs; server processes {a.server_procs}")
