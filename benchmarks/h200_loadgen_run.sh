@@ -6,7 +6,7 @@
 #   sgl-also.tar.xz, SGL_ALSO (optional) another version's tree, run beside it as sglang-VERSION (capacity)
 #   model/     a tokenizer for sglang.bench_serving (make_models.py's llama-1b tokenizer files)
 #   whl/       cp312 wheels the machine lacks (pydantic, msgspec, orjson, pybase64, ruamel.yaml, ...)
-# Build it: bash benchmarks/h200_loadgen_run.sh --pack [BASE_REV]   (here; ~11 MB)
+# Build it: bash benchmarks/h200_loadgen_run.sh --pack [BASE_REV]   (here; ~12 MB)
 # Output under $OUT. PY=python3 unless given; NO_WHEELS=1 DEPS=DIR ARGS=... BUDGET=S for a dry run elsewhere
 # (2 cores: NO_WHEELS=1 DEPS=$PWD/.venv/lib/python3.11/site-packages ARGS="--quick --workers 1,4" BUDGET=40).
 # (Issue 18's run used .r18/ with src/ holding the tree; its raw output is under benchmarks/results.)
@@ -17,9 +17,14 @@ if [ "$1" = "--pack" ]; then
   base=${2:-8f56074^}; sgl=${SGL_TREE:-.cache/sglang-0.5.17-wheels/tree}; tok=${TOKENIZER:-/tmp/toolkit-sglang/models/llama-1b}
   rm -rf "$R" && mkdir -p "$R/base" "$R/model" "$R/whl"
   git archive "$base" toolkit benchmarks pyproject.toml | tar x -C "$R/base"
-  tar cJf "$R/sgl.tar.xz" -C "$sgl" --exclude='*.so' --exclude=__pycache__ sglang
-  if [ -n "$SGL_ALSO_TREE" ]; then  # e.g. SGL_ALSO_TREE=~/.cache/toolkit/sglang/0.5.23/py3.11/src SGL_ALSO=0.5.23 (+11 MB)
-    tar cJf "$R/sgl-also.tar.xz" -C "$SGL_ALSO_TREE" --exclude='*.so' --exclude=__pycache__ sglang
+  # the client needs sglang.benchmark and a few light modules; the kernels, models and layers stay behind (the
+  # run must fit the device tool's 64 MiB with the tree)
+  skip=(--exclude='*.so' --exclude=__pycache__ --exclude=sglang/multimodal_gen --exclude=sglang/kernels
+        --exclude=sglang/test --exclude=sglang/srt/rust_extensions --exclude=sglang/srt/layers
+        --exclude=sglang/srt/models --exclude=sglang/srt/mem_cache --exclude=sglang/srt/hardware_backend)
+  tar cJf "$R/sgl.tar.xz" -C "$sgl" "${skip[@]}" sglang
+  if [ -n "$SGL_ALSO_TREE" ]; then  # e.g. SGL_ALSO_TREE=~/.cache/toolkit/sglang/0.5.23/py3.11/src SGL_ALSO=0.5.23 (+3 MB)
+    tar cJf "$R/sgl-also.tar.xz" -C "$SGL_ALSO_TREE" "${skip[@]}" sglang
     echo "${SGL_ALSO:?the version of SGL_ALSO_TREE}" > "$R/SGL_ALSO"
   fi
   cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$R/model/"
