@@ -77,8 +77,10 @@ def test_a_cell_beside_a_cpu_hog_carries_the_busy_host_warning(tmp_path: Path) -
     a = open_archive(res.path)
     quiet, busy = (a.cell_map[k] for k in hog.done)
     assert quiet.status == busy.status == "ok", (quiet.reason, busy.reason)
-    # sized by time per level: each cell measured for its level's seconds (a request in flight may end later)
-    assert 3 <= quiet.duration_s < 3 + 30 and 5 <= busy.duration_s < 5 + 30
+    # sized by time per level: each cell measured for its level's seconds (a request in flight may end later).
+    # No request is sent after the deadline, so the span (first send -> last end) can fall short of it only
+    # by the time between the last end and the slot's look at the clock (70 us was seen on a busy host)
+    assert 3 - 0.01 <= quiet.duration_s < 3 + 30 and 5 - 0.01 <= busy.duration_s < 5 + 30
     assert all(set(c.checked) == {"stall", "busy-host"} and c.host["samples"] >= 3 for c in (quiet, busy))
     # the hog keeps 4 x cores runnable beside whatever else this (shared) machine runs: the runnable count
     # is additive, so others' demand in the hogged cell exceeds the quiet cell's by about that much
