@@ -8,7 +8,9 @@
 #   whl/       cp312 wheels the machine lacks (pydantic, msgspec, orjson, pybase64, ruamel.yaml, ...)
 # Build it: bash benchmarks/h200_loadgen_run.sh --pack [BASE_REV]   (here; ~12 MB)
 # Output under $OUT. PY=python3 unless given; NO_WHEELS=1 DEPS=DIR ARGS=... BUDGET=S for a dry run elsewhere
-# (2 cores: NO_WHEELS=1 DEPS=$PWD/.venv/lib/python3.11/site-packages ARGS="--quick --workers 1,4" BUDGET=40).
+# (2 cores: NO_WHEELS=1 DEPS=/tmp/site311 PY=.venv/bin/python ARGS="--quick --workers 1,4" BUDGET=40, where DEPS
+# holds the SGLang client's own deps, which the venv lacks: pip install --target /tmp/site311 pybase64==1.5.1
+# msgspec==0.23.0 orjson==3.13.0; with the venv's site-packages as DEPS the sglang rows fail on pybase64).
 # (Issue 18's run used .r18/ with src/ holding the tree; its raw output is under benchmarks/results.)
 set -o pipefail
 R=${R:-.r30}
