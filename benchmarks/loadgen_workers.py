@@ -12,7 +12,8 @@ The server runs as `--server-procs` processes on one port (SO_REUSEPORT), so it 
 (its CPU use is printed). Every client runs as its own process.
 
 1. Capacity: the server at full speed (no TTFT, a step per event-loop turn), C=512, 256-768 chunks per
-   request (512 on average). Chunk rate = chunks / (first request's arrival -> last write), both read off the server.
+   request (512 on average), every client the same requests (1024 x the largest worker count / 2:
+   sglang.bench_serving's cost per chunk grows with the run's length, so unequal work is no comparison). Chunk rate = chunks / (first request's arrival -> last write), both read off the server.
    Client CPU is what its process tree used in that same window (sampled from /proc every 20 ms),
    so start-up and shutdown are left out alike for every client.
 2. Fidelity sweep: TTFT 20 ms, a step every 5 ms, 64-192 chunks per request (128 on average, so
@@ -293,11 +294,16 @@ def run_client(name: str, make, farm: Farm, c: int, n: int, t: int) -> dict:
             **(extra[0] if extra else {})}
 
 
-def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dict:
+def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log, equal: bool = True) -> dict:
+    """equal: every client runs the same requests (the most any needs: base_n x workers // 2), because a
+    client's cost per chunk may depend on the run's length (sglang.bench_serving's grows with it); else
+    each runs base_n x its own workers // 2 (before 2026-12-05: the peers ran half of ours-4's requests)."""
     rows = {}
+    most = max(max(1, w // 2) for _, w in clients.values())
     for name, (make, workers) in clients.items():
+        n = base_n * (most if equal else max(1, workers // 2))
         try:
-            big = run_client(name, make, farm, c, base_n * max(1, workers // 2), t)
+            big = run_client(name, make, farm, c, n, t)
         except (RuntimeError, OSError, KeyError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
             log(f"capacity {name}: FAILED {exc}")
             rows[name] = {"error": str(exc)[:400]}
@@ -305,7 +311,7 @@ def capacity(clients: dict, farm: Farm, c: int, t: int, base_n: int, log) -> dic
         s = big["server"]
         rate = s["chunks"] / s["span_s"] if s["span_s"] else 0.0
         cpu_chunk = big["cpu"] / max(1, s["chunks"])
-        rows[name] = {"chunk_rate": rate, "cpu_us_per_chunk": cpu_chunk * 1e6, "chunks": s["chunks"],
+        rows[name] = {"chunk_rate": rate, "cpu_us_per_chunk": cpu_chunk * 1e6, "chunks": s["chunks"], "requests": n,
                       "span_s": s["span_s"], "server_cpu_util": s["cpu_s"] / s["span_s"] / len(farm.servers),
                       "client_cpu_s": big["cpu"], "client_cores": big["cpu"] / s["span_s"], "wall_s": big["wall"],
                       # a parent of workers (solo-N's is only a launcher): its own share
@@ -371,8 +377,9 @@ def sweep(clients: dict, farm: Farm, steps: list[int], t: int, rounds: int, dead
 
 
 def report(cap: dict, sw: dict, skipped: dict, args) -> str:
+    ns = sorted({r["requests"] for r in cap.values() if "requests" in r})
     lines = [f"Capacity: server at full speed ({args.server_procs} processes), C={args.cap_c}, {args.cap_t} chunks "
-             "per request; client CPU while the server streamed",
+             f"per request, {'/'.join(map(str, ns))} requests a client; client CPU while the server streamed",
              f"{'client':13} {'chunks/s':>10} {'CPU us/chunk':>12} {'client cores':>12} {'server CPU':>10} "
              f"{'of it the parent':>16}"]
     for name, r in cap.items():
@@ -424,7 +431,7 @@ def report(cap: dict, sw: dict, skipped: dict, args) -> str:
     if sg.get("cpu_us_per_chunk"):
         lines.append("CPU per chunk / sglang.bench_serving's (capacity run): " + ", ".join(
             f"{k} {v['cpu_us_per_chunk'] / sg['cpu_us_per_chunk']:.2f}x" for k, v in cap.items()
-            if k not in PEERS and v.get("cpu_us_per_chunk")) + " (goal <= 0.5 for ours-4)")
+            if k not in PEERS and v.get("cpu_us_per_chunk")) + " (issue 30: <= 0.35 for ours-4)")
     what = {"base": "the baseline tree's client", "solo": "the worker machinery"}
     for name, b in cap.items():  # ours-N against base-N (another tree) and solo-N (independent processes)
         kind, _, w = name.partition("-")
@@ -495,6 +502,8 @@ def main() -> None:
                     "machinery costs)")
     ap.add_argument("--cap-scale", type=float, default=1.0, help="capacity part: this many times the requests "
                     "(longer windows, less noise from the ramp and the drain)")
+    ap.add_argument("--cap-unequal", action="store_true", help="capacity part: each client runs the requests its "
+                    "own worker count needs (the peers half of ours-4's), as before 2026-12-05; default: all the same")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),) * 2)
@@ -530,7 +539,8 @@ def main() -> None:
         names = list(cap_clients)
         for rep in range(max(1, a.capacity_reps)):  # each repetition starts with another client
             order = names[rep % len(names):] + names[:rep % len(names)]
-            caps.append(capacity({k: cap_clients[k] for k in order}, farm, a.cap_c, a.cap_t, base_n, log))
+            caps.append(capacity({k: cap_clients[k] for k in order}, farm, a.cap_c, a.cap_t, base_n, log,
+                                 equal=not a.cap_unequal))
     finally:
         farm.stop()
     cap = {k: caps[0][k] for k in cap_clients}
