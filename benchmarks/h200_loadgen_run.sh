@@ -7,6 +7,7 @@
 #   model/     a tokenizer for sglang.bench_serving (make_models.py's llama-1b tokenizer files)
 #   whl/       cp312 wheels the machine lacks (pydantic, msgspec, orjson, pybase64, ruamel.yaml, ...)
 # Build it: bash benchmarks/h200_loadgen_run.sh --pack [BASE_REV]   (here; ~12 MB)
+# On the device pass TOOLKIT_GIT_REVISION=$(git rev-parse HEAD): its copy's .git may be older than the tree.
 # Output under $OUT. PY=python3 unless given; NO_WHEELS=1 DEPS=DIR ARGS=... BUDGET=S for a dry run elsewhere
 # (2 cores: NO_WHEELS=1 DEPS=/tmp/site311 PY=.venv/bin/python ARGS="--quick --workers 1,4" BUDGET=40, where DEPS
 # holds the SGLang client's own deps, which the venv lacks: pip install --target /tmp/site311 pybase64==1.5.1
