@@ -13,7 +13,8 @@ The server runs as `--server-procs` processes on one port (SO_REUSEPORT), so it 
 
 1. Capacity: the server at full speed (no TTFT, a step per event-loop turn), C=512, 256-768 chunks per
    request (512 on average), every client the same requests (1024 x the largest worker count / 2:
-   sglang.bench_serving's cost per chunk grows with the run's length, so unequal work is no comparison). Chunk rate = chunks / (first request's arrival -> last write), both read off the server.
+   sglang.bench_serving's cost per chunk grows with the run's length, so unequal work is no comparison).
+   Chunk rate = chunks / (first request's arrival -> last write), both read off the server.
    Client CPU is what its process tree used in that same window (sampled from /proc every 20 ms),
    so start-up and shutdown are left out alike for every client.
 2. Fidelity sweep: TTFT 20 ms, a step every 5 ms, 64-192 chunks per request (128 on average, so
