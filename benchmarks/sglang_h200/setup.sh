@@ -79,4 +79,4 @@ if [ -n "${BYTECODE_PROBE:-}" ]; then
 fi
 
 stamp "config-only models"
-python3 benchmarks/sglang_h200/make_models.py "$ENV_SPEC"
+[ "${MAKE_MODELS:-1}" = 0 ] || python3 benchmarks/sglang_h200/make_models.py "$ENV_SPEC"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Issue 41 on the GPU, phase 2: the pair served by SGLang 0.5.17 through the toolkit (docs/pair.md).
+#   bash benchmarks/pair_gpu/run.sh [DEST]     (after train.sh, or with the pair unpacked at /tmp/toolkit-pair)
+# The wheel set must be unpacked in /tmp/site already (benchmarks/sglang_h200/unpack.py, one part per call).
+# MATRICES (default benchmarks/pair_gpu/matrix-pair.yaml) run one after another; each is verified and reported.
+# Writes DEST/log.txt, DEST/run.tar.gz (results + reports), DONE.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+DEST=${1:-/tmp/pair-out}
+SCRIPT=benchmarks/pair_gpu/run.sh ENV_SPEC=envs/sglang-0.5.17-pair.yaml MAKE_MODELS=0
+source benchmarks/sglang_h200/setup.sh
+[ -e /tmp/toolkit-pair/draft/config.json ] || { echo "no pair at /tmp/toolkit-pair: run train.sh first"; exit 1; }
+for MATRIX in ${MATRICES:-benchmarks/pair_gpu/matrix-pair.yaml}; do
+  stamp "the matrix ($MATRIX)"
+  tk bench matrix "$MATRIX" --results "$RESULTS"; echo "bench matrix rc=$?"
+  RUN=$(ls -td "$RESULTS"/$(sed -n 's/^name: *//p' "$MATRIX")/*/ 2>/dev/null | head -1); RUN=${RUN%/}
+  if [ -n "$RUN" ]; then
+    cp /tmp/toolkit-pair/pair.json "$RUN/pair.json" 2>/dev/null
+    tk results verify "$RUN" --root "$RESULTS"; echo "verify rc=$?"
+    tk results show "$RUN" --root "$RESULTS" | head -120
+    tk results report "$RUN" --root "$RESULTS" -o "$REPORTS/$(basename "$RUN")" || echo "(report failed: make it here)"
+  fi
+  tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports 2>/dev/null)
+done
+stamp "done"
+touch "$DEST/DONE"

@@ -1,0 +1,64 @@
+"""python -m toolkit.pair prepare OUT [--recipe NAME] | train PREP OUT [--recipe NAME] | draft PREP TARGET OUT
+
+prepare runs on any CPU (the corpus, the tokenizer, the prompts); train on a GPU for the `gpu` recipe (about
+ten minutes on one H200: docs/pair.md) or on a CPU for the `test` recipe (seconds). train reads only PREP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from toolkit.pair.recipes import RECIPES, recipe
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m toolkit.pair", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare", help="corpus, tokenizer and prompts into OUT (CPU)")
+    p.add_argument("out", type=Path)
+    p.add_argument("--recipe", default="gpu", choices=sorted(RECIPES))
+    p.add_argument("--code-root", type=Path, help="the Python sources of the code domain (default: this stdlib)")
+    t = sub.add_parser("train", help="target, the target's answers, EAGLE-3 drafter, acceptance check")
+    t.add_argument("prep", type=Path)
+    t.add_argument("out", type=Path)
+    t.add_argument("--recipe", default=None, help="default: the recipe PREP was made with")
+    t.add_argument("--device", default=None, help="default: cuda when there is one")
+    d = sub.add_parser("draft", help="a new drafter (answers, EAGLE-3, acceptance) for a trained target folder")
+    d.add_argument("prep", type=Path)
+    d.add_argument("target", type=Path)
+    d.add_argument("out", type=Path)
+    d.add_argument("--recipe", default="gpu", choices=sorted(RECIPES))
+    d.add_argument("--device", default=None)
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "prepare":
+            from toolkit.pair.prepare import prepare
+
+            prepare(args.out, recipe(args.recipe), args.code_root)
+        elif args.cmd == "draft":
+            from toolkit.pair.train import retrain_drafter
+
+            retrain_drafter(args.prep, args.target, args.out, recipe(args.recipe), device=args.device)
+        else:
+            from toolkit.pair.train import train
+
+            manifest = json.loads((args.prep / "manifest.json").read_text())
+            name = args.recipe or manifest["recipe"]["name"]
+            train(args.prep, args.out, recipe(name), device=args.device)
+    except (KeyError, OSError) as e:
+        print(f"toolkit.pair: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # the corpus or prepare errors carry their own message
+        if type(e).__name__ in {"CorpusError", "PrepareError"}:
+            print(f"toolkit.pair: {e}", file=sys.stderr)
+            return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

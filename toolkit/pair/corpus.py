@@ -1,0 +1,180 @@
+"""The pair's training text, from offline sources only, seeded.
+
+Domains and their sources:
+    code          the Python standard library's own sources (the interpreter that runs this; tests left out)
+    encyclopedic  Debian's dict-gcide (Webster 1913) and dict-wn (WordNet glosses), from /usr/share/dictd
+    agentic       the toolkit's agentic generator (tool-calling conversations)
+    math          the toolkit's math word-problem generator
+plus chat documents: a prompt in the toolkit's own prompt styles (coding, encyclopedic, math, agentic; other
+seeds than the bundled workloads) answered with text of its domain, rendered with CHAT_TEMPLATE, so the target
+answers a chat request in its domain's style.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import random
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.pair.recipes import Recipe
+from toolkit.workloads.gen import _one as generated_prompt
+
+DICTD = Path("/usr/share/dictd")
+DICTS = {"gcide": 2, "wn": 1}  # weight of each dictionary in the encyclopedic text
+SPECIAL = ["<|endoftext|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|tools|>",
+           "<|call|>"]
+EOS = "<|endoftext|>"
+# The target's chat format. render_chat() below writes the same text in Python (prepare.py checks that the
+# two agree on every chat document before it tokenizes anything).
+CHAT_TEMPLATE = (
+    "{% if tools %}<|tools|>\n{{ tools | tojson }}<|end|>\n{% endif %}"
+    "{% for m in messages %}<|{{ m['role'] }}|>\n"
+    "{% if m['content'] %}{{ m['content'] }}{% endif %}"
+    "{% if m['tool_calls'] %}{% for c in m['tool_calls'] %}<|call|>{{ c['function']['name'] }} "
+    "{{ c['function']['arguments'] }}{% endfor %}{% endif %}<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+class CorpusError(Exception):
+    """A source is missing or unreadable (the message says how to get it)."""
+
+
+def render_chat(messages: list[dict], tools: list[dict] | None, generation_prompt: bool) -> str:
+    out = f"<|tools|>\n{json.dumps(tools, ensure_ascii=False)}<|end|>\n" if tools else ""
+    for m in messages:
+        out += f"<|{m['role']}|>\n" + (m.get("content") or "")
+        for c in m.get("tool_calls") or []:
+            out += f"<|call|>{c['function']['name']} {c['function']['arguments']}"
+        out += "<|end|>\n"
+    return out + ("<|assistant|>\n" if generation_prompt else "")
+
+
+@dataclass
+class Corpus:
+    docs: dict[str, list[str]]  # domain -> plain documents
+    chats: list[tuple[str, list[dict], list[dict] | None]]  # (domain, messages, tools), whole conversations
+    sources: dict  # what was read, with hashes
+
+    def chars(self) -> dict[str, int]:
+        return {d: sum(map(len, v)) for d, v in self.docs.items()}
+
+
+def _sha(parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    """Line-aligned chunks of about `size` characters."""
+    out, cur, n = [], [], 0
+    for line in text.splitlines(keepends=True):
+        cur.append(line)
+        n += len(line)
+        if n >= size:
+            out.append("".join(cur))
+            cur, n = [], 0
+    if cur and n > size // 8:
+        out.append("".join(cur))
+    return out
+
+
+def code_files(root: Path | None = None) -> list[Path]:
+    root = Path(root or sysconfig.get_paths()["stdlib"])
+    skip = {"test", "tests", "idlelib", "site-packages", "dist-packages", "lib2to3", "__pycache__"}
+    return sorted(p for p in root.rglob("*.py") if not skip & set(p.relative_to(root).parts))
+
+
+def _sample(pool: list[str], budget: int, rng: random.Random) -> list[str]:
+    order = list(range(len(pool)))
+    rng.shuffle(order)
+    out, n = [], 0
+    for i in order:
+        if n >= budget:
+            break
+        out.append(pool[i])
+        n += len(pool[i])
+    return out
+
+
+def code_docs(budget: int, rng: random.Random, root: Path | None = None) -> tuple[list[str], dict]:
+    files = code_files(root)
+    if not files:
+        raise CorpusError(f"no Python sources under {root or sysconfig.get_paths()['stdlib']}")
+    texts = [f.read_text("utf-8", "replace") for f in files]
+    pool = [c for t in texts for c in _chunks(t, 3000)]
+    return _sample(pool, budget, rng), {"root": str(root or sysconfig.get_paths()["stdlib"]), "files": len(files),
+                                        "sha256": _sha(texts)}
+
+
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def _b64(s: str) -> int:
+    n = 0
+    for ch in s:
+        n = n * 64 + _B64.index(ch)
+    return n
+
+
+def dict_entries(name: str) -> list[str]:
+    data, index = DICTD / f"{name}.dict.dz", DICTD / f"{name}.index"
+    if not data.exists() or not index.exists():
+        raise CorpusError(f"{data}: not found; install Debian's dictionaries: apt-get install -y dict-gcide dict-wn")
+    raw = gzip.open(data).read()
+    out = []
+    for line in index.read_text("utf-8", "replace").splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3 or parts[0].startswith("00-database") or parts[0].startswith("00database"):
+            continue
+        off, size = _b64(parts[1]), _b64(parts[2])
+        text = raw[off:off + size].decode("utf-8", "replace")
+        out.append("\n".join(x.strip() for x in text.strip().splitlines()))
+    return out
+
+
+def encyclopedic_docs(budget: int, rng: random.Random) -> tuple[list[str], dict]:
+    docs, info = [], {}
+    total = sum(DICTS.values())
+    for name, weight in DICTS.items():
+        entries = dict_entries(name)
+        info[name] = {"entries": len(entries), "sha256": _sha(entries)}
+        groups = ["\n\n".join(entries[i:i + 6]) for i in range(0, len(entries), 6)]
+        docs += _sample(groups, budget * weight // total, rng)
+    return docs, info
+
+
+def _prompt(domain: str, rng: random.Random) -> tuple[list[dict], list[dict] | None]:
+    messages, tools, _ = generated_prompt(domain, rng)
+    return messages, tools
+
+
+def _answer(domain: str, rng: random.Random, code: list[str], ency: list[str]) -> str:
+    if domain == "coding":
+        return f"```python\n{rng.choice(code).strip()}\n```\nThis keeps the behaviour and handles the edge cases."
+    if domain == "encyclopedic":
+        return "\n\n".join(rng.choice(ency) for _ in range(2))
+    return "\n\n".join(_prompt("math", rng)[0][-1]["content"] for _ in range(3))
+
+
+def build(recipe: Recipe, code_root: Path | None = None) -> Corpus:
+    rng = random.Random(f"pair-corpus:{recipe.seed}")
+    code, code_info = code_docs(recipe.code_chars, rng, code_root)
+    ency, ency_info = encyclopedic_docs(recipe.encyclopedic_chars, rng)
+    math = [_prompt("math", rng)[0][-1]["content"] for _ in range(recipe.math_docs)]
+    chats = [("agentic", *_prompt("agentic", rng)) for _ in range(recipe.agentic_docs)]
+    for domain in ("coding", "encyclopedic", "math"):
+        for _ in range(recipe.chat_docs):
+            messages, tools = _prompt(domain, rng)
+            chats.append((domain, messages + [{"role": "assistant", "content": _answer(domain, rng, code, ency)}],
+                          tools))
+    sources = {"code": code_info, "encyclopedic": ency_info,
+               "generators": "toolkit.workloads.gen (seeded 'pair-corpus:<seed>', not the bundled seed)"}
+    return Corpus(docs={"code": code, "encyclopedic": ency, "math": math}, chats=chats, sources=sources)
