@@ -9,6 +9,7 @@ import typer
 
 from toolkit.console import JsonOpt, emit_json, err, out
 from toolkit.errors import ToolkitError
+from toolkit.numbers import non_negative, positive, positive_int
 
 app = typer.Typer(no_args_is_help=True, help=(
     "List, verify, diff and report archived runs.\n\n"
@@ -27,7 +28,7 @@ Unverified = Annotated[bool, typer.Option(
     "--allow-unverified", help="read a run that does not verify (checksums, schema or content) anyway, its "
                                "problems printed first; without it such a run is refused (exit 2)")]
 AttainmentOpt = Annotated[Optional[float], typer.Option(
-    "--attainment", help="share of a cell's requests that must succeed and meet every per-request objective "
+    "--attainment", parser=positive, help="share of a cell's requests that must succeed and meet every per-request objective "
                          "for the objectives to hold there (default: the run's, else 0.9)")]
 
 
@@ -138,7 +139,7 @@ def diff_cmd(
                       "output_tok_s request_s accept_length; under objectives also goodput_req_s goodput_tok_s "
                       "slo_attainment; docs/results.md defines each); default all")] = None,
     fail_on_regression: Annotated[Optional[float], typer.Option(
-        "--fail-on-regression", metavar="PCT",
+        "--fail-on-regression", metavar="PCT", parser=non_negative,
         help="exit 1 when a significant change makes any metric worse by more than PCT percent "
              "(higher is better for tok/s and acceptance, lower for latencies); an inconclusive one never does")] = None,
     correction: Annotated[str, typer.Option(
@@ -276,7 +277,7 @@ def import_cmd(
                                                "same prompts in the same order (same dataset, seed, order), which the "
                                                "files cannot show: pair requests by index (recorded)")] = False,
     domain: Annotated[Optional[str], typer.Option("--domain", help="domain name (default: the dataset name)")] = None,
-    output_len: Annotated[Optional[int], typer.Option("--output-len", help="max output tokens the run used "
+    output_len: Annotated[Optional[int], typer.Option("--output-len", parser=positive_int, help="max output tokens the run used "
                                                       "(default: from the file, else the longest output)")] = None,
     workload_hash: Annotated[str, typer.Option("--workload-hash", help="the workload hash, when you know the prompts "
                                                "were the same as a toolkit workload's")] = "",

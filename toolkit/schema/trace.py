@@ -42,9 +42,9 @@ FORMAT_HINT = ('one JSON object per line: {"timestamp": SECONDS, "input_length":
 
 
 class TraceRequest(BaseModel):
-    """One line of a trace."""
+    """One line of a trace (JSON's Infinity and NaN, which Python's json reads, are refused)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     timestamp: float = Field(ge=0, description="seconds; the replay sends it at (timestamp - first) / speed")
     input_length: int | None = Field(None, ge=1)
