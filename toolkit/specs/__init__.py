@@ -146,6 +146,9 @@ def _describe(err: dict) -> str:
         if err["type"] == "too_short":
             return f"needs at least {ctx.get('min_length')} item(s), got {ctx.get('actual_length')}"
         return f"takes at most {ctx.get('max_length')} item(s), got {ctx.get('actual_length')}"
+    if err["type"] == "string_too_long":
+        ctx = err.get("ctx") or {}
+        return f"{len(inp) if isinstance(inp, str) else '?'} characters is too long: at most {ctx.get('max_length')}"
     if err["type"] == "finite_number":
         return f"{inp!r} is not a finite number"
     if err["type"] == "int_from_float":
@@ -269,6 +272,8 @@ def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, ma
         hint = f"add `{loc[-1]}:` to {_dotted(loc[:-1]) or 'the top level'}"
     elif first["type"] in RANGE_OPS or first["type"] == "finite_number":
         hint = _range_hint(model, loc, first)
+    elif first["type"] == "string_too_long":
+        hint = "shorten it: names become file and folder names (results/<matrix>/<run>/, cells/<arm>__<domain>...)"
     elif first["type"] in LENGTH_ERRORS:
         hint = "list the values in [ ... ]" if first["type"] == "too_short" else "remove some of the values"
     elif first["type"] == "string_pattern_mismatch":

@@ -12,7 +12,11 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from toolkit.numbers import NonNegative, NonNegativeInt, Positive, PositiveInt  # noqa: F401 - the spec types
 
 NAME_RE = r"^[a-z0-9][a-z0-9._-]*$"
-Name = Annotated[str, Field(pattern=NAME_RE, description="lower-case name: letters, digits, . _ -")]
+# a name becomes file and folder names (results/<matrix>/, cells/<arm>__<domain>__...): two of them and a key's
+# suffix fit the 255 bytes a file name may have on most file systems
+NAME_MAX = 100
+Name = Annotated[str, Field(pattern=NAME_RE, max_length=NAME_MAX,
+                            description=f"lower-case name: letters, digits, . _ -, at most {NAME_MAX} characters")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lower-case hex digits")]
 
 
