@@ -36,7 +36,6 @@ def test_unwritable_outputs_of_every_command_are_one_clean_error(tmp_path: Path)
         (["results", "report", str(run), "-o", f"{blocker}/rep"], f"{blocker}/rep"),
         (["bench", "trace-import", str(tmp_path / "mc.jsonl"), "-o", f"{blocker}/t.jsonl"], f"{blocker}"),
         (["render", "slurm", str(slurm), "-o", f"{blocker}/jobs"], f"{blocker}/jobs"),
-        (["schema", "-o", f"{blocker}/s"], f"{blocker}/s"),
         (["bench", "matrix", str(tmp_path / "m.yaml"), "--results", f"{blocker}/r"], f"{blocker}/r"),
     ]
     for args, path in cases:

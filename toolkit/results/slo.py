@@ -353,10 +353,11 @@ def parse_slo(specs: list[str], attainment: float | None = None, base: Objective
                                hint=f"did you mean {close[0]!r}?" if close else f"one of {', '.join(BOUNDS)}")
         try:
             limit = float(value)
-            if not math.isfinite(limit):
-                raise ValueError(value)
         except ValueError:
-            raise ToolkitError(f"--slo {s!r}: {value!r} is not a (finite) number of milliseconds") from None
+            raise ToolkitError(f"--slo {s!r}: {value!r} is not a number of milliseconds") from None
+        if not math.isfinite(limit):
+            raise ToolkitError(f"--slo {s!r}: {value!r} is not a finite number of milliseconds",
+                               hint="limits are milliseconds > 0, e.g. tpot_ms.p90=30")
         if bound in block.get(metric, {}):
             raise ToolkitError(f"--slo {s!r}: {metric}.{bound} is given twice")
         block.setdefault(metric, {})[bound] = limit
