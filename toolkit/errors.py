@@ -1,7 +1,16 @@
-"""Errors are data: every user-facing failure is a ToolkitError; only cli.py turns it into an exit."""
+"""Errors are data: every user-facing failure is a ToolkitError; only cli.py turns it into an exit.
+
+A file-system error (OSError with a path) is one too, worded in one place (`os_error`; toolkit/exits.py
+applies it to whatever a command lets through): `path: what is wrong` and a hint, with the exit
+
+    2  the path given is the problem: permission denied, no such folder, a file where a folder must be,
+       a read-only file system, a name too long: choose another path (or fix the one given)
+    1  the machine is the problem: the disk or quota is full, an I/O error, too many open files
+"""
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,3 +69,38 @@ class ToolFailure(ToolkitError):
 
     def __init__(self, message: str, hint: str | None = None, exit_code: int = 1, **kw):
         super().__init__(message, hint=hint, exit_code=exit_code, **kw)
+
+
+# the machine's fault, not the path's: exit 1 (a tool or the environment failed), the rest exit 2
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM}
+
+_HINTS = {
+    errno.EACCES: "choose a folder you may write to (or read from), or fix its permissions",
+    errno.EPERM: "choose a folder you may write to (or read from), or fix its permissions",
+    errno.EROFS: "the file system is read-only: choose a folder on a writable one",
+    errno.ENOENT: "the file or a folder above it does not exist: create it, or check the path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: choose another path",
+    errno.EISDIR: "the path is a folder: give a file name",
+    errno.EEXIST: "something is already there: choose another path, or remove it",
+    errno.ENAMETOOLONG: "shorten the name (a file name has at most 255 bytes on most file systems)",
+    errno.ENOSPC: "the disk is full: free some space (or choose a folder on another disk) and run again",
+    errno.EDQUOT: "the disk quota is used up: free some space and run again",
+    errno.EIO: "the disk reported an I/O error: check the device",
+}
+
+
+def os_error(exc: OSError, doing: str | None = None) -> ToolkitError:
+    """An OSError as the user should read it: `path: what is wrong` (what was being done, where said) with a
+    hint, exit 2 when the path is the problem and 1 when the machine is (ENVIRONMENT_ERRNOS)."""
+    what = (exc.strerror or str(exc)).rstrip(".")
+    what = what[:1].lower() + what[1:]
+    if doing:
+        what = f"cannot {doing}: {what}"
+    where = exc.filename if exc.filename is not None else None
+    hint = _HINTS.get(exc.errno)
+    if exc.errno == errno.EEXIST and where is not None and Path(where).exists() and not Path(where).is_dir():
+        what, hint = "is a file, where a folder must be", _HINTS[errno.ENOTDIR]  # mkdir(exist_ok=True) on a file
+    if exc.filename2 is not None:
+        what += f" (-> {exc.filename2})"
+    return ToolkitError(what, hint=hint, file=where,
+                        exit_code=1 if exc.errno in ENVIRONMENT_ERRNOS else 2)

@@ -4,15 +4,17 @@ raised into its exit (`toolkit` and `python -m toolkit.gpu` both run through `ru
     0    ok: the run is complete, every cell ok (reproduce: reproduced)
     1    a run with no successful cell (status failed), or with failed cells without --allow-failed-cells
          (status partial); a regression beyond --fail-on-regression; reproduce `differs`; --strict with
-         methodology errors; a tool that failed (ToolFailure)
-    2    bad input (ToolkitError): a spec, an option, an archive that does not verify
+         methodology errors; a tool that failed (ToolFailure); the machine failed a file operation (disk or
+         quota full, an I/O error: toolkit.errors.ENVIRONMENT_ERRNOS)
+    2    bad input (ToolkitError): a spec, an option, an archive that does not verify; a path that cannot
+         be written or read (toolkit.errors.os_error: permission, no such folder, a name too long)
     3    reproduce `inconclusive`
     130  interrupted (Ctrl-C, SIGTERM): --resume completes the run
 """
 
 from __future__ import annotations
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import ToolkitError, os_error
 
 OK = 0
 FAILED = 1
@@ -60,6 +62,12 @@ def run_command(app, argv: list[str] | None, prog_name: str) -> int:
     except ToolkitError as exc:
         err.print(f"error: {exc}", markup=False)
         return exc.exit_code
+    except OSError as exc:
+        if exc.filename is None:  # not a file's (a socket's, a pipe's): not for a path message
+            raise
+        fs = os_error(exc)  # the one place a file-system error is worded: `path: what is wrong`, 2 or 1
+        err.print(f"error: {fs}", markup=False)
+        return fs.exit_code
     except exits as exc:
         return getattr(exc, "exit_code", OK)
     except usage_errors as exc:

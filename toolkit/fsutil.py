@@ -1,5 +1,6 @@
 """Atomic file writes (a reader never sees half a file, and a crash never leaves one), and the tail of a
-file that another process is still writing (a server's log)."""
+file that another process is still writing (a server's log). A file-system error a command lets through
+becomes `path: what is wrong` at the command line's boundary (toolkit.errors.os_error)."""
 
 from __future__ import annotations
 

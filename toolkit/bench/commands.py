@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from toolkit.console import emit_json, err, json_option, out, warn
+from toolkit.numbers import parser
 
 JsonSummary = json_option("print the run's summary as JSON on stdout")
 JsonNoise = json_option("print the calibration's launch noise as JSON")
@@ -137,7 +138,7 @@ def reproduce_cmd(
                                                     "patches, workload files) out in this new folder, and exit")]
     = None,
     tolerance: Annotated[Optional[float], typer.Option(
-        "--tolerance", metavar="PCT", min=0.1,
+        "--tolerance", metavar="PCT", parser=parser(lower=0.1, inclusive=True),
         help="the margin X of `reproduced within ±X %`, percent (default: the noise floor, printed: what two single "
              "launches stay within at the launch noise measured in the runs or a calibration, else the default "
              "floor, 32%)")] = None,

@@ -37,10 +37,22 @@ def itl_values(records: Iterable[RequestRecord],
     return out
 
 
+def no_success_reason(measured: list[RequestRecord]) -> str:
+    """Why a cell with no successful request failed: how many failed and the first error (the server's own
+    words, where it sent some), or that none was measured."""
+    if not measured:
+        return "no measured request: the cell sent none (or every one was a warm-up)"
+    first = next((r.error for r in measured if r.error), "") or "no error message"
+    first = " ".join(first.split())
+    first = first if len(first) <= 500 else first[:497] + "..."
+    return f"no request succeeded ({len(measured)} of {len(measured)} failed); the first error: {first}"
+
+
 def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrency: int, output_len: int,
               workload_hash: str = "", repeat: int = 0, launch: int = 0, sampling: dict | None = None,
               load: CellLoad | None = None) -> CellSummary:
-    """One CellSummary over the measured (non-warmup) records; errors count in error_rate only; a stall
+    """One CellSummary over the measured (non-warmup) records; errors count in error_rate, and a cell none of
+    whose measured requests succeeded is a failed cell (status failed, the first error its reason); a stall
     (toolkit/schema/eligibility.py) is a check of the cell. An open-loop `load` (its rate set) adds the
     target and achieved rate, the p99 lateness and, when the client could not keep the schedule, `late`."""
     measured = [r for r in records if not r.warmup]
@@ -52,6 +64,8 @@ def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrenc
                           n_errors=len(measured) - n_ok, itl_convention=ITL_CONVENTION, metrics=metrics,
                           accept_source="requests" if "accept_length" in metrics else None)
     summary.error_rate = summary.n_errors / len(measured) if measured else 0.0
+    if n_ok == 0:  # nothing measured is no measurement: the cell failed, whatever the client thought of it
+        summary.status, summary.reason = "failed", no_success_reason(measured)
     if measured:
         summary.duration_s = span
         summary.effective_concurrency = sum((r.e2e_ms or 0.0) for r in measured) / 1000.0 / span

@@ -204,6 +204,7 @@ class Archive:
     manifest: Manifest
     summary: Summary | None
     cell_map: dict[str, CellSummary] = field(default_factory=dict)
+    unverified: list[str] = field(default_factory=list)  # read with --force although these problems were found
 
     @property
     def cells(self) -> list[CellSummary]:

@@ -9,6 +9,8 @@ import typer
 
 from toolkit.console import JsonOpt, emit_json, err, out
 from toolkit.errors import ToolkitError
+from toolkit.numbers import non_negative, positive, positive_int
+from toolkit.results.verify import mark_unverified
 
 app = typer.Typer(no_args_is_help=True, help=(
     "List, verify, diff and report archived runs.\n\n"
@@ -24,11 +26,20 @@ SloOpt = Annotated[Optional[list[str]], typer.Option(
          "a percentile of the cell (p50 p75 p90 p95 p99) or per_request (a request counts toward goodput only "
          "within it). E.g. --slo tpot_ms.p90=30 --slo ttft_ms.per_request=500")]
 Unverified = Annotated[bool, typer.Option(
-    "--allow-unverified", help="read a run that does not verify (checksums, schema or content) anyway, its "
-                               "problems printed first; without it such a run is refused (exit 2)")]
+    "--force", "--allow-unverified", help="read a run that does not verify (checksums, schema or content) anyway, "
+                                          "its problems printed first and UNVERIFIED in every output; without it "
+                                          "such a run is refused (exit 2)")]
 AttainmentOpt = Annotated[Optional[float], typer.Option(
-    "--attainment", help="share of a cell's requests that must succeed and meet every per-request objective "
+    "--attainment", parser=positive, help="share of a cell's requests that must succeed and meet every per-request objective "
                          "for the objectives to hold there (default: the run's, else 0.9)")]
+
+
+def existing_root(root: Path) -> Path:
+    """The --root folder, which must be one: a missing root is a mistyped path, not a folder with no runs."""
+    if not root.is_dir():
+        raise ToolkitError(f"{root}: " + ("is a file, not a folder of runs" if root.exists() else "no such folder"),
+                           hint="--root names the folder holding <matrix>/<run-id>/ archives (default: results)")
+    return root
 
 
 def resolve_run(ref: str, root: Path = Path("results"), matrix: str | None = None) -> Path:
@@ -36,6 +47,7 @@ def resolve_run(ref: str, root: Path = Path("results"), matrix: str | None = Non
     p = Path(ref)
     if (p / "manifest.json").exists():
         return p
+    existing_root(root)
     runs = sorted(root.glob("*/*/manifest.json"))
     if matrix:
         runs = [r for r in runs if r.parent.parent.name == matrix]
@@ -63,7 +75,7 @@ def list_cmd(root: Root = Path("results"),
     from toolkit.results.facts import list_runs
     from toolkit.results.report import build_list_report, emit
 
-    report = build_list_report(list_runs(root, matrix))
+    report = build_list_report(list_runs(existing_root(root), matrix))
     emit(report, json_out)
 
 
@@ -75,7 +87,9 @@ def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False,
     the cell. --json gives every metric with mean, p50, p90, p99, the median's 95% CI and n."""
     from toolkit.results.report import build_run_report, emit
 
-    report = build_run_report(_open(run, root, allow_unverified))
+    a = _open(run, root, allow_unverified)
+    report = build_run_report(a)
+    mark_unverified(report, a)
     emit(report, json_out)
 
 
@@ -94,7 +108,7 @@ def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
     from toolkit.results.report import status_text
     from toolkit.results.verify import discover, errors, kind_of, verify_folder
 
-    targets = [Path(r) if Path(r).is_dir() else resolve_run(r, root) for r in runs] if runs else [root]
+    targets = [Path(r) if Path(r).is_dir() else resolve_run(r, root) for r in runs] if runs else [existing_root(root)]
     paths = sorted({p for t in targets for p in discover(t)})
     report, bad = [], 0
     for p in paths:
@@ -138,7 +152,7 @@ def diff_cmd(
                       "output_tok_s request_s accept_length; under objectives also goodput_req_s goodput_tok_s "
                       "slo_attainment; docs/results.md defines each); default all")] = None,
     fail_on_regression: Annotated[Optional[float], typer.Option(
-        "--fail-on-regression", metavar="PCT",
+        "--fail-on-regression", metavar="PCT", parser=non_negative,
         help="exit 1 when a significant change makes any metric worse by more than PCT percent "
              "(higher is better for tok/s and acceptance, lower for latencies); an inconclusive one never does")] = None,
     correction: Annotated[str, typer.Option(
@@ -171,6 +185,11 @@ def diff_cmd(
         own = objectives_for(ra.manifest, ra.derived) or objectives_for(rb.manifest, rb.derived)
         objectives = parse_slo(slo or [], attainment, base=own)
     result = diff_runs(ra, rb, metric, correction, objectives)
+    if not result.cells:  # nothing compared is no verdict: "no significant regression" would be a pass by default
+        shown = lambda cells: ", ".join(cells[:4]) + (f" and {len(cells) - 4} more" if len(cells) > 4 else "") or "none"
+        raise ToolkitError(f"runs {ra.run_id} and {rb.run_id} have no cell in common: nothing to compare",
+                           hint=f"cells match on arm, domain, load level and output length; A has {shown(result.only_a)}; "
+                                f"B has {shown(result.only_b)}")
     regressions = result.regressions(fail_on_regression) if fail_on_regression is not None else []
     ungated = result.regressions(fail_on_regression, gated=False) if fail_on_regression is not None else []
     data = result.to_dict()
@@ -179,6 +198,7 @@ def diff_cmd(
     data["not_gated"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj,
                           "excluded": c.excluded} for c, m in ungated]
     report = build_diff_report(ra, rb, result, data=data)
+    mark_unverified(report, ra, rb)
     emit(report, json_out)
     if fail_on_regression is not None:
         for c, m in ungated:
@@ -219,6 +239,7 @@ def report_cmd(
     else:
         report = build_run_report(b, plots=True)
         target = out_dir or Path("reports") / b.run_id
+    mark_unverified(report, b, *([a] if against else []))
     written = write_report(report, target, html_too=html_out)
     if json_out:
         emit_json({"out": str(target), "files": [str(w) for w in written]})
@@ -255,6 +276,7 @@ def slo_cmd(run: RunArg, slo: SloOpt = None, attainment: AttainmentOpt = None, r
             "excluded_cells": elig.lines(excluding=True), "qualified_cells": elig.lines(excluding=False)}
     report = build_slo_report(f"Run {a.matrix_name}/{a.run_id} against service-level objectives", an, raw, data,
                               methodology_blocks(d, elig))
+    mark_unverified(report, a)
     emit(report, json_out)
 
 
@@ -276,7 +298,7 @@ def import_cmd(
                                                "same prompts in the same order (same dataset, seed, order), which the "
                                                "files cannot show: pair requests by index (recorded)")] = False,
     domain: Annotated[Optional[str], typer.Option("--domain", help="domain name (default: the dataset name)")] = None,
-    output_len: Annotated[Optional[int], typer.Option("--output-len", help="max output tokens the run used "
+    output_len: Annotated[Optional[int], typer.Option("--output-len", parser=positive_int, help="max output tokens the run used "
                                                       "(default: from the file, else the longest output)")] = None,
     workload_hash: Annotated[str, typer.Option("--workload-hash", help="the workload hash, when you know the prompts "
                                                "were the same as a toolkit workload's")] = "",

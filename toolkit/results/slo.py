@@ -30,6 +30,7 @@ levels"); the advice leaves such levels out (choice `excluded`), and with no lev
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections import defaultdict
 
@@ -325,6 +326,9 @@ def parse_slo(specs: list[str], attainment: float | None = None, base: Objective
 
     from toolkit.specs.matrix import Slo
 
+    if attainment is not None and not (math.isfinite(attainment) and 0 < attainment <= 1):
+        raise ToolkitError(f"--attainment {attainment:g}: must be a share above 0 and at most 1",
+                           hint="e.g. --attainment 0.9: 90 % of a cell's requests meet every per-request objective")
     if not specs:
         if base is None:
             raise ToolkitError("this run has no service-level objectives (its Matrix has no slo block)",
@@ -351,6 +355,9 @@ def parse_slo(specs: list[str], attainment: float | None = None, base: Objective
             limit = float(value)
         except ValueError:
             raise ToolkitError(f"--slo {s!r}: {value!r} is not a number of milliseconds") from None
+        if not math.isfinite(limit):
+            raise ToolkitError(f"--slo {s!r}: {value!r} is not a finite number of milliseconds",
+                               hint="limits are milliseconds > 0, e.g. tpot_ms.p90=30")
         if bound in block.get(metric, {}):
             raise ToolkitError(f"--slo {s!r}: {metric}.{bound} is given twice")
         block.setdefault(metric, {})[bound] = limit

@@ -12,9 +12,10 @@ A folder written before the toolkit checksummed its kind (the committed results/
 results/sglang-h200-threshold/, tune sessions before 2026-12-04) has none: a warning, since nothing can
 be checked, not an error (archives are never rewritten to add one).
 
-`show`, `report`, `diff` and `slo` read only an archive that verifies (`open_verified`): a corrupted or
-edited archive is refused (exit 2) with its first problem, unless --allow-unverified, which reads it with
-every problem printed first (docs/results.md says why).
+`show`, `report`, `diff` and `slo` read only an archive that verifies (`open_verified`, the one loader they
+share, with every check `verify` makes): a corrupted or edited archive is refused (exit 2) naming it and its
+first problem, unless --force (--allow-unverified), which reads it with every problem printed first and
+UNVERIFIED in every output (docs/results.md says why).
 """
 
 from __future__ import annotations
@@ -250,22 +251,42 @@ def discover(root: str | Path) -> list[Path]:
 
 
 def open_verified(path: str | Path, allow_unverified: bool = False, warn=None):
-    """The archive at path, read only when it verifies; else a ToolkitError with its first problem (exit 2).
-    With allow_unverified it is read anyway, each problem passed to `warn` first."""
+    """The archive at path, read only when it verifies, every check of `results verify` (checksums, schema,
+    content, the request records included: a record edited with its SHA256SUMS rewritten is refused too);
+    else a ToolkitError naming the archive and its first problem (exit 2). With allow_unverified (--force) it
+    is read anyway: a loud UNVERIFIED warning with each problem goes to `warn` first, and the archive carries
+    the problems (`archive.unverified`) so that every output made from it says UNVERIFIED (mark_unverified)."""
     from toolkit.results.archive import open_archive
 
     path = Path(path)
     # a temp file is a write in progress (a run being watched) or an interrupted one: never read, so no reason
     # to refuse the archive
-    problems = [p for p in errors(verify_run(path, records=False)) if not is_temp(p.file.rsplit("/", 1)[-1])]
+    problems = [p for p in errors(verify_run(path)) if not is_temp(p.file.rsplit("/", 1)[-1])]
     if problems and not allow_unverified:
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
         raise ToolkitError(f"run {path.name} does not verify: {problems[0]}{more}", file=path,
                            hint=f"`toolkit results verify {path}` lists every problem; restore the run folder from a "
-                                "copy, or pass --allow-unverified to read it anyway (its figures are then not to be "
-                                "trusted)")
+                                "copy, or pass --force (--allow-unverified) to read it anyway (its figures are then "
+                                "not to be trusted, and every output says UNVERIFIED)")
     if problems and warn is not None:
-        warn(f"WARNING: run {path} does not verify; its figures are not to be trusted:")
+        warn(f"WARNING: run {path} does not verify (UNVERIFIED); its figures are not to be trusted:")
         for p in problems:
             warn(f"  {p}")
-    return open_archive(path)
+    archive = open_archive(path)
+    archive.unverified = [str(p) for p in problems]
+    return archive
+
+
+def mark_unverified(report, *archives) -> None:
+    """Say UNVERIFIED in every output of a report made from an archive read with --force: a first paragraph
+    of the text, Markdown and HTML, and `unverified` in its JSON data."""
+    from toolkit.results.report.model import Para
+
+    bad = {str(a.path): a.unverified for a in archives if getattr(a, "unverified", None)}
+    if not bad:
+        return
+    lines = [f"UNVERIFIED: run {p} does not verify ({len(v)} problem(s), e.g. {v[0]}); read with --force: its "
+             "figures are not to be trusted" for p, v in bad.items()]
+    report.blocks.insert(0, Para("\n".join(lines)))
+    if isinstance(report.data, dict):
+        report.data["unverified"] = bad

@@ -42,9 +42,9 @@ FORMAT_HINT = ('one JSON object per line: {"timestamp": SECONDS, "input_length":
 
 
 class TraceRequest(BaseModel):
-    """One line of a trace."""
+    """One line of a trace (JSON's Infinity and NaN, which Python's json reads, are refused)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     timestamp: float = Field(ge=0, description="seconds; the replay sends it at (timestamp - first) / speed")
     input_length: int | None = Field(None, ge=1)
@@ -142,7 +142,16 @@ def trace_prompts(trace: list[TraceRequest], domain: str, output_len: int, seed:
 
 def from_mooncake(src: str | Path, dest: str | Path) -> int:
     """Convert a Mooncake trace (JSON lines: timestamp in ms, input_length, output_length, hash_ids) to the
-    toolkit's format (seconds); returns the number of requests written."""
+    toolkit's format (seconds) at dest (its folder made where missing); returns the number of requests written.
+    `bench trace-import` writes convert_mooncake's lines atomically (toolkit.fsutil) instead."""
+    lines = convert_mooncake(src)
+    Path(dest).parent.mkdir(parents=True, exist_ok=True)
+    Path(dest).write_text("\n".join(lines) + "\n")
+    return len(lines)
+
+
+def convert_mooncake(src: str | Path) -> list[str]:
+    """The toolkit's trace lines (JSON, seconds) of a Mooncake trace; bad lines are errors naming file:line."""
     src = Path(src)
     out = []
     for i, obj in _json_lines(src, "the Mooncake trace"):
@@ -162,5 +171,4 @@ def from_mooncake(src: str | Path, dest: str | Path) -> int:
         out.append(json.dumps(row))
     if not out:
         raise ToolkitError("the Mooncake trace has no requests", file=src)
-    Path(dest).write_text("\n".join(out) + "\n")
-    return len(out)
+    return out

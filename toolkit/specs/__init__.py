@@ -146,6 +146,11 @@ def _describe(err: dict) -> str:
         if err["type"] == "too_short":
             return f"needs at least {ctx.get('min_length')} item(s), got {ctx.get('actual_length')}"
         return f"takes at most {ctx.get('max_length')} item(s), got {ctx.get('actual_length')}"
+    if err["type"] == "string_too_long":
+        ctx = err.get("ctx") or {}
+        return f"{len(inp) if isinstance(inp, str) else '?'} characters is too long: at most {ctx.get('max_length')}"
+    if err["type"] == "finite_number":
+        return f"{inp!r} is not a finite number"
     if err["type"] == "int_from_float":
         return f"expected a whole number, got {inp!r}"
     if err["type"].endswith("_type") or err["type"].endswith("_parsing"):
@@ -179,6 +184,11 @@ def _field_at(model: type[BaseModel], loc: tuple) -> tuple[list[Any], list[Any],
                             description = description or getattr(meta, "description", None)
                     nxt.append(item)
         candidates = nxt
+    for c in candidates:  # the bounds on a union member's own type (`Positive | None`: Positive's gt=0)
+        for m in (get_args(c) if get_origin(c) in (Union, types.UnionType) else ()):
+            if get_origin(m) is Annotated:
+                for meta in get_args(m)[1:]:
+                    constraints += list(getattr(meta, "metadata", []) or [meta])
     types_ = [t for c in candidates for t in _unwrap(c) if t is not type(None)]
     return types_, constraints, _value_description(candidates) or description
 
@@ -203,9 +213,14 @@ def _range_hint(model: type[BaseModel], loc: tuple, err: dict) -> str:
         for key in ("ge", "gt", "le", "lt"):
             if getattr(c, key, None) is not None:
                 bounds[key] = getattr(c, key)
-    op, key = RANGE_OPS[err["type"]]
-    bounds.setdefault(key, (err.get("ctx") or {}).get(key))
+    if err["type"] in RANGE_OPS:
+        op, key = RANGE_OPS[err["type"]]
+        bounds.setdefault(key, (err.get("ctx") or {}).get(key))
     kind = "a whole number" if int in types_ and float not in types_ else "a number"
+    if err["type"] == "finite_number":
+        kind = "a finite " + kind.split(" ", 1)[1]  # .inf and .nan are YAML's, never a spec's value
+        if not bounds:
+            return f"allowed: {kind}"
     lo = (">=", bounds["ge"]) if "ge" in bounds else (">", bounds["gt"]) if "gt" in bounds else None
     hi = ("<=", bounds["le"]) if "le" in bounds else ("<", bounds["lt"]) if "lt" in bounds else None
     if lo and hi and lo[0] == ">=" and hi[0] == "<=":
@@ -255,8 +270,10 @@ def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, ma
                                          f"valid keys here: {', '.join(sorted(allowed))}")
     elif first["type"] == "missing":
         hint = f"add `{loc[-1]}:` to {_dotted(loc[:-1]) or 'the top level'}"
-    elif first["type"] in RANGE_OPS:
+    elif first["type"] in RANGE_OPS or first["type"] == "finite_number":
         hint = _range_hint(model, loc, first)
+    elif first["type"] == "string_too_long":
+        hint = "shorten it: names become file and folder names (results/<matrix>/<run>/, cells/<arm>__<domain>...)"
     elif first["type"] in LENGTH_ERRORS:
         hint = "list the values in [ ... ]" if first["type"] == "too_short" else "remove some of the values"
     elif first["type"] == "string_pattern_mismatch":

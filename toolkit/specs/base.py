@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from toolkit.numbers import NonNegative, NonNegativeInt, Positive, PositiveInt  # noqa: F401 - the spec types
+
 NAME_RE = r"^[a-z0-9][a-z0-9._-]*$"
-Name = Annotated[str, Field(pattern=NAME_RE, description="lower-case name: letters, digits, . _ -")]
+# a name becomes file and folder names (results/<matrix>/, cells/<arm>__<domain>__...): two of them and a key's
+# suffix fit the 255 bytes a file name may have on most file systems
+NAME_MAX = 100
+Name = Annotated[str, Field(pattern=NAME_RE, max_length=NAME_MAX,
+                            description=f"lower-case name: letters, digits, . _ -, at most {NAME_MAX} characters")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lower-case hex digits")]
 
 
@@ -36,15 +43,19 @@ class Hash:
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are errors; values are not silently coerced across types."""
+    """Unknown keys are errors; values are not silently coerced across types; no number of a spec is inf or
+    nan (`.inf` would validate every `gt=0` bound, run every cell and fail at the report: toolkit/numbers.py)."""
 
-    model_config = ConfigDict(extra="forbid", strict=False, frozen=False)
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=False, allow_inf_nan=False)
 
 
 Scalar = str | int | float | bool
 
 
 def _check_arg_value(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value) or (
+            isinstance(value, list) and any(isinstance(v, float) and not math.isfinite(v) for v in value)):
+        raise ValueError("an argument value must be a finite number (no .inf or .nan)")
     if isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):

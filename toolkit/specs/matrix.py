@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -10,7 +11,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pydantic_core import PydanticKnownError
 
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
-from toolkit.specs.base import Hash, Name, StrictModel
+from toolkit.specs.base import Hash, Name, NonNegative, Positive, PositiveInt, StrictModel
 from toolkit.specs.slurm import SlurmJob
 
 
@@ -117,7 +118,7 @@ class Workload(StrictModel):
         None, description="a trace (JSON lines of timestamp, input/output length or prompt; docs/loadgen.md#traces): "
                           "its requests are sent open loop at its times, one cell per speed "
                           "(docs/bench.md#traces-trace)")
-    speed: Annotated[float | list[Annotated[float, Field(gt=0)]], Hash.omit_default("added with trace replay")] = Field(
+    speed: Annotated[Positive | list[Positive], Hash.omit_default("added with trace replay")] = Field(
         1.0, description="with `trace:`: time scaling, 2.0 replays twice as fast; a list gives one cell per speed")
 
     @model_validator(mode="before")
@@ -160,7 +161,7 @@ class Arrival(StrictModel):
     process: Literal["poisson", "gamma", "constant"] = Field(
         "poisson", description="poisson: exponential gaps; gamma: gamma gaps of shape `burstiness`; constant: "
                                "every gap 1/rate")
-    burstiness: float = Field(1.0, gt=0, description="gamma: the shape B (1: Poisson; < 1 burstier; > 1 more regular)")
+    burstiness: Positive = Field(1.0, description="gamma: the shape B (1: Poisson; < 1 burstier; > 1 more regular)")
 
     @model_validator(mode="after")
     def _shape(self) -> "Arrival":
@@ -188,12 +189,12 @@ class Bounds(StrictModel):
     requests, and/or a per-request limit. Each set bound is one objective (toolkit.schema.slo.Objective,
     the one objective type: `Slo.objectives()`)."""
 
-    p50: float | None = Field(None, gt=0, description="the cell's median of this latency is at most this (ms)")
-    p75: float | None = Field(None, gt=0, description="the cell's p75 is at most this (ms)")
-    p90: float | None = Field(None, gt=0, description="the cell's p90 is at most this (ms)")
-    p95: float | None = Field(None, gt=0, description="the cell's p95 is at most this (ms)")
-    p99: float | None = Field(None, gt=0, description="the cell's p99 is at most this (ms)")
-    per_request: float | None = Field(None, gt=0, description="a request counts toward goodput only when its own "
+    p50: Positive | None = Field(None, description="the cell's median of this latency is at most this (ms)")
+    p75: Positive | None = Field(None, description="the cell's p75 is at most this (ms)")
+    p90: Positive | None = Field(None, description="the cell's p90 is at most this (ms)")
+    p95: Positive | None = Field(None, description="the cell's p95 is at most this (ms)")
+    p99: Positive | None = Field(None, description="the cell's p99 is at most this (ms)")
+    per_request: Positive | None = Field(None, description="a request counts toward goodput only when its own "
                                                               "value is at most this (ms)")
 
     @model_validator(mode="after")
@@ -276,7 +277,7 @@ class LaunchesAuto(StrictModel):
     """Sequential launches (`launches_auto:`): after each round from `launches` on, stop once every paired
     speed-up's 95% CI (the launch as the unit) is narrow enough, else launch another round, up to `max`."""
 
-    halfwidth_pct: float = Field(gt=0, le=100, description="stop when every speed-up's 95% CI lies within "
+    halfwidth_pct: Positive = Field(le=100, description="stop when every speed-up's 95% CI lies within "
                                                            "±this percent of its ratio (log scale)")
     max: int = Field(ge=3, le=100, description="the most launch rounds, whatever the CIs")
 
@@ -301,7 +302,7 @@ class Matrix(StrictModel):
     concurrency: Annotated[list[Annotated[int, Field(ge=1)]] | None, Hash.omit_default(
         "None only with `rates:`: the hash of a closed-loop matrix holds")] = Field(
         None, min_length=1, description="closed loop: requests kept in flight, one cell per level")
-    rates: Annotated[list[Annotated[float, Field(gt=0)]] | None, Hash.omit_default(
+    rates: Annotated[list[Positive] | None, Hash.omit_default(
         "added with open-loop load: unset, the hash of an older matrix holds")] = Field(
         None, min_length=1, description="open loop, instead of `concurrency`: requests per second, one cell per "
                                         "rate; each request is sent at its scheduled time (docs/bench.md)")
@@ -315,9 +316,9 @@ class Matrix(StrictModel):
                                                      "holds")] = Field(
         None, description="open loop, instead of `rates:`: {points: N}: probe the baseline's synchronous and "
                           "saturation rates, then N rates between them for every arm (docs/bench.md)")
-    output_len: int = Field(128, ge=1, description="max output tokens per request")
-    requests: int | None = Field(None, ge=1, description="measured requests per cell")
-    duration_s: float | dict[int, float] | None = Field(
+    output_len: PositiveInt = Field(128, description="max output tokens per request")
+    requests: PositiveInt | None = Field(None, description="measured requests per cell")
+    duration_s: Positive | dict[int, Positive] | None = Field(
         None, description="or: measure each cell for this long (seconds); per concurrency level as "
                                 "{LEVEL: SECONDS}, e.g. {1: 20, 16: 30}: a level takes the value of the highest "
                                 "listed level at or below it (docs/bench.md)")
@@ -341,7 +342,7 @@ class Matrix(StrictModel):
                            "every cell on the H200 (docs/results.md#launch-noise); the warm-up is archived as a "
                            "warm-up launch, never as a measurement")
     seed: int = 0
-    temperature: float = Field(0.0, ge=0)
+    temperature: NonNegative = 0.0
     slo: Annotated[Slo | None, Hash.never("analysis, not measurement: objectives do not change what a run "
                                           "measures")] = Field(None, description="service-level objectives: goodput, attainment and capacity per arm "
                                               "(docs/slo.md)")
@@ -354,6 +355,8 @@ class Matrix(StrictModel):
     def _duration(cls, v: Any, info: ValidationInfo) -> Any:
         """Seconds, or {LEVEL: SECONDS}; every tested level must fall at or above a listed one."""
         if not isinstance(v, dict):  # seconds: the errors (and hints) of a plain number field
+            if isinstance(v, float) and not math.isfinite(v):
+                raise PydanticKnownError("finite_number")
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
                 raise PydanticKnownError("greater_than", {"gt": 0})
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, str))):
@@ -369,7 +372,7 @@ class Matrix(StrictModel):
             level = int(k) if isinstance(k, str) and k.isdigit() else k  # a resolved spec read back from JSON
             if isinstance(level, bool) or not isinstance(level, int) or level < 1:
                 raise ValueError(f"{k!r} is not a concurrency level (a whole number >= 1)")
-            if isinstance(sec, bool) or not isinstance(sec, (int, float)) or sec <= 0:
+            if isinstance(sec, bool) or not isinstance(sec, (int, float)) or not math.isfinite(sec) or sec <= 0:
                 raise ValueError(f"level {level}: {sec!r} is not a number of seconds > 0")
             out[level] = float(sec)
         if not out:

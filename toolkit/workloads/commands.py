@@ -113,7 +113,10 @@ def trace_import(
 
     Example: toolkit bench trace-import conversation_trace.jsonl --from mooncake -o trace.jsonl"""
     from toolkit.console import out
-    from toolkit.schema.trace import from_mooncake
+    from toolkit.fsutil import write_atomic
+    from toolkit.schema.trace import convert_mooncake
 
-    n = from_mooncake(file, output)
+    lines = convert_mooncake(file)
+    write_atomic(output, "\n".join(lines) + "\n")  # its folder made where missing; never half a file
+    n = len(lines)
     out.print(f"{n} requests: {file} -> {output}", markup=False)
