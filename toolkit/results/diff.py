@@ -312,23 +312,24 @@ def _cell_diff(g: Group, ra: CellReader, ka: list[str], rb: CellReader, kb: list
 
 
 def geomean_comparison(cells: list[CellDiff], metric: str, va: LaunchView, vb: LaunchView,
-                       model: NoiseModel) -> Comparison | None:
+                       model: NoiseModel) -> tuple[Comparison | None, dict[str, str]]:
     """The change of a metric's geometric mean over the comparable cells, with a launch-aware CI: per arm the
     per-launch geometric means over its cells compared (their noise is what a launch moves the whole arm
-    by), then the arms combined (separate launches: independent). None when an arm's noise is unknown."""
+    by), then the arms combined (separate launches: independent). (None, {arm: why}) when an arm's noise is
+    unknown: no test of the geometric mean is made without every arm's."""
     by_arm: dict[str, list[Group]] = {}
     for c in cells:
         if c.comparable and metric in c.metrics and c.metrics[metric].a and c.metrics[metric].b:
             by_arm.setdefault(c.arm, []).append((c.arm, c.domain, c.concurrency, c.output_len))
-    parts = []
+    parts, missing = [], {}
     for arm, groups in sorted(by_arm.items()):
         sides = model.sides(arm, metric, level="arm")
         comp = compare(va.arm_figures(arm, metric, groups), vb.arm_figures(arm, metric, groups), *sides) \
             if sides is not None else None
         if comp is None:
-            return None
+            missing[arm] = model.arm_unknown(arm, metric) if sides is None else "no launch has every cell of the arm"
         parts.append((comp, len(groups)))
-    return combine(parts)
+    return (None, missing) if missing else (combine(parts), {})
 
 
 def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives) -> tuple[LaunchView, LaunchView, NoiseModel]:
@@ -394,7 +395,9 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
         if pairs:
             ga_, gb_ = geomean([p[0] for p in pairs]), geomean([p[1] for p in pairs])
             gm[m] = {"a": ga_, "b": gb_, "delta_pct": delta_pct(ga_, gb_), "cells": len(pairs)}
-            comp = geomean_comparison(cells, m, *views)
+            comp, missing = geomean_comparison(cells, m, *views)
+            if missing:
+                gm[m]["untested"] = missing
             if comp is not None:
                 gm[m].update(low_pct=comp.low_pct, high_pct=comp.high_pct, launch_delta_pct=comp.delta_pct,
                              p=comp.p, df=comp.df, se=comp.se, noise=comp.source)
