@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from toolkit.results.diff import DEFAULT_FLOOR, DiffResult, holm
+from toolkit.results.diff import DEFAULT_FLOOR, DiffResult, family, holm
 from toolkit.results.launches import ALPHA, beyond_margin, beyond_p, from_delta, tost_p
 
 # The margin of `reproduced within ±X %` when none is given (--tolerance): declared before any data. 10 %: a
@@ -121,7 +121,7 @@ def _beyond(tested: list, tol: float, alpha: float, v: Verdict) -> list[dict]:
     beyond it without confidence (on the same log scale) are returned."""
     ps = [beyond_p(from_delta(m.delta_pct, m.se, m.df), tol) for _, m in tested]
     wide = []
-    for (c, m), pa in zip(tested, holm(ps)):
+    for (c, m), pa in zip(tested, holm(ps, family(tested))):
         row = {"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "low_pct": m.low_pct,
                "high_pct": m.high_pct, "p": pa}
         if pa < alpha:
