@@ -135,8 +135,8 @@ def test_the_gate_says_what_it_tested(tmp_path: Path, cli) -> None:
     a, b = (write_run(tmp_path, seed=s, **kw) for s in (73, 74))
     res = cli("results", "diff", str(a), str(b), "--fail-on-regression", "5", "--json")
     assert res.returncode == 0, res.stderr
-    size = json.loads(res.stdout)["family_size"]
-    assert f"no regression worse than 5% with confidence (one-sided test at 0.05, Holm-adjusted over {size} tests)" \
+    size = json.loads(res.stdout)["family_size"]  # every test has a launch noise here: the gate's family is the diff's
+    assert f"no regression worse than 5% with confidence (one-sided tests at 0.05, Holm-adjusted over {size})" \
         in res.stderr
 
 

@@ -161,7 +161,7 @@ def diff_cmd(
     are compared too, both runs judged by the same objectives. docs/results.md#launch-noise.
 
     Example (CI gate): toolkit results diff quickstart/20261201T0900Z-1a2b3c latest --fail-on-regression 5"""
-    from toolkit.results.diff import diff_runs
+    from toolkit.results.diff import diff_runs, family
     from toolkit.results.report import build_diff_report, emit
 
     from toolkit.results.slo import objectives_for, parse_slo
@@ -185,8 +185,8 @@ def diff_cmd(
         for c, m, _ in ungated:
             err.print(f"not gated: {c.label} {m.metric} {m.delta_pct:+.2f}% in a cell no verdict may use "
                       f"({'; '.join(c.excluded)})", markup=False)
-        how = f"one-sided test at {result.alpha:g}" + (f", Holm-adjusted over {result.family_size} tests"
-                                                        if correction == "holm" else "")
+        size = family(result.gate_tests()).count(None)
+        how = f"one-sided tests at {result.alpha:g}" + (f", Holm-adjusted over {size}" if correction == "holm" else "")
         if regressions:
             err.print(f"{len(regressions)} significant regression(s) worse than {fail_on_regression:g}% with "
                       f"confidence ({how}):", markup=False)

@@ -134,13 +134,17 @@ class DiffResult:
                                "in B): nothing was tested, so no regression can be ruled out",
                                hint="compare runs of the same matrix: cells match on arm, domain, concurrency and "
                                     "output length, with the same workload and sampling")
-        tests = [(c, m) for c in self.cells for m in c.metrics.values() if m.se is not None and m.delta_pct is not None]
+        tests = self.gate_tests()
         ps = [exceeds_p(from_delta(m.delta_pct, m.se, m.df), pct, -1 if METRICS[m.metric].higher_is_better else 1)
               for _, m in tests]
         adjusted = holm(ps, family(tests)) if self.correction == "holm" else ps
         rows = [(c, m, pa) for (c, m), pa in zip(tests, adjusted) if pa < self.alpha]
         return rows + [(c, m, m.p_adj) for c in self.cells for m in c.metrics.values()
                        if m.noise == DEFAULT_FLOOR and m.verdict == "worse" and beyond_margin(m.delta_pct, pct)]
+
+    def gate_tests(self) -> list[tuple[CellDiff, MetricDiff]]:
+        """The metric-cells the gate tests one-sided (the launch noise known); `family` of them is its family."""
+        return [(c, m) for c in self.cells for m in c.metrics.values() if m.se is not None and m.delta_pct is not None]
 
     def to_dict(self) -> dict:
         d = asdict(self)
