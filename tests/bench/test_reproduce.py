@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.results.equivalence import DEFAULT_MARGIN_PCT
 from toolkit.schema.metrics import METRICS
 
 from tests.conftest import ROOT, run_cli
@@ -63,7 +64,7 @@ def test_reproduce_runs_the_archived_matrix_not_the_checkout(original) -> None:
     out = json.loads(r.stdout)
     assert out["verdict"] == {1: "differs", 3: "inconclusive"}[r.returncode]
     assert (out["verdict"] == "differs") == bool(out["moved"])
-    assert out["tolerance_pct"] == 32 and "default floor" in out["tolerance_source"]
+    assert out["tolerance_pct"] == DEFAULT_MARGIN_PCT and "the default margin" in out["tolerance_source"]
     assert out["verdict"] == "differs" or out["reasons"][0].startswith("one launch per side, launch noise unknown")
     assert out["original"]["run_id"] == run.name and out["reproduction"]["status"] == "complete"
     labels = {c["label"] for c in out["cells"]}

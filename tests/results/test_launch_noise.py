@@ -174,13 +174,14 @@ def test_calibration_run_gives_single_launch_runs_a_noise(tmp_path: Path, cli) -
 
 def test_reproduce_verdicts_reproduced_differs_inconclusive(tmp_path: Path) -> None:
     from toolkit.bench.reproduce import compare_runs, reproduce_text
+    from toolkit.results.equivalence import DEFAULT_MARGIN_PCT
 
     kw = {"launches": 3, "launch_cv": 0.03, "n": 200}
     orig = open_archive(write_run(tmp_path, seed=40, **kw))
     same = compare_runs(orig, open_archive(write_run(tmp_path, seed=41, **kw)))
     assert same.verdict == "reproduced" and same.exit_code == 0, same.judged.reasons
     tol = same.judged.tolerance_pct
-    assert 5 <= tol < DEFAULT_FLOOR_PCT and "noise floor at the median launch CV" in same.judged.tolerance_source
+    assert tol == DEFAULT_MARGIN_PCT and "the default margin, fixed before the data" in same.judged.tolerance_source
     assert f"reproduced within ±{tol:g}%" in reproduce_text(same)
     assert all(x["within"] and -tol < x["low_pct"] and x["high_pct"] < tol for x in same.judged.metrics.values())
 
@@ -205,7 +206,7 @@ def test_reproduce_verdicts_reproduced_differs_inconclusive(tmp_path: Path) -> N
                           open_archive(write_run(tmp_path, seed=44, **one)))
     assert single.verdict == "inconclusive" and single.exit_code == 3
     assert single.judged.reasons[0].startswith("one launch per side, launch noise unknown")
-    assert single.judged.tolerance_pct == DEFAULT_FLOOR_PCT
+    assert single.judged.tolerance_pct == DEFAULT_MARGIN_PCT
 
 
 def test_slo_certainty_takes_the_launch_as_the_unit(tmp_path: Path) -> None:

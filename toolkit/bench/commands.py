@@ -139,9 +139,8 @@ def reproduce_cmd(
     = None,
     tolerance: Annotated[Optional[float], typer.Option(
         "--tolerance", metavar="PCT", parser=parser(lower=0.1, inclusive=True),
-        help="the margin X of `reproduced within ±X %`, percent (default: the noise floor, printed: what two single "
-             "launches stay within at the launch noise measured in the runs or a calibration, else the default "
-             "floor, 32%)")] = None,
+        help="the margin X of `reproduced within ±X %`, percent, on the log scale (a ratio within 1/(1+X)..1+X); "
+             "declare it before looking at the data (default: 10%, fixed; never derived from the judged runs)")] = None,
     replay: Annotated[Optional[str], typer.Option(
         "--replay", metavar="RUN2", help="judge this earlier replay of RUN instead of running one (its manifest "
                                          "says `reproduces: RUN`): the verdict again, e.g. at another --tolerance")]
@@ -157,12 +156,13 @@ def reproduce_cmd(
 
     \b
       reproduced within ±X %   exit 0: every metric's change (geometric mean over the cells) is within ±X
-                               with confidence (TOST), no cell differs, every cell tested
+                               with confidence (TOST, every arm tested), no cell differs, every cell tested
       differs                  exit 1: a change beyond ±X with confidence (cells named, with the CI), or a
                                cell missing, failed or not comparable
-      inconclusive             exit 3: a CI straddles the margin, or cells could not be tested (one launch
+      inconclusive             exit 3: a CI straddles the margin, cells could not be tested (one launch
                                per side and no calibration: launch noise unknown; `launches: 3` in the
-                               Matrix, or `toolkit bench noise`, makes them testable)
+                               Matrix, or `toolkit bench noise`, makes them testable), or an arm's
+                               equivalence test could not run (named)
 
     With several arms the verdict is the run's; each arm's own follows (the same rules on its cells alone):
     one arm that does not repeat from launch to launch does not hide that the others reproduced.

@@ -15,10 +15,11 @@ result reproduced.
    it in the new manifest; --target and --image are drift asked for, recorded too.
 4. The same cells run with the same seeds, prompts and launches (toolkit.bench.matrix.run_matrix); the new
    run is compared with the original by toolkit.results.diff (the server launch as the unit of
-   replication), and toolkit.results.equivalence gives the verdict with a margin X: `reproduced within
-   ±X %` (equivalence shown), `differs` (a change beyond X with confidence, or a cell missing, failed or
-   not comparable), `inconclusive` (neither: a CI straddles the margin, or launch noise unknown), with the
-   environment diff (toolkit.results.envdiff) beside them.
+   replication), and toolkit.results.equivalence gives the verdict with a margin X fixed before the data
+   (--tolerance, else its DEFAULT_MARGIN_PCT): `reproduced within ±X %` (equivalence shown for every
+   metric and arm), `differs` (a change beyond X with confidence, or a cell missing, failed or not
+   comparable), `inconclusive` (neither: a CI straddles the margin, launch noise unknown, or a test that
+   could not run), with the environment diff (toolkit.results.envdiff) beside them.
 """
 
 from __future__ import annotations
@@ -300,7 +301,7 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
               allow_drift: bool = False, progress: Any = None, log: Callable[[str], None] = print,
               tolerance: float | None = None) -> Reproduction:
     """Replay run `ref` from its archive, archive the replay under root, and compare the two (`tolerance`:
-    the margin X of `reproduced within ±X %`, percent; default from the launch noise)."""
+    the margin X of `reproduced within ±X %`, percent; default toolkit.results.equivalence.DEFAULT_MARGIN_PCT)."""
     from toolkit.bench.matrix import run_matrix
     from toolkit.bench.plan import load_environment, load_workloads
     from toolkit.render import template_version
@@ -365,7 +366,7 @@ def compare_runs(original: Archive, new: Archive, status: str = "complete", drif
     per_arm = {}
     for arm in arms if len(arms) > 1 else []:
         own, rows = diff_runs(original, new, arms=[arm]), [r for r in structural if r["cell"].startswith(f"{arm} ")]
-        per_arm[arm] = judge(own, rows, judged.tolerance_pct)
+        per_arm[arm] = judge(own, rows, judged.tolerance_pct, source=judged.tolerance_source)
         if per_arm[arm].verdict == "inconclusive":
             per_arm[arm].supported_pct = supported_margin(own, rows, judged.tolerance_pct)
     moved = structural + [{"cell": x["cell"], "metric": x["metric"], "why": f"beyond ±{judged.tolerance_pct:g}%",
@@ -426,6 +427,8 @@ def reproduce_text(rep: Reproduction) -> str:
     j = rep.judged
     lines.append(f"{j.headline} ({rep.original.run_id} -> {rep.new.run_id}; tolerance ±{j.tolerance_pct:g}% from "
                  f"{j.tolerance_source}; exit {j.exit_code})")
+    lines.append(f"  ±{j.tolerance_pct:g}% on the log scale, as every test: a ratio B/A within "
+                 f"{1 / (1 + j.tolerance_pct / 100):.3f}..{1 + j.tolerance_pct / 100:.3f}")
     for mv in rep.moved:
         if "metric" in mv:
             ci = f" [{mv['low_pct']:+.1f}%, {mv['high_pct']:+.1f}%]" if mv.get("low_pct") is not None else ""

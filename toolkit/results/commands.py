@@ -153,8 +153,9 @@ def diff_cmd(
                       "slo_attainment; docs/results.md defines each); default all")] = None,
     fail_on_regression: Annotated[Optional[float], typer.Option(
         "--fail-on-regression", metavar="PCT", parser=non_negative,
-        help="exit 1 when a significant change makes any metric worse by more than PCT percent "
-             "(higher is better for tok/s and acceptance, lower for latencies); an inconclusive one never does")] = None,
+        help="exit 1 when any metric got worse by more than PCT percent with confidence: a one-sided test of the "
+             "log ratio beyond log(1 + PCT/100) (higher is better for tok/s and acceptance, lower for latencies), "
+             "Holm-adjusted; an inconclusive change never does. No cell in common, or a negative PCT: exit 2")] = None,
     correction: Annotated[str, typer.Option(
         "--correction", help="holm: adjust p-values for the many tests of one diff (no false alarms from "
                              "testing dozens of cells); none: per-test alpha, as benchstat")] = "holm",
@@ -174,7 +175,7 @@ def diff_cmd(
     are compared too, both runs judged by the same objectives. docs/results.md#launch-noise.
 
     Example (CI gate): toolkit results diff quickstart/20261201T0900Z-1a2b3c latest --fail-on-regression 5"""
-    from toolkit.results.diff import diff_runs
+    from toolkit.results.diff import diff_runs, family
     from toolkit.results.report import build_diff_report, emit
 
     from toolkit.results.slo import objectives_for, parse_slo
@@ -193,23 +194,26 @@ def diff_cmd(
     regressions = result.regressions(fail_on_regression) if fail_on_regression is not None else []
     ungated = result.regressions(fail_on_regression, gated=False) if fail_on_regression is not None else []
     data = result.to_dict()
-    data["regressions"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj}
-                           for c, m in regressions]
-    data["not_gated"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": m.p_adj,
-                          "excluded": c.excluded} for c, m in ungated]
+    data["regressions"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": p}
+                           for c, m, p in regressions]
+    data["not_gated"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": p,
+                          "excluded": c.excluded} for c, m, p in ungated]
     report = build_diff_report(ra, rb, result, data=data)
     mark_unverified(report, ra, rb)
     emit(report, json_out)
     if fail_on_regression is not None:
-        for c, m in ungated:
+        for c, m, _ in ungated:
             err.print(f"not gated: {c.label} {m.metric} {m.delta_pct:+.2f}% in a cell no verdict may use "
                       f"({'; '.join(c.excluded)})", markup=False)
+        size = family(result.gate_tests()).count(None)
+        how = f"one-sided tests at {result.alpha:g}" + (f", Holm-adjusted over {size}" if correction == "holm" else "")
         if regressions:
-            err.print(f"{len(regressions)} significant regression(s) beyond {fail_on_regression:g}%:", markup=False)
-            for c, m in regressions:
-                err.print(f"  {c.label} {m.metric} {m.delta_pct:+.2f}% (p={m.p_adj:.3g})", markup=False)
+            err.print(f"{len(regressions)} significant regression(s) worse than {fail_on_regression:g}% with "
+                      f"confidence ({how}):", markup=False)
+            for c, m, p in regressions:
+                err.print(f"  {c.label} {m.metric} {m.delta_pct:+.2f}% (p={p:.3g})", markup=False)
             raise typer.Exit(1)
-        err.print(f"no significant regression beyond {fail_on_regression:g}%", markup=False)
+        err.print(f"no regression worse than {fail_on_regression:g}% with confidence ({how})", markup=False)
 
 
 @app.command("report")

@@ -12,7 +12,8 @@ the server launch (toolkit/results/launches.py, docs/results.md#launch-noise):
   shares: Fisher), but a change is called only beyond the default floor (DEFAULT_FLOOR_PCT) in the cell
   and arm-wide (the arm's geometric mean over its cells beyond it too, same direction): anything less is
   `inconclusive` (one launch a side, launch noise unknown). Chunk and cell metrics stay untested.
-p-values are Holm-adjusted over every test of the diff; `~` when not significant.
+p-values are Holm-adjusted over the diff's family of tests (one per independent metric and cell: a metric that
+tracks another, toolkit/schema/metrics.py `Metric.tracks`, adds none); `~` when not significant.
 
 Under service-level objectives (A's own, else B's, else `--slo`) the cells also carry goodput_req_s,
 goodput_tok_s and slo_attainment, both runs judged by the *same* objectives; attainment, a share, is
@@ -22,6 +23,7 @@ tested with Fisher's exact test on the two counts (met of measured requests).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 
@@ -32,7 +34,8 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
-from toolkit.results.launches import DEFAULT_FLOOR_PCT, Comparison, combine, compare
+from toolkit.results.launches import (DEFAULT_FLOOR_PCT, Comparison, beyond_margin, combine, compare, exceeds_p,
+                                      from_delta)
 from toolkit.results.noise import LaunchView, NoiseModel, calibration_view
 from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
@@ -60,7 +63,7 @@ class MetricDiff:
     p: float | None
     verdict: str  # better | worse | ~ | inconclusive | too-few | not-tested | no-samples
     note: str = ""
-    p_adj: float | None = None  # Holm-adjusted over every test of the diff (the one the verdict uses)
+    p_adj: float | None = None  # Holm-adjusted over the diff's family (`family`; the one the verdict uses)
     launches_a: int = 1
     launches_b: int = 1
     noise: str = ""  # where the launch noise came from: runs | calibration <id> | default floor | "" (untested)
@@ -110,18 +113,38 @@ class DiffResult:
     floor_pct: float = DEFAULT_FLOOR_PCT
     noise: dict[str, dict] = field(default_factory=dict)  # arm -> {launches_a, launches_b, source}
     calibration: str | None = None  # run id of the calibration used, if any
+    family_size: int = 0  # the tests of the Holm family (derived duplicates not counted: `family`)
 
-    def regressions(self, pct: float, gated: bool = True) -> list[tuple[CellDiff, MetricDiff]]:
-        """Significant changes in the worse direction by more than pct percent, in the cells a verdict may use
-        (gated=False: those in the cells it may not, which the gate names but does not count)."""
-        out = []
-        for c in self.cells:
-            if bool(c.excluded) == gated:
-                continue
-            for m in c.metrics.values():
-                if m.verdict == "worse" and m.delta_pct is not None and abs(m.delta_pct) > pct:
-                    out.append((c, m))
-        return out
+    def regressions(self, pct: float, gated: bool = True) -> list[tuple[CellDiff, MetricDiff, float | None]]:
+        """The changes worse by more than pct percent with confidence (`gate`), in the cells a verdict may use
+        (gated=False: those in the cells it may not, which the gate names but does not count), each with its p."""
+        return [(c, m, p) for c, m, p in self.gate(pct) if bool(c.excluded) != gated]
+
+    def gate(self, pct: float) -> list[tuple[CellDiff, MetricDiff, float | None]]:
+        """`--fail-on-regression pct`: where the launch noise is known, a one-sided test of the log ratio beyond
+        log(1 + pct / 100) in the worse direction, Holm-adjusted over the family (`--correction none`: not);
+        where it is not (one launch a side, no calibration), the default floor rule's `worse` beyond pct on the
+        same scale. Bad input (exit 2): a negative pct, or no cell the two runs can compare (nothing tested)."""
+        if pct < 0:
+            raise ToolkitError(f"--fail-on-regression {pct:g}: a regression margin cannot be negative",
+                               hint="give the percent a metric may get worse by, e.g. --fail-on-regression 5")
+        if not any(c.comparable for c in self.cells):
+            raise ToolkitError(f"--fail-on-regression: runs A and B have no cell they can compare ({len(self.cells)} "
+                               f"in common, none comparable; {len(self.only_a)} only in A, {len(self.only_b)} only "
+                               "in B): nothing was tested, so no regression can be ruled out",
+                               hint="compare runs of the same matrix: cells match on arm, domain, concurrency and "
+                                    "output length, with the same workload and sampling")
+        tests = self.gate_tests()
+        ps = [exceeds_p(from_delta(m.delta_pct, m.se, m.df), pct, -1 if METRICS[m.metric].higher_is_better else 1)
+              for _, m in tests]
+        adjusted = holm(ps, family(tests)) if self.correction == "holm" else ps
+        rows = [(c, m, pa) for (c, m), pa in zip(tests, adjusted) if pa < self.alpha]
+        return rows + [(c, m, m.p_adj) for c in self.cells for m in c.metrics.values()
+                       if m.noise == DEFAULT_FLOOR and m.verdict == "worse" and beyond_margin(m.delta_pct, pct)]
+
+    def gate_tests(self) -> list[tuple[CellDiff, MetricDiff]]:
+        """The metric-cells the gate tests one-sided (the launch noise known); `family` of them is its family."""
+        return [(c, m) for c in self.cells for m in c.metrics.values() if m.se is not None and m.delta_pct is not None]
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -241,15 +264,44 @@ def run_objectives(a: Archive, b: Archive, given: Objectives | None) -> tuple[Ob
     return (oa, "A's objectives") if oa is not None else (ob, "B's objectives") if ob is not None else (None, "")
 
 
-def holm(pvalues: list[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values (controls the chance of any false alarm across all tests)."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adj, running = [0.0] * m, 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        adj[i] = running
-    return adj
+def _holm_steps(ps: list[float]) -> list[float]:
+    """Holm's adjusted p of each of the sorted p-values ps."""
+    steps, running = [], 0.0
+    for rank, p in enumerate(ps):
+        running = max(running, min(1.0, (len(ps) - rank) * p))
+        steps.append(running)
+    return steps
+
+
+def holm(pvalues: list[float], stands_for: list[int | None] | None = None) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (controls the chance of any false alarm across the family).
+    `stands_for[i]`: None when test i is a member of the family (default: all are); else the index of the
+    member it repeats (a metric that tracks another: `family`), and test i is adjusted as if it took that
+    member's place: it adds no test to the family."""
+    stands_for = stands_for or [None] * len(pvalues)
+    members = [i for i, j in enumerate(stands_for) if j is None]
+    ps = sorted(pvalues[i] for i in members)
+    steps = _holm_steps(ps)
+    return [steps[bisect_left(ps, p)] if j is None else _in_place_of(ps, steps, pvalues[j], p)
+            for p, j in zip(pvalues, stands_for)]
+
+
+def _in_place_of(ps: list[float], steps: list[float], p_member: float, p: float) -> float:
+    """Holm's adjusted p of p in the sorted family ps (steps: their adjusted values) with p in the place of
+    the member p_member: the members below both keep their ranks, those between move up one."""
+    m, s, r = len(ps), bisect_left(ps, p_member), bisect_left(ps, p)
+    if r <= s:  # p sorts at rank r, nothing before it moved
+        return max(steps[r - 1] if r else 0.0, min(1.0, (m - r) * p))
+    between = [min(1.0, (m - k + 1) * ps[k]) for k in range(s + 1, r)]
+    return max([steps[s - 1] if s else 0.0, *between, min(1.0, (m - r + 1) * p)])
+
+
+def family(tests: list[tuple[CellDiff, MetricDiff]]) -> list[int | None]:
+    """The Holm family, one member per independent metric and cell: for each test None (a member), or the index
+    of the test it repeats, where its metric tracks another (`Metric.tracks` in toolkit/schema/metrics.py, the
+    one place that says so: request_s is output_tok_s over the output length) tested in the same cell."""
+    index = {(c.label, m.metric): i for i, (c, m) in enumerate(tests)}
+    return [index.get((c.label, METRICS[m.metric].tracks)) for c, m in tests]
 
 
 def _arm_changes(cells: list[CellDiff]) -> dict[tuple[str, str], float]:
@@ -262,10 +314,12 @@ def _arm_changes(cells: list[CellDiff]) -> dict[tuple[str, str], float]:
     return {k: sum(v) / len(v) for k, v in acc.items()}
 
 
-def _apply_correction(cells: list[CellDiff], correction: str, floor_pct: float = DEFAULT_FLOOR_PCT) -> None:
-    tested = [m for c in cells for m in c.metrics.values() if m.p is not None]
-    adjusted = holm([m.p for m in tested]) if correction == "holm" else [m.p for m in tested]
-    for m, pa in zip(tested, adjusted):
+def _apply_correction(cells: list[CellDiff], correction: str, floor_pct: float = DEFAULT_FLOOR_PCT) -> int:
+    """Adjust every test's p over the family and set the verdicts; returns the family's size."""
+    tested = [(c, m) for c in cells for m in c.metrics.values() if m.p is not None]
+    members = family(tested)
+    ps = [m.p for _, m in tested]
+    for (_, m), pa in zip(tested, holm(ps, members) if correction == "holm" else ps):
         m.p_adj = pa
     arm = _arm_changes(cells)
     for c in cells:
@@ -277,6 +331,7 @@ def _apply_correction(cells: list[CellDiff], correction: str, floor_pct: float =
                 m.note = note or m.note
             else:
                 m.verdict = _verdict(m.metric, m.delta_pct, m.p_adj, m.a_n, m.b_n)
+    return members.count(None)
 
 
 def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model: NoiseModel) -> None:
@@ -312,23 +367,24 @@ def _cell_diff(g: Group, ra: CellReader, ka: list[str], rb: CellReader, kb: list
 
 
 def geomean_comparison(cells: list[CellDiff], metric: str, va: LaunchView, vb: LaunchView,
-                       model: NoiseModel) -> Comparison | None:
+                       model: NoiseModel) -> tuple[Comparison | None, dict[str, str]]:
     """The change of a metric's geometric mean over the comparable cells, with a launch-aware CI: per arm the
     per-launch geometric means over its cells compared (their noise is what a launch moves the whole arm
-    by), then the arms combined (separate launches: independent). None when an arm's noise is unknown."""
+    by), then the arms combined (separate launches: independent). (None, {arm: why}) when an arm's noise is
+    unknown: no test of the geometric mean is made without every arm's."""
     by_arm: dict[str, list[Group]] = {}
     for c in cells:
         if c.comparable and metric in c.metrics and c.metrics[metric].a and c.metrics[metric].b:
             by_arm.setdefault(c.arm, []).append((c.arm, c.domain, c.concurrency, c.output_len))
-    parts = []
+    parts, missing = [], {}
     for arm, groups in sorted(by_arm.items()):
         sides = model.sides(arm, metric, level="arm")
         comp = compare(va.arm_figures(arm, metric, groups), vb.arm_figures(arm, metric, groups), *sides) \
             if sides is not None else None
         if comp is None:
-            return None
+            missing[arm] = model.arm_unknown(arm, metric) if sides is None else "no launch has every cell of the arm"
         parts.append((comp, len(groups)))
-    return combine(parts)
+    return (None, missing) if missing else (combine(parts), {})
 
 
 def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives) -> tuple[LaunchView, LaunchView, NoiseModel]:
@@ -386,7 +442,7 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
     views = _noise_model(ra, rb, calibration, obj)
     cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics, views) for g in sorted(set(ga) & set(gb))]
     _qualify(cells, a, b)
-    _apply_correction(cells, correction)
+    size = _apply_correction(cells, correction)
     gm = {}
     for m in metrics:
         pairs = [(c.metrics[m].a, c.metrics[m].b) for c in cells if m in c.metrics
@@ -394,7 +450,9 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
         if pairs:
             ga_, gb_ = geomean([p[0] for p in pairs]), geomean([p[1] for p in pairs])
             gm[m] = {"a": ga_, "b": gb_, "delta_pct": delta_pct(ga_, gb_), "cells": len(pairs)}
-            comp = geomean_comparison(cells, m, *views)
+            comp, missing = geomean_comparison(cells, m, *views)
+            if missing:
+                gm[m]["untested"] = missing
             if comp is not None:
                 gm[m].update(low_pct=comp.low_pct, high_pct=comp.high_pct, launch_delta_pct=comp.delta_pct,
                              p=comp.p, df=comp.df, se=comp.se, noise=comp.source)
@@ -405,4 +463,5 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
                       geomean=gm, env=env_diff(a.manifest, b.manifest),
                       slo=obj.block() if obj is not None else None, slo_note=slo_note,
                       noise=_noise_summary({g[0] for g in set(ga) & set(gb)}, va, vb, model),
-                      calibration=model.calibration.run_id if model.calibration is not None else None)
+                      calibration=model.calibration.run_id if model.calibration is not None else None,
+                      family_size=size)

@@ -14,7 +14,8 @@ Requests are not independent samples of "the arm", launches are. So:
   (Satterthwaite): when launches move all cells of the arm together, the cells' deviations are not
   independent and the df shrink towards (launches - 1), as they must;
 - a t-based CI and test of the log-ratio B/A with those df (`compare`), an equivalence test with a
-  margin (`tost_p`), a test of a change beyond a margin (`beyond_p`), a one-sample interval
+  margin (`tost_p`), a test of a change beyond a margin (`beyond_p`; one direction: `exceeds_p`), all on
+  the log scale (`beyond_margin`: a point estimate on the same scale), a one-sample interval
   (`interval`: per-round paired speed-ups, SLO percentiles over launches), the smallest change a
   comparison can detect (`mde_pct`).
 
@@ -255,12 +256,33 @@ def tost_p(c: Comparison, margin_pct: float) -> float:
     return max(_sf((c.d + m) / c.se, c.df), _sf((m - c.d) / c.se, c.df))
 
 
+def exceeds_p(c: Comparison, margin_pct: float, direction: int) -> float:
+    """One-sided p-value of a change beyond the margin in one direction (+1: up, -1: down), on the log scale:
+    H0 direction * d <= log(1 + margin). Below alpha, B is more than the margin above (below: 1 / (1 + margin)
+    times) A with confidence 1 - alpha (the gate of `results diff --fail-on-regression`)."""
+    m, x = math.log1p(margin_pct / 100.0), direction * c.d
+    if c.se == 0:
+        return 0.0 if x > m else 1.0
+    return _sf((x - m) / c.se, c.df)
+
+
 def beyond_p(c: Comparison, margin_pct: float) -> float:
     """One-sided p-value of a change beyond the margin in the direction observed (H0: |d| <= log(1 + m))."""
-    m = math.log1p(margin_pct / 100.0)
-    if c.se == 0:
-        return 0.0 if abs(c.d) > m else 1.0
-    return _sf((abs(c.d) - m) / c.se, c.df)
+    return exceeds_p(c, margin_pct, 1 if c.d >= 0 else -1)
+
+
+def beyond_margin(delta_pct: float, margin_pct: float) -> bool:
+    """Is a change (percent) beyond +-margin on the scale every test uses, the log ratio: |log(1 + delta)| >
+    log(1 + margin), i.e. a ratio above 1 + margin or below 1 / (1 + margin)?"""
+    return delta_pct <= -100 or abs(math.log1p(delta_pct / 100.0)) > math.log1p(margin_pct / 100.0)
+
+
+def from_delta(delta_pct: float, se: float, df: float | None) -> Comparison:
+    """A comparison rebuilt from a change in percent and the se and df of its log ratio (what a diff keeps), for
+    the margin tests above."""
+    d = math.log1p(delta_pct / 100.0)
+    return Comparison(d=d, se=se, df=math.inf if df is None else df, ratio=math.exp(d), low=0.0, high=0.0, p=1.0,
+                      n_a=0, n_b=0, source="")
 
 
 def interval(values: Iterable[float] | Mapping, noise: Noise, alpha: float = ALPHA) -> tuple[float, float, float] | None:
@@ -302,5 +324,5 @@ def mde_pct(noise: Noise, n_a: int, n_b: int | None = None, alpha: float = ALPHA
 
 
 __all__ = ["ALPHA", "POWER", "DEFAULT", "SHARED", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "Comparison", "Noise",
-           "beyond_p", "combine", "compare", "floor_pct", "interval", "launch_noise", "logs", "mde_pct", "tost_p",
-           "widen"]
+           "beyond_margin", "beyond_p", "combine", "compare", "exceeds_p", "floor_pct", "from_delta", "interval",
+           "launch_noise", "logs", "mde_pct", "tost_p", "widen"]

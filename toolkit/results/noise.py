@@ -157,6 +157,16 @@ class NoiseModel:
                 return c, c
         return None
 
+    def arm_unknown(self, arm: str, metric: str) -> str:
+        """Why an arm's geometric mean has no launch noise (sides(arm, metric, level="arm") is None)."""
+        cal = self.calibration
+        if cal is not None and arm not in {g[0] for g in cal.groups}:
+            return (f"{cal.source} has no arm {arm} (its cells borrowed the noisiest arm's launch noise; the noise "
+                    "of the arm's geometric mean over its cells cannot be borrowed)")
+        if cal is not None or max(self.a.arm_launches(arm), self.b.arm_launches(arm)) >= 2:
+            return f"no launch noise of the arm's geometric mean of {metric} (no cells share a set of launches)"
+        return "one launch a side and no calibration"
+
 
 def calibration_view(root: Path | None, *archives: Archive, objectives=None) -> LaunchView | None:
     """The calibration for the first archive that has one under root (only looked for when a side of the

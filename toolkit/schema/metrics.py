@@ -52,6 +52,11 @@ class Metric:
     better: Literal["lower", "higher"]
     kind: Literal["request", "chunk", "cell", "share"]
     definition: str
+    # The metric whose change this one repeats (derived from the same figures: request_s is output_tok_s over
+    # the output length). The one place that says which metrics are independent: a test of a metric that
+    # tracks another is no member of a diff's Holm family where the tracked metric is tested in the same cell
+    # (toolkit/results/diff.py `family`), so duplicates do not spend the family's alpha.
+    tracks: str | None = None
 
     @property
     def higher_is_better(self) -> bool:
@@ -127,10 +132,10 @@ REGISTRY: tuple[Metric, ...] = (
            "requests with fewer than 2 tokens have none"),
     Metric("itl_ms", "ITL", "ms", "lower", "chunk",
            "inter-token latency: per chunk after the first, the gap to the previous chunk divided by the "
-           "tokens in the chunk, pooled over all chunks of all successful requests"),
+           "tokens in the chunk, pooled over all chunks of all successful requests", tracks="tpot_ms"),
     Metric("itl_req_mean_ms", "ITL req mean", "ms", "lower", "request",
            "per request: the mean over its chunks of gap / tokens in the chunk (the itl_ms gaps, averaged "
-           "within each request first); requests with fewer than 2 chunks have none"),
+           "within each request first); requests with fewer than 2 chunks have none", tracks="tpot_ms"),
     Metric("e2e_ms", "E2E", "ms", "lower", "request", "end-to-end latency: send -> end of stream"),
     Metric("req_output_tok_s", "req tok/s", "tok/s", "higher", "request",
            "per request: output tokens / e2e seconds (the speed one user sees, first-token wait included)"),
@@ -141,17 +146,17 @@ REGISTRY: tuple[Metric, ...] = (
            "cell throughput: output tokens of the successful requests / the measured span (first send -> "
            "last end)"),
     Metric("request_s", "req/s", "req/s", "higher", "cell",
-           "cell throughput: successful requests / the measured span"),
+           "cell throughput: successful requests / the measured span", tracks="output_tok_s"),
     Metric("accept_length", "accept", "tokens/step", "higher", "cell",
            "cell acceptance length: sum of output tokens / sum of verification steps (a ratio of sums, not a "
            "mean of ratios), over the requests that report steps, else from the server's own counts for the "
-           "cell; the cell's accept_source says which (ACCEPT_SOURCES)"),
+           "cell; the cell's accept_source says which (ACCEPT_SOURCES)", tracks="req_accept_length"),
     Metric("goodput_req_s", "goodput req/s", "req/s", "higher", "cell",
            "under service-level objectives: requests that met every per-request objective / the measured span "
            "(request_s x met / successful)"),
     Metric("goodput_tok_s", "goodput tok/s", "tok/s", "higher", "cell",
            "under service-level objectives: output tokens of the requests that met every per-request objective / "
-           "the measured span (output_tok_s x their tokens / all successful tokens)"),
+           "the measured span (output_tok_s x their tokens / all successful tokens)", tracks="goodput_req_s"),
     Metric("slo_attainment", "attainment", "share", "higher", "share",
            "under service-level objectives: the share of measured requests (failed ones included) that succeeded "
            "and met every per-request objective, with a 95% Wilson interval"),

@@ -21,13 +21,20 @@ def _n(m: MetricDiff) -> str:
     return f"n={m.a_n}+{m.b_n}"
 
 
-def _delta(m: MetricDiff) -> tuple[str, str]:
+def _adjusted(m: MetricDiff, r: DiffResult) -> str:
+    """Why a change whose 95% CI excludes zero is `~`: its p was adjusted over the family."""
+    if m.low_pct is None or m.high_pct is None or not (m.low_pct > 0 or m.high_pct < 0) or m.p is None:
+        return ""
+    return f"; unadjusted p={m.p:.3f}, Holm-adjusted over {r.family_size} tests"
+
+
+def _delta(m: MetricDiff, r: DiffResult) -> tuple[str, str]:
     """(the delta column, the p/n column) of one metric of one cell."""
     p = m.p_adj if m.p_adj is not None else m.p
     if m.verdict in ("better", "worse"):
         return fmt_pct(m.delta_pct), f"(p={p:.3f} {_n(m)})  {MARK[m.verdict]}"
     if m.verdict == "~":
-        return "~", f"(p={p:.3f} {_n(m)})"
+        return "~", f"(p={p:.3f} {_n(m)}{_adjusted(m, r)})"
     if m.verdict == "inconclusive":
         where = "within the floor" if "within" in m.note else "beyond the floor in this cell only"
         return fmt_pct(m.delta_pct), f"(p={p:.3f} n={m.a_n}+{m.b_n}; one launch a side: {where})  ?"
@@ -43,7 +50,7 @@ def metric_table(r: DiffResult, metric: str) -> Table | None:
     for c in r.cells:
         m = c.metrics.get(metric) if c.comparable else None
         if m is not None:
-            d, pn = _delta(m)
+            d, pn = _delta(m, r)
             rows.append([c.label, centre(m.a, m.a_low, m.a_high), centre(m.b, m.b_low, m.b_high), d, pn])
     if not rows:
         return None
@@ -78,7 +85,8 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
         if t is not None:
             m = METRICS[metric]
             rep.add(Heading(f"{metric}: {m.label}, {m.unit}, {m.better} is better ({_centre_note(m.kind)})", 3), t)
-    corr = "Holm-adjusted over all tests" if r.correction == "holm" else "not adjusted for multiple tests"
+    corr = (f"Holm-adjusted over {r.family_size} tests, one per independent metric and cell: a metric that tracks "
+            "another adds none" if r.correction == "holm" else "not adjusted for multiple tests")
     rep.add(*_noise_blocks(r))
     rep.add(Para(_legend(r, corr)))
     notes = sorted({f"{c.label}: {n}" for c in r.cells if c.comparable for n in c.notes})
