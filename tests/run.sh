@@ -17,6 +17,9 @@ command -v ssh >/dev/null || need_apt+=(openssh-client)
 command -v git >/dev/null || need_apt+=(git)
 command -v slurmctld >/dev/null || need_apt+=(slurm-wlm)  # tests/slurm start a one-node cluster
 command -v munged >/dev/null || need_apt+=(munge)
+# the model pair's encyclopedic text (toolkit/pair/corpus.py, tests/pair)
+[ -e /usr/share/dictd/gcide.dict.dz ] || need_apt+=(dict-gcide)
+[ -e /usr/share/dictd/wn.dict.dz ] || need_apt+=(dict-wn)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "tests/run.sh: installing ${need_apt[*]}"

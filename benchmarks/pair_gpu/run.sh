@@ -10,12 +10,14 @@ DEST=${1:-/tmp/pair-out}
 SCRIPT=benchmarks/pair_gpu/run.sh ENV_SPEC=envs/sglang-0.5.17-pair.yaml MAKE_MODELS=0
 source benchmarks/sglang_h200/setup.sh
 [ -e /tmp/toolkit-pair/draft/config.json ] || { echo "no pair at /tmp/toolkit-pair: run train.sh first"; exit 1; }
+# the pair's record (recipe, losses, the drafter's own acceptance, every file's sha256) beside the runs; a finished
+# run folder is never touched (its SHA256SUMS would no longer verify)
+cp /tmp/toolkit-pair/pair.json "$DEST/pair.json"
 for MATRIX in ${MATRICES:-benchmarks/pair_gpu/matrix-pair.yaml}; do
   stamp "the matrix ($MATRIX)"
   tk bench matrix "$MATRIX" --results "$RESULTS"; echo "bench matrix rc=$?"
   RUN=$(ls -td "$RESULTS"/$(sed -n 's/^name: *//p' "$MATRIX")/*/ 2>/dev/null | head -1); RUN=${RUN%/}
   if [ -n "$RUN" ]; then
-    cp /tmp/toolkit-pair/pair.json "$RUN/pair.json" 2>/dev/null
     tk results verify "$RUN" --root "$RESULTS"; echo "verify rc=$?"
     tk results show "$RUN" --root "$RESULTS" | head -120
     tk results report "$RUN" --root "$RESULTS" -o "$REPORTS/$(basename "$RUN")" || echo "(report failed: make it here)"
