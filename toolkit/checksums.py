@@ -73,3 +73,4 @@ def check_sums(root: Path, files: list[str] | None = None) -> list[tuple[str, st
         if rel not in listed:
             problems.append((rel, f"not covered by {NAME} (added after the folder was finished)"))
     return problems
+

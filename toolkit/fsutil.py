@@ -4,6 +4,7 @@ becomes `path: what is wrong` at the command line's boundary (toolkit.errors.os_
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -49,3 +50,26 @@ def tail_lines(path: str | Path | None, n: int) -> str:
     except OSError:
         return ""
     return "\n".join(lines[-n:])
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def folder_digest(path: Path) -> str:
+    """One sha256 for a model's weights (an Environment's `weights:` pins): of a file, its bytes; of a folder,
+    its listing, one line `<relative path>\\t<sha256 of the file>\\n` per regular file, sorted by path (hidden
+    files and __pycache__ left out)."""
+    path = Path(path)
+    if path.is_file():
+        return sha256_file(path)
+    lines = []
+    for p in sorted(path.rglob("*")):
+        rel = p.relative_to(path)
+        if p.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+            lines.append(f"{rel.as_posix()}\t{sha256_file(p)}\n")
+    return hashlib.sha256("".join(lines).encode()).hexdigest()

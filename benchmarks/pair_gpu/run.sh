@@ -13,6 +13,17 @@ source benchmarks/sglang_h200/setup.sh
 # the pair's record (recipe, losses, the drafter's own acceptance, every file's sha256) beside the runs; a finished
 # run folder is never touched (its SHA256SUMS would no longer verify)
 cp /tmp/toolkit-pair/pair.json "$DEST/pair.json"
+# the Environment pins the trained pair (weights: path -> sha256; toolkit/serve/weights.py checks them before each
+# start and the archive records them): written into this private copy's spec, which the archive keeps
+python3 - "$ENV_SPEC" <<'PY'
+import re, subprocess, sys
+path = sys.argv[1]
+text = re.sub(r"(?m)^(?:# pinned by .*\n)?weights:\n(?:[ \t]+.*\n)*", "", open(path).read())
+pins = subprocess.run([sys.executable, "-m", "toolkit.pair", "pin", "/tmp/toolkit-pair/target",
+                       "/tmp/toolkit-pair/draft"], capture_output=True, text=True, check=True).stdout
+open(path, "w").write(text.rstrip("\n") + "\n# pinned by benchmarks/pair_gpu/run.sh from the trained pair\n" + pins)
+print(pins, end="")
+PY
 for MATRIX in ${MATRICES:-benchmarks/pair_gpu/matrix-pair.yaml}; do
   stamp "the matrix ($MATRIX)"
   tk bench matrix "$MATRIX" --results "$RESULTS"; echo "bench matrix rc=$?"

@@ -46,7 +46,8 @@ def test_the_declared_policies():
                         ("Matrix", "concurrency"): "omit-default", ("Matrix", "rates"): "omit-default",
                         ("Matrix", "arrival"): "omit-default", ("Matrix", "max_concurrency"): "omit-default",
                         ("Matrix", "sweep"): "omit-default",
-                        ("Environment", "dummy_models"): "omit-default"}
+                        ("Environment", "dummy_models"): "omit-default",
+                        ("Environment", "weights"): "omit-default"}
 
 
 def test_never_hashed_fields_leave_the_hash(hash_of):

@@ -33,9 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("out", type=Path)
     d.add_argument("--recipe", default="gpu", choices=sorted(RECIPES))
     d.add_argument("--device", default=None)
+    n = sub.add_parser("pin", help="the `weights:` lines of an Environment for these folders (absolute paths)")
+    n.add_argument("folders", type=Path, nargs="+")
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "prepare":
+        if args.cmd == "pin":
+            from toolkit.fsutil import folder_digest
+
+            print("weights:")
+            for folder in args.folders:
+                if not folder.exists():
+                    raise OSError(f"{folder}: no such folder")
+                print(f"  {folder.absolute()}: {folder_digest(folder)}")
+        elif args.cmd == "prepare":
             from toolkit.pair.prepare import prepare
 
             prepare(args.out, recipe(args.recipe), args.code_root)

@@ -51,6 +51,9 @@ class Recipe:
 
 RECIPES = {
     "gpu": Recipe(name="gpu"),
+    # the whole pair in ~6 minutes of one H200 (a shorter target, fewer answers): the fix checked in the time left
+    "gpu-quick": Recipe(name="gpu-quick", steps=1500, max_seconds=130, draft_prompts=512, draft_steps=1200,
+                        draft_max_seconds=90, eval_prompts=16),
     # a drafter for the GPU's target on 2 CPU cores (`python -m toolkit.pair draft`): fewer, shorter answers
     "cpu-check": Recipe(name="cpu-check", draft_prompts=64, gen_tokens=96, gen_batch=32, draft_window=256,
                         draft_batch=8, draft_steps=600, draft_lr=2e-3, draft_max_seconds=900, eval_prompts=8,

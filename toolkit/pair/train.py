@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from toolkit.fsutil import folder_digest
 from toolkit.pair.recipes import Recipe
 
 EPS = 1e-5
@@ -421,13 +422,13 @@ def drafter(prep: Path, target, tok, out: Path, recipe: Recipe, device: str, log
     """The drafter half: the target's answers, the EAGLE-3 drafter, its own acceptance per domain."""
     manifest = _check_prep(prep)
     pad = tok.convert_tokens_to_ids("<|endoftext|>")
-    prompts = [p for d in recipe.draft_domains for p in _prompts(prep, manifest, f"draft-{d}")]
+    prompts = [p for d in recipe.draft_domains for p in _prompts(prep, manifest, f"draft-{d}")[:recipe.draft_prompts]]
     t1 = time.time()
     seqs = generate(target, prompts, recipe.gen_tokens, recipe.gen_batch, pad, device)
     log(f"answers: {len(seqs)} x {recipe.gen_tokens} tokens ({time.time() - t1:.0f} s)")
     draft, dinfo = train_draft(target, seqs, recipe, device, log)
     save_draft(draft, target.config, out / "draft")
-    acc = {d: acceptance(target, draft, _prompts(prep, manifest, f"eval-{d}"), recipe, pad, device)
+    acc = {d: acceptance(target, draft, _prompts(prep, manifest, f"eval-{d}")[:recipe.eval_prompts], recipe, pad, device)
            for d in recipe.eval_domains}
     log("drafter's own acceptance (chain of %d): %s" % (recipe.eval_steps,
         ", ".join(f"{d} {a['accept_length']}" for d, a in acc.items())))
@@ -440,7 +441,8 @@ def _record(out: Path, prep: Path, recipe: Recipe, device: str, parts: dict) -> 
     record = {"recipe": recipe.record(), "prep_manifest_sha256": _sha(prep / "manifest.json"), "device": device,
               "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
               "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
-              **parts, "files": files}
+              **parts, "files": files, "weights": {d.name: folder_digest(d) for d in (out / "target", out / "draft")
+                                                   if d.exists()}}
     (out / "pair.json").write_text(json.dumps(record, indent=1) + "\n")
     return record
 

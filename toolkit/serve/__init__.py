@@ -34,6 +34,19 @@ def model_dir_for(env_spec) -> Path:
     return ensure_dummy_model(env.model.dummy)
 
 
+def checked_weights(env_spec, reads: set[str]) -> dict[str, str] | None:
+    """The Environment's pinned weights this server reads, checked here before it starts (None: none pinned).
+    Paths are as the spec gives them (relative ones resolved against the spec file)."""
+    from toolkit.serve import weights
+
+    pins = env_spec.model.weights or {}
+    if not pins:
+        return None
+    resolved = {str(env_spec.path_of(("weights", p), p)): sha for p, sha in pins.items()}
+    wanted = {str(Path(r).resolve()) if not Path(r).is_absolute() else r for r in reads}
+    return weights.check(resolved, {p for p in resolved if p in wanted or str(Path(p).resolve()) in wanted})
+
+
 def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | None = None,
                  image: str | None = None, docker_url: str | None = None, port: int | None = None,
                  log_path: Path | None = None, **kw: Any) -> Launcher:
@@ -54,12 +67,17 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
             return SGLangExternalLauncher(url, model=kw.get("model"))
         return ExternalLauncher(url, model=kw.get("model"))
     if env.engine == "transformers":
-        return TransformersLauncher(model_dir_for(env_spec), args=args, port=port, log_path=log_path)
+        model_dir = model_dir_for(env_spec)
+        launcher = TransformersLauncher(model_dir, args=args, port=port, log_path=log_path)
+        launcher.pinned_weights = checked_weights(env_spec, {str(model_dir)})
+        return launcher
     if kind == "process":
         extra = kw.get("env", {})
         cache = kept_cache(env_spec, (extra.get("CUDA_VISIBLE_DEVICES") or env.env.get("CUDA_VISIBLE_DEVICES")))
-        return SGLangProcessLauncher(args, python=kw.get("python"), port=port, log_path=log_path,
-                                     env={**env.env, **extra}, dummy_models=env.dummy_models, jit_cache=cache)
+        launcher = SGLangProcessLauncher(args, python=kw.get("python"), port=port, log_path=log_path,
+                                         env={**env.env, **extra}, dummy_models=env.dummy_models, jit_cache=cache)
+        launcher.pinned_weights = checked_weights(env_spec, launcher.reads)
+        return launcher
     if not image:
         raise ToolkitError(f"no image for environment {env.name!r}",
                            hint="build it with `toolkit build env SPEC` and pass the image from its build record")

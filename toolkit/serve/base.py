@@ -226,9 +226,14 @@ class BaseLauncher:
         finally:
             _LIVE.discard(self)
 
+    pinned_weights: dict[str, str] | None = None  # {path: sha256} checked before the start (toolkit.serve.weights)
+
     def info(self) -> dict:
-        return {"launcher": type(self).__name__, "base_url": self.base_url, "model": self.model,
-                "command": list(self.command), "command_line": shlex.join(self.command) if self.command else None}
+        out = {"launcher": type(self).__name__, "base_url": self.base_url, "model": self.model,
+               "command": list(self.command), "command_line": shlex.join(self.command) if self.command else None}
+        if self.pinned_weights is not None:
+            out["weights_checked"] = self.pinned_weights
+        return out
 
     def server_info(self) -> dict:
         """What the server says about itself: nothing, unless an engine's launcher knows how to ask."""

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import SpecError
+from toolkit.fsutil import sha256_file  # noqa: F401  (its home; imported from here by older callers)
 from toolkit.specs.base import Hash
 from toolkit.specs.environment import Environment
 from toolkit.specs.hosts import Hosts
@@ -325,14 +326,6 @@ def load_spec(path: str | Path, expect: str | None = None) -> LoadedSpec:
 
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def referenced_files(spec: LoadedSpec) -> dict[str, Path]:

@@ -162,6 +162,11 @@ class Environment(StrictModel):
         None, description="config-only model folders the presets serve with `load-format: dummy`, by absolute path: "
                           "made from this recipe before a server starts (process launcher) or by "
                           "benchmarks/sglang_h200/make_models.py, so the spec (and its hash) says what is served")
+    weights: Annotated[dict[str, Sha256] | None, Hash.omit_default("unset: an earlier environment's hash holds")] = Field(
+        None, description="model folders (or files) by path, absolute or relative to the spec file, with their "
+                          "sha256 (toolkit/serve/weights.py: a folder's digest is that of its sorted file listing); "
+                          "a local launcher checks the ones its preset reads before the server starts, and the "
+                          "archive records them. `python -m toolkit.pair pin FOLDER` prints the lines")
     servers: dict[Name, Preset] = Field(default_factory=dict, description="named server presets (flag: value)")
     request_params: dict[Name, dict[str, ArgValue | dict[str, Any]]] = Field(
         default_factory=dict, description="per-preset request parameters, e.g. generation_config for transformers")

@@ -1,0 +1,37 @@
+"""Weights pinned by sha256: an Environment's `weights:` names each model folder (or file) a preset serves with
+its digest, and a launcher checks them before the server starts, so an archive proves which weights served.
+
+The digest is toolkit.fsutil.folder_digest (a folder: the sha256 of its sorted file listing with each file's sha256).
+`python -m toolkit.pair pin FOLDER...` prints the `weights:` block for folders made by the pair's recipe.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolkit.fsutil import folder_digest
+from toolkit.errors import ToolkitError
+
+
+def digest(path: str | Path) -> str:
+    path = Path(path)
+    if not path.exists():
+        raise ToolkitError(f"{path}: no such file or folder (the Environment pins weights there)",
+                           hint="make or copy the weights there first (docs/pair.md), or remove the pin")
+    return folder_digest(path)
+
+
+def check(pins: dict[str, str], reads: set[str] | None = None) -> dict[str, str]:
+    """Every pinned path (or those this preset reads) against its sha256; {path: sha256} of those checked.
+    A mismatch is an error before any server starts: other weights would be measured under this name."""
+    checked = {}
+    for path, want in pins.items():
+        if reads is not None and path not in reads:
+            continue
+        have = digest(path)
+        if have != want:
+            raise ToolkitError(f"{path}: weights sha256 {have} differ from the Environment's pin {want}",
+                               hint="these are other weights than the ones pinned: restore them, or pin these "
+                                    "(`python -m toolkit.pair pin PATH` prints the line) in a new Environment")
+        checked[path] = have
+    return checked
