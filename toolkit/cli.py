@@ -68,6 +68,10 @@ def validate(
             spec = load_spec(p)
             referenced_files(spec)
             check_patch_hashes(spec)
+            if spec.kind == "Matrix" and spec.model.synthetic_acceptance is not None:  # needs its Environment
+                from toolkit.bench.plan import check_synthetic, load_environment
+
+                check_synthetic(spec, load_environment(spec))
             results.append({"path": str(p), "kind": spec.kind, "name": spec.name, "ok": True,
                             "warnings": spec.warnings})
             if not json_out:

@@ -72,7 +72,7 @@ def _launcher_for(plan: RunPlan, arm: str, kw: dict):
         return slurm_launcher(plan.env_spec, arm, **kw)
     from toolkit.serve import launcher_for
 
-    return launcher_for(plan.env_spec, arm, **kw)
+    return launcher_for(plan.env_spec, plan.preset_name(arm), **kw)
 
 
 class ArmRunner:
@@ -182,8 +182,8 @@ class ArmRunner:
         from toolkit.serve.sglang import preset_mismatches, server_state
 
         info = self.launcher.info()
-        preset = self.plan.env_spec.model.servers[self.arm]
-        meaning = preset_meaning(self.plan.env_spec.model, self.arm)
+        preset = self.plan.env_spec.model.servers[self.plan.preset_name(self.arm)]
+        meaning = preset_meaning(self.plan.env_spec.model, self.plan.preset_name(self.arm))
         info["external"] = self.slot.target.kind == "external"
         info["speculative_algorithm"] = meaning.algorithm
         if self.plan.engine != "sglang":
@@ -272,6 +272,7 @@ class ArmRunner:
                             repeat=cell.repeat, launch=cell.launch, output_len=m.output_len, workload_hash=workload.hash,
                             sampling={**self.plan.sampling(), "workers": cell_load.processes},  # as run; diff ignores it
                             load=cell_load)
+        summary.synthetic_acceptance = self.plan.synthetic_level(cell.arm)
         if cell_load.arrivals is not None:  # a trace's cell: which trace at which speed, not a seeded process
             summary.arrival = self.plan.trace_record(cell)
         if host is not None:
@@ -305,7 +306,8 @@ class ArmRunner:
                             repeat=cell.repeat,
                             launch=cell.launch, output_len=self.plan.m.output_len, workload_hash=workload_hash, status="failed",
                             reason=reason, log_tail=scrub_text(log_tail)[-4000:] if log_tail else None,
-                            sampling=self.plan.sampling(), n_requests=len([r for r in records or [] if not r.warmup]))
+                            sampling=self.plan.sampling(), n_requests=len([r for r in records or [] if not r.warmup]),
+                            synthetic_acceptance=self.plan.synthetic_level(cell.arm))
             self.ledger.record(cell, s, _launched(records or [], cell.launch))
 
     def fail_unexpected(self, cells: list[Cell], exc: BaseException) -> None:

@@ -293,7 +293,7 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     noise, noise_note = derive.speedup_noise(ledger.writer.path, m.launches, shared)
     rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed, noise=noise,
                            shared=shared) if measured else []
-    spec_arms = ({a for a in m.arms if a != m.baseline_arm and preset_meaning(env, a).speculative}
+    spec_arms = ({a for a in m.arms if a != m.baseline_arm and preset_meaning(env, plan.preset_name(a)).speculative}
                  if measured else set())
     v = verdicts(rows, ledger.cells, ledger.arm_info, spec_arms)  # crossovers and advice over usable levels
     checks = derive.methodology_checks(matrix=m, cells=ledger.cells, records=ledger.records,

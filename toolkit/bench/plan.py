@@ -9,6 +9,7 @@ image, and how each arm's launcher is made. `plan_run` makes it; `run_manifest` 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 from toolkit.engines import preset_meaning, sglang
 from toolkit.errors import SpecError, ToolkitError
 from toolkit.loadgen.load import CellLoad
-from toolkit.schema.keys import cell_key, level_label, rate_text
+from toolkit.schema.keys import cell_key, level_label, rate_text, synthetic_arm
 from toolkit.schema.manifest import BuildRecord, Manifest
 from toolkit.schema.records import Prompt
 from toolkit.schema.sweep import SweepRecord
@@ -123,6 +124,78 @@ def plan_rounds(m: Matrix) -> list[list[str]]:
     return out
 
 
+@dataclass(frozen=True)
+class Synthetic:
+    """One speculative arm at one synthetic acceptance length (the Matrix's `synthetic_acceptance:`): a run arm
+    of its own (`<arm>-synacc<length>`), served by the arm's preset with SGLang's simulate knobs in the server's
+    environment, so every one of its launches starts at that length."""
+
+    arm: str  # the speculative arm (server preset) it runs
+    accept_len: float
+
+    @property
+    def env(self) -> dict[str, str]:
+        return sglang.simulate_env(self.accept_len)
+
+    def record(self) -> dict:
+        """The manifest's arms.<run arm>.synthetic_acceptance."""
+        return {"of": self.arm, "accept_len": self.accept_len, "env": self.env}
+
+
+def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec) -> None:
+    """A Matrix's `synthetic_acceptance:` against its Environment (toolkit validate and every run): only SGLang
+    has the knob, only speculative arms use it, and no run arm name may collide with one of the matrix's."""
+    m: Matrix = spec.model
+    if m.synthetic_acceptance is None:
+        return
+    env = env_spec.model
+    if env.engine != "sglang":
+        raise spec.error(("synthetic_acceptance",), f"the {env.engine} engine of {m.environment} has no way to force "
+                         "an acceptance length (SGLang's SGLANG_SIMULATE_ACC_LEN)",
+                         hint="drop `synthetic_acceptance:`, or use an SGLang environment")
+    spec_arms = speculative_arms(m, env)
+    if not spec_arms:
+        raise spec.error(("synthetic_acceptance",), "no arm but the baseline is speculative: a synthetic acceptance "
+                         "length applies to speculative arms only", hint="add a speculative arm, or drop it")
+    forced = {k for k in (*m.target.env, *env.env) if k.startswith("SGLANG_SIMULATE_ACC")}
+    if forced:
+        raise spec.error(("synthetic_acceptance",), f"{', '.join(sorted(forced))} is also set in the servers' "
+                         "environment (target.env or the Environment's env:)", hint="set acceptance in one place: "
+                         "`synthetic_acceptance:`")
+    for arm in spec_arms:
+        for a in m.synthetic_acceptance:
+            name = synthetic_arm(arm, a)
+            if name in m.arms or name in env.servers:
+                raise spec.error(("synthetic_acceptance",), f"arm {arm} at acceptance {a:g} runs as {name}, "
+                                 "already an arm or preset", hint="rename that preset")
+
+
+def speculative_arms(m: Matrix, env: Environment) -> list[str]:
+    """The arms other than the baseline whose preset speculates, in the matrix's order."""
+    return [a for a in m.arms if a != m.baseline_arm and preset_meaning(env, a).speculative]
+
+
+def expand_synthetic(spec: LoadedSpec, env_spec: LoadedSpec) -> tuple[LoadedSpec, dict[str, Synthetic]]:
+    """The Matrix as it runs: each speculative arm replaced by one run arm per synthetic acceptance length (in
+    the listed order), the baseline and plain arms once and unaffected. Returns (the spec with those arms, the
+    run arms that are synthetic). A matrix without `synthetic_acceptance:` is returned as it is."""
+    check_synthetic(spec, env_spec)
+    m: Matrix = spec.model
+    if m.synthetic_acceptance is None:
+        return spec, {}
+    spec_arms = set(speculative_arms(m, env_spec.model))
+    arms, synthetic = [], {}
+    for arm in m.arms:
+        if arm not in spec_arms:
+            arms.append(arm)
+            continue
+        for a in m.synthetic_acceptance:
+            name = synthetic_arm(arm, a)
+            arms.append(name)
+            synthetic[name] = Synthetic(arm, float(a))
+    return dataclasses.replace(spec, model=m.model_copy(update={"arms": arms, "baseline": m.baseline_arm})), synthetic
+
+
 @dataclass
 class RunPlan:
     """Everything decided before a server starts, from the Matrix spec alone: plan_run reads the spec, loads
@@ -143,6 +216,8 @@ class RunPlan:
     hashes: dict[str, str] = field(default_factory=dict)  # matrix, environment: their spec hashes
     stopped_after: int | None = None  # launches_auto: the rounds run when its rule said the CIs were narrow
     sweep: SweepRecord | None = None  # a `sweep:` matrix: the rates chosen (set_sweep); None before its probes
+    synthetic: dict[str, Synthetic] = field(default_factory=dict)  # run arms at a synthetic acceptance length
+    declared: Matrix | None = None  # the Matrix as written (m: as it runs, synthetic arms expanded)
 
     @property
     def m(self) -> Matrix:
@@ -221,14 +296,37 @@ class RunPlan:
         return cell_prompts(w.prompts, n, cell_seed(m.seed, cell.domain, cell.concurrency, cell.repeat, cell.rate))
 
     def request_params(self, arm: str) -> dict:
-        return self.env.request_params.get(arm, {})
+        return self.env.request_params.get(self.preset_name(arm), {})
+
+    def preset_name(self, arm: str) -> str:
+        """The Environment preset a run arm serves (a synthetic arm: its speculative arm's)."""
+        s = self.synthetic.get(arm)
+        return s.arm if s is not None else arm
+
+    def synthetic_env(self, arm: str) -> dict[str, str]:
+        """What a synthetic arm adds to its server's environment (SGLang's simulate knobs); {} for the others."""
+        s = self.synthetic.get(arm)
+        return s.env if s is not None else {}
+
+    def synthetic_level(self, arm: str) -> float | None:
+        """The acceptance length an arm's server is forced to: a synthetic arm's, or SGLANG_SIMULATE_ACC_LEN set
+        by hand in target.env or the Environment's env: (a speculative SGLang arm the toolkit starts), so the
+        archive says the acceptance was forced however it was. None: real acceptance."""
+        s = self.synthetic.get(arm)
+        if s is not None:
+            return s.accept_len
+        if self.engine != "sglang" or self.m.target.kind == "external":
+            return None
+        if not preset_meaning(self.env, self.preset_name(arm)).speculative:
+            return None
+        return sglang.simulated_length({**self.env.env, **self.m.target.env})
 
     def is_dummy(self, arm: str, info: dict | None = None) -> bool:
         """Does this arm serve random weights? Of a server the toolkit did not start (an external target) only
         what the server says about itself counts (`info`: its arm facts, SGLang's load_format)."""
         if self.m.target.kind == "external":
             return sglang.server_says_dummy(info)  # the arm facts keep /server_info's load_format
-        return preset_meaning(self.env, arm).dummy_weights
+        return preset_meaning(self.env, self.preset_name(arm)).dummy_weights
 
     def launcher_kwargs(self, slot: Slot, arm: str, log_dir: Path) -> dict:
         """How the slot's target becomes a launcher (toolkit.serve.launcher_for): local engine, external URL,
@@ -244,12 +342,14 @@ class RunPlan:
         gpus = t.gpus if isinstance(t, LocalTarget) else None
         target = self.m.target
         if self.engine == "sglang" and target.launcher == "process":
-            env = dict(target.env)
+            env = {**target.env, **self.synthetic_env(arm)}
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = gpus
             return {**kw, "kind": "process", "python": target.python, "env": env}
         if self.engine == "sglang":
             kw.update(kind="docker", image=self.build.image if self.build else None)
+            if self.synthetic_env(arm):  # over the Environment's env: (toolkit.serve.launcher_for)
+                kw["env"] = self.synthetic_env(arm)
             if gpus:
                 kw["gpus"] = gpus.split(",")
             if isinstance(t, HostTarget):
@@ -342,11 +442,14 @@ def plan_target(spec: LoadedSpec) -> RunPlan:
     """The part of the plan that says where the arms run: the Environment and Hosts spec loaded, every path
     resolved, the slots. Every spec mistake of the target is found here, before anything about this machine."""
     env_spec = load_environment(spec)
+    declared = spec.model
+    spec, synthetic = expand_synthetic(spec, env_spec)  # the arms as they run
     paths = resolve_paths(spec, env_spec)
     kind = spec.model.target.kind
     hosts_spec = load_spec(paths.hosts, expect="Hosts" if kind == "hosts" else None) if paths.hosts else None
     slots = plan_slots(spec, env_spec.model.engine, hosts_spec)
-    return RunPlan(spec, env_spec, {}, slots, {}, paths=paths, hosts_spec=hosts_spec)
+    return RunPlan(spec, env_spec, {}, slots, {}, paths=paths, hosts_spec=hosts_spec, synthetic=synthetic,
+                   declared=declared)
 
 
 def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str] = frozenset()) -> RunPlan:
@@ -355,7 +458,7 @@ def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str
     run: everything below works from the plan."""
     plan = plan_target(spec)
     m = plan.m
-    plan.hashes = {"matrix": _hash(spec), "environment": _hash(plan.env_spec)}
+    plan.hashes = {"matrix": _hash(spec), "environment": _hash(plan.env_spec)}  # the spec as written
     plan.workloads = load_workloads(spec, plan.paths.training_data)
     traced = trace_levels(m, plan.workloads)
     plan.todo = {arm: plan_cells(m, list(plan.workloads), arm, traced) for arm in m.arms}
@@ -378,12 +481,12 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
     m, env = plan.m, plan.env_spec.model
     return Manifest.model_validate({
         "matrix": {"name": m.name, "path": str(plan.spec.path), "hash": plan.hashes["matrix"],
-                   "resolved": m.model_dump(mode="json")},
+                   "resolved": (plan.declared or m).model_dump(mode="json")},
         "environment": {"name": env.name, "path": str(plan.env_spec.path), "hash": plan.hashes["environment"],
                         "resolved": env.model_dump(mode="json")},
         "build": plan.build,
-        "arms": {a: {"preset": env.servers[a], "request_params": env.request_params.get(a, {}),
-                     "command": commands.get(a)} for a in m.arms},
+        "arms": {a: {"preset": env.servers[plan.preset_name(a)], "request_params": plan.request_params(a),
+                     "command": commands.get(a), **_synthetic_record(plan, a)} for a in m.arms},
         "baseline": m.baseline_arm,
         "slots": [{"name": s.name, "arms": s.arms, "hardware": s.hardware,
                    "target": s.target.record()} for s in plan.slots],
@@ -395,6 +498,20 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
         "determinism": determinism(plan),
         **({"sweep": plan.sweep.model_dump(mode="json", exclude_none=True)} if plan.sweep is not None else {}),
     })
+
+
+def _synthetic_record(plan: RunPlan, arm: str) -> dict:
+    """The manifest's word on an arm whose acceptance is forced: `synthetic_acceptance` {of, accept_len, env}
+    (a synthetic arm), or {accept_len, env, source} where SGLANG_SIMULATE_ACC_LEN was set by hand."""
+    s = plan.synthetic.get(arm)
+    if s is not None:
+        return {"synthetic_acceptance": s.record()}
+    level = plan.synthetic_level(arm)
+    if level is None:
+        return {}
+    env = {**plan.env.env, **plan.m.target.env}
+    return {"synthetic_acceptance": {"of": arm, "accept_len": level, "source": "set by hand in the servers' environment",
+                                     "env": {k: v for k, v in env.items() if k.startswith("SGLANG_SIMULATE_ACC")}}}
 
 
 def _config_sha(preset: dict) -> str | None:
@@ -417,8 +534,9 @@ def determinism(plan: RunPlan) -> dict:
         if dummy:
             out["sglang_dummy_weights"] = {"arms": dummy, "seed": sglang.DUMMY_WEIGHT_SEED,
                                            "source": sglang.DUMMY_WEIGHT_SOURCE,
-                                           "config_sha256": {a: _config_sha(env.servers[a]) for a in dummy}}
-        out["deterministic_inference"] = {a: bool(env.servers.get(a, {}).get(sglang.DETERMINISTIC))
+                                           "config_sha256": {a: _config_sha(env.servers[plan.preset_name(a)])
+                                                             for a in dummy}}
+        out["deterministic_inference"] = {a: bool(env.servers.get(plan.preset_name(a), {}).get(sglang.DETERMINISTIC))
                                           for a in m.arms}
     elif env.model is not None and env.model.dummy is not None:
         from toolkit.bench.inputs import dummy_record

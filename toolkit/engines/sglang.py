@@ -29,6 +29,31 @@ THRESHOLD = "speculative-disable-batch-threshold"  # the toolkit's patch (envs/p
 STEPS, TOPK, DRAFT = "speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens"
 ADAPTIVE, REJECTION = "speculative-adaptive", "speculative-use-rejection-sampling"
 
+# Synthetic acceptance (SGLang 0.5.17, sglang/srt/speculative/spec_utils.py, read by the server process at start):
+# the speculative step accepts this mean length whatever the drafter proposes (off when < 0). The Matrix's
+# `synthetic_acceptance:` sets them per arm launch (docs/bench.md#synthetic-acceptance).
+SIMULATE_ACC_LEN = "SGLANG_SIMULATE_ACC_LEN"
+SIMULATE_ACC_METHOD, SIMULATE_ACC_METHOD_DEFAULT = "SGLANG_SIMULATE_ACC_METHOD", "match-expected"
+SIMULATE_ACC_TOKEN_MODE, SIMULATE_ACC_TOKEN_MODE_DEFAULT = "SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed"
+
+
+def simulate_env(accept_len: float) -> dict[str, str]:
+    """A server's environment forcing a mean acceptance length: the length and, written out, the defaults of
+    the method and token mode (so the archive says them even if a later SGLang changes its defaults)."""
+    return {SIMULATE_ACC_LEN: f"{float(accept_len):g}", SIMULATE_ACC_METHOD: SIMULATE_ACC_METHOD_DEFAULT,
+            SIMULATE_ACC_TOKEN_MODE: SIMULATE_ACC_TOKEN_MODE_DEFAULT}
+
+
+def simulated_length(env: dict | None) -> float | None:
+    """The acceptance length a server environment forces (SIMULATE_ACC_LEN >= 0), else None."""
+    raw = (env or {}).get(SIMULATE_ACC_LEN)
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and value >= 0 else None
+
+
 IMPLICIT_SPEC_CAP = 48    # speculation on and max-running-requests unset: SGLang resets the cap to 48
 DUMMY_WEIGHT_SEED = 1234  # initialize_dummy_weights(seed=1234) in 0.5.x: the same random weights each launch
 DUMMY_WEIGHT_SOURCE = "sglang weight_utils.initialize_dummy_weights"

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from toolkit.schema.keys import level_label
+from toolkit.schema.keys import level_label, synthetic_label
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
@@ -167,6 +167,12 @@ def _comparable(a: Archive, ka: list[str], b: Archive, kb: list[str]) -> tuple[b
                       f"{', '.join(sorted(h[:12] for h in hb))})", notes
     if not ha or not hb:
         notes.append("workload identity unknown on one side (imported run): prompts may differ")
+    # synthetic acceptance (SGLANG_SIMULATE_ACC_LEN) is a setting, not a result: a forced cell is compared only
+    # with one forced to the same length, never with real acceptance (docs/bench.md#synthetic-acceptance)
+    fa, fb = ({x.cell_map[k].synthetic_acceptance for k in keys} for x, keys in ((a, ka), (b, kb)))
+    if fa != fb:
+        return False, f"acceptance differs: {_forced(fa)} vs {_forced(fb)}; a forced acceptance is never " \
+                      "compared with another acceptance", notes
     sa, sb = a.cell_map[ka[0]].sampling, b.cell_map[kb[0]].sampling
     diffs = [k for k in sorted(set(sa) & set(sb) - IGNORED_SAMPLING) if sa[k] != sb[k]]
     if diffs:
@@ -176,6 +182,10 @@ def _comparable(a: Archive, ka: list[str], b: Archive, kb: list[str]) -> tuple[b
         if failed:
             notes.append(f"{side}: {len(failed)} of {len(keys)} repeats failed ({arch.cell_map[failed[0]].reason})")
     return True, "", notes
+
+
+def _forced(levels: set) -> str:
+    return " / ".join("real" if v is None else synthetic_label(v) for v in sorted(levels, key=lambda v: (v is not None, v or 0)))
 
 
 def _qualify(cells: list[CellDiff], a: Archive, b: Archive) -> None:

@@ -133,6 +133,8 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
             "throughput_ratio": (ta / tb) if ta and tb else None,
             "paired_ratio": pr["ratio"], "ci_low": pr["ci_low"], "ci_high": pr["ci_high"], "n_pairs": pr["n_pairs"],
             "rounds": pr["rounds"], "ci_method": pr.get("ci_method", ""),
+            **({"synthetic_acceptance": arm_cells[0].synthetic_acceptance}
+               if arm_cells[0].synthetic_acceptance is not None else {}),
         })
     for row in rows:  # cells of two or more rounds: a t-interval over rounds, the variance pooled over the arm
         ratios = per_round.get(row["arm"], {}).get((row["domain"], row.get("rate", row["concurrency"])))

@@ -44,6 +44,18 @@ def level_label(concurrency: int, rate: float | None = None) -> str:
     return f"r={rate_text(rate)}/s" if rate is not None else f"c={int(concurrency)}"
 
 
+def synthetic_arm(arm: str, accept_len: float) -> str:
+    """The arm a speculative arm becomes at one synthetic acceptance length (the Matrix's
+    `synthetic_acceptance:`): `<arm>-synacc<length>`, the decimal point written p (eagle3-synacc2p5 is 2.5),
+    so its cells' keys never meet the real arm's."""
+    return f"{arm}-synacc{safe_name(rate_text(accept_len).replace('.', 'p'))}"
+
+
+def synthetic_label(accept_len: float | None) -> str:
+    """How outputs mark a synthetic-acceptance figure: `synthetic acc 2.5` ('' for a real one)."""
+    return f"synthetic acc {rate_text(accept_len)}" if accept_len is not None else ""
+
+
 def cell_key(arm: str, domain: str, concurrency: int, repeat: int = 0, launch: int = 0,
              rate: float | None = None) -> str:
     """File-name-safe key of one cell: `<arm>__<domain>__c<concurrency>__r<repeat>`, and `__l<launch>` for a

@@ -285,6 +285,8 @@ class Speedup(_Open):
                                 "(toolkit/schema/eligibility.py), per arm")
     qualified: list[str] = Field(default_factory=list, description="what a verdict using it must name")
     rounds: int = Field(1, description="launch rounds both arms ran (the paired ratio is per round, then combined)")
+    synthetic_acceptance: float | None = Field(None, description="the arm's forced acceptance length "
+                                               "(CellSummary.synthetic_acceptance): a synthetic speed-up; None: real")
     ci_method: str = Field("paired bootstrap over the requests", description="how the CI was made: a t-interval "
                            "over rounds, or the request bootstrap widened by a launch noise (named)")
 

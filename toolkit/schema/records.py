@@ -138,6 +138,10 @@ class CellSummary(BaseModel):
                           "own counts). None: no acceptance, or an archive written before sources were recorded")
     accept_counts: dict[str, float] | None = Field(
         None, description="the server's counts behind a server-sourced accept_length (tokens, steps, requests)")
+    synthetic_acceptance: float | None = Field(
+        None, description="the mean acceptance length the arm's server was forced to (SGLANG_SIMULATE_ACC_LEN: the "
+                          "Matrix's synthetic_acceptance, or set by hand): its acceptance and speed-ups are the "
+                          "system's at that length, never the drafter's; None: real acceptance")
     checks: list[CellCheck] = Field(default_factory=list, description="methodology warnings found while the cell "
                                     "ran (stall, busy-host); archives before 2026-12 have none")
     checked: list[str] = Field(default_factory=list, description="the checks that ran while the cell ran (stall, "

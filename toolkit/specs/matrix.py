@@ -341,6 +341,11 @@ class Matrix(StrictModel):
                            "the machine's first start compiles kernels into empty caches and measured slower in "
                            "every cell on the H200 (docs/results.md#launch-noise); the warm-up is archived as a "
                            "warm-up launch, never as a measurement")
+    synthetic_acceptance: Annotated[list[Annotated[float, Field(ge=1.0, allow_inf_nan=False)]] | None, Hash.omit_default("unset: the hash of an older matrix holds")] = Field(
+        None, min_length=1, description="SGLang only: run each speculative arm at these forced mean acceptance "
+                                        "lengths (SGLANG_SIMULATE_ACC_LEN, >= 1.0), one server launch per length, "
+                                        "as arms <arm>-synacc<length>; the baseline and plain arms run once, "
+                                        "unaffected (docs/bench.md#synthetic-acceptance)")
     seed: int = 0
     temperature: NonNegative = 0.0
     slo: Annotated[Slo | None, Hash.never("analysis, not measurement: objectives do not change what a run "
@@ -445,6 +450,10 @@ class Matrix(StrictModel):
                              "give a number of requests")
         if self.baseline is not None and self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}")
+        if self.synthetic_acceptance is not None and self.target.kind in ("external", "slurm"):
+            raise ValueError(f"`synthetic_acceptance:` sets the environment of servers the toolkit starts; a target "
+                             f"of kind {self.target.kind} " + ("is started by others" if self.target.kind == "external"
+                                                                else "is not supported yet") + ": use kind local or hosts")
         if not self.training_data and any((w if isinstance(w, str) else w.name) == "match-training"
                                           for w in self.workloads if isinstance(w, str) or w.path is None):
             raise ValueError("workload `match-training` draws the domain mix of `training_data:`; set it")
@@ -480,12 +489,14 @@ class Matrix(StrictModel):
         level, arm or workload listed twice would run a cell twice, or be silently dropped."""
         out = []
         for key, names in (("concurrency", [str(c) for c in self.concurrency or []]),
+                           ("synthetic_acceptance", [f"{a:g}" for a in self.synthetic_acceptance or []]),
                            ("rates", [f"{r:g}" for r in self.rates or []]), ("arms", list(self.arms)),
                            ("workloads", [w if isinstance(w, str) else w.name for w in self.workloads])):
             seen: dict[str, int] = {}
             for i, name in enumerate(names):
                 if name in seen:
                     what = {"concurrency": "concurrency level", "rates": "rate", "arms": "arm",
+                            "synthetic_acceptance": "acceptance length",
                             "workloads": "workload"}[key]
                     out.append(((key, i), f"{what} {name} is listed twice (also {key}[{seen[name]}])",
                                 f"list each {what} once" + (" (a Workload entry is named by its `name:`)"

@@ -11,7 +11,7 @@ from toolkit.results.archive import Archive
 from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
                                           fmt_num, fmt_stat)
 from toolkit.results.report.starts import starts_blocks
-from toolkit.schema.keys import level_label, rate_text
+from toolkit.schema.keys import level_label, rate_text, synthetic_label
 from toolkit.schema.manifest import ArmState, Derived, SlurmRecord
 from toolkit.schema.records import CellSummary, Stat
 from toolkit.schema.slo import SloAnalysis
@@ -236,11 +236,28 @@ def cells_table(cells: list[tuple[str, CellSummary, dict[str, Stat]]], elig=None
         rows.append(head + [fmt_stat(m.get("output_tok_s")), fmt_stat(m.get("request_s")),
                             fmt_stat(m.get("ttft_ms")), fmt_stat(m.get("ttft_ms"), "p99"), fmt_stat(m.get("tpot_ms")),
                             fmt_stat(m.get("itl_ms")), fmt_stat(m.get("e2e_ms")), fmt_stat(m.get("e2e_ms"), "p99"),
-                            fmt_stat(m.get("accept_length")), _status(c, elig)])
+                            _accept(c, m), _status(c, elig)])
     cols = CELL_COLUMNS[:4] + ["launch"] + CELL_COLUMNS[4:] if launched else list(CELL_COLUMNS)
     if rated:  # open loop: the target rate and the rate the client achieved (docs/bench.md#open-loop-load)
         cols[2:3] = ["rate", "achieved"]
     return Table(cols, rows, align="ll" + "r" * (len(cols) - 3) + "l")
+
+
+def _accept(c: CellSummary, m: dict[str, Stat]) -> str:
+    """A cell's acceptance length; `(synthetic)` after one its server was forced to (never the drafter's)."""
+    text = fmt_stat(m.get("accept_length"))
+    return f"{text} (synthetic)" if c.synthetic_acceptance is not None else text
+
+
+def synthetic_arm_label(arm: str, accept_len: float | None) -> str:
+    """An arm as verdicts name it: `eagle3-synacc2 [synthetic acc 2]` when its acceptance was forced."""
+    return f"{arm} [{synthetic_label(accept_len)}]" if accept_len is not None else arm
+
+
+SYNTHETIC_NOTE = ("synthetic acc N: the arm's server was started with SGLANG_SIMULATE_ACC_LEN=N (the Matrix's "
+                  "synthetic_acceptance, docs/bench.md#synthetic-acceptance): its acceptance was forced, so its "
+                  "speed-ups are the system's at that acceptance length, not what its drafter achieves; they are "
+                  "never compared with a real acceptance.")
 
 
 def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Items | None:
@@ -252,6 +269,9 @@ def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) ->
     for _, c, m in cells:
         if "accept_length" in m:  # an archive written before sources were recorded had per-request ones only
             key = (c.arm, c.accept_source or "requests")
+            if c.synthetic_acceptance is not None:
+                key = (c.arm, f"synthetic: forced to {rate_text(c.synthetic_acceptance)} by SGLANG_SIMULATE_ACC_LEN "
+                              f"(measured {ACCEPT_SOURCES.get(key[1], key[1])}), not the drafter's")
             by[key] = by.get(key, 0) + 1
     if not by:
         return None
@@ -260,7 +280,7 @@ def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) ->
 
 
 def speedup_table(derived: Derived) -> Table:
-    rows = [[r.arm, r.domain, rate_text(r.rate) if r.rate is not None else str(r.concurrency), fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
+    rows = [[synthetic_arm_label(r.arm, r.synthetic_acceptance), r.domain, rate_text(r.rate) if r.rate is not None else str(r.concurrency), fmt_num(r.arm_tok_s), fmt_num(r.baseline_tok_s),
              fmt_num(r.throughput_ratio), fmt_centre(r.paired_ratio, r.ci_low, r.ci_high), str(r.n_pairs),
              "left out" if r.excluded else "named" if r.qualified else "used"]
             for r in derived.speedups]
@@ -284,8 +304,12 @@ def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
     out: list = []
     if d.speedups:
         out += [Heading(f"Speedup over the baseline ({d.baseline})"), speedup_table(d), Para(_speedup_note(d))]
-    advice = [f"{c.arm} / {c.domain}: {c.note}" for c in d.crossovers]
-    advice += [f"{arm}: {threshold_advice(d, arm)}" for arm in d.recommended_disable_batch_threshold]
+        if any(r.synthetic_acceptance is not None for r in d.speedups):
+            out.append(Para(SYNTHETIC_NOTE))
+    forced = {r.arm: r.synthetic_acceptance for r in d.speedups if r.synthetic_acceptance is not None}
+    advice = [f"{synthetic_arm_label(c.arm, forced.get(c.arm))} / {c.domain}: {c.note}" for c in d.crossovers]
+    advice += [f"{synthetic_arm_label(arm, forced.get(arm))}: {threshold_advice(d, arm)}"
+               for arm in d.recommended_disable_batch_threshold]
     if advice:
         out += [Heading("Crossover"), Items(advice)]
     if slo is not None:

@@ -41,6 +41,10 @@ import time
 
 print("FAKE-SGLANG-ARGV " + json.dumps(sys.argv[1:]), flush=True)
 print("CUDA_VISIBLE_DEVICES=" + os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)"), flush=True)
+for _name in ("SGLANG_SIMULATE_ACC_LEN", "SGLANG_SIMULATE_ACC_METHOD", "SGLANG_SIMULATE_ACC_TOKEN_MODE"):
+    if _name in os.environ:  # as 0.5.17 reads them (spec_utils.py): a forced acceptance length, off when < 0
+        print(f"{_name}={os.environ[_name]}", flush=True)
+SIMULATE_ACC_LEN = float(os.environ.get("SGLANG_SIMULATE_ACC_LEN") or -1)
 p = argparse.ArgumentParser(prog="launch_server.py")
 for flag in ("--model-path", "--served-model-name", "--host", "--load-format", "--attention-backend",
              "--speculative-algorithm", "--speculative-draft-model-path"):
@@ -167,7 +171,7 @@ class H(http.server.BaseHTTPRequestHandler):
         if chat:  # as recorded: the role first, then one chunk per token, the finish, the usage
             self._chunk(_chat({"delta": {"role": "assistant", "content": ""}, "finish_reason": None}))
         while done < n:
-            k = min(n - done, 1 + steps % 3) if SPEC else 1
+            k = min(n - done, (int(SIMULATE_ACC_LEN) if SIMULATE_ACC_LEN >= 1 else 1 + steps % 3)) if SPEC else 1
             done += k
             steps += 1
             time.sleep(args.token_ms / 1000 + INJECT_S)
