@@ -45,7 +45,7 @@ def test_the_declared_policies():
                         ("Matrix", "warmup_launch"): "omit-default", ("Matrix", "launches_auto"): "omit-default",
                         ("Matrix", "concurrency"): "omit-default", ("Matrix", "rates"): "omit-default",
                         ("Matrix", "arrival"): "omit-default", ("Matrix", "max_concurrency"): "omit-default",
-                        ("Matrix", "sweep"): "omit-default",
+                        ("Matrix", "sweep"): "omit-default", ("Matrix", "synthetic_acceptance"): "omit-default",
                         ("Environment", "dummy_models"): "omit-default",
                         ("Environment", "weights"): "omit-default"}
 
