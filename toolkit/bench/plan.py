@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.engines import preset_meaning, sglang
-from toolkit.errors import SpecError, ToolkitError
+from toolkit.errors import SpecError, ToolkitError, did_you_mean
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key, level_label, rate_text
 from toolkit.schema.manifest import BuildRecord, Manifest
@@ -333,8 +333,10 @@ def load_environment(spec: LoadedSpec) -> LoadedSpec:
     env_spec = load_spec(spec.path_of(("environment",), m.environment), expect="Environment")
     missing = [a for a in m.arms if a not in env_spec.model.servers]
     if missing:
-        raise spec.error(("arms",), f"arm(s) {missing} are not server presets of {m.environment}",
-                         hint=f"presets there: {', '.join(env_spec.model.servers)}")
+        presets = list(env_spec.model.servers)
+        raise spec.error(("arms", m.arms.index(missing[0])), f"arm(s) {missing} are not server presets of "
+                         f"{m.environment}", hint=did_you_mean(missing[0], presets) or
+                         f"presets there: {', '.join(presets)}")
     return env_spec
 
 
