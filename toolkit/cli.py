@@ -68,6 +68,10 @@ def validate(
             spec = load_spec(p)
             referenced_files(spec)
             check_patch_hashes(spec)
+            if spec.kind == "Matrix":
+                from toolkit.bench.plan import check_matrix
+
+                check_matrix(spec)  # what the run refuses before it starts: bad trace files, arms, workloads
             results.append({"path": str(p), "kind": spec.kind, "name": spec.name, "ok": True,
                             "warnings": spec.warnings})
             if not json_out:

@@ -325,6 +325,14 @@ def _representativeness(m: Matrix, training: Path | None, workloads: dict) -> li
     return out
 
 
+def check_matrix(spec: LoadedSpec) -> None:
+    """What a run refuses of a Matrix's own inputs before it starts, without starting anything: every workload
+    reads (load_workloads: a trace file's every line, a prompt file, a bundled name). `toolkit validate` calls
+    it, and plan_run calls the same function, so validate refuses what the run would. (The Environment is
+    validated as a spec of its own: `toolkit validate env.yaml`.)"""
+    load_workloads(spec)
+
+
 def load_environment(spec: LoadedSpec) -> LoadedSpec:
     """The matrix's Environment, with every arm one of its server presets."""
     if not isinstance(spec.model, Matrix):
