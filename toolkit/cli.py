@@ -68,10 +68,12 @@ def validate(
             spec = load_spec(p)
             referenced_files(spec)
             check_patch_hashes(spec)
-            if spec.kind == "Matrix" and spec.model.synthetic_acceptance is not None:  # needs its Environment
-                from toolkit.bench.plan import check_synthetic, load_environment
+            if spec.kind == "Matrix":
+                from toolkit.bench.plan import check_matrix, check_synthetic, load_environment
 
-                check_synthetic(spec, load_environment(spec))
+                check_matrix(spec)  # what the run refuses before it starts: bad trace files, arms, workloads
+                if spec.model.synthetic_acceptance is not None:  # needs its Environment
+                    check_synthetic(spec, load_environment(spec))
             results.append({"path": str(p), "kind": spec.kind, "name": spec.name, "ok": True,
                             "warnings": spec.warnings})
             if not json_out:

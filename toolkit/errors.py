@@ -60,6 +60,19 @@ class ToolkitError(Exception):
         }
 
 
+def did_you_mean(word: object, choices: "list[str] | tuple[str, ...]", cutoff: float = 0.6) -> str | None:
+    """`did you mean 'concurrency'?` for a misspelt value among `choices` (an enum's or a Literal's values, the
+    keys of a mapping, an environment's presets), case aside; None when nothing is close."""
+    import difflib
+
+    text = str(word)
+    folded = {str(c).lower(): str(c) for c in choices}
+    if text.lower() in folded and folded[text.lower()] != text:
+        return f"did you mean {folded[text.lower()]!r}?"  # only the case differs
+    close = difflib.get_close_matches(text.lower(), list(folded), n=1, cutoff=cutoff)
+    return f"did you mean {folded[close[0]]!r}?" if close else None
+
+
 class SpecError(ToolkitError):
     """A spec file is malformed or refers to something that is not there."""
 

@@ -33,8 +33,8 @@ PYXIS = ("  kind: slurm\n  launcher: container\n  slurm:\n    partition: gpu\n  
 
 
 @pytest.mark.parametrize("target, line, words", [
-    ("  kind: local\n  slurm: {partition: gpu}\n", 5, "applies to a target of kind slurm"),
-    ("  kind: slurm\n  launcher: docker\n", 5, "not docker"),
+    ("  kind: local\n  slurm: {partition: gpu}\n", 7, "applies to a target of kind slurm"),
+    ("  kind: slurm\n  launcher: docker\n", 7, "not docker"),
     ("  kind: slurm\n  launcher: container\n  slurm: {partition: gpu}\n", 7, "needs `slurm: {container_image"),
     ("  kind: slurm\n  slurm:\n    sbatch: ['--qos=high', '--job-name=x']\n", 8, "--job-name is set by the toolkit"),
     ("  kind: slurm\n  slurm:\n    time_limit: 2h\n", 8, "time_limit"),
@@ -42,7 +42,7 @@ PYXIS = ("  kind: slurm\n  launcher: container\n  slurm:\n    partition: gpu\n  
     ("  kind: slurm\n  slurm:\n    nodes: 3\n    gpus_per_arm: 8\n", 9, "do not split evenly"),
     ("  kind: slurm\n  slurm:\n    mounts: ['/models:/models']\n", 8, "applies to `launcher: container`"),
     ("  kind: slurm\n  slurm:\n    partition: 'gpu nodes'\n", 8, "partition"),
-    ("  kind: slurm\n  parallel: 2\n", 5, "slurm: {jobs: N}"),
+    ("  kind: slurm\n  parallel: 2\n", 7, "slurm: {jobs: N}"),
     ("  kind: slurm\n  slurm:\n    loadgen: login-node\n", 8, "loadgen"),
 ])
 def test_mistakes_exit_2_at_their_line(tmp_path, target, line, words):

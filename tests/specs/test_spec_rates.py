@@ -33,7 +33,7 @@ def test_a_rates_matrix_plans_cells_keyed_by_rate(tmp_path: Path) -> None:
 
 
 CASES = {
-    "both axes": (RATES.replace("rates:", "concurrency: [1]\nrates:"), 1, r"exactly one of `concurrency`.*`rates`"),
+    "both axes": (RATES.replace("rates:", "concurrency: [1]\nrates:"), 6, r"exactly one of `concurrency`.*`rates`"),
     "neither axis": (MATRIX.replace("concurrency: [1, 2]\n", ""), 1, r"exactly one of `concurrency`.*`rates`"),
     "rate not > 0": (RATES.replace("[0.5, 4]", "[0.5, 0]"), 6, r"rates\[1\]: 0 is out of range: it must be > 0"),
     "rate twice": (RATES.replace("[0.5, 4]", "[0.5, 4, 0.5]"), 6, r"rates\[2\]: rate 0.5 is listed twice"),
@@ -42,7 +42,7 @@ CASES = {
                                  r"`burstiness` shapes `process: gamma`"),
     "burstiness not > 0": (RATES.replace("burstiness: 0.5", "burstiness: 0"), 7,
                            r"arrival\.burstiness: 0 is out of range: it must be > 0"),
-    "arrival without rates": (MATRIX + "arrival: {process: constant}\n", 1, r"need `rates:`"),
+    "arrival without rates": (MATRIX + "arrival: {process: constant}\n", 9, r"need `rates:`"),
     "max_concurrency 0": (RATES.replace("max_concurrency: 16", "max_concurrency: 0"), 8,
                           r"max_concurrency: 0 is out of range: it must be >= 1"),
 }

@@ -102,18 +102,18 @@ def test_probe_concurrency_defaults(tmp_path: Path) -> None:
 
 
 CASES = {
-    "sweep and concurrency": (SWEEP.replace("sweep:", "concurrency: [1]\nsweep:"), 1,
+    "sweep and concurrency": (SWEEP.replace("sweep:", "concurrency: [1]\nsweep:"), 6,
                               r"exactly one of `concurrency`.*`rates`.*`sweep`"),
-    "sweep and rates": (SWEEP.replace("sweep:", "rates: [1]\nsweep:"), 1,
+    "sweep and rates": (SWEEP.replace("sweep:", "rates: [1]\nsweep:"), 6,
                         r"exactly one of `concurrency`.*`rates`.*`sweep`"),
     "points 0": (SWEEP.replace("points: 3", "points: 0"), 6, r"sweep\.points: 0 is out of range: it must be >= 1"),
     "no points": (SWEEP.replace("points: 3", "probe_concurrency: 4"), 6, r"sweep\.points"),
     "unknown key": (SWEEP.replace("points: 3", "points: 3, pionts: 4"), 6, r"sweep\.pionts"),
     "probe_concurrency 1": (SWEEP.replace("points: 3", "points: 3, probe_concurrency: 1"), 6,
                             r"sweep\.probe_concurrency: 1 is out of range: it must be >= 2"),
-    "duration per level": (SWEEP.replace("requests: 3", "duration_s: {1: 5}"), 1,
+    "duration per level": (SWEEP.replace("requests: 3", "duration_s: {1: 5}"), 10,
                            r"names concurrency levels: with `sweep:` give seconds"),
-    "warmup concurrency": (SWEEP + "warmup: concurrency\n", 1, r"`warmup: concurrency`.*with `sweep:`"),
+    "warmup concurrency": (SWEEP + "warmup: concurrency\n", 11, r"`warmup: concurrency`.*with `sweep:`"),
 }
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.engines import preset_meaning, sglang
-from toolkit.errors import SpecError, ToolkitError
+from toolkit.errors import SpecError, ToolkitError, did_you_mean
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key, level_label, rate_text, synthetic_arm
 from toolkit.schema.manifest import BuildRecord, Manifest
@@ -425,6 +425,14 @@ def _representativeness(m: Matrix, training: Path | None, workloads: dict) -> li
     return out
 
 
+def check_matrix(spec: LoadedSpec) -> None:
+    """What a run refuses of a Matrix's own inputs before it starts, without starting anything: every workload
+    reads (load_workloads: a trace file's every line, a prompt file, a bundled name). `toolkit validate` calls
+    it, and plan_run calls the same function, so validate refuses what the run would. (The Environment is
+    validated as a spec of its own: `toolkit validate env.yaml`.)"""
+    load_workloads(spec)
+
+
 def load_environment(spec: LoadedSpec) -> LoadedSpec:
     """The matrix's Environment, with every arm one of its server presets."""
     if not isinstance(spec.model, Matrix):
@@ -433,8 +441,10 @@ def load_environment(spec: LoadedSpec) -> LoadedSpec:
     env_spec = load_spec(spec.path_of(("environment",), m.environment), expect="Environment")
     missing = [a for a in m.arms if a not in env_spec.model.servers]
     if missing:
-        raise spec.error(("arms",), f"arm(s) {missing} are not server presets of {m.environment}",
-                         hint=f"presets there: {', '.join(env_spec.model.servers)}")
+        presets = list(env_spec.model.servers)
+        raise spec.error(("arms", m.arms.index(missing[0])), f"arm(s) {missing} are not server presets of "
+                         f"{m.environment}", hint=did_you_mean(missing[0], presets) or
+                         f"presets there: {', '.join(presets)}")
     return env_spec
 
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 import types
-from typing import Annotated, Any, Union, get_args, get_origin
+from enum import Enum
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from toolkit.errors import SpecError
+from toolkit.errors import SpecError, did_you_mean
 from toolkit.fsutil import sha256_file  # noqa: F401  (its home; imported from here by older callers)
 from toolkit.specs.base import Hash
 from toolkit.specs.environment import Environment
@@ -134,10 +136,13 @@ def _describe(err: dict) -> str:
         msg = msg[len("Value error, "):]
     if err["type"] == "missing":
         return "required key is missing"
+    if len(err.get("alternatives") or ()) > 1:  # every member of a union refused the value's shape
+        alts = err["alternatives"]
+        return f"expected {', '.join(alts[:-1])} or {alts[-1]}, got {err.get('input')!r}"
     if err["type"] == "extra_forbidden":
         return "unknown key"
-    if err["type"] == "literal_error":
-        return msg.replace("Input should be", "expected")
+    if err["type"] in ("literal_error", "enum"):
+        return f"{msg.replace('Input should be', 'expected')}, got {err.get('input')!r}"
     inp = err.get("input")
     if err["type"] in RANGE_OPS:
         op, key = RANGE_OPS[err["type"]]
@@ -229,46 +234,195 @@ def _range_hint(model: type[BaseModel], loc: tuple, err: dict) -> str:
     return "allowed: " + kind + " " + " and ".join(f"{b[0]} {b[1]}" for b in (lo, hi) if b)
 
 
-def _clean_loc(loc: tuple, data: Any) -> tuple:
-    """Drop pydantic's union-member and validator tags from a location, keeping real keys."""
-    out: list = []
-    cur = data
-    for part in loc:
-        if isinstance(cur, dict) and part in cur:
-            out.append(part)
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
-            out.append(part)
-            cur = cur[part]
-        elif isinstance(cur, dict) and not isinstance(part, int) and str(part).isidentifier() and "[" not in str(part) \
-                and part not in ("str", "int", "float", "bool", "function-after", "function-before"):
-            out.append(part)  # a missing or unknown key
-            cur = None
-    return tuple(out)
-
-
 def _rank(err: dict) -> int:
     """Which error to report first: an unknown key before anything else (a misspelt required key is also
     reported missing, and the misspelling is the mistake), a missing key last."""
     return 0 if err["type"] == "extra_forbidden" else 2 if err["type"] == "missing" else 1
 
 
+# the errors by which a union member refuses a value's shape, and the shape that member takes
+SHAPE_ERRORS = {
+    **dict.fromkeys(("string_type", "string_sub_type", "literal_error", "enum"), "str"),
+    **dict.fromkeys(("int_type", "int_parsing", "float_type", "float_parsing", "bool_type", "bool_parsing",
+                     "decimal_type", "decimal_parsing"), "number"),
+    **dict.fromkeys(("list_type", "tuple_type", "set_type", "frozen_set_type", "iterable_type"), "list"),
+    **dict.fromkeys(("dict_type", "model_type", "model_attributes_type", "dataclass_type"), "dict"),
+}
+
+
+def _shape(value: Any) -> str | None:
+    """The shape a YAML value has: str, number (booleans too), list or dict."""
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return "dict" if isinstance(value, dict) else None
+
+
+def _walk(err: dict, data: Any) -> tuple[tuple, list[tuple[tuple, str]]]:
+    """An error's location in the data (keys and indexes only) and the union members it passed through:
+    (the union's location, the member's tag), e.g. (("workloads", 0), "function-after[_trace(), Workload]")."""
+    loc, clean, members, cur = err["loc"], [], [], data
+    for i, part in enumerate(loc):
+        if isinstance(cur, dict) and part in cur:
+            clean.append(part)
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and not isinstance(part, bool) and 0 <= part < len(cur):
+            clean.append(part)
+            cur = cur[part]
+        elif i == len(loc) - 1 and err["type"] in ("missing", "extra_forbidden"):
+            clean.append(part)  # the key itself
+        elif isinstance(part, str):
+            members.append((tuple(clean), part))
+        else:
+            break
+    return tuple(clean), members
+
+
+def _branch_score(err: dict, where: tuple, data_loc: tuple) -> int:
+    """How far a union member at `where` got with the user's value: 0 it took the value's shape (the error
+    lies inside the value, or is about its content: a bound, a pattern, a validator's word), 1 it refused the
+    shape but takes values of that shape (`'concurency'` to Literal['concurrency']), 2 it takes another shape
+    (a mapping offered to `str`, a number to `list[...]`)."""
+    wants = SHAPE_ERRORS.get(err["type"])
+    if len(data_loc) > len(where) or wants is None:
+        return 0
+    return 1 if wants == _shape(err.get("input")) else 2
+
+
+def _meant(errors: list[dict], data: Any) -> list[dict]:
+    """The errors of the union members the user meant, first; those of members that refused the value's
+    shape while another took it, dropped. A mapping is meant for a mapping member, never for `str` (`{trace:
+    x, speed: .inf}` is a Workload whose speed is not finite, not a string); a list for a list member, a
+    number for a number; among mapping members, the one that knows the most keys the user wrote."""
+    walked = [_walk(e, data) for e in errors]
+    branches: dict[tuple, dict[str, list[int]]] = {}  # union location -> member tag -> its errors' scores
+    unknown: dict[tuple, dict[str, int]] = {}  # union location -> member tag -> keys it does not know
+    for e, (data_loc, members) in zip(errors, walked):
+        for where, tag in members:
+            branches.setdefault(where, {}).setdefault(tag, []).append(_branch_score(e, where, data_loc))
+            if e["type"] == "extra_forbidden" and len(data_loc) == len(where) + 1:
+                unknown.setdefault(where, {}).setdefault(tag, 0)
+                unknown[where][tag] += 1
+    best = {where: {tag: min(s) for tag, s in tags.items()} for where, tags in branches.items()}
+    keep, scores = [], []
+    for e, (data_loc, members) in zip(errors, walked):
+        score, dropped = 0, False
+        for where, tag in members:
+            tags = best[where]
+            if len(tags) < 2:
+                continue  # no other member to prefer
+            if tags[tag] > 0 and min(tags.values()) == 0:
+                dropped = True  # another member took the value's shape
+            elif tags[tag] == 0:
+                took = [t for t, s in tags.items() if s == 0]
+                fewest = min(unknown.get(where, {}).get(t, 0) for t in took)
+                dropped = dropped or unknown.get(where, {}).get(tag, 0) > fewest
+            score = max(score, tags[tag])
+        if not dropped:
+            keep.append(e)
+            scores.append(score)
+    order = sorted(range(len(keep)), key=lambda i: (_rank(keep[i]), scores[i]))
+    kept = [keep[i] for i in order] or sorted(errors, key=_rank)
+    # members that all refused the value's shape are one mistake: `expected 'concurrency' or an integer`
+    out: list[dict] = []
+    refused: dict[tuple, dict] = {}
+    for e in kept:
+        data_loc, members = _walk(e, data)
+        if e["type"] in SHAPE_ERRORS and members and members[-1][0] == data_loc:
+            if data_loc in refused:
+                refused[data_loc]["alternatives"].append(_alternative(e))
+                continue
+            e = {**e, "alternatives": [_alternative(e)]}
+            refused[data_loc] = e
+        out.append(e)
+    return out
+
+
+def _alternative(err: dict) -> str:
+    """What a union member takes, from its refusal: "Input should be a valid integer, unable to ..." -> "an
+    integer"."""
+    what = err["msg"].replace("Input should be ", "").split(", unable")[0].replace("a valid ", "a ")
+    what = re.sub(r"^a dictionary or instance of (\w+)$", r"a mapping (\1)", what)
+    return re.sub(r"^a ([aeiou])", r"an \1", what)
+
+
+def _choices(model: type[BaseModel], loc: tuple, err: dict) -> list[str]:
+    """The values a Literal or Enum field takes (of every union member), else those its error lists."""
+    types_, _, _ = _field_at(model, loc)
+    out: list[str] = []
+    for t in types_:
+        if get_origin(t) is Literal:
+            out += [str(a) for a in get_args(t)]
+        elif isinstance(t, type) and issubclass(t, Enum):
+            out += [str(m.value) for m in t]
+    return out or re.findall(r"'((?:[^'\\]|\\.)*)'", str((err.get("ctx") or {}).get("expected", "")))
+
+
+def _value_hint(model: type[BaseModel], loc: tuple, err: dict, errors: list[dict], data: Any) -> str | None:
+    """A refused Literal or Enum value (alone or as one member of a union): `did you mean 'concurrency'?`,
+    else the values to choose from."""
+    here = _walk(err, data)[0]
+    literal = next((e for e in [err, *errors] if e["type"] in ("literal_error", "enum")
+                    and _walk(e, data)[0] == here), None)
+    if literal is None or err["type"] not in SHAPE_ERRORS:
+        return None
+    choices = _choices(model, loc, literal)
+    if not choices or not isinstance(literal.get("input"), (str, int, float)):
+        return None
+    return did_you_mean(literal["input"], choices) or (
+        "write one of the values listed, as it is spelt there" if err["type"] in ("literal_error", "enum") else None)
+
+
 def _where_of(err: dict, data: Any, marks: Marks, path: Path) -> tuple[tuple, Mark | None]:
-    loc = _clean_loc(err["loc"], data)
-    return loc, marks.find(loc) if err["type"] != "missing" else marks.find(loc[:-1])
+    loc = _walk(err, data)[0]
+    if err["type"] == "missing":
+        return loc, marks.find(loc[:-1])
+    named = _named_key(err, data, loc)  # a model's own check: at the line of the key it names
+    return loc, marks.find(named or loc)
+
+
+def _named_key(err: dict, data: Any, loc: tuple) -> tuple | None:
+    """The key a model validator's message is about, when the error sits on the whole mapping (a Matrix's
+    "give exactly one of `concurrency` ... or `rates`" was at 1:1, the document): the first key the message
+    names (its first word, or a `key:` in backticks) that the mapping has; else the shallowest such key below
+    it (`a `trace:` workload ...`: workloads[1].trace)."""
+    if err["type"] not in ("value_error", "assertion_error"):
+        return None
+    value = data
+    for part in loc:
+        value = value[part] if isinstance(value, (dict, list)) else None
+    if not isinstance(value, dict):
+        return None
+    msg = err.get("msg", "").removeprefix("Value error, ")
+    words = re.match(r"[A-Za-z_]\w*", msg)
+    names = ([words.group(0)] if words else []) + [m.group(1) for m in re.finditer(r"`([A-Za-z_]\w*)", msg)]
+    for name in names:
+        if name in value:
+            return loc + (name,)
+    level: list[tuple[tuple, Any]] = [(loc, value)]
+    while level:  # breadth first: the shallowest key of those named
+        for name in names[1:]:
+            for where, v in level:
+                if isinstance(v, dict) and name in v:
+                    return where + (name,)
+        level = [(where + (k,), c) for where, v in level
+                 for k, c in (v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ())]
+    return None
 
 
 def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, marks: Marks, path: Path) -> SpecError:
-    errors = sorted(exc.errors(), key=_rank)
+    raw = exc.errors()
+    errors = _meant(raw, data)
     first = errors[0]
     loc, mark = _where_of(first, data, marks, path)
     msg = _describe(first)
     hint = None
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(model, loc)
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
-        hint = _key_hint(model, loc) or (f"did you mean {close[0]!r}?" if close else
-                                         f"valid keys here: {', '.join(sorted(allowed))}")
+        hint = _key_hint(model, loc) or did_you_mean(loc[-1], allowed) or f"valid keys here: {', '.join(sorted(allowed))}"
     elif first["type"] == "missing":
         hint = f"add `{loc[-1]}:` to {_dotted(loc[:-1]) or 'the top level'}"
     elif first["type"] in RANGE_OPS or first["type"] == "finite_number":
@@ -280,9 +434,12 @@ def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, ma
     elif first["type"] == "string_pattern_mismatch":
         _, _, description = _field_at(model, loc)
         hint = f"expected {description}" if description else None
+    elif _value_hint(model, loc, first, raw, data):
+        hint = _value_hint(model, loc, first, raw, data)
     elif "expected" in msg or "Input should" in first["msg"]:
         types_, _, _ = _field_at(model, loc)
-        hint = "fix the value's type" + (" (quote it to make it a string)" if str in types_ else "")
+        quote = str in types_ and _shape(first.get("input")) == "number"  # `5` where a string may be: '5'
+        hint = "fix the value's type" + (" (quote it to make it a string)" if quote else "")
     more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     where = _dotted(loc)
     text = f"{where}: {msg}{more}" if where else f"{msg}{more}"

@@ -10,6 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticKnownError
 
+from toolkit.errors import did_you_mean
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
 from toolkit.specs.base import Hash, Name, NonNegative, Positive, PositiveInt, StrictModel
 from toolkit.specs.slurm import SlurmJob
@@ -449,7 +450,8 @@ class Matrix(StrictModel):
             raise ValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with `rates:` "
                              "give a number of requests")
         if self.baseline is not None and self.baseline not in self.arms:
-            raise ValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}")
+            raise ValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}"
+                             + (f": {did_you_mean(self.baseline, self.arms)}" if did_you_mean(self.baseline, self.arms) else ""))
         if self.synthetic_acceptance is not None and self.target.kind in ("external", "slurm"):
             raise ValueError(f"`synthetic_acceptance:` sets the environment of servers the toolkit starts; a target "
                              f"of kind {self.target.kind} " + ("is started by others" if self.target.kind == "external"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.engines import KnobInfo, sglang, transformers
+from toolkit.errors import did_you_mean
 from toolkit.specs import LoadedSpec
 
 SGLANG_KNOBS, TRANSFORMERS_KNOBS = sglang.FACTS.knobs, transformers.FACTS.knobs
@@ -58,10 +59,12 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
                                                             "`concurrency:` (docs/tune.md)")
     if arm not in m.tune.space:
         raise mspec.error(("tune", "space"), f"no search space for arm {arm!r}",
-                          hint=f"spaces here: {', '.join(m.tune.space)}; or add `{arm}:` under tune.space")
+                          hint=did_you_mean(arm, list(m.tune.space)) or
+                          f"spaces here: {', '.join(m.tune.space)}; or add `{arm}:` under tune.space")
     if arm not in m.arms:
         raise mspec.error(("arms",), f"arm {arm!r} is not one of the matrix's arms {m.arms}",
-                          hint="tune an arm the matrix compares, so its baseline is the matrix's baseline")
+                          hint=did_you_mean(arm, list(m.arms)) or
+                          "tune an arm the matrix compares, so its baseline is the matrix's baseline")
     if arm == m.baseline_arm:
         raise mspec.error(("tune", "space", arm), f"{arm!r} is the baseline: trials are measured against it",
                           hint="tune a speculative arm; the baseline stays as it is")
