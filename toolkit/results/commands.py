@@ -256,6 +256,9 @@ def report_cmd(
     from toolkit.results.report import build_diff_report, build_run_report, write_report
 
     b = _open(run, root, allow_unverified)
+    if against and acceptance_from:
+        raise ToolkitError("--acceptance-from goes with a run report, not with --against",
+                           hint="report the surface run on its own: toolkit results report RUN --acceptance-from RUN2")
     if against:
         a = _open(against, root, allow_unverified)
         report = build_diff_report(a, b, diff_runs(a, b), plots=True)

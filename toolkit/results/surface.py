@@ -5,8 +5,8 @@ the table is built here once (`build`), then rendered by `results show`/`report`
 
 - Surface: the run's own speed-up rows (toolkit/results/speedups.py: the paired, launch-aware ratio over the
   baseline and its 95% CI, under the verdicts' rule of what a verdict may use), indexed by (speculative arm,
-  domain, forced acceptance length, load level). A `pooled` domain per (arm, length, level): the mean of the
-  domains' ratios, its interval the envelope of theirs (lowest low, highest high): conservative, for domains
+  domain, forced acceptance length, load level). With two or more domains, a `pooled` domain per (arm, length,
+  level): the mean of the domains' ratios, its interval the envelope of theirs (lowest low, highest high): conservative, for domains
   the surface was not measured on.
 - Prediction: a real acceptance length per (arm, domain) (the mean accept_length of the real speculative arm's
   cells, weighted by their requests), at each level linear in acceptance between the two nearest measured
