@@ -79,17 +79,36 @@ def list_cmd(root: Root = Path("results"),
     emit(report, json_out)
 
 
+AcceptanceFrom = Annotated[Optional[str], typer.Option(
+    "--acceptance-from", metavar="RUN", help="predict speed-ups from this run's speed-up surface (its "
+    "synthetic_acceptance arms) at the real acceptance measured in RUN (its real speculative arms), and check them "
+    "against RUN's measured speed-ups (default: this run's own real arms). docs/results.md#speed-up-surface")]
+
+
+def _acceptance_run(ref: str | None, run, root: Path, allow_unverified: bool):
+    """The --acceptance-from run, read like RUN; refused when RUN has no synthetic-acceptance surface."""
+    if ref is None:
+        return None
+    if not any(r.synthetic_acceptance is not None for r in run.derived.speedups):
+        raise ToolkitError(f"run {run.run_id} has no synthetic-acceptance speed-ups: no surface to predict from",
+                           hint="--acceptance-from goes with a run of a Matrix with `synthetic_acceptance:` "
+                                "(docs/bench.md#synthetic-acceptance)")
+    return _open(ref, root, allow_unverified)
+
+
 @app.command("show")
 def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False,
-             allow_unverified: Unverified = False) -> None:
+             allow_unverified: Unverified = False, acceptance_from: AcceptanceFrom = None) -> None:
     """One run: its facts, the per-cell table, speedups, crossovers and methodology checks. Every figure
     is read through the metric registry (docs/results.md), so it equals what `results diff` shows for
-    the cell. --json gives every metric with mean, p50, p90, p99, the median's 95% CI and n."""
+    the cell. --json gives every metric with mean, p50, p90, p99, the median's 95% CI and n. A run with
+    synthetic-acceptance arms adds its speed-up surface and the speed-ups it predicts from a real acceptance."""
     from toolkit.results.report import build_run_report, emit
 
     a = _open(run, root, allow_unverified)
-    report = build_run_report(a)
-    mark_unverified(report, a)
+    src = _acceptance_run(acceptance_from, a, root, allow_unverified)
+    report = build_run_report(a, acceptance_from=src)
+    mark_unverified(report, a, *([src] if src is not None else []))
     emit(report, json_out)
 
 
@@ -228,6 +247,7 @@ def report_cmd(
     root: Root = Path("results"),
     json_out: Json = False,
     allow_unverified: Unverified = False,
+    acceptance_from: AcceptanceFrom = None,
 ) -> None:
     """Write a report of a run: Markdown with PNG plots beside it, and a self-contained HTML page.
     Plots: throughput vs concurrency per arm and domain, TTFT/ITL percentiles, a speedup heatmap
@@ -236,12 +256,16 @@ def report_cmd(
     from toolkit.results.report import build_diff_report, build_run_report, write_report
 
     b = _open(run, root, allow_unverified)
+    if against and acceptance_from:
+        raise ToolkitError("--acceptance-from goes with a run report, not with --against",
+                           hint="report the surface run on its own: toolkit results report RUN --acceptance-from RUN2")
     if against:
         a = _open(against, root, allow_unverified)
         report = build_diff_report(a, b, diff_runs(a, b), plots=True)
         target = out_dir or Path("reports") / f"{b.run_id}-vs-{a.run_id}"
     else:
-        report = build_run_report(b, plots=True)
+        src = _acceptance_run(acceptance_from, b, root, allow_unverified)
+        report = build_run_report(b, plots=True, acceptance_from=src)
         target = out_dir or Path("reports") / b.run_id
     mark_unverified(report, b, *([a] if against else []))
     written = write_report(report, target, html_too=html_out)

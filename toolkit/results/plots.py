@@ -381,3 +381,36 @@ def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
     if tm:
         out.append(("telemetry.png", "GPU telemetry per cell" + (f" ({runs[0][0]})" if runs[0][0] else ""), tm))
     return out
+
+
+def surface_plot(surface: dict) -> bytes:
+    """The speed-up surface (toolkit/results/surface.py), one panel per (arm, domain), the pooled one last:
+    speed-up over the baseline against the forced (SYNTHETIC) acceptance length, one line per load level with
+    its 95% CI bars, the line y=1, and each real acceptance measured for that arm and domain as a dotted line."""
+    rows = surface["rows"]
+    panels = sorted({(r["arm"], r["domain"]) for r in rows}, key=lambda p: (p[0], p[1] == "pooled", p[1]))
+    levels = sorted({r["level"] for r in rows})
+    colors = _colors([f"{x:g}" for x in levels])
+    real = {(a["arm"], a["domain"]): a["accept_len"] for a in surface.get("acceptance") or []}
+    fig, axes = _grid(len(panels))
+    for ax, (arm, domain) in zip(axes, panels):
+        for lvl in levels:
+            pts = sorted((r["accept_len"], r["ratio"], r["ci_low"], r["ci_high"]) for r in rows
+                         if r["arm"] == arm and r["domain"] == domain and r["level"] == lvl and r["ratio"] is not None)
+            if not pts:
+                continue
+            ref = next(r for r in rows if r["level"] == lvl)
+            x, y = [p[0] for p in pts], [p[1] for p in pts]
+            err = [[max(p[1] - (p[2] if p[2] is not None else p[1]), 0) for p in pts],
+                   [max((p[3] if p[3] is not None else p[1]) - p[1], 0) for p in pts]]
+            label = f"r={lvl:g}/s" if ref["axis"] == "rate" else f"c={int(lvl)}"
+            ax.errorbar(x, y, yerr=err, fmt="-o", color=colors[f"{lvl:g}"], capsize=3, ms=4, label=label)
+        ax.axhline(1.0, ls="--", color="black", lw=1)
+        if (arm, domain) in real:
+            ax.axvline(real[(arm, domain)], ls=":", color="grey", lw=1.2, label=f"real acc {real[(arm, domain)]:.2f}")
+        ax.set_xlabel("acceptance length, SYNTHETIC (forced)")
+        ax.set_ylabel("speed-up over the baseline")
+        ax.set_title(f"{arm} / {domain}: speed-up surface (synthetic)", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _png(fig)

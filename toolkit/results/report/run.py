@@ -44,6 +44,7 @@ class RunView:
     archive: Archive | None = None
     slo: SloAnalysis | None = None  # the run against its service-level objectives, when it has some
     noise: dict | None = None  # the launch noise the run can see (report/noise.py), with two or more launches
+    surface: dict | None = None  # the speed-up surface of synthetic-acceptance arms and its prediction (surface.py)
 
 
 def status_text(status: str, why: str | None) -> str:
@@ -124,8 +125,10 @@ def _derived(d: Derived | dict | None) -> Derived:
 
 
 def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: str | None = None,
-                 why: str = "") -> RunView:
-    """A run read back; `derived`, `status` and `why` stand in for summary.json while the runner finalizes."""
+                 why: str = "", acceptance_from: Archive | None = None) -> RunView:
+    """A run read back; `derived`, `status` and `why` stand in for summary.json while the runner finalizes.
+    `acceptance_from`: the run whose real acceptance (and real speed-ups) the surface's prediction uses (default:
+    this run's own)."""
     from toolkit.results.cells import CellReader
     from toolkit.results.facts import run_facts
 
@@ -170,9 +173,31 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
             "derived": derived.model_dump(mode="json")}
     if noise is not None:
         data["noise"] = noise
+    surface = _surface(a, derived, cells, acceptance_from)
+    if surface is not None:
+        data["surface"] = surface
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
                    commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo,
-                   noise=noise)
+                   noise=noise, surface=surface)
+
+
+def _surface(a: Archive, derived: Derived, cells: list, acceptance_from: Archive | None) -> dict | None:
+    """The run's speed-up surface (toolkit/results/surface.py) with the prediction from the real acceptance of
+    `acceptance_from` (its cells and speed-ups), else of this run's own real speculative arms."""
+    from toolkit.results.surface import build
+
+    if not any(r.synthetic_acceptance is not None for r in derived.speedups):
+        return None
+    if acceptance_from is None:
+        return build(derived.speedups, a.manifest.arms, cells, derived.speedups, None, derived.baseline)
+    from toolkit.results.cells import CellReader
+    from toolkit.results.verdicts import current
+
+    reader = CellReader(acceptance_from)
+    other = [(k, c, reader.cell(k)) for k, c in acceptance_from.cell_map.items()]
+    d = current(acceptance_from)
+    return build(derived.speedups, a.manifest.arms, other, d.speedups,
+                 f"{acceptance_from.matrix_name}/{acceptance_from.run_id}", d.baseline)
 
 
 def eligibility_of(cells: list[CellSummary], derived: Derived):
@@ -300,7 +325,7 @@ def _speedup_note(d: Derived) -> str:
             + "; ".join(how) + ".")
 
 
-def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
+def _derived_blocks(d: Derived, slo: SloAnalysis | None, surface: dict | None = None) -> list:
     out: list = []
     if d.speedups:
         out += [Heading(f"Speedup over the baseline ({d.baseline})"), speedup_table(d), Para(_speedup_note(d))]
@@ -312,6 +337,10 @@ def _derived_blocks(d: Derived, slo: SloAnalysis | None) -> list:
                for arm in d.recommended_disable_batch_threshold]
     if advice:
         out += [Heading("Crossover"), Items(advice)]
+    if surface is not None:
+        from toolkit.results.report.surface import surface_blocks
+
+        out += surface_blocks(surface)
     if slo is not None:
         from toolkit.results.report.slo import slo_blocks
 
@@ -375,8 +404,8 @@ def slurm_blocks(rec: SlurmRecord) -> list:
             Para(f"Job scripts as submitted (manifest.json `slurm.scripts`, slurm/<arm>.sbatch): {scripts or '-'}.")]
 
 
-def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Report:
-    v = source if isinstance(source, RunView) else archive_view(source)
+def build_run_report(source: Archive | RunView, *, plots: bool = False, acceptance_from: Archive | None = None) -> Report:
+    v = source if isinstance(source, RunView) else archive_view(source, acceptance_from=acceptance_from)
     r = Report(v.title, data=v.data)
     r.add(Heading(v.title, 1), Facts(v.facts))
     if v.description:
@@ -390,7 +419,7 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
               + f": {c.reason}" for _, c, _ in v.cells if c.status != "ok"]
     if failed:
         r.add(Heading("Failed cells"), Items(failed))
-    r.add(*eligibility_blocks(elig), *_derived_blocks(v.derived, v.slo))
+    r.add(*eligibility_blocks(elig), *_derived_blocks(v.derived, v.slo, v.surface))
     if v.noise is not None:
         from toolkit.results.report.noise import noise_blocks
 
@@ -408,6 +437,12 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False) -> Repor
 
             images.append(("slo.png", "Goodput vs concurrency (filled: the objectives hold), and each objective "
                                       "against its limit (dashed line)", slo_plot(v.slo)))
+        if v.surface is not None:
+            from toolkit.results.plots import surface_plot
+
+            images.append(("surface.png", "SYNTHETIC acceptance: speed-up over the baseline vs forced acceptance "
+                                          "length, one line per load level, 95% CI bars; real acceptance per domain "
+                                          "dotted", surface_plot(v.surface)))
         r.add(Heading("Plots"), *[Image(name, caption, png) for name, caption, png in images])
     elif v.archive is not None:
         r.add(Para(f"Plots: `toolkit results report {v.archive.path}`."))

@@ -1,0 +1,79 @@
+"""The speed-up surface and the prediction from it (toolkit/results/surface.py) as report blocks: the
+surface pivoted to (arm, domain, level) x acceptance length, the predicted speed-ups, the predicted
+crossovers and the check against measured speed-ups. Labelled synthetic throughout."""
+
+from __future__ import annotations
+
+from toolkit.results.report.model import Heading, Items, Para, Table, fmt_centre, fmt_num, fmt_pct
+from toolkit.schema.keys import level_label, rate_text
+
+SURFACE_HEADING = "Speed-up surface (synthetic acceptance)"
+SURFACE_NOTE = ("SYNTHETIC: each column is the speculative arm with its acceptance length forced by "
+                "SGLANG_SIMULATE_ACC_LEN (the Matrix's synthetic_acceptance), not what its drafter achieves. Cell: "
+                "the paired speed-up over the baseline with its launch-aware 95% CI (the speed-up table's). pooled: "
+                "the mean over domains, its interval the envelope of theirs. `left out`: no prediction uses it.")
+
+
+def _lvl(r: dict) -> str:
+    return level_label(int(r.get("concurrency") or 0), r.get("rate"))
+
+
+def surface_blocks(s: dict | None) -> list:
+    if not s:
+        return []
+    rows = s["rows"]
+    accs = sorted({r["accept_len"] for r in rows})
+    keyed: dict[tuple, dict] = {}
+    for r in rows:
+        keyed.setdefault((r["arm"], r["domain"] == "pooled", r["domain"], r["level"]), {})[r["accept_len"]] = r
+    table = []
+    for (arm, _, domain, _), by_acc in sorted(keyed.items()):
+        ref = next(iter(by_acc.values()))
+        table.append([arm, domain, _lvl(ref)] + [
+            ("-" if (r := by_acc.get(a)) is None else
+             fmt_centre(r["ratio"], r["ci_low"], r["ci_high"]) + (" (left out)" if r["excluded"] else ""))
+            for a in accs])
+    out: list = [Heading(SURFACE_HEADING),
+                 Table(["arm", "domain", "level"] + [f"synthetic acc {rate_text(a)}" for a in accs], table,
+                       align="lll" + "r" * len(accs)),
+                 Para(SURFACE_NOTE)]
+    return out + prediction_blocks(s)
+
+
+def prediction_blocks(s: dict) -> list:
+    src = s.get("acceptance_from")
+    where = f"run {src}" if src else "this run's real speculative arms"
+    if not s.get("acceptance"):
+        return [Para(f"Prediction: no real acceptance in {where} (a real speculative arm's accept_length); "
+                     "`--acceptance-from RUN` names a run that has one.")]
+    acc = ", ".join(f"{a['arm']}/{a['domain']} {fmt_num(a['accept_len'])}" for a in s["acceptance"])
+    rows = []
+    for p in s["prediction"]:
+        if p.get("level") is None:
+            rows.append([p["arm"], p["domain"], fmt_num(p["accept_len"]), "-", "-", "refused: " + p["refused"]])
+            continue
+        if "refused" in p:
+            rows.append([p["arm"], p["domain"], fmt_num(p["accept_len"]), _lvl(p), "-", "refused: " + p["refused"]])
+            continue
+        a0, a1 = p["between"]
+        rows.append([p["arm"], p["domain"], fmt_num(p["accept_len"]), _lvl(p),
+                     fmt_centre(p["ratio"], p["ci_low"], p["ci_high"]),
+                     f"{p['surface']} surface, between synthetic acc {rate_text(a0)} and {rate_text(a1)}"])
+    out: list = [Heading("Predicted speed-up from real acceptance (from the synthetic surface)"),
+                 Para(f"Real acceptance per domain from {where}: {acc}."),
+                 Table(["arm", "domain", "real accept", "level", "predicted x [interval]", "from"], rows,
+                       align="llrlrl"),
+                 Para("Interpolation: " + s["how"] + ".")]
+    if s.get("crossovers"):
+        out += [Heading("Predicted crossover"), Items([f"{c['arm']} / {c['domain']}: {c['note']}"
+                                                       for c in s["crossovers"]])]
+    if s.get("check"):
+        out += [Heading("Check: predicted vs measured speed-up"),
+                Table(["arm", "domain", "level", "predicted x [interval]", "measured x [95% CI]", "error", "within"],
+                      [[c["arm"], c["domain"], _lvl(c),
+                        fmt_centre(c["predicted"], c["predicted_low"], c["predicted_high"]),
+                        fmt_centre(c["measured"], c["measured_low"], c["measured_high"]), fmt_pct(c["error_pct"]),
+                        "yes" if c["within"] else "NO"] for c in s["check"]], align="lllrrrl"),
+                Para(f"measured: the real speed-ups of {where} at the same arm, domain and level; error: predicted / "
+                     "measured - 1; within: the measured ratio lies in the predicted interval.")]
+    return out

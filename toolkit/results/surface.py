@@ -1,0 +1,229 @@
+"""The speed-up surface of a run with synthetic-acceptance arms (the Matrix's `synthetic_acceptance:`,
+docs/bench.md#synthetic-acceptance), and the speed-up it predicts from a real acceptance length. One home:
+the table is built here once (`build`), then rendered by `results show`/`report`/`--json`
+(toolkit/results/report/run.py) and plotted (toolkit/results/plots.py surface_plot).
+
+- Surface: the run's own speed-up rows (toolkit/results/speedups.py: the paired, launch-aware ratio over the
+  baseline and its 95% CI, under the verdicts' rule of what a verdict may use), indexed by (speculative arm,
+  domain, forced acceptance length, load level). With two or more domains, a `pooled` domain per (arm, length,
+  level): the mean of the domains' ratios, its interval the envelope of theirs (lowest low, highest high): conservative, for domains
+  the surface was not measured on.
+- Prediction: a real acceptance length per (arm, domain) (the mean accept_length of the real speculative arm's
+  cells, weighted by their requests), at each level linear in acceptance between the two nearest measured
+  lengths; the interval's endpoints go through the same interpolation (the acceptance's own uncertainty is not
+  carried). Outside the measured lengths: refused, never extrapolated.
+- Predicted crossover: the lowest level from which the predicted interval lies below 1 at that level and
+  every higher one (the run crossover's rule, toolkit/results/verdicts.py); "pays at every level" when the
+  predicted interval lies above 1 everywhere.
+- Check: where real speed-ups were measured for that arm, domain and level, predicted vs measured and whether
+  the measured ratio lies within the predicted interval.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from toolkit.schema.keys import level_label
+
+POOLED = "pooled"
+HOW = ("linear in acceptance between the two nearest measured lengths at each level; the interval's endpoints "
+       "interpolated the same way (the measured acceptance's own uncertainty is not carried); outside the measured "
+       "lengths no prediction is made (never extrapolated)")
+
+
+def _get(x: Any, key: str, default: Any = None) -> Any:
+    return x.get(key, default) if isinstance(x, dict) else getattr(x, key, default)
+
+
+def _level(r: Any) -> float:
+    rate = _get(r, "rate")
+    return float(rate) if rate is not None else float(_get(r, "concurrency"))
+
+
+def of_arm(run_arm: str, manifest_arms: dict | None = None) -> str:
+    """The speculative arm (server preset) a synthetic run arm runs: its manifest record's `of`, else the name
+    before `-synacc`."""
+    rec = _get((manifest_arms or {}).get(run_arm), "synthetic_acceptance") if manifest_arms else None
+    if isinstance(rec, dict) and rec.get("of"):
+        return rec["of"]
+    return run_arm.split("-synacc", 1)[0]
+
+
+def surface_rows(speedups: list, manifest_arms: dict | None = None) -> list[dict]:
+    """One row per synthetic speed-up row (arm = the speculative arm it forces), then the pooled rows."""
+    rows = []
+    for r in speedups:
+        acc = _get(r, "synthetic_acceptance")
+        ratio = _get(r, "paired_ratio")
+        if acc is None:
+            continue
+        rows.append({"arm": of_arm(_get(r, "arm"), manifest_arms), "run_arm": _get(r, "arm"),
+                     "domain": _get(r, "domain"), "accept_len": float(acc), "level": _level(r),
+                     "axis": "rate" if _get(r, "rate") is not None else "concurrency",
+                     "concurrency": _get(r, "concurrency"), "rate": _get(r, "rate"),
+                     "ratio": ratio, "ci_low": _get(r, "ci_low"), "ci_high": _get(r, "ci_high"),
+                     "excluded": bool(_get(r, "excluded")), "synthetic": True})
+    rows.sort(key=lambda x: (x["arm"], x["domain"], x["level"], x["accept_len"]))
+    return rows + pooled_rows(rows)
+
+
+def pooled_rows(rows: list[dict]) -> list[dict]:
+    """Per (arm, length, level) over the domains with a usable row: the mean ratio and the envelope of the
+    intervals. Only where two or more domains have one."""
+    by: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        if r["domain"] != POOLED and _usable(r):
+            by[(r["arm"], r["accept_len"], r["level"])].append(r)
+    out = []
+    for (arm, acc, lvl), rs in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+        if len(rs) < 2:  # one domain: its own row says it all
+            continue
+        out.append({**{k: rs[0][k] for k in ("arm", "axis", "concurrency", "rate")}, "run_arm": rs[0]["run_arm"],
+                    "domain": POOLED, "accept_len": acc, "level": lvl,
+                    "ratio": sum(r["ratio"] for r in rs) / len(rs), "ci_low": min(r["ci_low"] for r in rs),
+                    "ci_high": max(r["ci_high"] for r in rs), "excluded": False, "synthetic": True,
+                    "domains": sorted(r["domain"] for r in rs)})
+    return out
+
+
+def _usable(r: dict) -> bool:
+    return (not r.get("excluded") and r.get("ratio") is not None and r.get("ci_low") is not None
+            and r.get("ci_high") is not None)
+
+
+def interpolate(points: list[tuple[float, float, float, float]], accept: float) -> dict:
+    """(accept_len, ratio, ci_low, ci_high) points of one (arm, domain, level) at `accept`: linear between the
+    two nearest measured lengths, the interval's endpoints the same way. Refused outside the measured range:
+    {"refused": why}."""
+    pts = sorted(points)
+    if not pts:
+        return {"refused": "no measured length"}
+    lo_acc, hi_acc = pts[0][0], pts[-1][0]
+    if accept < lo_acc or accept > hi_acc:
+        return {"refused": f"acceptance {accept:.3g} is outside the measured lengths {lo_acc:g} to {hi_acc:g}: "
+                           "not extrapolated"}
+    for (a0, *v0), (a1, *v1) in zip(pts, pts[1:]):
+        if a0 <= accept <= a1:
+            w = 0.0 if a1 == a0 else (accept - a0) / (a1 - a0)
+            r, lo, hi = ((1 - w) * x0 + w * x1 for x0, x1 in zip(v0, v1))
+            return {"ratio": r, "ci_low": lo, "ci_high": hi, "between": [a0, a1]}
+    a0, *v0 = pts[0]  # a single measured length, equal to accept
+    return {"ratio": v0[0], "ci_low": v0[1], "ci_high": v0[2], "between": [a0, a0]}
+
+
+def predict(surface: list[dict], acceptance: dict[tuple[str, str], float]) -> list[dict]:
+    """Per (arm, domain) with a measured acceptance and each level of the arm's surface: the predicted speed-up
+    (from the domain's own surface, else the pooled one), or why none."""
+    by: dict[tuple, list[tuple]] = defaultdict(list)
+    levels: dict[str, dict[float, dict]] = defaultdict(dict)
+    measured = {r["arm"] for r in surface}
+    for r in surface:
+        if _usable(r):
+            by[(r["arm"], r["domain"], r["level"])].append((r["accept_len"], r["ratio"], r["ci_low"], r["ci_high"]))
+            levels[r["arm"]].setdefault(r["level"], r)
+    out = []
+    for (arm, domain), acc in sorted(acceptance.items()):
+        if arm not in levels:
+            why = (f"no level of {arm}'s synthetic surface is one a prediction may use (all left out, or no "
+                   "interval)" if arm in measured else f"no synthetic surface of {arm}")
+            out.append({"arm": arm, "domain": domain, "accept_len": acc, "level": None, "refused": why})
+            continue
+        for lvl, ref in sorted(levels[arm].items()):
+            src = domain if (arm, domain, lvl) in by else POOLED
+            row = {"arm": arm, "domain": domain, "accept_len": acc, "level": lvl, "axis": ref["axis"],
+                   "concurrency": ref["concurrency"], "rate": ref["rate"], "surface": src}
+            if (arm, src, lvl) in by:
+                row.update(interpolate(by[(arm, src, lvl)], acc))
+            else:
+                seen = sorted({d for a, d, _ in by if a == arm and d != POOLED})
+                row["refused"] = (f"no surface for {domain} at this level (measured on {', '.join(seen)}; a pooled "
+                                  "surface needs two or more domains)")
+            out.append(row)
+    return out
+
+
+def crossovers(pred: list[dict]) -> list[dict]:
+    """Per (arm, domain): the lowest level from which the predicted interval lies below 1 there and at every
+    higher level; "pays at every level" when it lies above 1 at every level. Refused levels break no tie: only
+    the predicted ones count, and a domain with none has no verdict."""
+    by: dict[tuple, list[dict]] = defaultdict(list)
+    for p in pred:
+        by[(p["arm"], p["domain"])].append(p)
+    out = []
+    for (arm, domain), ps in sorted(by.items()):
+        rs = sorted((p for p in ps if "ratio" in p), key=lambda p: p["level"])
+        if not rs:
+            why = next((p["refused"] for p in ps if "refused" in p), "no prediction")
+            out.append({"arm": arm, "domain": domain, "crossover": None, "note": f"no prediction ({why})"})
+            continue
+        cross = next((r for i, r in enumerate(rs) if all(x["ci_high"] < 1 for x in rs[i:])), None)
+        if cross is not None:
+            note = ("predicted slower than the baseline at every level" if cross is rs[0]
+                    else f"predicted crossover at {_label(cross)}: the predicted interval lies below 1 from there on")
+        elif all(r["ci_low"] > 1 for r in rs):
+            note = f"pays at every level ({_label(rs[0])} to {_label(rs[-1])}, predicted)"
+        else:
+            note = f"no predicted crossover through {_label(rs[-1])} (not significantly slower)"
+        refused = [p for p in ps if "refused" in p]
+        if refused:
+            note += f"; {len(refused)} level(s) refused: {refused[0]['refused']}"
+        out.append({"arm": arm, "domain": domain, "crossover": cross["level"] if cross is not None else None,
+                    "note": note})
+    return out
+
+
+def _label(r: dict) -> str:
+    return level_label(int(r["concurrency"] or 0), r.get("rate"))
+
+
+def check(pred: list[dict], measured: list) -> list[dict]:
+    """Predicted vs measured where real speed-up rows (no synthetic_acceptance) exist for the same arm, domain
+    and level: the error and whether the measured ratio lies within the predicted interval."""
+    real = {(_get(r, "arm"), _get(r, "domain"), _level(r)): r for r in measured
+            if _get(r, "synthetic_acceptance") is None and _get(r, "paired_ratio") is not None}
+    out = []
+    for p in pred:
+        m = real.get((p["arm"], p["domain"], p["level"]))
+        if m is None or "ratio" not in p:
+            continue
+        got = float(_get(m, "paired_ratio"))
+        out.append({"arm": p["arm"], "domain": p["domain"], "level": p["level"], "axis": p["axis"],
+                    "concurrency": p["concurrency"], "rate": p["rate"], "predicted": p["ratio"],
+                    "predicted_low": p["ci_low"], "predicted_high": p["ci_high"], "measured": got,
+                    "measured_low": _get(m, "ci_low"), "measured_high": _get(m, "ci_high"),
+                    "error_pct": (p["ratio"] / got - 1) * 100 if got else None,
+                    "within": p["ci_low"] <= got <= p["ci_high"]})
+    return out
+
+
+def real_acceptance(cells: list, baseline: str | None = None) -> dict[tuple[str, str], float]:
+    """(arm, domain) -> the real acceptance length of a speculative arm: the mean accept_length of its ok cells
+    whose acceptance was not forced, weighted by each figure's n. `cells`: (key, CellSummary, metrics)."""
+    acc: dict[tuple, list[tuple[float, int]]] = defaultdict(list)
+    for _, c, m in cells:
+        s = m.get("accept_length")
+        if (c.status != "ok" or c.synthetic_acceptance is not None or s is None or s.mean is None
+                or c.arm == baseline):
+            continue
+        acc[(c.arm, c.domain)].append((float(s.mean), max(s.n, 1)))
+    return {k: sum(v * n for v, n in vs) / sum(n for _, n in vs) for k, vs in acc.items()}
+
+
+def build(speedups: list, manifest_arms: dict | None, cells: list | None = None,
+          measured: list | None = None, source: str | None = None, baseline: str | None = None) -> dict | None:
+    """The surface of a run and, with the real acceptance `cells` (default: none), the prediction, its
+    crossovers and the check against `measured` real speed-up rows. `source`: where the acceptance came from
+    (None: the run itself). None when the run has no synthetic speed-up."""
+    rows = surface_rows(speedups, manifest_arms)
+    if not rows:
+        return None
+    out: dict = {"rows": rows, "how": HOW, "acceptance_from": source}
+    acceptance = real_acceptance(cells or [], baseline)
+    out["acceptance"] = [{"arm": a, "domain": d, "accept_len": v} for (a, d), v in sorted(acceptance.items())]
+    if acceptance:
+        pred = predict(rows, acceptance)
+        out["prediction"] = pred
+        out["crossovers"] = crossovers(pred)
+        out["check"] = check(pred, measured or [])
+    return out
