@@ -358,6 +358,9 @@ def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model
         md.verdict = "~"  # until the adjustment decides
     elif md.p is not None:
         md.noise = DEFAULT_FLOOR
+    if comp is None and any(v <= 0 for view in (va, vb) for v in view.figures(g, md.metric).values()):
+        md.note = ("a launch's figure is 0 (e.g. ITL p50 where most chunks arrived in one read): no test on the log "
+                   "scale for it" + (f"; {md.note}" if md.note else ""))
 
 
 def _cell_diff(g: Group, ra: CellReader, ka: list[str], rb: CellReader, kb: list[str], metrics: list[str],
