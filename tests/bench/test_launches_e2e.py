@@ -121,10 +121,10 @@ def test_reproduce_and_diff_verdicts_take_the_launch_as_the_unit(launched) -> No
     assert d.returncode == 0, d.stderr
     doc = json.loads(d.stdout)
     ms = [m for c in doc["cells"] for m in c["metrics"].values()]
-    # ITL pooled over chunks can be 0 in a launch (the n-gram arm's chunks arriving in one read): no log-scale test
-    # then, and the note says so; every other metric, of every kind, is tested with the launch as the unit
-    zero = [m for m in ms if m["verdict"] == "not-tested" and "figure is 0" in (m.get("note") or "")]
-    assert {m["metric"] for m in zero} <= {"itl_ms"}
+    # the chunk-timed metrics can be 0 or missing in a launch (on a busy host the n-gram arm's chunks arrive in
+    # one read): no log-scale test then, and the note says so; every other metric is tested with the launch as the unit
+    zero = [m for m in ms if "figure is 0 or missing" in (m.get("note") or "")]
+    assert {m["metric"] for m in zero} <= {"itl_ms", "itl_req_mean_ms", "tpot_ms"}
     tested = [m for m in ms if m not in zero]
     odd = [(m["metric"], m["noise"], m["verdict"], m.get("note"), m["a"], m["b"]) for m in tested
            if not (m["noise"] == "runs" and (m["launches_a"], m["launches_b"]) == (2, 2))]

@@ -35,7 +35,7 @@ from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
 from toolkit.results.launches import (DEFAULT_FLOOR_PCT, Comparison, beyond_margin, combine, compare, exceeds_p,
-                                      from_delta)
+                                      from_delta, logs)
 from toolkit.results.noise import LaunchView, NoiseModel, calibration_view
 from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
@@ -358,9 +358,9 @@ def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model
         md.verdict = "~"  # until the adjustment decides
     elif md.p is not None:
         md.noise = DEFAULT_FLOOR
-    if comp is None and any(v <= 0 for view in (va, vb) for v in view.figures(g, md.metric).values()):
-        md.note = ("a launch's figure is 0 (e.g. ITL p50 where most chunks arrived in one read): no test on the log "
-                   "scale for it" + (f"; {md.note}" if md.note else ""))
+    if comp is None and any(len(logs(view.figures(g, md.metric))) < view.launches(g) for view in (va, vb)):
+        md.note = ("a launch's figure is 0 or missing (e.g. ITL where most chunks arrived in one read): no test on "
+                   "the log scale for it" + (f"; {md.note}" if md.note else ""))
 
 
 def _cell_diff(g: Group, ra: CellReader, ka: list[str], rb: CellReader, kb: list[str], metrics: list[str],
