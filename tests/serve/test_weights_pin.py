@@ -79,6 +79,7 @@ def test_other_weights_under_a_pinned_path_stop_before_the_start(tmp_path, monke
     draft.rmdir()
     with pytest.raises(ToolkitError, match="env.yaml:[0-9]+:[0-9]+: weights.*does not exist"):
         launcher_for(spec, "eagle3", kind="process")
+    launcher_for(spec, "baseline", kind="process")  # a pin the preset does not read is not required
 
 
 def test_a_malformed_pin_is_refused_at_its_line(tmp_path):

@@ -15,3 +15,7 @@ There is no model hub on these machines, so the project makes its own pair from 
 The drafter sees coding and agentic answers only, the seed case in miniature: acceptance measured on
 encyclopedic or math prompts tells how far the prompts are from what the drafter was trained on.
 """
+
+
+class PairError(Exception):
+    """A source is missing or unreadable, or a prepared folder is not what it says (the message says how to fix)."""

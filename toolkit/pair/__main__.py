@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from toolkit.pair import PairError
 from toolkit.pair.recipes import RECIPES, recipe
 
 
@@ -59,14 +60,9 @@ def main(argv: list[str] | None = None) -> int:
             manifest = json.loads((args.prep / "manifest.json").read_text())
             name = args.recipe or manifest["recipe"]["name"]
             train(args.prep, args.out, recipe(name), device=args.device)
-    except (KeyError, OSError) as e:
+    except (KeyError, OSError, PairError) as e:
         print(f"toolkit.pair: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # the corpus or prepare errors carry their own message
-        if type(e).__name__ in {"CorpusError", "PrepareError"}:
-            print(f"toolkit.pair: {e}", file=sys.stderr)
-            return 2
-        raise
     return 0
 
 

@@ -20,6 +20,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.pair import PairError
 from toolkit.pair.recipes import Recipe
 from toolkit.workloads.gen import _one as generated_prompt
 
@@ -40,7 +41,7 @@ CHAT_TEMPLATE = (
 )
 
 
-class CorpusError(Exception):
+class CorpusError(PairError):
     """A source is missing or unreadable (the message says how to get it)."""
 
 
@@ -105,13 +106,13 @@ def _sample(pool: list[str], budget: int, rng: random.Random) -> list[str]:
 
 
 def code_docs(budget: int, rng: random.Random, root: Path | None = None) -> tuple[list[str], dict]:
+    root = Path(root or sysconfig.get_paths()["stdlib"])
     files = code_files(root)
     if not files:
-        raise CorpusError(f"no Python sources under {root or sysconfig.get_paths()['stdlib']}")
+        raise CorpusError(f"no Python sources under {root}")
     texts = [f.read_text("utf-8", "replace") for f in files]
     pool = [c for t in texts for c in _chunks(t, 3000)]
-    return _sample(pool, budget, rng), {"root": str(root or sysconfig.get_paths()["stdlib"]), "files": len(files),
-                                        "sha256": _sha(texts)}
+    return _sample(pool, budget, rng), {"root": str(root), "files": len(files), "sha256": _sha(texts)}
 
 
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"

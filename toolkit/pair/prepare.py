@@ -18,13 +18,14 @@ import json
 import random
 from pathlib import Path
 
+from toolkit.pair import PairError
 from toolkit.pair.corpus import CHAT_TEMPLATE, EOS, SPECIAL, Corpus, build, render_chat
 from toolkit.pair.recipes import Recipe
 
 PROMPT_MAX = 3072  # the drafter's prompts are cut to their last PROMPT_MAX tokens
 
 
-class PrepareError(Exception):
+class PrepareError(PairError):
     pass
 
 

@@ -71,7 +71,7 @@ def train_target(tokens: np.ndarray, recipe: Recipe, tok, device: str, log) -> t
                             fused=device == "cuda")
     data = torch.from_numpy(tokens.astype(np.int64))
     g = torch.Generator().manual_seed(recipe.seed)
-    t0, losses, step = time.time(), [], 0
+    t0, first, step = time.time(), None, 0
     for step in range(recipe.steps):
         if time.time() - t0 > recipe.max_seconds:
             log(f"target: stopped at step {step} (max_seconds {recipe.max_seconds})")
@@ -87,15 +87,15 @@ def train_target(tokens: np.ndarray, recipe: Recipe, tok, device: str, log) -> t
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(loss.item() if step % 50 == 0 or step == recipe.steps - 1 else None)
+        if step == 0:
+            first = loss.item()
         if step % 250 == 0:
             log(f"target step {step}: loss {loss.item():.3f} ({time.time() - t0:.0f} s)")
     else:
         step = recipe.steps
     secs = time.time() - t0
-    done = [x for x in losses if x is not None]
     info = {"steps": step, "seconds": round(secs, 1), "tokens_seen": step * recipe.batch * recipe.seq_len,
-            "loss_first": done[0] if done else None, "loss_last": loss.item(),
+            "loss_first": first, "loss_last": loss.item(),
             "params": sum(p.numel() for p in model.parameters())}
     log(f"target: {info}")
     return model.eval(), info

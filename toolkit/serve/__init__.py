@@ -36,15 +36,18 @@ def model_dir_for(env_spec) -> Path:
 
 def checked_weights(env_spec, reads: set[str]) -> dict[str, str] | None:
     """The Environment's pinned weights this server reads, checked here before it starts (None: none pinned).
-    Paths are as the spec gives them (relative ones resolved against the spec file)."""
+    Pins are matched to the preset's folders as resolved paths (relative ones against the spec file); a pin the
+    preset does not read is neither required nor checked."""
     from toolkit.serve import weights
 
     pins = env_spec.model.weights or {}
     if not pins:
         return None
-    resolved = {str(env_spec.path_of(("weights", p), p)): sha for p, sha in pins.items()}
-    wanted = {str(Path(r).resolve()) if not Path(r).is_absolute() else r for r in reads}
-    return weights.check(resolved, {p for p in resolved if p in wanted or str(Path(p).resolve()) in wanted})
+    wanted = {Path(r).resolve() for r in reads}
+    read = {p: sha for p, sha in pins.items()
+            if env_spec.path_of(("weights", p), p, must_exist=False).resolve() in wanted}
+    # resolved again with must_exist: a missing pinned folder is an error at the pin's line
+    return weights.check({str(env_spec.path_of(("weights", p), p)): sha for p, sha in read.items()})
 
 
 def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | None = None,

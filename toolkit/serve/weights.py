@@ -9,26 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit.fsutil import folder_digest
 from toolkit.errors import ToolkitError
+from toolkit.fsutil import folder_digest
 
 
-def digest(path: str | Path) -> str:
-    path = Path(path)
-    if not path.exists():
-        raise ToolkitError(f"{path}: no such file or folder (the Environment pins weights there)",
-                           hint="make or copy the weights there first (docs/pair.md), or remove the pin")
-    return folder_digest(path)
-
-
-def check(pins: dict[str, str], reads: set[str] | None = None) -> dict[str, str]:
-    """Every pinned path (or those this preset reads) against its sha256; {path: sha256} of those checked.
-    A mismatch is an error before any server starts: other weights would be measured under this name."""
+def check(pins: dict[str, str]) -> dict[str, str]:
+    """Every pinned path against its sha256; {path: sha256}. A mismatch is an error before any server starts:
+    other weights would be measured under this name."""
     checked = {}
     for path, want in pins.items():
-        if reads is not None and path not in reads:
-            continue
-        have = digest(path)
+        have = folder_digest(Path(path))
         if have != want:
             raise ToolkitError(f"{path}: weights sha256 {have} differ from the Environment's pin {want}",
                                hint="these are other weights than the ones pinned: restore them, or pin these "
