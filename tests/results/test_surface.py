@@ -108,8 +108,54 @@ def test_check_against_measured() -> None:
                 ROWS[0]]  # a synthetic row is never a measurement
     got = {c["concurrency"]: c for c in sf.check(pred, measured)}
     assert set(got) == {1, 4}
-    assert got[1]["within"] and got[1]["error_pct"] == pytest.approx((1 / 1.05 - 1) * 100)
-    assert not got[4]["within"]
+    assert got[1]["covered"] and got[1]["error_pct"] == pytest.approx((1 / 1.05 - 1) * 100)
+    assert not got[4]["covered"]
+
+
+def test_error_interval_adds_log_half_widths_in_quadrature() -> None:
+    # predicted 1.2 in [1.2/e^0.03, 1.2*e^0.03], measured 1.0 in [e^-0.04, e^0.04]: half-widths 0.03 and 0.04 -> 0.05
+    import math
+
+    lo, hi = sf.error_interval(1.2, 1.2 * math.exp(-0.03), 1.2 * math.exp(0.03), 1.0, math.exp(-0.04),
+                               math.exp(0.04))
+    assert lo == pytest.approx(1.2 * math.exp(-0.05) - 1) and hi == pytest.approx(1.2 * math.exp(0.05) - 1)
+    assert sf.error_interval(1.2, None, 1.3, 1.0, 0.9, 1.1) is None
+
+
+@pytest.mark.parametrize("lo,hi,want", [(-10, 14.9, "within"), (-15, 15, "within"), (15.1, 40, "off"),
+                                        (-40, -16, "off"), (-10, 16, "inconclusive"), (-20, 20, "inconclusive"),
+                                        (None, None, "inconclusive")])
+def test_verdict_against_the_goal(lo, hi, want) -> None:
+    assert sf.verdict(lo, hi) == want
+
+
+def test_check_verdicts_and_summary() -> None:
+    """Three measured cells against one predicted surface: a tight match, a far miss, a wide measurement."""
+    surface = sf.surface_rows([_row(a, c, a / 2, a / 2 * 0.99, a / 2 * 1.01) for a in (1.5, 3.0) for c in (1, 4, 16)])
+    pred = sf.predict(surface, {("eagle3", "coding"): 2.0})  # predicted 1.0 [0.99, 1.01] at every level
+    m = [{"arm": "eagle3", "domain": "coding", "concurrency": 1, "paired_ratio": 1.02, "ci_low": 1.0, "ci_high": 1.04},
+         {"arm": "eagle3", "domain": "coding", "concurrency": 4, "paired_ratio": 1.6, "ci_low": 1.55, "ci_high": 1.65},
+         {"arm": "eagle3", "domain": "coding", "concurrency": 16, "paired_ratio": 1.0, "ci_low": 0.7, "ci_high": 1.4}]
+    got = {c["concurrency"]: c for c in sf.check(pred, m)}
+    assert [got[c]["verdict"] for c in (1, 4, 16)] == ["within", "off", "inconclusive"]
+    assert got[4]["error_high_pct"] < -15 < -10 < got[1]["error_low_pct"] < 0 < got[1]["error_high_pct"] < 10
+    summary = sf.check_summary(list(got.values()))
+    assert (summary["within"], summary["off"], summary["inconclusive"], summary["cells"]) == (1, 1, 1, 3)
+    assert summary["median_abs_error_pct"] == pytest.approx(abs(1 / 1.02 - 1) * 100)
+    assert summary["goal_pct"] == sf.GOAL_PCT == 15
+
+
+def test_prediction_uses_the_acceptance_of_its_own_level() -> None:
+    """Per-level acceptance where the level has one; the domain mean, labelled, where it has none."""
+    surface = sf.surface_rows(ROWS)
+    pred = sf.predict(surface, {("eagle3", "coding"): 2.2}, {("eagle3", "coding", 1.0): 1.8,
+                                                              ("eagle3", "coding", 4.0): 2.8})
+    got = {p["concurrency"]: p for p in pred}
+    assert got[1]["accept_len"] == 1.8 and got[1]["ratio"] == pytest.approx(_truth(1.8, 1))
+    assert got[4]["accept_len"] == 2.8 and got[4]["ratio"] == pytest.approx(_truth(2.8, 4))
+    assert got[1]["accept_from"] == got[4]["accept_from"] == "this level"
+    assert got[16]["accept_len"] == 2.2 and got[16]["ratio"] == pytest.approx(_truth(2.2, 16))
+    assert got[16]["accept_from"] == "domain mean (no real acceptance at c=16)"
 
 
 def test_build_reads_real_acceptance_from_cells() -> None:
@@ -122,8 +168,11 @@ def test_build_reads_real_acceptance_from_cells() -> None:
     cells = [cell("eagle3", 2.0, 10), cell("eagle3", 2.3, 20), cell("eagle3-synacc3", 3.0, 10, 3.0),
              cell("baseline", 1.0, 10)]
     out = sf.build(ROWS, None, cells, [], None, "baseline")
-    assert out["acceptance"] == [{"arm": "eagle3", "domain": "coding", "accept_len": pytest.approx(2.2)}]
+    assert out["acceptance"] == [{"arm": "eagle3", "domain": "coding", "accept_len": pytest.approx(2.2),
+                                  "by_level": {"1": pytest.approx(2.2)}}]
     assert len(out["prediction"]) == 3 and out["check"] == [] and "never extrapolated" in out["how"]
+    assert [p["accept_from"] for p in out["prediction"]] == [
+        "this level", "domain mean (no real acceptance at c=4)", "domain mean (no real acceptance at c=16)"]
     assert sf.build([{**r, "synthetic_acceptance": None} for r in ROWS], None) is None
 
 
@@ -181,7 +230,9 @@ def test_show_surface_and_prediction_end_to_end(tmp_path: Path) -> None:
     (acc,) = s["acceptance"]
     assert acc["arm"] == "eagle3" and 1.5 < acc["accept_len"] < 3.0
     assert {c["concurrency"] for c in s["check"]} == {1, 2}
-    assert all("within" in c and c["predicted_low"] <= c["predicted"] <= c["predicted_high"] for c in s["check"])
+    assert all(c["verdict"] in ("within", "off", "inconclusive") and c["predicted_low"] <= c["predicted"]
+               <= c["predicted_high"] and c["accept_from"] == "this level" for c in s["check"])
+    assert s["check_summary"]["cells"] == 2 and s["check_summary"]["goal_pct"] == 15
 
     own = run_cli("results", "show", runs["synthetic"])  # no real arm of its own: says where to get one
     assert own.returncode == 0 and "--acceptance-from RUN" in own.stdout

@@ -1,4 +1,5 @@
 """python -m toolkit.pair prepare OUT [--recipe NAME] | train PREP OUT [--recipe NAME] | draft PREP TARGET OUT
+| sample PREP OUT.jsonl [--n N]
 
 prepare runs on any CPU (the corpus, the tokenizer, the prompts); train on a GPU for the `gpu` recipe (about
 ten minutes on one H200: docs/pair.md) or on a CPU for the `test` recipe (seconds). train reads only PREP.
@@ -36,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--device", default=None)
     n = sub.add_parser("pin", help="the `weights:` lines of an Environment for these folders (absolute paths)")
     n.add_argument("folders", type=Path, nargs="+")
+    sm = sub.add_parser("sample", help="the drafter's training prompts of PREP as a training-data file "
+                        "(JSON lines) for representativeness: toolkit/pair/sample.py")
+    sm.add_argument("prep", type=Path)
+    sm.add_argument("out", type=Path)
+    sm.add_argument("--n", type=int, default=None, help="the first N prompts of each domain (default: all)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "pin":
@@ -46,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
                 if not folder.exists():
                     raise OSError(f"{folder}: no such folder")
                 print(f"  {folder.absolute()}: {folder_digest(folder)}")
+        elif args.cmd == "sample":
+            from toolkit.pair.sample import write_sample
+
+            print(f"wrote {write_sample(args.prep, args.out, args.n)} prompts to {args.out}")
         elif args.cmd == "prepare":
             from toolkit.pair.prepare import prepare
 

@@ -85,6 +85,13 @@ AcceptanceFrom = Annotated[Optional[str], typer.Option(
     "against RUN's measured speed-ups (default: this run's own real arms). docs/results.md#speed-up-surface")]
 
 
+TrainingData = Annotated[Optional[Path], typer.Option(
+    "--training-data", metavar="FILE", help="a sample of the drafter's training prompts (JSON lines, e.g. from "
+    "`python -m toolkit.pair sample`): the run's workloads are compared with it now, and their distance set beside "
+    "the real acceptance per domain with Spearman's rho (default: the representativeness the run recorded). "
+    "docs/results.md#representativeness-against-acceptance")]
+
+
 def _acceptance_run(ref: str | None, run, root: Path, allow_unverified: bool):
     """The --acceptance-from run, read like RUN; refused when RUN has no synthetic-acceptance surface."""
     if ref is None:
@@ -98,7 +105,8 @@ def _acceptance_run(ref: str | None, run, root: Path, allow_unverified: bool):
 
 @app.command("show")
 def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False,
-             allow_unverified: Unverified = False, acceptance_from: AcceptanceFrom = None) -> None:
+             allow_unverified: Unverified = False, acceptance_from: AcceptanceFrom = None,
+             training_data: TrainingData = None) -> None:
     """One run: its facts, the per-cell table, speedups, crossovers and methodology checks. Every figure
     is read through the metric registry (docs/results.md), so it equals what `results diff` shows for
     the cell. --json gives every metric with mean, p50, p90, p99, the median's 95% CI and n. A run with
@@ -107,7 +115,7 @@ def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False,
 
     a = _open(run, root, allow_unverified)
     src = _acceptance_run(acceptance_from, a, root, allow_unverified)
-    report = build_run_report(a, acceptance_from=src)
+    report = build_run_report(a, acceptance_from=src, training_data=training_data)
     mark_unverified(report, a, *([src] if src is not None else []))
     emit(report, json_out)
 
@@ -248,6 +256,7 @@ def report_cmd(
     json_out: Json = False,
     allow_unverified: Unverified = False,
     acceptance_from: AcceptanceFrom = None,
+    training_data: TrainingData = None,
 ) -> None:
     """Write a report of a run: Markdown with PNG plots beside it, and a self-contained HTML page.
     Plots: throughput vs concurrency per arm and domain, TTFT/ITL percentiles, a speedup heatmap
@@ -265,7 +274,7 @@ def report_cmd(
         target = out_dir or Path("reports") / f"{b.run_id}-vs-{a.run_id}"
     else:
         src = _acceptance_run(acceptance_from, b, root, allow_unverified)
-        report = build_run_report(b, plots=True, acceptance_from=src)
+        report = build_run_report(b, plots=True, acceptance_from=src, training_data=training_data)
         target = out_dir or Path("reports") / b.run_id
     mark_unverified(report, b, *([a] if against else []))
     written = write_report(report, target, html_too=html_out)

@@ -8,25 +8,36 @@ the table is built here once (`build`), then rendered by `results show`/`report`
   domain, forced acceptance length, load level). With two or more domains, a `pooled` domain per (arm, length,
   level): the mean of the domains' ratios, its interval the envelope of theirs (lowest low, highest high): conservative, for domains
   the surface was not measured on.
-- Prediction: a real acceptance length per (arm, domain) (the mean accept_length of the real speculative arm's
-  cells, weighted by their requests), at each level linear in acceptance between the two nearest measured
+- Prediction: a real acceptance length per (arm, domain, level) (the mean accept_length of the real speculative
+  arm's cells there, weighted by their requests; where that level has none, the domain's mean over its levels,
+  said so in the row's `accept_from`), at each level linear in acceptance between the two nearest measured
   lengths; the interval's endpoints go through the same interpolation (the acceptance's own uncertainty is not
   carried). Outside the measured lengths: refused, never extrapolated.
 - Predicted crossover: the lowest level from which the predicted interval lies below 1 at that level and
   every higher one (the run crossover's rule, toolkit/results/verdicts.py); "pays at every level" when the
   predicted interval lies above 1 everywhere.
-- Check: where real speed-ups were measured for that arm, domain and level, predicted vs measured and whether
-  the measured ratio lies within the predicted interval.
+- Check: where real speed-ups were measured for that arm, domain and level, predicted vs measured: the error
+  (predicted / measured - 1) with an interval (the predicted interval's and the measured CI's half-widths on the
+  log scale, each taken as a 95% normal interval, added in quadrature) and a verdict against GOAL_PCT, fixed
+  before the data: within when the whole error interval lies inside +-GOAL_PCT, off when it lies wholly
+  outside, inconclusive otherwise. A summary counts the verdicts and gives the median |error|.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import defaultdict
 from typing import Any
 
 from toolkit.schema.keys import level_label
 
 POOLED = "pooled"
+GOAL_PCT = 15.0  # the prediction's goal (issue 41): |predicted / measured - 1| within 15 %, fixed before the data
+VERDICT_RULE = (f"within {GOAL_PCT:g} %: the whole error interval lies inside +-{GOAL_PCT:g} %; off: it lies wholly "
+                f"outside; inconclusive: it straddles +-{GOAL_PCT:g} %. Error interval: exp(ln(predicted / measured) "
+                "+- sqrt(hp^2 + hm^2)) - 1, hp and hm the half-widths on the log scale of the predicted interval "
+                "and of the measured 95% CI, each taken as a 95% normal interval")
 HOW = ("linear in acceptance between the two nearest measured lengths at each level; the interval's endpoints "
        "interpolated the same way (the measured acceptance's own uncertainty is not carried); outside the measured "
        "lengths no prediction is made (never extrapolated)")
@@ -112,9 +123,12 @@ def interpolate(points: list[tuple[float, float, float, float]], accept: float) 
     return {"ratio": v0[0], "ci_low": v0[1], "ci_high": v0[2], "between": [a0, a0]}
 
 
-def predict(surface: list[dict], acceptance: dict[tuple[str, str], float]) -> list[dict]:
+def predict(surface: list[dict], acceptance: dict[tuple[str, str], float],
+            by_level: dict[tuple[str, str, float], float] | None = None) -> list[dict]:
     """Per (arm, domain) with a measured acceptance and each level of the arm's surface: the predicted speed-up
-    (from the domain's own surface, else the pooled one), or why none."""
+    (from the domain's own surface, else the pooled one), or why none. The acceptance used at a level: `by_level`'s
+    (arm, domain, level) figure, else the domain's `acceptance` (its `accept_from` says which)."""
+    by_level = by_level or {}
     by: dict[tuple, list[tuple]] = defaultdict(list)
     levels: dict[str, dict[float, dict]] = defaultdict(dict)
     measured = {r["arm"] for r in surface}
@@ -127,14 +141,19 @@ def predict(surface: list[dict], acceptance: dict[tuple[str, str], float]) -> li
         if arm not in levels:
             why = (f"no level of {arm}'s synthetic surface is one a prediction may use (all left out, or no "
                    "interval)" if arm in measured else f"no synthetic surface of {arm}")
-            out.append({"arm": arm, "domain": domain, "accept_len": acc, "level": None, "refused": why})
+            out.append({"arm": arm, "domain": domain, "accept_len": acc, "level": None, "refused": why,
+                        "accept_from": "domain mean"})
             continue
         for lvl, ref in sorted(levels[arm].items()):
             src = domain if (arm, domain, lvl) in by else POOLED
-            row = {"arm": arm, "domain": domain, "accept_len": acc, "level": lvl, "axis": ref["axis"],
-                   "concurrency": ref["concurrency"], "rate": ref["rate"], "surface": src}
+            own = by_level.get((arm, domain, lvl))
+            a = acc if own is None else own
+            row = {"arm": arm, "domain": domain, "accept_len": a, "level": lvl, "axis": ref["axis"],
+                   "concurrency": ref["concurrency"], "rate": ref["rate"], "surface": src,
+                   "accept_from": "this level" if own is not None else
+                   f"domain mean (no real acceptance at {_label(ref)})" if by_level else "domain mean"}
             if (arm, src, lvl) in by:
-                row.update(interpolate(by[(arm, src, lvl)], acc))
+                row.update(interpolate(by[(arm, src, lvl)], a))
             else:
                 seen = sorted({d for a, d, _ in by if a == arm and d != POOLED})
                 row["refused"] = (f"no surface for {domain} at this level (measured on {', '.join(seen)}; a pooled "
@@ -177,9 +196,34 @@ def _label(r: dict) -> str:
     return level_label(int(r["concurrency"] or 0), r.get("rate"))
 
 
-def check(pred: list[dict], measured: list) -> list[dict]:
+def error_interval(pred: float, pred_low: float | None, pred_high: float | None, meas: float,
+                   meas_low: float | None, meas_high: float | None) -> tuple[float, float] | None:
+    """The error predicted / measured - 1 as a fraction, its 95% interval (lo, hi): on the log scale, the half-
+    widths of the predicted interval and of the measured CI added in quadrature around ln(pred / meas). None
+    when either interval is missing or not positive."""
+    vals = (pred, pred_low, pred_high, meas, meas_low, meas_high)
+    if any(v is None or not v > 0 for v in vals):
+        return None
+    h = math.hypot((math.log(pred_high) - math.log(pred_low)) / 2, (math.log(meas_high) - math.log(meas_low)) / 2)
+    e = math.log(pred / meas)
+    return math.exp(e - h) - 1, math.exp(e + h) - 1
+
+
+def verdict(low_pct: float | None, high_pct: float | None, goal_pct: float = GOAL_PCT) -> str:
+    """within / off / inconclusive of an error interval (percent) against +-goal_pct (VERDICT_RULE)."""
+    if low_pct is None or high_pct is None:
+        return "inconclusive"
+    if -goal_pct <= low_pct and high_pct <= goal_pct:
+        return "within"
+    if high_pct < -goal_pct or low_pct > goal_pct:
+        return "off"
+    return "inconclusive"
+
+
+def check(pred: list[dict], measured: list, goal_pct: float = GOAL_PCT) -> list[dict]:
     """Predicted vs measured where real speed-up rows (no synthetic_acceptance) exist for the same arm, domain
-    and level: the error and whether the measured ratio lies within the predicted interval."""
+    and level: the error, its interval and the verdict against goal_pct; `covered`: the measured ratio lies in
+    the predicted interval."""
     real = {(_get(r, "arm"), _get(r, "domain"), _level(r)): r for r in measured
             if _get(r, "synthetic_acceptance") is None and _get(r, "paired_ratio") is not None}
     out = []
@@ -188,25 +232,40 @@ def check(pred: list[dict], measured: list) -> list[dict]:
         if m is None or "ratio" not in p:
             continue
         got = float(_get(m, "paired_ratio"))
+        lo_m, hi_m = _get(m, "ci_low"), _get(m, "ci_high")
+        iv = error_interval(p["ratio"], p["ci_low"], p["ci_high"], got, lo_m, hi_m) if got else None
+        lo, hi = (None, None) if iv is None else (iv[0] * 100, iv[1] * 100)
         out.append({"arm": p["arm"], "domain": p["domain"], "level": p["level"], "axis": p["axis"],
-                    "concurrency": p["concurrency"], "rate": p["rate"], "predicted": p["ratio"],
+                    "concurrency": p["concurrency"], "rate": p["rate"], "accept_len": p["accept_len"],
+                    "accept_from": p.get("accept_from"), "predicted": p["ratio"],
                     "predicted_low": p["ci_low"], "predicted_high": p["ci_high"], "measured": got,
-                    "measured_low": _get(m, "ci_low"), "measured_high": _get(m, "ci_high"),
-                    "error_pct": (p["ratio"] / got - 1) * 100 if got else None,
-                    "within": p["ci_low"] <= got <= p["ci_high"]})
+                    "measured_low": lo_m, "measured_high": hi_m,
+                    "error_pct": (p["ratio"] / got - 1) * 100 if got else None, "error_low_pct": lo,
+                    "error_high_pct": hi, "verdict": verdict(lo, hi, goal_pct),
+                    "covered": p["ci_low"] <= got <= p["ci_high"]})
     return out
 
 
-def real_acceptance(cells: list, baseline: str | None = None) -> dict[tuple[str, str], float]:
+def check_summary(rows: list[dict], goal_pct: float = GOAL_PCT) -> dict:
+    """The check's verdict counts and the median |error| (percent) over its cells."""
+    errs = [abs(r["error_pct"]) for r in rows if r.get("error_pct") is not None]
+    return {"goal_pct": goal_pct, "cells": len(rows), "rule": VERDICT_RULE,
+            **{v: sum(r["verdict"] == v for r in rows) for v in ("within", "off", "inconclusive")},
+            "median_abs_error_pct": statistics.median(errs) if errs else None}
+
+
+def real_acceptance(cells: list, baseline: str | None = None, per_level: bool = False) -> dict[tuple, float]:
     """(arm, domain) -> the real acceptance length of a speculative arm: the mean accept_length of its ok cells
-    whose acceptance was not forced, weighted by each figure's n. `cells`: (key, CellSummary, metrics)."""
+    whose acceptance was not forced, weighted by each figure's n; with per_level, (arm, domain, level) -> the
+    same over that level's cells. `cells`: (key, CellSummary, metrics)."""
     acc: dict[tuple, list[tuple[float, int]]] = defaultdict(list)
     for _, c, m in cells:
         s = m.get("accept_length")
         if (c.status != "ok" or c.synthetic_acceptance is not None or s is None or s.mean is None
                 or c.arm == baseline):
             continue
-        acc[(c.arm, c.domain)].append((float(s.mean), max(s.n, 1)))
+        key = (c.arm, c.domain, _level(c)) if per_level else (c.arm, c.domain)
+        acc[key].append((float(s.mean), max(s.n, 1)))
     return {k: sum(v * n for v, n in vs) / sum(n for _, n in vs) for k, vs in acc.items()}
 
 
@@ -220,10 +279,14 @@ def build(speedups: list, manifest_arms: dict | None, cells: list | None = None,
         return None
     out: dict = {"rows": rows, "how": HOW, "acceptance_from": source}
     acceptance = real_acceptance(cells or [], baseline)
-    out["acceptance"] = [{"arm": a, "domain": d, "accept_len": v} for (a, d), v in sorted(acceptance.items())]
+    by_level = real_acceptance(cells or [], baseline, per_level=True)
+    out["acceptance"] = [{"arm": a, "domain": d, "accept_len": v,
+                          "by_level": {f"{lvl:g}": x for (a2, d2, lvl), x in sorted(by_level.items())
+                                       if (a2, d2) == (a, d)}} for (a, d), v in sorted(acceptance.items())]
     if acceptance:
-        pred = predict(rows, acceptance)
+        pred = predict(rows, acceptance, by_level)
         out["prediction"] = pred
         out["crossovers"] = crossovers(pred)
         out["check"] = check(pred, measured or [])
+        out["check_summary"] = check_summary(out["check"])
     return out

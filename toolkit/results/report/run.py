@@ -6,6 +6,7 @@ archived (`from_result`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from toolkit.results.archive import Archive
 from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
@@ -45,6 +46,7 @@ class RunView:
     slo: SloAnalysis | None = None  # the run against its service-level objectives, when it has some
     noise: dict | None = None  # the launch noise the run can see (report/noise.py), with two or more launches
     surface: dict | None = None  # the speed-up surface of synthetic-acceptance arms and its prediction (surface.py)
+    represent: dict | None = None  # representativeness against real acceptance per domain (results/represent.py)
 
 
 def status_text(status: str, why: str | None) -> str:
@@ -125,10 +127,12 @@ def _derived(d: Derived | dict | None) -> Derived:
 
 
 def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: str | None = None,
-                 why: str = "", acceptance_from: Archive | None = None) -> RunView:
+                 why: str = "", acceptance_from: Archive | None = None,
+                 training_data: Path | None = None) -> RunView:
     """A run read back; `derived`, `status` and `why` stand in for summary.json while the runner finalizes.
     `acceptance_from`: the run whose real acceptance (and real speed-ups) the surface's prediction uses (default:
-    this run's own)."""
+    this run's own). `training_data`: a sample of the drafter's training prompts the run's workloads are compared
+    with now (default: the representativeness the run recorded)."""
     from toolkit.results.cells import CellReader
     from toolkit.results.facts import run_facts
 
@@ -176,9 +180,30 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
     surface = _surface(a, derived, cells, acceptance_from)
     if surface is not None:
         data["surface"] = surface
+    represent = _represent(a, derived, cells, training_data)
+    if represent is not None:
+        data["representativeness_vs_acceptance"] = represent
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
                    commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo,
-                   noise=noise, surface=surface)
+                   noise=noise, surface=surface, represent=represent)
+
+
+def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | None) -> dict | None:
+    """Representativeness against the real acceptance of this run's speculative arms (toolkit/results/
+    represent.py): the distances the run recorded, or computed now from `training_data`."""
+    from toolkit.results.represent import build, from_training
+    from toolkit.results.surface import real_acceptance
+
+    if training_data is not None:
+        reps, notes = from_training(a, training_data)
+        source = f"computed now from {training_data} and the run's workloads"
+    else:
+        reps, notes = list(derived.representativeness or []), []
+        source = "recorded by the run (its Matrix's training_data)"
+    out = build(reps, real_acceptance(cells, derived.baseline), source)
+    if out is not None and notes:
+        out["left_out"] = notes
+    return out
 
 
 def _surface(a: Archive, derived: Derived, cells: list, acceptance_from: Archive | None) -> dict | None:
@@ -404,8 +429,10 @@ def slurm_blocks(rec: SlurmRecord) -> list:
             Para(f"Job scripts as submitted (manifest.json `slurm.scripts`, slurm/<arm>.sbatch): {scripts or '-'}.")]
 
 
-def build_run_report(source: Archive | RunView, *, plots: bool = False, acceptance_from: Archive | None = None) -> Report:
-    v = source if isinstance(source, RunView) else archive_view(source, acceptance_from=acceptance_from)
+def build_run_report(source: Archive | RunView, *, plots: bool = False, acceptance_from: Archive | None = None,
+                     training_data: Path | None = None) -> Report:
+    v = source if isinstance(source, RunView) else archive_view(source, acceptance_from=acceptance_from,
+                                                                training_data=training_data)
     r = Report(v.title, data=v.data)
     r.add(Heading(v.title, 1), Facts(v.facts))
     if v.description:
@@ -420,6 +447,10 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False, acceptan
     if failed:
         r.add(Heading("Failed cells"), Items(failed))
     r.add(*eligibility_blocks(elig), *_derived_blocks(v.derived, v.slo, v.surface))
+    if v.represent is not None:
+        from toolkit.results.report.represent import represent_blocks
+
+        r.add(*represent_blocks(v.represent))
     if v.noise is not None:
         from toolkit.results.report.noise import noise_blocks
 

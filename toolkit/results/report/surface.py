@@ -46,7 +46,9 @@ def prediction_blocks(s: dict) -> list:
     if not s.get("acceptance"):
         return [Para(f"Prediction: no real acceptance in {where} (a real speculative arm's accept_length); "
                      "`--acceptance-from RUN` names a run that has one.")]
-    acc = ", ".join(f"{a['arm']}/{a['domain']} {fmt_num(a['accept_len'])}" for a in s["acceptance"])
+    acc = ", ".join(f"{a['arm']}/{a['domain']} {fmt_num(a['accept_len'])}" + (
+        " (" + ", ".join(f"{_lvl_key(k)} {fmt_num(v)}" for k, v in a["by_level"].items()) + ")"
+        if a.get("by_level") else "") for a in s["acceptance"])
     rows = []
     for p in s["prediction"]:
         if p.get("level") is None:
@@ -58,9 +60,12 @@ def prediction_blocks(s: dict) -> list:
         a0, a1 = p["between"]
         rows.append([p["arm"], p["domain"], fmt_num(p["accept_len"]), _lvl(p),
                      fmt_centre(p["ratio"], p["ci_low"], p["ci_high"]),
-                     f"{p['surface']} surface, between synthetic acc {rate_text(a0)} and {rate_text(a1)}"])
+                     f"acc: {p.get('accept_from', 'domain mean')}; {p['surface']} surface, between synthetic acc "
+                     f"{rate_text(a0)} and {rate_text(a1)}"])
     out: list = [Heading("Predicted speed-up from real acceptance (from the synthetic surface)"),
-                 Para(f"Real acceptance per domain from {where}: {acc}."),
+                 Para(f"Real acceptance per domain (mean over levels; per level in brackets) from {where}: {acc}. "
+                      "A prediction uses the acceptance at its own level (acc: this level), the domain's mean only "
+                      "where that level has none (acc: domain mean)."),
                  Table(["arm", "domain", "real accept", "level", "predicted x [interval]", "from"], rows,
                        align="llrlrl"),
                  Para("Interpolation: " + s["how"] + ".")]
@@ -68,12 +73,31 @@ def prediction_blocks(s: dict) -> list:
         out += [Heading("Predicted crossover"), Items([f"{c['arm']} / {c['domain']}: {c['note']}"
                                                        for c in s["crossovers"]])]
     if s.get("check"):
-        out += [Heading("Check: predicted vs measured speed-up"),
-                Table(["arm", "domain", "level", "predicted x [interval]", "measured x [95% CI]", "error", "within"],
-                      [[c["arm"], c["domain"], _lvl(c),
-                        fmt_centre(c["predicted"], c["predicted_low"], c["predicted_high"]),
-                        fmt_centre(c["measured"], c["measured_low"], c["measured_high"]), fmt_pct(c["error_pct"]),
-                        "yes" if c["within"] else "NO"] for c in s["check"]], align="lllrrrl"),
-                Para(f"measured: the real speed-ups of {where} at the same arm, domain and level; error: predicted / "
-                     "measured - 1; within: the measured ratio lies in the predicted interval.")]
+        out += check_blocks(s["check"], s.get("check_summary"), where)
+    return out
+
+
+def _lvl_key(k: str) -> str:
+    return f"c={k}" if float(k).is_integer() else rate_text(float(k))
+
+
+def check_blocks(check: list[dict], summary: dict | None, where: str) -> list:
+    from toolkit.results.surface import GOAL_PCT, VERDICT_RULE
+
+    goal = (summary or {}).get("goal_pct", GOAL_PCT)
+    rows = [[c["arm"], c["domain"], _lvl(c), fmt_centre(c["predicted"], c["predicted_low"], c["predicted_high"]),
+             fmt_centre(c["measured"], c["measured_low"], c["measured_high"]),
+             fmt_pct(c["error_pct"]) + ("" if c.get("error_low_pct") is None else
+                                        f" [{c['error_low_pct']:+.1f}%, {c['error_high_pct']:+.1f}%]"),
+             f"within {goal:g} %" if c["verdict"] == "within" else c["verdict"]] for c in check]
+    out: list = [Heading("Check: predicted vs measured speed-up"),
+                 Table(["arm", "domain", "level", "predicted x [interval]", "measured x [95% CI]",
+                        "error [95% interval]", f"goal +-{goal:g} %"], rows, align="lllrrrl")]
+    if summary:
+        med = summary["median_abs_error_pct"]
+        out.append(Para(f"Summary: {summary['cells']} cells: {summary['within']} within {goal:g} %, "
+                        f"{summary['off']} off, {summary['inconclusive']} inconclusive; median |error| "
+                        + ("-" if med is None else f"{med:.1f} %") + "."))
+    out.append(Para(f"measured: the real speed-ups of {where} at the same arm, domain and level; error: predicted / "
+                    f"measured - 1. Verdict against a goal fixed before the data: {VERDICT_RULE}."))
     return out
