@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import SpecError, did_you_mean
+from toolkit.fsutil import folder_not_file
 from toolkit.fsutil import sha256_file  # noqa: F401  (its home; imported from here by older callers)
 from toolkit.specs.base import Hash
 from toolkit.specs.environment import Environment
@@ -56,8 +57,9 @@ class LoadedSpec:
         return SpecError(f"{_dotted(keypath)}: {message}" if keypath else message, hint=hint,
                          file=m.file if m else self.path, line=m.line if m else None, column=m.column if m else None)
 
-    def path_of(self, keypath: tuple, value: str | None = None, must_exist: bool = True) -> Path:
-        """Resolve a path-valued field relative to the spec file that set it (extends-aware)."""
+    def path_of(self, keypath: tuple, value: str | None = None, must_exist: bool = True, file: bool = False) -> Path:
+        """Resolve a path-valued field relative to the spec file that set it (extends-aware). `file`: the key
+        names a file, and a folder there is an error at its line."""
         if value is None:
             value = _get(self.model.model_dump(), keypath)
         m = self.mark(keypath)
@@ -67,6 +69,8 @@ class LoadedSpec:
         if must_exist and not p.exists():
             raise self.error(keypath, f"file {value!r} does not exist (looked in {base}/)",
                              hint="paths in a spec are relative to the spec file that names them")
+        if file and (folder := folder_not_file(p)):
+            raise self.error(keypath, folder, hint=f"name the file inside it, e.g. {value.rstrip('/')}/NAME")
         return p
 
 

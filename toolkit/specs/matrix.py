@@ -264,15 +264,6 @@ class Tune(StrictModel):
     confirm_requests: int | None = Field(None, ge=2, description="measured requests per cell of the confirmation on "
                                                                   "held-out prompts (default: `requests`, else 32)")
 
-    @model_validator(mode="after")
-    def _unique(self) -> "Tune":
-        for arm, knobs in self.space.items():
-            for knob, values in knobs.items():
-                seen = [repr(v) for v in values]
-                if len(set(seen)) != len(seen):
-                    raise ValueError(f"space.{arm}.{knob} lists a value twice: each value may appear once")
-        return self
-
 
 class LaunchesAuto(StrictModel):
     """Sequential launches (`launches_auto:`): after each round from `launches` on, stop once every paired

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from toolkit.schema.records import Prompt
 from toolkit.errors import ToolkitError
+from toolkit.fsutil import folder_not_file
 from toolkit.specs import canonical_json
 from toolkit.specs.matrix import Workload, workload_name
 from toolkit.workloads.bundled import BUNDLED, MATCH_TRAINING, bundled, read_prompts
@@ -158,6 +159,8 @@ def load_trace(ref: Workload, base_dir: Path, seed: int, output_len: int) -> Loa
     from toolkit.schema.trace import offered_rate, read_trace, trace_prompts
 
     path = _resolve(base_dir, ref.trace)
+    if folder := folder_not_file(path):
+        raise ToolkitError(f"trace: {folder}", hint="name a trace file (JSON lines, docs/loadgen.md#traces)")
     if not path.is_file():
         raise ToolkitError(f"trace file {ref.trace} not found ({path})",
                            hint="give the path of a trace relative to the matrix file (docs/loadgen.md#traces); "
