@@ -35,7 +35,8 @@ class Target(StrictModel):
     python: str | None = Field(None, description="launcher process: the Python that has SGLang (default: the "
                                                   "toolkit's own)")
     env: dict[str, str] = Field(default_factory=dict, description="launcher process: extra environment variables")
-    gpus: list[Annotated[str, Field(pattern=r"^[0-9]+(,[0-9]+)*$")]] = Field(
+    gpus: list[Annotated[str, Field(pattern=r"^[0-9]+(,[0-9]+)*$", description="GPU indices joined by commas, no "
+                                    "spaces, e.g. '0,1'")]] = Field(
         default_factory=list, description="kind local: GPU sets, e.g. ['0,1', '2,3']: one slot per set "
                                           "(CUDA_VISIBLE_DEVICES), arms on different sets run side by side")
     hosts: str | None = Field(None, description="kind hosts: path of a Hosts spec, relative to this file")
@@ -48,7 +49,7 @@ class Target(StrictModel):
                                                      "verified against, relative to this file (default: the system "
                                                      "trust store)")
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="an environment variable's "
-                                      "name: letters, digits and _, not starting with a digit")] | None = Field(
+                                      "name: letters, digits and _, not starting with a digit, e.g. OPENAI_API_KEY")] | None = Field(
         None, description="kind external: name of the environment variable that holds the API key, sent as "
                           "`Authorization: Bearer <key>` (the key itself never goes in a spec or an archive)")
     parallel: int = Field(1, ge=1, description="kind local, transformers engine: arms run side by side on this many "
@@ -238,8 +239,8 @@ class Slo(StrictModel):
 
 
 Knob = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$", description="a knob name: an SGLang server flag "
-                            "without dashes in front (speculative-num-steps) or a generation_config key of the embedded "
-                            "engine (prompt_lookup_num_tokens)")]
+                            "without dashes in front, e.g. speculative-num-steps, or a generation_config key of the "
+                            "embedded engine, e.g. prompt_lookup_num_tokens")]
 KnobValue = int | float | str | bool
 
 
