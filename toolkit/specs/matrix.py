@@ -122,6 +122,9 @@ class Workload(StrictModel):
                           "(docs/bench.md#traces-trace)")
     speed: Annotated[Positive | list[Positive], Hash.omit_default("added with trace replay")] = Field(
         1.0, description="with `trace:`: time scaling, 2.0 replays twice as fast; a list gives one cell per speed")
+    max_hours: Annotated[Positive, Hash.omit_default("added with the replay estimate")] = Field(
+        24.0, description="with `trace:`: the longest replay (trace span / speed) a cell may take, in hours; a "
+                          "longer one is refused before the run starts unless this is raised")
 
     @model_validator(mode="before")
     @classmethod
@@ -136,6 +139,8 @@ class Workload(StrictModel):
         if self.trace is None:
             if self.speed != 1.0:  # (1.0, the default, is what a resolved spec read back says)
                 raise ValueError("`speed:` scales a trace's times: it needs `trace:`")
+            if "max_hours" in self.model_fields_set:
+                raise ValueError("`max_hours:` bounds a trace's replay: it needs `trace:` (remove it here)")
             return self
         if self.path is not None or self.sample is not None or self.holdout is not None:
             raise ValueError("a `trace:` workload sends the trace's own requests: drop `path:`, `sample:` and "
