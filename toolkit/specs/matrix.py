@@ -139,7 +139,7 @@ class Workload(StrictModel):
         if self.trace is None:
             if self.speed != 1.0:  # (1.0, the default, is what a resolved spec read back says)
                 raise ValueError("`speed:` scales a trace's times: it needs `trace:`")
-            if "max_hours" in self.model_fields_set:
+            if self.max_hours != 24.0:  # (the default, as a resolved spec read back says it)
                 raise ValueError("`max_hours:` bounds a trace's replay: it needs `trace:` (remove it here)")
             return self
         if self.path is not None or self.sample is not None or self.holdout is not None:
