@@ -69,11 +69,9 @@ def validate(
             referenced_files(spec)
             check_patch_hashes(spec)
             if spec.kind == "Matrix":
-                from toolkit.bench.plan import check_matrix, check_synthetic, load_environment
+                from toolkit.bench.plan import check_matrix
 
-                check_matrix(spec)  # what the run refuses before it starts: bad trace files, arms, workloads
-                if spec.model.synthetic_acceptance is not None:  # needs its Environment
-                    check_synthetic(spec, load_environment(spec))
+                check_matrix(spec)  # what the run refuses before it starts: target, workloads, tune block
             results.append({"path": str(p), "kind": spec.kind, "name": spec.name, "ok": True,
                             "warnings": spec.warnings})
             if not json_out:

@@ -12,6 +12,12 @@ from pathlib import Path
 from typing import Any
 
 
+def folder_not_file(path: Path) -> str | None:
+    """What is wrong with reading `path` as a file when it is a folder (None when it is not one): the one
+    wording of the mistake, for spec keys and options that name files."""
+    return f"{path} is a folder, expected a file" if Path(path).is_dir() else None
+
+
 def write_atomic(path: str | Path, data: bytes | str, mode: int = 0o644) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

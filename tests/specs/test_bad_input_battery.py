@@ -81,10 +81,7 @@ def test_misspelt_generation_config_key_is_caught_with_did_you_mean(tmp_path: Pa
     env, m = write(tmp_path, env=ENV.replace("prompt_lookup_num_tokens: 4", "prompt_lookup_num_tokenz: 4"))
     for args in (("validate", str(env)), ("validate", str(m)), ("bench", "matrix", str(m), "--results",
                                                                  str(tmp_path / "results"))):
-        r = run_cli(*args)
-        if args[0] == "validate" and args[1] == str(m):  # the matrix itself is fine; its environment is not
-            assert r.returncode == 0, r.stderr
-            continue
+        r = run_cli(*args)  # the matrix's validation loads its environment, as the run does: the same error
         bad(r, env, 11, r"request_params\.ngram\.generation_config\.prompt_lookup_num_tokenz: "
                         r"'prompt_lookup_num_tokenz' is not a generation_config key of transformers \d",
             r"did you mean 'prompt_lookup_num_tokens'\?")

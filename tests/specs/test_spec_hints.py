@@ -31,7 +31,7 @@ ENV = "kind: Environment\nname: e\nengine: transformers\nmodel: {dummy: {}}\nser
      "allowed: a number > 0"),
     (("requests: 8", "requests: many"), "requests", "expected a valid integer", "fix the value's type"),
     (("concurrency: [1, 4]", "concurrency: []"), "concurrency", "needs at least 1 item", "list the values"),
-    (("name: m", "name: My Matrix"), "name", "does not match the pattern", "expected lower-case name"),
+    (("name: m", "name: My Matrix"), "name", "is not of the form this key takes", "expected a lower-case name"),
 ])
 def test_hint_fits_the_error(tmp_path: Path, change, where, message, hint) -> None:
     (tmp_path / "env.yaml").write_text(ENV)

@@ -70,8 +70,8 @@ def resolve_paths(spec: LoadedSpec, env_spec: LoadedSpec) -> RunPaths:
     t = m.target
     return RunPaths(
         matrix=spec.path, environment=env_spec.path,
-        hosts=spec.path_of(("target", "hosts"), t.hosts) if t.hosts else None,
-        ca_bundle=spec.path_of(("target", "ca_bundle"), t.ca_bundle) if t.ca_bundle else None,
+        hosts=spec.path_of(("target", "hosts"), t.hosts, file=True) if t.hosts else None,
+        ca_bundle=spec.path_of(("target", "ca_bundle"), t.ca_bundle, file=True) if t.ca_bundle else None,
         training_data=spec.path_of(("training_data",), m.training_data) if m.training_data else None,
         model=env_spec.path_of(("model", "path"), env.model.path)
         if getattr(env, "model", None) is not None and env.model.path else None)
@@ -398,7 +398,7 @@ def load_workloads(spec: LoadedSpec, training: Path | None = None) -> dict:
     out = {}
     for i, ref in enumerate(m.workloads):
         if getattr(ref, "trace", None):  # a missing trace: an error at its line in the spec
-            spec.path_of(("workloads", i, "trace"), ref.trace)
+            spec.path_of(("workloads", i, "trace"), ref.trace, file=True)
         try:
             w = load_workload(ref, base_dir=spec.path.parent, seed=m.seed, training=training, output_len=m.output_len)
         except ToolkitError as exc:
@@ -426,11 +426,17 @@ def _representativeness(m: Matrix, training: Path | None, workloads: dict) -> li
 
 
 def check_matrix(spec: LoadedSpec) -> None:
-    """What a run refuses of a Matrix's own inputs before it starts, without starting anything: every workload
-    reads (load_workloads: a trace file's every line, a prompt file, a bundled name). `toolkit validate` calls
-    it, and plan_run calls the same function, so validate refuses what the run would. (The Environment is
-    validated as a spec of its own: `toolkit validate env.yaml`.)"""
-    load_workloads(spec)
+    """What a run refuses of a Matrix before it starts, without starting anything, through the functions the
+    runs call themselves: the target as plan_target plans it (arms, synthetic acceptance, paths, hosts, slots,
+    a Slurm target's job folder), every workload read (load_workloads: a trace file's every line, a prompt
+    file, a bundled name) and the `tune:` block as `bench tune --arm ARM` checks it, for every arm it names.
+    `toolkit validate` calls it, so validate refuses what a run would. (The Environment is validated as a spec
+    of its own: `toolkit validate env.yaml`.)"""
+    from toolkit.tune.space import check_tune
+
+    plan = plan_target(spec)
+    load_workloads(spec, plan.paths.training_data)
+    check_tune(spec, plan.env_spec)
 
 
 def load_environment(spec: LoadedSpec) -> LoadedSpec:
@@ -452,12 +458,16 @@ def plan_target(spec: LoadedSpec) -> RunPlan:
     """The part of the plan that says where the arms run: the Environment and Hosts spec loaded, every path
     resolved, the slots. Every spec mistake of the target is found here, before anything about this machine."""
     env_spec = load_environment(spec)
-    declared = spec.model
+    declared, declared_spec = spec.model, spec
     spec, synthetic = expand_synthetic(spec, env_spec)  # the arms as they run
     paths = resolve_paths(spec, env_spec)
     kind = spec.model.target.kind
     hosts_spec = load_spec(paths.hosts, expect="Hosts" if kind == "hosts" else None) if paths.hosts else None
     slots = plan_slots(spec, env_spec.model.engine, hosts_spec)
+    if kind == "slurm":
+        from toolkit.slurm.render import check_slurm
+
+        check_slurm(declared_spec, env_spec)
     return RunPlan(spec, env_spec, {}, slots, {}, paths=paths, hosts_spec=hosts_spec, synthetic=synthetic,
                    declared=declared)
 

@@ -9,6 +9,10 @@ reported them); per-request lists, when present, become RequestRecords and the d
 ttft = ttfts[i], chunk arrival = ttft + cumulative itls[i] (one chunk per ITL entry), e2e = the last
 chunk's arrival (neither tool stores a per-request end time). Without the lists the cell is summary-only
 and the diff shows its numbers without a test. Times in both files are seconds; the archive uses ms.
+
+Each file is checked before the archive is made (_load): a run whose keys are the other tool's is refused
+naming it (looks_like), and impossible numbers are bad input, not failed requests (_bad_run: lists of one
+entry per request, times finite and >= 0, counts whole numbers >= 0).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from toolkit.schema.manifest import ArmRecord, Manifest, SourceRecord
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.errors import ToolkitError
+from toolkit.numbers import problem
 from toolkit.results.archive import ArchiveWriter
 
 FORMATS = ("sglang", "vllm")
@@ -29,33 +34,112 @@ STEMS = {"sglang": {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "itl_ms": "itl_m
          "vllm": {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "itl_ms": "itl_ms", "e2e_ms": "e2el_ms"}}
 
 
+# keys only one tool writes: its end-to-end latency stem and its own metadata (sglang bench_serving.py `result`,
+# vllm benchmarks/serve.py `result_json`)
+MARKS = {"sglang": ("mean_e2e_latency_ms", "median_e2e_latency_ms", "p99_e2e_latency_ms", "server_info",
+                    "sharegpt_output_len", "random_output_len", "total_output_tokens_retokenized"),
+         "vllm": ("mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms", "endpoint_type", "model_id", "tokenizer_id",
+                  "date")}
+# per-request lists: one entry per request, as many as `ttfts`
+LISTS = ("ttfts", "itls", "input_lens", "output_lens", "errors", "start_times")
+
+
+def looks_like(run: object) -> str | None:
+    """The tool whose result a run's keys say it is (the format with more of its own keys), or None."""
+    if not isinstance(run, dict):
+        return None
+    score = {fmt: sum(k in run for k in keys) for fmt, keys in MARKS.items()}
+    best = max(score, key=score.get)
+    return best if score[best] > min(score.values()) else None
+
+
+def _parse(text: str, fmt: str, path: Path) -> tuple[list, list[int | None]]:
+    """The runs of a file as `fmt` lays them out, and each run's line (None where unknown)."""
+    whole = "expected the JSON file written by `vllm bench serve --save-result`"
+    if fmt == "sglang":
+        runs, lines = [], []
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError as exc:
+                try:  # one JSON document over many lines: another tool's file, sniffed below
+                    doc = json.loads(text)
+                except json.JSONDecodeError:
+                    raise ToolkitError(f"line is not JSON ({exc.msg})", file=path, line=i,
+                                       hint="expected the JSON lines file written by sglang.bench_serving "
+                                            "--output-file") from None
+                return (doc if isinstance(doc, list) else [doc]), [None]
+            items = doc if isinstance(doc, list) else [doc]  # a list on a line: another tool's, sniffed below
+            runs += items
+            lines += [i] * len(items)
+        return runs, lines
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ToolkitError(f"not JSON ({exc.msg})", file=path, line=exc.lineno, hint=whole) from None
+    runs = doc if isinstance(doc, list) else [doc]
+    return runs, [None] * len(runs)
+
+
 def _load(path: Path, fmt: str) -> list[dict]:
     try:
         text = path.read_text()
     except OSError as exc:
         raise ToolkitError(f"cannot read {path}: {exc.strerror}", file=path) from None
-    runs = []
-    if fmt == "sglang":
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                runs.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ToolkitError(f"line is not JSON ({exc.msg})", file=path, line=i,
-                                   hint="expected the JSON lines file written by sglang.bench_serving --output-file") from None
-    else:
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ToolkitError(f"not JSON ({exc.msg})", file=path, line=exc.lineno,
-                               hint="expected the JSON file written by `vllm bench serve --save-result`") from None
-        runs = doc if isinstance(doc, list) else [doc]
+    runs, lines = _parse(text, fmt, path)
     for i, r in enumerate(runs, 1):
+        line = lines[i - 1] if i <= len(lines) else None
+        other = looks_like(r)
+        if other not in (None, fmt):
+            own = [k for k in MARKS[other] if k in r][:3]
+            raise ToolkitError(f"run {i} looks like a {other} result ({', '.join(own)}), not {fmt}", file=path,
+                               line=line, hint=f"give --format {other}")
         if not isinstance(r, dict) or "completed" not in r or "duration" not in r:
             raise ToolkitError(f"run {i} lacks `completed`/`duration`: not a {fmt} serving benchmark result",
-                               file=path, hint=f"is --format {fmt} right? (sglang | vllm)")
+                               file=path, line=line, hint=f"is --format {fmt} right? (sglang | vllm)")
+        why = _bad_run(r)
+        if why:
+            raise ToolkitError(f"run {i}: {why}", file=path, line=line,
+                               hint="a result file as the tool wrote it: per-request lists of one length, times "
+                                    "finite and >= 0, counts whole numbers >= 0")
     return runs
+
+
+def _bad_run(r: dict) -> str | None:
+    """What makes a run's numbers impossible (None when nothing does): the counts, the duration, and the
+    per-request lists, which must be as long as `ttfts` and hold finite times >= 0 and counts >= 0."""
+    for key in ("completed", "failed"):
+        if r.get(key) is not None and (why := problem(r[key], inclusive=True, integer=True)):
+            return f"{key}: {why}"
+        if r.get(key) is not None and r[key] != int(r[key]):
+            return f"{key}: {r[key]!r} is not a whole number"
+    if why := problem(r["duration"], inclusive=True):
+        return f"duration: {why}"
+    ttfts = r.get("ttfts")
+    if ttfts is None:
+        return None
+    present = {k: r[k] for k in LISTS if r.get(k) is not None}
+    for key, values in present.items():
+        if not isinstance(values, list):
+            return f"{key}: expected a list (one entry per request), got {type(values).__name__}"
+        if len(values) != len(ttfts):
+            return f"{key} has {len(values)} entries and ttfts {len(ttfts)}: one per request in each"
+    for key in ("ttfts", "start_times", "input_lens", "output_lens"):
+        for j, v in enumerate(present.get(key, [])):
+            if v is None:
+                continue
+            why = problem(v, inclusive=True, integer=key.endswith("_lens"))
+            if why or (key.endswith("_lens") and v != int(v)):
+                return f"{key}[{j}]: {why or f'{v!r} is not a whole number'}"
+    for j, gaps in enumerate(present.get("itls", [])):
+        if not isinstance(gaps, list):
+            return f"itls[{j}]: expected a list of gaps in seconds, got {gaps!r}"
+        for g in gaps:
+            if why := problem(g, inclusive=True):
+                return f"itls[{j}]: {why}"
+    return None
 
 
 def _stat(r: dict, fmt: str, metric: str, n: int) -> Stat | None:

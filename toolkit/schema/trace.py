@@ -41,14 +41,19 @@ FORMAT_HINT = ('one JSON object per line: {"timestamp": SECONDS, "input_length":
                '{"timestamp": SECONDS, "prompt": "...", "output_length": N} (docs/loadgen.md#traces)')
 
 
+# more tokens than any model's context: a prompt of input_length words is built before the cell starts (a
+# length of 10**12 filled memory instead of reaching the server)
+MAX_TOKENS = 1 << 24
+
+
 class TraceRequest(BaseModel):
     """One line of a trace (JSON's Infinity and NaN, which Python's json reads, are refused)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     timestamp: float = Field(ge=0, description="seconds; the replay sends it at (timestamp - first) / speed")
-    input_length: int | None = Field(None, ge=1)
-    output_length: int | None = Field(None, ge=1)
+    input_length: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    output_length: int | None = Field(None, ge=1, le=MAX_TOKENS)
     prompt: str | None = None
     hash_ids: list[int] | None = None
 
@@ -83,6 +88,10 @@ def read_trace(path: str | Path) -> list[TraceRequest]:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(x) for x in err["loc"]) or "line"
+            if err["type"] == "less_than_equal":  # a length no model takes, whose prompt would fill the memory
+                raise ToolkitError(f"{where}: {err['input']:,} tokens is more than any model's context (at most "
+                                   f"{MAX_TOKENS:,})", file=path, line=i,
+                                   hint="check the column: a length in tokens, the time in `timestamp`") from None
             raise ToolkitError(f"{where}: {err['msg']}", file=path, line=i, hint=FORMAT_HINT) from None
         if req.prompt is None and req.input_length is None:
             raise ToolkitError("neither `prompt` nor `input_length`", file=path, line=i, hint=FORMAT_HINT)

@@ -74,6 +74,20 @@ def workdir_of(spec: LoadedSpec) -> Path:
     return path
 
 
+def check_slurm(spec: LoadedSpec, env_spec: LoadedSpec) -> Path:
+    """The mistakes of a Slurm target that its job scripts would meet, each at its key's line; returns the
+    jobs' shared folder. plan_target calls it (so `toolkit validate` and every run refuse them before
+    anything starts), and render_jobs."""
+    t, env = spec.model.target, env_spec.model
+    if t.slurm.nodes > 1 and env.engine != "sglang":
+        raise spec.error(("target", "slurm", "nodes"), "only SGLang spans nodes (--nnodes)",
+                         hint="the embedded engine runs on one node: drop `nodes:`")
+    if env.engine == "transformers" and t.launcher == "container":
+        raise spec.error(("target", "launcher"), "the embedded engine (engine: transformers) runs as a process "
+                         "in the job", hint="set `launcher: process`; containers run SGLang images")
+    return workdir_of(spec)
+
+
 def server_command(spec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> tuple[list[str], str | None, int | None]:
     """(the preset's server command as the job runs it, the model name requests carry, the preset's own port).
     The server listens on every interface (the load generator reaches it from the submitting host)."""
@@ -83,9 +97,6 @@ def server_command(spec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> tuple[li
         from toolkit.serve import model_dir_for
         from toolkit.serve.transformers import render_serve_args
 
-        if t.launcher == "container":
-            raise spec.error(("target", "launcher"), "the embedded engine (engine: transformers) runs as a process "
-                             "in the job", hint="set `launcher: process`; containers run SGLang images")
         model_dir = str(model_dir_for(env_spec))
         device = [] if "device" in args else ["--device", "cpu"]
         python = t.python or sys.executable
@@ -120,10 +131,7 @@ def render_jobs(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[str] | None =
     if t.kind != "slurm":
         raise spec.error(("target", "kind"), f"render slurm needs a target of kind slurm, this one is {t.kind}",
                          hint="set `target: {kind: slurm, slurm: {...}}` (docs/slurm.md)")
-    if t.slurm.nodes > 1 and env.engine != "sglang":
-        raise spec.error(("target", "slurm", "nodes"), "only SGLang spans nodes (--nnodes)",
-                         hint="the embedded engine runs on one node: drop `nodes:`")
-    workdir = workdir_of(spec)
+    workdir = check_slurm(spec, env_spec)
     env_hash = spec_hash(env_spec, template_version())
     template = jinja_env().get_template("slurm/job.sbatch.j2")
     out = []

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from toolkit.errors import SpecError, did_you_mean
+from toolkit.fsutil import folder_not_file
 from toolkit.fsutil import sha256_file  # noqa: F401  (its home; imported from here by older callers)
 from toolkit.specs.base import Hash
 from toolkit.specs.environment import Environment
@@ -56,8 +57,9 @@ class LoadedSpec:
         return SpecError(f"{_dotted(keypath)}: {message}" if keypath else message, hint=hint,
                          file=m.file if m else self.path, line=m.line if m else None, column=m.column if m else None)
 
-    def path_of(self, keypath: tuple, value: str | None = None, must_exist: bool = True) -> Path:
-        """Resolve a path-valued field relative to the spec file that set it (extends-aware)."""
+    def path_of(self, keypath: tuple, value: str | None = None, must_exist: bool = True, file: bool = False) -> Path:
+        """Resolve a path-valued field relative to the spec file that set it (extends-aware). `file`: the key
+        names a file, and a folder there is an error at its line."""
         if value is None:
             value = _get(self.model.model_dump(), keypath)
         m = self.mark(keypath)
@@ -67,6 +69,8 @@ class LoadedSpec:
         if must_exist and not p.exists():
             raise self.error(keypath, f"file {value!r} does not exist (looked in {base}/)",
                              hint="paths in a spec are relative to the spec file that names them")
+        if file and (folder := folder_not_file(p)):
+            raise self.error(keypath, folder, hint=f"name the file inside it, e.g. {value.rstrip('/')}/NAME")
         return p
 
 
@@ -162,7 +166,7 @@ def _describe(err: dict) -> str:
     if err["type"].endswith("_type") or err["type"].endswith("_parsing"):
         return f"{msg.replace('Input should be', 'expected')}, got {inp!r}"
     if err["type"] == "string_pattern_mismatch":
-        return f"{inp!r} does not match the pattern {(err.get('ctx') or {}).get('pattern')}"
+        return f"{inp!r} is not of the form this key takes"  # the form and an example: the hint
     return msg
 
 
@@ -183,7 +187,9 @@ def _field_at(model: type[BaseModel], loc: tuple) -> tuple[list[Any], list[Any],
                     description = description or f.description
                     nxt.append(f.annotation)
                 elif get_origin(t) in (list, dict):
-                    item = get_args(t)[-1] if get_args(t) else Any
+                    # `[key]` (pydantic's name for a mapping's key): the key's type, else the value's
+                    item = (get_args(t)[0 if part == "[key]" and get_origin(t) is dict else -1]
+                            if get_args(t) else Any)
                     if get_origin(item) is Annotated:
                         for meta in get_args(item)[1:]:
                             constraints += list(getattr(meta, "metadata", []) or [meta])
@@ -432,8 +438,10 @@ def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, ma
     elif first["type"] in LENGTH_ERRORS:
         hint = "list the values in [ ... ]" if first["type"] == "too_short" else "remove some of the values"
     elif first["type"] == "string_pattern_mismatch":
-        _, _, description = _field_at(model, loc)
-        hint = f"expected {description}" if description else None
+        on_key = first["loc"][-1:] == ("[key]",)  # a mapping's key, e.g. a knob name in tune.space.ARM
+        _, _, description = _field_at(model, loc[:-1] + ("[key]",) if on_key else loc)
+        hint = f"expected {description}" if description else \
+            f"expected a value matching {(first.get('ctx') or {}).get('pattern')}"
     elif _value_hint(model, loc, first, raw, data):
         hint = _value_hint(model, loc, first, raw, data)
     elif "expected" in msg or "Input should" in first["msg"]:

@@ -16,8 +16,10 @@ NAME_RE = r"^[a-z0-9][a-z0-9._-]*$"
 # suffix fit the 255 bytes a file name may have on most file systems
 NAME_MAX = 100
 Name = Annotated[str, Field(pattern=NAME_RE, max_length=NAME_MAX,
-                            description=f"lower-case name: letters, digits, . _ -, at most {NAME_MAX} characters")]
-Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lower-case hex digits")]
+                            description=f"a lower-case name: letters, digits, . _ -, at most {NAME_MAX} characters, "
+                                        "e.g. chat-h100")]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lower-case hex digits: the first word "
+                                                                 "`sha256sum FILE` prints")]
 
 
 @dataclass(frozen=True)

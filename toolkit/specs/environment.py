@@ -18,7 +18,8 @@ Version = Annotated[str, Field(pattern=r"^[0-9][0-9A-Za-z.+!-]*$", description="
 class Package(StrictModel):
     """One pinned Python package installed in the image with pip."""
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,.-]+\])?$")]
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,.-]+\])?$",
+                               description="a package name, extras in brackets, no version, e.g. sglang[all]")]
     version: Version
     index_url: str | None = Field(None, description="pip --index-url for this package, e.g. the torch cu130 index")
     extra_index_url: str | None = None
@@ -146,8 +147,8 @@ class Environment(StrictModel):
     engine: Literal["sglang", "transformers"] = Field(
         "sglang", description="sglang: a built image; transformers: the embedded CPU engine (`transformers serve`)")
     base_image: str | None = Field(None, description="base image, e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04[@sha256:...]")
-    cuda: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$")] | None = Field(None, description="CUDA version, e.g. 13.0")
-    python: Annotated[str, Field(pattern=r"^3\.[0-9]+$")] = "3.12"
+    cuda: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$", description="MAJOR.MINOR, e.g. 13.0")] | None = Field(None, description="CUDA version, e.g. 13.0")
+    python: Annotated[str, Field(pattern=r"^3\.[0-9]+$", description="3.MINOR, e.g. 3.12")] = "3.12"
     apt_packages: list[str] = Field(default_factory=list, description="extra Debian/Ubuntu packages")
     packages: list[Package] = Field(default_factory=list, description="pinned Python packages, installed in order")
     sglang: SGLang | None = None

@@ -35,7 +35,8 @@ class Target(StrictModel):
     python: str | None = Field(None, description="launcher process: the Python that has SGLang (default: the "
                                                   "toolkit's own)")
     env: dict[str, str] = Field(default_factory=dict, description="launcher process: extra environment variables")
-    gpus: list[Annotated[str, Field(pattern=r"^[0-9]+(,[0-9]+)*$")]] = Field(
+    gpus: list[Annotated[str, Field(pattern=r"^[0-9]+(,[0-9]+)*$", description="GPU indices joined by commas, no "
+                                    "spaces, e.g. '0,1'")]] = Field(
         default_factory=list, description="kind local: GPU sets, e.g. ['0,1', '2,3']: one slot per set "
                                           "(CUDA_VISIBLE_DEVICES), arms on different sets run side by side")
     hosts: str | None = Field(None, description="kind hosts: path of a Hosts spec, relative to this file")
@@ -48,7 +49,7 @@ class Target(StrictModel):
                                                      "verified against, relative to this file (default: the system "
                                                      "trust store)")
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="an environment variable's "
-                                      "name: letters, digits and _, not starting with a digit")] | None = Field(
+                                      "name: letters, digits and _, not starting with a digit, e.g. OPENAI_API_KEY")] | None = Field(
         None, description="kind external: name of the environment variable that holds the API key, sent as "
                           "`Authorization: Bearer <key>` (the key itself never goes in a spec or an archive)")
     parallel: int = Field(1, ge=1, description="kind local, transformers engine: arms run side by side on this many "
@@ -121,6 +122,9 @@ class Workload(StrictModel):
                           "(docs/bench.md#traces-trace)")
     speed: Annotated[Positive | list[Positive], Hash.omit_default("added with trace replay")] = Field(
         1.0, description="with `trace:`: time scaling, 2.0 replays twice as fast; a list gives one cell per speed")
+    max_hours: Annotated[Positive, Hash.omit_default("added with the replay estimate")] = Field(
+        24.0, description="with `trace:`: the longest replay (trace span / speed) a cell may take, in hours; a "
+                          "longer one is refused before the run starts unless this is raised")
 
     @model_validator(mode="before")
     @classmethod
@@ -135,6 +139,8 @@ class Workload(StrictModel):
         if self.trace is None:
             if self.speed != 1.0:  # (1.0, the default, is what a resolved spec read back says)
                 raise ValueError("`speed:` scales a trace's times: it needs `trace:`")
+            if self.max_hours != 24.0:  # (the default, as a resolved spec read back says it)
+                raise ValueError("`max_hours:` bounds a trace's replay: it needs `trace:` (remove it here)")
             return self
         if self.path is not None or self.sample is not None or self.holdout is not None:
             raise ValueError("a `trace:` workload sends the trace's own requests: drop `path:`, `sample:` and "
@@ -238,8 +244,8 @@ class Slo(StrictModel):
 
 
 Knob = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$", description="a knob name: an SGLang server flag "
-                            "without dashes in front (speculative-num-steps) or a generation_config key of the embedded "
-                            "engine (prompt_lookup_num_tokens)")]
+                            "without dashes in front, e.g. speculative-num-steps, or a generation_config key of the "
+                            "embedded engine, e.g. prompt_lookup_num_tokens")]
 KnobValue = int | float | str | bool
 
 
@@ -263,15 +269,6 @@ class Tune(StrictModel):
     eta: int = Field(2, ge=2, le=4, description="successive halving: each rung keeps 1/eta of the trials")
     confirm_requests: int | None = Field(None, ge=2, description="measured requests per cell of the confirmation on "
                                                                   "held-out prompts (default: `requests`, else 32)")
-
-    @model_validator(mode="after")
-    def _unique(self) -> "Tune":
-        for arm, knobs in self.space.items():
-            for knob, values in knobs.items():
-                seen = [repr(v) for v in values]
-                if len(set(seen)) != len(seen):
-                    raise ValueError(f"space.{arm}.{knob} lists a value twice: each value may appear once")
-        return self
 
 
 class LaunchesAuto(StrictModel):

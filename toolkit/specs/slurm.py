@@ -13,7 +13,7 @@ from pydantic import Field
 
 from toolkit.specs.base import Hash, StrictModel
 
-Word = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:+@%-]+$", description="one word: no spaces or quotes")]
+Word = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:+@%-]+$", description="one word: no spaces or quotes, e.g. gpu")]
 # the options the toolkit writes itself: a second value in `sbatch:` would silently win or lose
 OWN_OPTIONS = ("--job-name", "-J", "--output", "-o", "--error", "-e", "--parsable", "--wrap", "--partition", "-p",
                "--account", "-A", "--time", "-t", "--nodes", "-N", "--gpus", "-G", "--gres", "--gpus-per-node",
@@ -28,8 +28,8 @@ class SlurmJob(StrictModel):
     account: Word | None = Field(None, description="the account charged (--account)")
     time_limit: str | None = Field(
         None, pattern=r"^([0-9]+-)?[0-9]+(:[0-9]{1,2}){0,2}$",
-        description="each job's time limit (--time: MINUTES, HH:MM:SS or DAYS-HH:MM:SS); a job that "
-                    "reaches it ends, and the cells it had left fail with TIMEOUT")
+        description="each job's time limit (--time: MINUTES, HH:MM:SS or DAYS-HH:MM:SS, e.g. '2:00:00'); a job "
+                    "that reaches it ends, and the cells it had left fail with TIMEOUT")
     gpus_per_arm: int = Field(0, ge=0, description="GPUs of each arm's job (--gpus; "
                                                                     "--gpus-per-node with nodes > 1)")
     gres: str | None = Field(None, pattern=r"^[A-Za-z0-9_:.,-]+$", description=""
@@ -39,7 +39,8 @@ class SlurmJob(StrictModel):
     cpus_per_task: int | None = Field(None, ge=1, description="--cpus-per-task")
     mem: str | None = Field(None, pattern=r"^[0-9]+[KMGT]?$", description="memory "
                                              "per node (--mem, e.g. 200G)")
-    sbatch: list[Annotated[str, Field(pattern=r"^-[^\n]+$")]] = Field(
+    sbatch: list[Annotated[str, Field(pattern=r"^-[^\n]+$", description="one sbatch option as sbatch takes it, "
+                                      "starting with - or --, on one line, e.g. '--qos=high'")]] = Field(
         default_factory=list, description="further sbatch options, one per item, e.g. "
                                           "['--qos=high', '--exclusive']")
     container_image: str | None = Field(
@@ -47,7 +48,9 @@ class SlurmJob(StrictModel):
                           "registry#org/image:tag or a .sqsh file; apptainer: a .sif file or docker://...)")
     container_runtime: Literal["pyxis", "apptainer"] = Field(
         "pyxis", description="launcher container: enroot/pyxis (srun --container-image) or apptainer")
-    mounts: list[Annotated[str, Field(pattern=r"^/[^\s,:]*:/[^\s,:]*(:ro|:rw)?$")]] = Field(
+    mounts: list[Annotated[str, Field(pattern=r"^/[^\s,:]*:/[^\s,:]*(:ro|:rw)?$", description="SRC:DST[:ro|:rw], "
+                                      "both absolute paths without spaces, commas or colons, e.g. "
+                                      "/models:/models:ro")]] = Field(
         default_factory=list, description="launcher container: host folders the container sees, "
                                           "SRC:DST[:ro], e.g. /models:/models:ro")
     workdir: str | None = Field(

@@ -48,10 +48,6 @@ class TuneSession:
         self.first = t.first_requests or max(2, (self.m.requests or 8) // 4)
         self.confirm_requests = t.confirm_requests or self.m.requests or 32
         self.warnings: list[str] = list(self.space.notes)
-        if self.space.level == "server" and self.m.target.kind == "external":
-            raise mspec.error(("target",), f"tuning {', '.join(self.space.knobs)} restarts the server for every "
-                              "trial, and an external target's servers were started by someone else",
-                              hint="tune server flags on a target the toolkit launches (local or hosts)")
         if self.space.engine == "sglang":
             self.warnings += check_sglang_flags(mspec, self.env_spec, self.space, log=log)
         from toolkit.bench.targets import prepare_target

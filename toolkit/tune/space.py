@@ -62,9 +62,10 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
                           hint=did_you_mean(arm, list(m.tune.space)) or
                           f"spaces here: {', '.join(m.tune.space)}; or add `{arm}:` under tune.space")
     if arm not in m.arms:
-        raise mspec.error(("arms",), f"arm {arm!r} is not one of the matrix's arms {m.arms}",
+        raise mspec.error(("tune", "space", arm), f"arm {arm!r} is not one of the matrix's arms {m.arms}",
                           hint=did_you_mean(arm, list(m.arms)) or
-                          "tune an arm the matrix compares, so its baseline is the matrix's baseline")
+                          f"add {arm!r} to `arms:`: a tuned arm is one the matrix compares, so its baseline is "
+                          "the matrix's baseline")
     if arm == m.baseline_arm:
         raise mspec.error(("tune", "space", arm), f"{arm!r} is the baseline: trials are measured against it",
                           hint="tune a speculative arm; the baseline stays as it is")
@@ -72,9 +73,27 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
         raise mspec.error(("arms",), f"arm {arm!r} is not a server preset of {m.environment}",
                           hint=f"presets there: {', '.join(env.servers)}")
     knobs = m.tune.space[arm]
-    if env.engine == "transformers":
-        return _transformers(mspec, env, arm, knobs)
-    return _sglang(mspec, env, arm, knobs)
+    for knob, values in knobs.items():
+        seen = [repr(v) for v in values]
+        for i, v in enumerate(seen):
+            if v in seen[:i]:
+                raise mspec.error(_where(arm, knob, i), f"{knob} lists {v} twice: each value is one trial",
+                                  hint="remove the second one")
+    space = _transformers(mspec, env, arm, knobs) if env.engine == "transformers" else _sglang(mspec, env, arm, knobs)
+    if space.level == "server" and m.target.kind == "external":
+        raise mspec.error(("target",), f"tuning {', '.join(space.knobs)} restarts the server for every "
+                          "trial, and an external target's servers were started by someone else",
+                          hint="tune server flags on a target the toolkit launches (local or hosts)")
+    return space
+
+
+def check_tune(mspec: LoadedSpec, env_spec: LoadedSpec) -> None:
+    """A Matrix's `tune:` block as `bench tune --arm ARM` checks it, for every arm it names (toolkit validate);
+    nothing when there is none. SGLang's flags against its source are left to the tune run (check_sglang_flags
+    needs that source)."""
+    if mspec.model.tune is not None:
+        for arm in mspec.model.tune.space:
+            check_space(mspec, env_spec, arm)
 
 
 def _unknown(mspec: LoadedSpec, arm: str, knob: str, catalogue: dict, engine: str) -> None:

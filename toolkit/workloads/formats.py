@@ -16,6 +16,7 @@ from pathlib import Path
 
 from toolkit.schema.records import Prompt
 from toolkit.errors import ToolkitError
+from toolkit.fsutil import folder_not_file
 
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
                   "bing": "assistant", "bard": "assistant", "model": "assistant", "system": "system",
@@ -176,7 +177,8 @@ def read_jsonl(path: Path, *, domain: str | None = None) -> list[Item]:
     """All records of a JSON lines file; the first malformed line raises ToolkitError with file:line."""
     path = Path(path)
     if not path.is_file():
-        raise ToolkitError(f"file not found: {path}", hint="give a JSON lines file (one record per line)")
+        raise ToolkitError(folder_not_file(path) or f"file not found: {path}",
+                           hint="give a JSON lines file (one record per line)")
     domain = domain or path.stem
     items: list[Item] = []
     with path.open(encoding="utf-8", errors="strict") as f:

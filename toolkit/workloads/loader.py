@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from toolkit.schema.records import Prompt
 from toolkit.errors import ToolkitError
+from toolkit.fsutil import folder_not_file
 from toolkit.specs import canonical_json
 from toolkit.specs.matrix import Workload, workload_name
 from toolkit.workloads.bundled import BUNDLED, MATCH_TRAINING, bundled, read_prompts
@@ -151,6 +152,10 @@ def name_of(path: str) -> str:
     return workload_name(path)
 
 
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:,.1f} h" if seconds < 3 * 86400 else f"{seconds / 86400:,.0f} days"
+
+
 def load_trace(ref: Workload, base_dir: Path, seed: int, output_len: int) -> LoadedWorkload:
     """A `trace:` workload: one prompt per trace request, in time order (prompt i is request i in every arm),
     its send times (seconds from the first, at speed 1) and its speeds. A trace without `output_length` sends
@@ -158,6 +163,8 @@ def load_trace(ref: Workload, base_dir: Path, seed: int, output_len: int) -> Loa
     from toolkit.schema.trace import offered_rate, read_trace, trace_prompts
 
     path = _resolve(base_dir, ref.trace)
+    if folder := folder_not_file(path):
+        raise ToolkitError(f"trace: {folder}", hint="name a trace file (JSON lines, docs/loadgen.md#traces)")
     if not path.is_file():
         raise ToolkitError(f"trace file {ref.trace} not found ({path})",
                            hint="give the path of a trace relative to the matrix file (docs/loadgen.md#traces); "
@@ -167,6 +174,12 @@ def load_trace(ref: Workload, base_dir: Path, seed: int, output_len: int) -> Loa
     if len(trace) < 2 or times[-1] <= 0:
         raise ToolkitError("a trace replayed in a Matrix needs two requests at different times: its cells are keyed "
                            "by the trace's mean rate", file=path)
+    for s in ref.speeds:  # the cell's wall time, known before it starts: the trace's span at this speed
+        if times[-1] / s > ref.max_hours * 3600:
+            raise ToolkitError(f"replaying {ref.trace} at speed {s:g} takes {_hours(times[-1] / s)} (its requests "
+                               f"span {_hours(times[-1])}): more than max_hours {ref.max_hours:g} h",
+                               hint=f"replay it faster (speed: {times[-1] / (ref.max_hours * 3600):.3g} or more), "
+                                    f"cut the trace, or raise `max_hours:` on this workload if the wait is meant")
     prompts = trace_prompts(trace, ref.name, output_len, seed)
     h = hashlib.sha256(f"{content_hash(prompts)}\n{canonical_json(times)}".encode()).hexdigest()
     return LoadedWorkload(name=ref.name, domain=ref.name, hash=h, prompts=prompts, available=len(prompts),
