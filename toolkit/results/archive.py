@@ -38,6 +38,7 @@ from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe
 from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, load_summary
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
 from toolkit.checksums import folder_files, write_sums
+from toolkit.results.compact import exists, read_text
 from toolkit.signals import signals_held
 from toolkit.scrub import referenced_vars, scrub, scrub_text, secret_values
 
@@ -58,7 +59,7 @@ def archive_files(path: Path) -> list[str]:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_text(path))
     except FileNotFoundError:
         raise ToolkitError(f"{path.name} is missing", file=path) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -108,7 +109,7 @@ class ArchiveWriter:
         """Continue a partial run: write the missing cells, then finalize again. Complete runs are refused."""
         path = Path(run_dir)
         manifest = load_manifest(_read_json(path / "manifest.json"), path / "manifest.json")
-        if (path / "summary.json").exists():
+        if exists(path / "summary.json"):
             summary = load_summary(_read_json(path / "summary.json"), path / "summary.json")
             if summary.status == "complete":
                 raise ToolkitError(f"run {path.name} is complete; a complete run is never rewritten", file=path,
@@ -124,7 +125,7 @@ class ArchiveWriter:
 
     def _check_open(self) -> None:
         summary = self.path / "summary.json"
-        if summary.exists() and _read_json(summary).get("status") == "complete":
+        if exists(summary) and _read_json(summary).get("status") == "complete":
             raise ToolkitError(f"run {self.run_id} is complete and cannot be changed", file=self.path)
 
     def write_cell(self, summary: CellSummary, records: list[RequestRecord]) -> str:
@@ -265,7 +266,7 @@ def open_archive(path: str | Path) -> Archive:
         raise ToolkitError(f"no run folder at {path}", hint="`toolkit results list` shows the archived runs")
     manifest = load_manifest(_read_json(path / "manifest.json"), path / "manifest.json")
     summary = (load_summary(_read_json(path / "summary.json"), path / "summary.json")
-               if (path / "summary.json").exists() else None)
+               if exists(path / "summary.json") else None)
     cells: dict[str, CellSummary] = {}
     for p in sorted((path / "cells").glob("*.json")):
         try:
