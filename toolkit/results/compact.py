@@ -3,9 +3,9 @@ NAME.gz, read transparently. Every reader of an archive file that may be compact
 `stored` / `read_text` here (NAME or NAME.gz), the one place that knows.
 
 What is compacted (`compactable`): server logs (*.log) and JSON files of COMPACT_MIN bytes or more
-(summary.json, servers/*.json, telemetry/*.json, ...), never manifest.json or tune.json (a folder's kind is
-read from them), cells/ (one small summary per cell; records are already .jsonl.gz) or inputs/ (the
-reproduce copies, compared byte for byte). gzip level 9 without name or mtime: the same bytes every time.
+(summary.json, cells/*.json, servers/*.json, telemetry/*.json, ...), never manifest.json or tune.json (a
+folder's kind is read from them), inputs/ (the reproduce copies, compared byte for byte) or slurm/. Records are
+already .jsonl.gz. A run that resume could still complete (interrupted) is not compacted. gzip level 9 without name or mtime: the same bytes every time.
 
 Integrity: SHA256SUMS lists the bytes as stored (NAME.gz), so `sha256sum -c SHA256SUMS` still checks every
 file. `compact` first checks the folder's SHA256SUMS (a folder that does not verify is left as it is), then
@@ -23,7 +23,7 @@ from toolkit.checksums import NAME as SUMS, ORIG, check_sums, folder_files, is_r
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
 
-COMPACT_MIN = 4096
+COMPACT_MIN = 1024
 GZ = ".gz"
 KEPT = ("manifest.json", "tune.json")
 
@@ -60,7 +60,7 @@ def glob(folder: Path, pattern: str) -> list[Path]:
 
 def compactable(rel: str, size: int) -> bool:
     parts = rel.split("/")
-    if rel in KEPT or parts[0] in ("cells", "inputs"):
+    if rel in KEPT or parts[0] in ("inputs", "slurm"):
         return False
     return rel.endswith(".log") or (rel.endswith(".json") and size >= COMPACT_MIN)
 
@@ -79,6 +79,12 @@ def compact(folder: Path) -> list[str]:
 def _compact_one(folder: Path) -> list[str]:
     if not (folder / SUMS).is_file():
         raise ToolkitError(f"{folder} has no {SUMS}: only a finished folder is compacted", file=folder)
+    if is_run_archive(folder):
+        from toolkit.results.archive import open_archive
+
+        if open_archive(folder).interrupted:
+            raise ToolkitError(f"{folder} was interrupted: resume may still complete it, so it is left as it is",
+                               file=folder)
     problems = check_sums(folder)
     if problems:
         rel, msg = problems[0]

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from toolkit.checksums import NAME as SUMS, check_sums, is_run_archive, is_temp
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import archive_files, sha256_file
-from toolkit.results.compact import exists, read_text
+from toolkit.results.compact import exists, glob, read_text
 from toolkit.results.consistency import check_cell
 from toolkit.schema.columns import COLUMNS, OLD_NAMES, load_columns
 from toolkit.schema.keys import STATUSES, cell_key
@@ -97,7 +97,7 @@ def _records(path: Path, rel: str, problems: list[Problem]) -> list[RequestRecor
 
 def _cells(path: Path, problems: list[Problem], records: bool = True, imported: bool = False) -> dict[str, dict]:
     cells = {}
-    for p in sorted((path / "cells").glob("*.json")):
+    for p in glob(path / "cells", "*.json"):
         key, rel = p.name[: -len(".json")], f"cells/{p.name}"
         data = _json(p, problems, rel)
         if data is None:
