@@ -79,17 +79,17 @@ def compact(folder: Path) -> list[str]:
 def _compact_one(folder: Path) -> list[str]:
     if not (folder / SUMS).is_file():
         raise ToolkitError(f"{folder} has no {SUMS}: only a finished folder is compacted", file=folder)
+    problems = check_sums(folder)
+    if problems:
+        rel, msg = problems[0]
+        raise ToolkitError(f"{folder} does not verify ({rel}: {msg}); it is left as it is", file=folder,
+                           hint="`toolkit results verify` lists every problem")
     if is_run_archive(folder):
         from toolkit.results.archive import open_archive
 
         if open_archive(folder).interrupted:
             raise ToolkitError(f"{folder} was interrupted: resume may still complete it, so it is left as it is",
                                file=folder)
-    problems = check_sums(folder)
-    if problems:
-        rel, msg = problems[0]
-        raise ToolkitError(f"{folder} does not verify ({rel}: {msg}); it is left as it is", file=folder,
-                           hint="`toolkit results verify` lists every problem")
     files = folder_files(folder)
     todo = [r for r in files if compactable(r, (folder / r).stat().st_size)]
     if not todo:
