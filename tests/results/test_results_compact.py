@@ -63,3 +63,14 @@ def test_a_folder_that_does_not_verify_is_not_compacted(tmp_path: Path) -> None:
     with pytest.raises(ToolkitError, match="does not verify"):
         compact(run)
     assert (run / "summary.json").is_file() and not (run / "summary.json.gz").exists()
+
+
+def test_an_interrupted_run_is_not_compacted(tmp_path: Path) -> None:
+    import json
+
+    run = write_run(tmp_path, seed=5, n=20, status="partial")
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "interrupted": True}))
+    write_sums(run)  # as finalize(interrupted=True) leaves it: resume may still complete it
+    with pytest.raises(ToolkitError, match="interrupted"):
+        compact(run)

@@ -17,6 +17,7 @@ that each NAME.gz listed there decompresses to exactly those bytes. The chain fr
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 from toolkit.checksums import NAME as SUMS, ORIG, check_sums, folder_files, is_run_archive, write_sums
@@ -84,10 +85,9 @@ def _compact_one(folder: Path) -> list[str]:
         rel, msg = problems[0]
         raise ToolkitError(f"{folder} does not verify ({rel}: {msg}); it is left as it is", file=folder,
                            hint="`toolkit results verify` lists every problem")
-    if is_run_archive(folder):
-        from toolkit.results.archive import open_archive
-
-        if open_archive(folder).interrupted:
+    if is_run_archive(folder):  # as Archive.interrupted: no summary (killed), or stopped by a signal
+        summary = json.loads(read_text(folder / "summary.json")) if exists(folder / "summary.json") else None
+        if summary is None or summary.get("interrupted"):
             raise ToolkitError(f"{folder} was interrupted: resume may still complete it, so it is left as it is",
                                file=folder)
     files = folder_files(folder)
