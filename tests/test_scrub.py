@@ -5,6 +5,7 @@ every secret planted in them goes while every counter stays."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # a server log written by benchmarks/sglang_h200/record.py straight from SGLang 0.5.17 (never scrubbed)
 RAW_LOG = ROOT / "results" / "sglang-h200-threshold" / "20261202T190149Z" / "eagle3-threshold.log"
 REAL_TEXTS = sorted([*(ROOT / "tests" / "data" / "sglang").glob("*.txt"), RAW_LOG,
-                     *(ROOT / "results").glob("sglang-h200*/*/logs/*.log")])
+                     *(ROOT / "results").glob("sglang-h200*/*/logs/*.log*")])  # .log.gz: compacted
 COUNTER = re.compile(r"#[a-z-]+: \d+")
 
 PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----"
@@ -95,7 +96,8 @@ def test_names():
 
 @pytest.mark.parametrize("path", REAL_TEXTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_real_sglang_text_passes_byte_for_byte(path):
-    text = path.read_text(errors="surrogateescape")
+    raw = path.read_bytes()
+    text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode(errors="surrogateescape")
     assert scrub_text(text) == text
 
 

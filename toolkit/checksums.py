@@ -4,16 +4,24 @@ benchmark scripts' capture folders) lists the sha256 of each of its files, in `s
 
 A run archive nested in another folder (the runs of a tune session) keeps its own SHA256SUMS: the outer
 folder's list leaves its files out, and verify checks it on its own.
+
+A compacted folder (toolkit.results.compact: large text files stored as NAME.gz) lists the stored bytes,
+and keeps in SHA256SUMS.orig the original digest of each NAME it compressed: check_sums also checks that
+each NAME.gz decompresses to exactly those bytes.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import zlib
 from pathlib import Path
 
 from toolkit.fsutil import write_atomic
 from toolkit.specs import sha256_file
 
 NAME = "SHA256SUMS"
+ORIG = "SHA256SUMS.orig"
 
 
 def is_run_archive(path: Path) -> bool:
@@ -72,5 +80,27 @@ def check_sums(root: Path, files: list[str] | None = None) -> list[tuple[str, st
     for rel in folder_files(root) if files is None else files:
         if rel not in listed:
             problems.append((rel, f"not covered by {NAME} (added after the folder was finished)"))
+    if (root / ORIG).is_file():
+        problems += _check_orig(root)
+    return problems
+
+
+def _check_orig(root: Path) -> list[tuple[str, str]]:
+    """Each file SHA256SUMS.orig lists, stored as NAME.gz (or NAME again), holds the bytes it first had."""
+    problems: list[tuple[str, str]] = []
+    for line in (root / ORIG).read_text(errors="replace").splitlines():
+        digest, _, rel = line.partition("  ")
+        gz, plain = root / (rel + ".gz"), root / rel
+        try:
+            data = gzip.decompress(gz.read_bytes()) if gz.is_file() else plain.read_bytes()
+        except FileNotFoundError:
+            problems.append((rel, f"listed in {ORIG} but missing (neither {rel} nor {rel}.gz)"))
+            continue
+        except (OSError, EOFError, zlib.error) as exc:
+            problems.append((rel + ".gz", f"not a valid gzip file ({exc}): truncated or edited"))
+            continue
+        if hashlib.sha256(data).hexdigest() != digest:
+            problems.append((rel + ".gz" if gz.is_file() else rel,
+                             f"content differs from the original sha256 in {ORIG}: edited after it was written"))
     return problems
 

@@ -257,13 +257,15 @@ def test_verify_catches_a_records_edit_with_rewritten_checksums(tmp_path, cli):
 def test_plain_verify_checks_the_runs_nested_in_a_tune_session(tmp_path, cli):
     import shutil
 
+    from toolkit.results.compact import glob
+
     src = next((Path(__file__).resolve().parents[2] / "results" / "quickstart-tune").iterdir())
     session = tmp_path / "quickstart-tune" / src.name
     shutil.copytree(src, session)
     nested = sorted(p.parent for p in session.glob("*/*/manifest.json"))
     assert len(nested) == 16
     bad = nested[3]
-    key = sorted(p.name[: -len(".json")] for p in (bad / "cells").glob("*.json"))[0]
+    key = sorted(p.name[: -len(".json")] for p in glob(bad / "cells", "*.json"))[0]  # .json.gz: compacted
     _rewrite_records(bad, key, _faster)
     res = cli("results", "verify", "--root", str(tmp_path))
     assert res.returncode == 1

@@ -53,9 +53,9 @@ def test_html_diff_report_renders_its_plots_in_headless_chromium(two_runs, tmp_p
     assert res.returncode == 0, res.stderr
     page = tmp_path / "rep" / "report.html"
     text = page.read_text()
-    imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", text)
-    assert len(imgs) == 5 and all(base64.b64decode(i)[:4] == b"\x89PNG" for i in imgs)
-    assert "src='http" not in text and "<script" not in text  # self-contained
+    imgs = re.findall(r"src='plots/([a-z_]+\.png)'", text)  # linked, not embedded: the pngs beside it
+    assert len(imgs) == 5 and all((page.parent / "plots" / i).read_bytes()[:4] == b"\x89PNG" for i in imgs)
+    assert "src='http" not in text and "<script" not in text and "base64" not in text
     assert "WORSE" in text and "Environment diff" in text
 
     shot = tmp_path / "shot.png"
@@ -96,3 +96,15 @@ def test_the_heatmap_and_the_runner_share_one_speedup():
     a.derived.speedups = []  # as an import: no derived speed-ups
     table = speedup_table(a)
     assert {(arm, d, c): v for arm, t in table.items() for (d, c), v in t.items()} == ours
+
+
+def test_unembed_html_links_only_the_plots_whose_bytes_match(tmp_path: Path) -> None:
+    from toolkit.results.report.render import unembed_html
+    (tmp_path / "plots").mkdir()
+    png = b"\x89PNG\r\n\x1a\nfake"
+    (tmp_path / "plots" / "a.png").write_bytes(png)
+    emb = lambda b: f"<img alt='A' src='data:image/png;base64,{base64.b64encode(b).decode()}'>"
+    page = tmp_path / "report.html"
+    page.write_text(f"<p>x</p>\n{emb(png)}<figcaption>A</figcaption>\n{emb(b'other')}\n")
+    assert unembed_html(page) == 1
+    assert page.read_text() == f"<p>x</p>\n<img alt='A' src='plots/a.png'><figcaption>A</figcaption>\n{emb(b'other')}\n"

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from toolkit.results.archive import open_archive
+from toolkit.results.compact import exists
 from toolkit.results.verdicts import advice_text, crossovers, current, mark
 from toolkit.schema.eligibility import (MIN_CELL_S, MIN_SAMPLES, Eligibility, busy_check, cell_flags, short_why,
                                         stall_check)
@@ -191,7 +192,7 @@ def test_results_slo_on_the_h200_run_names_the_cap_and_no_capacity_above_it() ->
 
 def committed_archives() -> list[Path]:
     return sorted(p.parent for p in (ROOT / "results").rglob("manifest.json")
-                  if (p.parent / "summary.json").is_file())
+                  if exists(p.parent / "summary.json"))  # summary.json.gz once compacted
 
 
 def test_the_heatmap_box_is_derived_crossovers_on_every_committed_archive() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import ToolkitError
+from toolkit.results.compact import read_text
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION
 from toolkit.schema.manifest import Manifest, load_derived, load_manifest, load_summary
 
@@ -85,7 +86,7 @@ def test_the_writer_stores_only_what_was_set():
 @pytest.mark.parametrize("run", COMMITTED, ids=[f"{p.parent.name}/{p.name}" for p in COMMITTED])
 def test_every_committed_archive_reads(run):
     m = load_manifest(json.loads((run / "manifest.json").read_text()), run / "manifest.json")
-    s = load_summary(json.loads((run / "summary.json").read_text()), run / "summary.json")
+    s = load_summary(json.loads(read_text(run / "summary.json")), run / "summary.json")  # summary.json.gz: compacted
     assert m.run_id == run.name and m.matrix.name and m.environment.hash
     assert m.host.primary.hostname and set(m.arms) and m.slots
     assert s.status in ("complete", "partial", "failed") and len(s.cells) == s.derived.cells_done

@@ -38,6 +38,7 @@ from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe
 from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, load_summary
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
 from toolkit.checksums import folder_files, write_sums
+from toolkit.results.compact import exists, glob, read_text
 from toolkit.signals import signals_held
 from toolkit.scrub import referenced_vars, scrub, scrub_text, secret_values
 
@@ -58,7 +59,7 @@ def archive_files(path: Path) -> list[str]:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_text(path))
     except FileNotFoundError:
         raise ToolkitError(f"{path.name} is missing", file=path) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -108,7 +109,7 @@ class ArchiveWriter:
         """Continue a partial run: write the missing cells, then finalize again. Complete runs are refused."""
         path = Path(run_dir)
         manifest = load_manifest(_read_json(path / "manifest.json"), path / "manifest.json")
-        if (path / "summary.json").exists():
+        if exists(path / "summary.json"):
             summary = load_summary(_read_json(path / "summary.json"), path / "summary.json")
             if summary.status == "complete":
                 raise ToolkitError(f"run {path.name} is complete; a complete run is never rewritten", file=path,
@@ -124,7 +125,7 @@ class ArchiveWriter:
 
     def _check_open(self) -> None:
         summary = self.path / "summary.json"
-        if summary.exists() and _read_json(summary).get("status") == "complete":
+        if exists(summary) and _read_json(summary).get("status") == "complete":
             raise ToolkitError(f"run {self.run_id} is complete and cannot be changed", file=self.path)
 
     def write_cell(self, summary: CellSummary, records: list[RequestRecord]) -> str:
@@ -132,7 +133,7 @@ class ArchiveWriter:
         self._check_open()
         key = summary.key
         base = self.path / "cells" / key
-        if base.with_suffix(".json").exists():
+        if exists(base.with_suffix(".json")):
             raise ToolkitError(f"cell {key} is already in run {self.run_id}", file=base.with_suffix(".json"),
                                hint="cells are written once; resume writes only the missing ones (done_cells())")
         summary = summary.model_copy(update={k: scrub_text(getattr(summary, k), self.secrets)
@@ -170,7 +171,7 @@ class ArchiveWriter:
 
     def done_cells(self) -> set[str]:
         """Keys of the cells fully written (their summary, written last, exists)."""
-        return {p.name[: -len(".json")] for p in (self.path / "cells").glob("*.json")}
+        return {p.name[: -len(".json")] for p in glob(self.path / "cells", "*.json")}
 
     def finalize(self, status: str, derived: Derived | dict | None = None, report_md: str = "",
                  interrupted: bool | None = None) -> Path:
@@ -182,7 +183,7 @@ class ArchiveWriter:
         self._check_open()
         if not isinstance(derived, Derived):
             derived = Derived.model_validate(derived or {})
-        cells = [CellSummary.model_validate_json((self.path / "cells" / f"{k}.json").read_text())
+        cells = [CellSummary.model_validate_json(read_text(self.path / "cells" / f"{k}.json"))
                  for k in sorted(self.done_cells())]
         summary = Summary(run_id=self.run_id, status=status, interrupted=interrupted,
                           started_at=self.manifest.started_at, finished_at=now_utc(), cells=cells, derived=derived)
@@ -265,11 +266,11 @@ def open_archive(path: str | Path) -> Archive:
         raise ToolkitError(f"no run folder at {path}", hint="`toolkit results list` shows the archived runs")
     manifest = load_manifest(_read_json(path / "manifest.json"), path / "manifest.json")
     summary = (load_summary(_read_json(path / "summary.json"), path / "summary.json")
-               if (path / "summary.json").exists() else None)
+               if exists(path / "summary.json") else None)
     cells: dict[str, CellSummary] = {}
-    for p in sorted((path / "cells").glob("*.json")):
+    for p in glob(path / "cells", "*.json"):
         try:
-            cells[p.name[: -len(".json")]] = CellSummary.model_validate_json(p.read_text())
+            cells[p.name[: -len(".json")]] = CellSummary.model_validate_json(read_text(p))
         except ValidationError as exc:
             raise ToolkitError(f"cell summary does not match the schema: {exc.errors()[0]['msg']}", file=p,
                                hint="`toolkit results verify` checks every file") from None

@@ -1,4 +1,4 @@
-"""`toolkit results`: list, show, verify, diff, report and import archived runs (a thin shell)."""
+"""`toolkit results`: list, show, verify, compact, diff, report and import archived runs (a thin shell)."""
 
 from __future__ import annotations
 
@@ -158,6 +158,36 @@ def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
         emit_json(report)
     if not paths and not json_out:
         out.print(f"no runs under {root}", markup=False)
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command("compact")
+def compact_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
+                    help="runs or folders to compact, with the run archives nested in them (default: everything "
+                         "under --root)")] = None,
+                root: Root = Path("results")) -> None:
+    """Store a finished archive's large text files gzipped (server logs, JSON of 4 KiB or more: NAME.gz,
+    read transparently), in run archives and tune sessions. Each folder's SHA256SUMS is checked first and
+    rewritten to list the stored bytes; the original digests stay in SHA256SUMS.orig, and verify checks the
+    decompressed files against them. A folder without SHA256SUMS is skipped; one that does not verify is
+    refused (exit 1). Running it again changes nothing."""
+    from toolkit.checksums import NAME as SUMS
+    from toolkit.results.compact import compact
+    from toolkit.results.verify import discover, kind_of
+
+    targets = [Path(r) if Path(r).is_dir() else resolve_run(r, root) for r in runs] if runs else [existing_root(root)]
+    bad = 0
+    for p in sorted({p for t in targets for p in discover(t)}):
+        if kind_of(p) == "folder" or not (p / SUMS).is_file():
+            continue
+        try:
+            done = compact(p)
+        except ToolkitError as exc:
+            bad += 1
+            err.print(f"refused {p}: {exc.message}", markup=False)
+            continue
+        out.print(f"{p}: {len(done)} file(s) compressed", markup=False)
     if bad:
         raise typer.Exit(1)
 

@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 from toolkit.results.archive import Archive, open_archive
+from toolkit.results.compact import read_text
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.launches import Noise, launch_noise, logs
 
@@ -91,7 +92,7 @@ def _manifest(run: Path) -> dict | None:
 
 def _status(run: Path) -> str | None:
     try:
-        return json.loads((run / "summary.json").read_text()).get("status")
+        return json.loads(read_text(run / "summary.json")).get("status")
     except (OSError, ValueError):
         return None
 

@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from toolkit.results import compact  # noqa: E402
 from toolkit.results.archive import Archive  # noqa: E402
 from toolkit.results.cells import CellReader  # noqa: E402
 
@@ -331,11 +332,11 @@ def telemetry(a: Archive) -> bytes | None:
     """GPU telemetry sampled during each cell (telemetry/<cell>.json), on one time axis, coloured by arm."""
     import json
 
-    files = sorted((a.path / "telemetry").glob("*.json")) if (a.path / "telemetry").is_dir() else []
+    files = compact.glob(a.path / "telemetry", "*.json")
     series = []
     for f in files:
         try:
-            samples = json.loads(f.read_text())
+            samples = json.loads(compact.read_text(f))
         except (OSError, ValueError):
             continue
         if samples:

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from toolkit.checksums import NAME as SUMS, check_sums, is_run_archive, is_temp
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import archive_files, sha256_file
+from toolkit.results.compact import exists, glob, read_text
 from toolkit.results.consistency import check_cell
 from toolkit.schema.columns import COLUMNS, OLD_NAMES, load_columns
 from toolkit.schema.keys import STATUSES, cell_key
@@ -60,7 +61,7 @@ def errors(problems: list[Problem]) -> list[Problem]:
 
 def _json(path: Path, problems: list[Problem], rel: str):
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_text(path))
     except FileNotFoundError:
         problems.append(Problem(rel, "missing"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -96,7 +97,7 @@ def _records(path: Path, rel: str, problems: list[Problem]) -> list[RequestRecor
 
 def _cells(path: Path, problems: list[Problem], records: bool = True, imported: bool = False) -> dict[str, dict]:
     cells = {}
-    for p in sorted((path / "cells").glob("*.json")):
+    for p in glob(path / "cells", "*.json"):
         key, rel = p.name[: -len(".json")], f"cells/{p.name}"
         data = _json(p, problems, rel)
         if data is None:
@@ -146,9 +147,9 @@ def verify_run(path: str | Path, records: bool = True) -> list[Problem]:
             load_manifest(manifest, path / "manifest.json")
         except ToolkitError as exc:
             problems.append(Problem("manifest.json", exc.message))
-    summary = _json(path / "summary.json", problems, "summary.json") if (path / "summary.json").exists() else None
+    summary = _json(path / "summary.json", problems, "summary.json") if exists(path / "summary.json") else None
     status = None
-    if (path / "summary.json").exists():
+    if exists(path / "summary.json"):
         status = (summary or {}).get("status", "?")
     _checksums(path, status, problems)
     source = (manifest or {}).get("source") if isinstance(manifest, dict) else None

@@ -1,12 +1,12 @@
 """A Report rendered: terminal text (aligned columns), Markdown (`|` escaped in every table cell),
-self-contained HTML (plots embedded as base64 PNG) and JSON (the report's data). Renderers only lay
+HTML (plots linked as plots/NAME.png, the files write_report stores beside it) and JSON (the report's data). Renderers only lay
 out what the model holds; they compute and format nothing."""
 
 from __future__ import annotations
 
-import base64
 import html
 import json
+import re
 from pathlib import Path
 
 from toolkit.fsutil import write_atomic
@@ -110,8 +110,7 @@ def render_html(r: Report) -> str:
         elif isinstance(b, Code):
             out.append(f"<pre>{e(b.text)}</pre>")
         elif isinstance(b, Image):
-            data = base64.b64encode(b.png).decode()
-            out.append(f"<figure><img alt='{e(b.caption)}' src='data:image/png;base64,{data}'>"
+            out.append(f"<figure><img alt='{e(b.caption)}' src='plots/{e(b.name)}'>"
                        f"<figcaption>{e(b.caption)}</figcaption></figure>")
     out.append("</body></html>")
     return "\n".join(out)
@@ -122,9 +121,34 @@ def render_json(r: Report) -> str:
 
 
 def write_report(r: Report, out_dir: Path, html_too: bool = True) -> list[Path]:
-    """report.md + plots/*.png (+ report.html, self-contained) under out_dir."""
+    """report.md + plots/*.png (+ report.html, which links the plots) under out_dir."""
     written = [write_atomic(out_dir / "plots" / img.name, img.png) for img in r.images()]
     written.insert(0, write_atomic(out_dir / "report.md", render_md(r)))
     if html_too:
         written.insert(1, write_atomic(out_dir / "report.html", render_html(r)))
     return written
+
+
+_EMBEDDED = re.compile(r"<img alt='([^']*)' src='data:image/png;base64,([A-Za-z0-9+/=]+)'>")
+
+
+def unembed_html(page: Path) -> int:
+    """Rewrite a report.html written when plots were embedded (base64) to link plots/NAME.png instead, for each
+    image whose bytes equal a png beside it (nothing else in the page changes); returns how many were linked."""
+    import base64
+    pngs = {p.read_bytes(): p.name for p in sorted((page.parent / "plots").glob("*.png"))}
+    n = 0
+
+    def link(m: re.Match) -> str:
+        nonlocal n
+        name = pngs.get(base64.b64decode(m.group(2)))
+        if name is None:
+            return m.group(0)
+        n += 1
+        return f"<img alt='{m.group(1)}' src='plots/{html.escape(name)}'>"
+
+    text = page.read_text()
+    new = _EMBEDDED.sub(link, text)
+    if new != text:
+        write_atomic(page, new)
+    return n

@@ -1,0 +1,106 @@
+"""Compacted archives: a finished run archive's (or tune session's) large text files stored gzipped as
+NAME.gz, read transparently. Every reader of an archive file that may be compacted opens it through
+`stored` / `read_text` here (NAME or NAME.gz), the one place that knows.
+
+What is compacted (`compactable`): server logs (*.log) and JSON files of COMPACT_MIN bytes or more
+(summary.json, cells/*.json, servers/*.json, telemetry/*.json, ...), never manifest.json or tune.json (a
+folder's kind is read from them), inputs/ (the reproduce copies, compared byte for byte) or slurm/. Records are
+already .jsonl.gz. A run that resume could still complete (interrupted) is not compacted. gzip level 9 without name or mtime: the same bytes every time.
+
+Integrity: SHA256SUMS lists the bytes as stored (NAME.gz), so `sha256sum -c SHA256SUMS` still checks every
+file. `compact` first checks the folder's SHA256SUMS (a folder that does not verify is left as it is), then
+keeps the original line of each file it compresses in SHA256SUMS.orig (the digest of NAME as the run
+wrote it; itself listed in the new SHA256SUMS) and rewrites SHA256SUMS; toolkit.checksums.check_sums checks
+that each NAME.gz listed there decompresses to exactly those bytes. The chain from the run's own sums is kept.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from toolkit.checksums import NAME as SUMS, ORIG, check_sums, folder_files, is_run_archive, write_sums
+from toolkit.errors import ToolkitError
+from toolkit.fsutil import write_atomic
+
+COMPACT_MIN = 1024
+GZ = ".gz"
+KEPT = ("manifest.json", "tune.json")
+
+
+def stored(path: Path) -> Path:
+    """The file that holds NAME: path itself, else path.gz if that exists, else path (missing)."""
+    path = Path(path)
+    if path.exists():
+        return path
+    gz = path.with_name(path.name + GZ)
+    return gz if gz.exists() else path
+
+
+def exists(path: Path) -> bool:
+    return stored(path).exists()
+
+
+def read_bytes(path: Path) -> bytes:
+    """NAME's content, from NAME or NAME.gz (FileNotFoundError names NAME when neither exists)."""
+    p = stored(path)
+    return gzip.decompress(p.read_bytes()) if p.name.endswith(GZ) and p != Path(path) else p.read_bytes()
+
+
+def read_text(path: Path) -> str:
+    return read_bytes(path).decode()
+
+
+def glob(folder: Path, pattern: str) -> list[Path]:
+    """The logical files (NAME for NAME.gz) in folder matching pattern (e.g. '*.json'), sorted."""
+    folder = Path(folder)
+    names = {p.name for p in folder.glob(pattern)} | {p.name[: -len(GZ)] for p in folder.glob(pattern + GZ)}
+    return [folder / n for n in sorted(names)]
+
+
+def compactable(rel: str, size: int) -> bool:
+    parts = rel.split("/")
+    if rel in KEPT or parts[0] in ("inputs", "slurm"):
+        return False
+    return rel.endswith(".log") or (rel.endswith(".json") and size >= COMPACT_MIN)
+
+
+def compact(folder: Path) -> list[str]:
+    """Compact one finished folder (a run archive or a tune session) and the run archives nested in it;
+    returns the files compressed (relative to folder). A folder without SHA256SUMS, or whose sums do not
+    match, is refused: its evidence would be lost."""
+    folder = Path(folder)
+    done: list[str] = []
+    for sub in sorted(p for p in folder.rglob("*") if p.is_dir() and is_run_archive(p)):
+        done += [f"{sub.relative_to(folder).as_posix()}/{r}" for r in _compact_one(sub)]
+    return done + _compact_one(folder)
+
+
+def _compact_one(folder: Path) -> list[str]:
+    if not (folder / SUMS).is_file():
+        raise ToolkitError(f"{folder} has no {SUMS}: only a finished folder is compacted", file=folder)
+    problems = check_sums(folder)
+    if problems:
+        rel, msg = problems[0]
+        raise ToolkitError(f"{folder} does not verify ({rel}: {msg}); it is left as it is", file=folder,
+                           hint="`toolkit results verify` lists every problem")
+    if is_run_archive(folder):  # as Archive.interrupted: no summary (killed), or stopped by a signal
+        summary = json.loads(read_text(folder / "summary.json")) if exists(folder / "summary.json") else None
+        if summary is None or summary.get("interrupted"):
+            raise ToolkitError(f"{folder} was interrupted: resume may still complete it, so it is left as it is",
+                               file=folder)
+    files = folder_files(folder)
+    todo = [r for r in files if compactable(r, (folder / r).stat().st_size)]
+    if not todo:
+        return []
+    listed = dict(reversed(ln.split("  ", 1)) for ln in (folder / SUMS).read_text().splitlines())
+    orig = (folder / ORIG).read_text() if (folder / ORIG).is_file() else ""
+    orig += "".join(f"{listed[r]}  {r}\n" for r in todo)
+    for r in todo:
+        write_atomic(folder / (r + GZ), gzip.compress((folder / r).read_bytes(), compresslevel=9, mtime=0))
+    write_atomic(folder / ORIG, orig)
+    for r in todo:
+        (folder / r).unlink()
+    write_sums(folder)
+    return todo
