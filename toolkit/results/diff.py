@@ -6,8 +6,9 @@ reads them (toolkit/results/cells.py), the change in percent, and a verdict whos
 the server launch (toolkit/results/launches.py, docs/results.md#launch-noise):
 
 - launch noise known (a side with two or more launches, or a calibration run of this GPU and
-  environment): a t-test of the log-ratio of the per-launch figures, with the launch variance pooled over
-  the arm's cells; every metric kind is tested this way, cell and chunk figures included;
+  environment): a t-test of the log-ratio of the per-launch figures, with the cell's own launch variance
+  (both runs' launches pooled, `launches.cell_noise`; a cell of one launch a side: the calibration's pool
+  over the arm's cells); every metric kind is tested this way, cell and chunk figures included;
 - one launch a side and no calibration: request metrics keep the per-request test (Mann-Whitney U;
   shares: Fisher), but a change is called only beyond the default floor (DEFAULT_FLOOR_PCT) in the cell
   and arm-wide (the arm's geometric mean over its cells beyond it too, same direction): anything less is
@@ -34,8 +35,8 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
-from toolkit.results.launches import (DEFAULT_FLOOR_PCT, Comparison, beyond_margin, combine, compare, exceeds_p,
-                                      from_delta, logs)
+from toolkit.results.launches import (DEFAULT_FLOOR_PCT, Comparison, beyond_margin, cell_noise, combine, compare,
+                                      exceeds_p, from_delta, logs)
 from toolkit.results.noise import LaunchView, NoiseModel, calibration_view
 from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
@@ -348,8 +349,10 @@ def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model
     """The launch as the unit: a t-test of the per-launch figures where the launch noise is known; else the
     default floor rule for request metrics (decided in _apply_correction, after the p-value adjustment)."""
     md.launches_a, md.launches_b = va.launches(g), vb.launches(g)
-    sides = model.sides(g[0], md.metric)
-    comp = compare(va.figures(g, md.metric), vb.figures(g, md.metric), *sides) if sides is not None else None
+    fa, fb = va.figures(g, md.metric), vb.figures(g, md.metric)
+    own = cell_noise(fa, fb)  # the cell's own launch variance (launches.py says why not the arm's pool)
+    sides = (own, own) if own is not None else model.sides(g[0], md.metric)
+    comp = compare(fa, fb, *sides) if sides is not None else None
     if comp is not None:
         md.p, md.delta_pct, md.df, md.noise, md.se = comp.p, comp.delta_pct, comp.df, comp.source, comp.se
         md.launch_cv = math.sqrt(math.expm1((sides[0].var + sides[1].var) / 2))

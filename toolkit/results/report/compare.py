@@ -122,7 +122,7 @@ def _legend(r: DiffResult, corr: str) -> str:
     out = [f"~ : no significant change (p >= {ALPHA}, {corr})."]
     if launch:
         out.append("Where the launch noise is known (launches n+m, CI: the change's 95% CI): a t-test of the "
-                   "per-launch figures on the log scale, the launch variance pooled over the arm's cells; every "
+                   "per-launch figures on the log scale, the cell's own launch variance (both runs pooled); every "
                    "metric is tested this way.")
     if floor:
         out.append(f"One launch a side (n=requests): Mann-Whitney U on the per-request samples, and `?` "
