@@ -5,8 +5,16 @@ generator (its full run prints the rates); loose bounds."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
+
+import pytest
 
 from benchmarks.cellvar_sim import CELLS, SCENARIOS, rates
+from tests.synthetic import write_run
+from toolkit.errors import ToolkitError
+from toolkit.results.archive import open_archive
+from toolkit.results.diff import TOO_FEW_LAUNCHES, diff_runs
+from toolkit.results.equivalence import judge
 from toolkit.results.launches import ALPHA, cell_noise, interval
 
 
@@ -34,3 +42,24 @@ def test_cell_noise_by_hand() -> None:
     assert cell_noise([2.0], [3.0]) is None and cell_noise([2.0, 2.0], [3.0]).df == 1.0  # a side of one: the other's
     centre, lo, hi = interval([1.0, math.e], cell_noise([1.0, math.e]))
     assert centre == math.exp(0.5) and hi / centre > 50  # 2 rounds: df 1, t = 12.7
+
+
+def test_no_claim_at_the_family_level_from_two_launches_a_side_unless_calibrated(tmp_path: Path) -> None:
+    """2 launches a side: each cell's own variance has 2 df; a 3x slowdown is shown with its CI but called
+    inconclusive, `differs` and the gate refuse it; a calibration of the environment makes the claims."""
+    kw = {"launch_cv": 0.02, "n": 100, "domains": ("chat",), "env_hash": "c" * 64}
+    a, b = (open_archive(write_run(tmp_path, seed=s, launches=2, slowdown={"eagle3": x}, **kw))
+            for s, x in ((80, 1.0), (81, 3.0)))
+    r = diff_runs(a, b, calibration=None)
+    slowed = [m for c in r.cells if c.arm == "eagle3" for m in c.metrics.values() if m.se is not None]
+    assert not any(m.significant for c in r.cells for m in c.metrics.values())
+    few = [m for m in slowed if m.verdict == "inconclusive"]
+    assert few and all(m.note == TOO_FEW_LAUNCHES and (m.high_pct < 0 or m.low_pct > 0) for m in few)
+    with pytest.raises(ToolkitError, match="at most 2 launches a side"):
+        r.gate(5.0)
+    assert judge(r, []).verdict == "inconclusive"
+    cal = write_run(tmp_path, seed=82, launches=4, purpose="noise-calibration", **kw)
+    r = diff_runs(a, b)  # the calibration under the same root is found
+    assert r.calibration == cal.name and r.noise["eagle3"]["source"] == f"calibration {cal.name}"
+    assert {c.arm for c in r.cells for m in c.metrics.values() if m.verdict == "worse"} == {"eagle3"}
+    assert r.regressions(5.0) and judge(r, []).verdict == "differs"

@@ -47,6 +47,10 @@ IGNORED_SAMPLING = {"warmup", "workers"}  # warmup count and client processes do
 UNTESTED = {"chunk": "pooled over chunks: not tested (the chunks of one request are not independent)",
             "cell": "one figure per cell: not tested"}
 DEFAULT_FLOOR = "default floor"  # MetricDiff.noise of a verdict made without any launch noise
+CLAIM_LAUNCHES = 3  # the launches a side (on at least one side) a claim needs when the cell's own variance is used
+TOO_FEW_LAUNCHES = ("at most 2 launches a side: the cell's own launch variance has at most 2 df, too few to support a "
+                    "claim at the family's (Holm) level; `launches: 3` or a calibration (`toolkit bench noise`) "
+                    "makes it testable")
 
 
 @dataclass
@@ -77,6 +81,13 @@ class MetricDiff:
     @property
     def significant(self) -> bool:
         return self.verdict in ("better", "worse")
+
+    @property
+    def claims(self) -> bool:
+        """May this test support a claim (a verdict, the gate, `differs`)? Not from the cell's own variance of
+        at most 2 launches a side (TOO_FEW_LAUNCHES): a calibration's variance, or 3 launches on a side, does."""
+        return (self.se is None or self.noise.startswith("calibration")
+                or max(self.launches_a, self.launches_b) >= CLAIM_LAUNCHES)
 
 
 @dataclass
@@ -136,6 +147,11 @@ class DiffResult:
                                hint="compare runs of the same matrix: cells match on arm, domain, concurrency and "
                                     "output length, with the same workload and sampling")
         tests = self.gate_tests()
+        if not tests and self.unclaimed() and not any(m.noise == DEFAULT_FLOOR for c in self.cells
+                                                      for m in c.metrics.values()):
+            raise ToolkitError(f"--fail-on-regression: every tested metric-cell has {TOO_FEW_LAUNCHES}",
+                               hint="run 3 launches a side (`launches: 3`), or calibrate this GPU and environment "
+                                    "with `toolkit bench noise`")
         ps = [exceeds_p(from_delta(m.delta_pct, m.se, m.df), pct, -1 if METRICS[m.metric].higher_is_better else 1)
               for _, m in tests]
         adjusted = holm(ps, family(tests)) if self.correction == "holm" else ps
@@ -145,7 +161,12 @@ class DiffResult:
 
     def gate_tests(self) -> list[tuple[CellDiff, MetricDiff]]:
         """The metric-cells the gate tests one-sided (the launch noise known); `family` of them is its family."""
-        return [(c, m) for c in self.cells for m in c.metrics.values() if m.se is not None and m.delta_pct is not None]
+        return [(c, m) for c in self.cells for m in c.metrics.values()
+                if m.se is not None and m.delta_pct is not None and m.claims]
+
+    def unclaimed(self) -> list[tuple[CellDiff, MetricDiff]]:
+        """The tested metric-cells that can support no claim (MetricDiff.claims: 2 launches a side)."""
+        return [(c, m) for c in self.cells for m in c.metrics.values() if m.se is not None and not m.claims]
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -342,6 +363,8 @@ def _apply_correction(cells: list[CellDiff], correction: str, floor_pct: float =
                 m.note = note or m.note
             else:
                 m.verdict = _verdict(m.metric, m.delta_pct, m.p_adj, m.a_n, m.b_n)
+                if m.significant and not m.claims:
+                    m.verdict, m.note = "inconclusive", TOO_FEW_LAUNCHES
     return members.count(None)
 
 
@@ -351,7 +374,8 @@ def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model
     md.launches_a, md.launches_b = va.launches(g), vb.launches(g)
     fa, fb = va.figures(g, md.metric), vb.figures(g, md.metric)
     own = cell_noise(fa, fb)  # the cell's own launch variance (launches.py says why not the arm's pool)
-    sides = (own, own) if own is not None else model.sides(g[0], md.metric)
+    cal = model.calibrated(g[0], md.metric) if max(md.launches_a, md.launches_b) < CLAIM_LAUNCHES else None
+    sides = (cal, cal) if cal is not None else (own, own) if own is not None else model.sides(g[0], md.metric)
     comp = compare(fa, fb, *sides) if sides is not None else None
     if comp is not None:
         md.p, md.delta_pct, md.df, md.noise, md.se = comp.p, comp.delta_pct, comp.df, comp.source, comp.se
@@ -409,7 +433,7 @@ def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives) -> tup
     va, vb = LaunchView(ra), LaunchView(rb)
     cal = None
     arms = {g[0] for g in va.groups} & {g[0] for g in vb.groups}
-    if calibration is not None and any(va.arm_launches(x) < 2 and vb.arm_launches(x) < 2 for x in arms):
+    if calibration is not None and any(max(va.arm_launches(x), vb.arm_launches(x)) < CLAIM_LAUNCHES for x in arms):
         if isinstance(calibration, Archive):
             cal = LaunchView(CellReader(calibration, objectives), source=f"calibration {calibration.run_id}")
         else:
@@ -423,7 +447,9 @@ def _noise_summary(arms: set[str], va: LaunchView, vb: LaunchView, model: NoiseM
     out = {}
     for arm in sorted(arms):
         na, nb = va.arm_launches(arm), vb.arm_launches(arm)
-        if na >= 2 and nb >= 2:
+        if max(na, nb) < CLAIM_LAUNCHES and max(na, nb) >= 2 and model.calibration is not None:
+            src = model.calibration.source
+        elif na >= 2 and nb >= 2:
             src = "measured in the runs"
         elif na >= 2 or nb >= 2:
             src = f"measured in run {'A' if na >= 2 else 'B'} (the other has one launch)"
