@@ -119,7 +119,7 @@ def test_reproduce_and_diff_verdicts_take_the_launch_as_the_unit(launched) -> No
     assert json.loads((new / "manifest.json").read_text())["launches"] == 2
     # 2 launches a side: no claim at the family's level (toolkit.results.diff.TOO_FEW_LAUNCHES), so nothing to gate
     g = run_cli("results", "diff", str(run), str(new), "--fail-on-regression", "10000")
-    assert g.returncode == 2 and "at most 2 launches a side" in g.stderr, g.stderr
+    assert g.returncode == 2 and "too few launches for a claim" in g.stderr, g.stderr
     d = run_cli("results", "diff", str(run), str(new), "--json")
     assert d.returncode == 0, d.stderr
     doc = json.loads(d.stdout)
@@ -132,7 +132,7 @@ def test_reproduce_and_diff_verdicts_take_the_launch_as_the_unit(launched) -> No
     odd = [(m["metric"], m["noise"], m["verdict"], m.get("note"), m["a"], m["b"]) for m in tested
            if not (m["noise"] == "runs" and (m["launches_a"], m["launches_b"]) == (2, 2))]
     assert tested and not odd, odd
-    assert all(m["verdict"] == "~" or m["verdict"] == "inconclusive" and "at most 2 launches a side" in m["note"]
+    assert all(m["verdict"] == "~" or m["verdict"] == "inconclusive" and "too few launches for a claim" in m["note"]
                for m in tested)  # no floor, no "untested", no claim from 2 launches a side
 
 

@@ -47,10 +47,15 @@ IGNORED_SAMPLING = {"warmup", "workers"}  # warmup count and client processes do
 UNTESTED = {"chunk": "pooled over chunks: not tested (the chunks of one request are not independent)",
             "cell": "one figure per cell: not tested"}
 DEFAULT_FLOOR = "default floor"  # MetricDiff.noise of a verdict made without any launch noise
-CLAIM_LAUNCHES = 3  # the launches a side (on at least one side) a claim needs when the cell's own variance is used
-TOO_FEW_LAUNCHES = ("at most 2 launches a side: the cell's own launch variance has at most 2 df, too few to support a "
-                    "claim at the family's (Holm) level; `launches: 3` or a calibration (`toolkit bench noise`) "
-                    "makes it testable")
+CLAIM_DF = 3  # the df of a cell's own launch variance a claim needs (2 launches a side give 2)
+TOO_FEW_LAUNCHES = ("too few launches for a claim at the family's (Holm) level: the cell's own launch variance has "
+                    "under 3 df (2 launches a side, or 3 against 1); `launches: 3` or a calibration (`toolkit bench "
+                    "noise`) makes it testable")
+
+
+def own_df(launches_a: int, launches_b: int) -> int:
+    """The df of a cell's own launch variance (launches.cell_noise) from its launches on each side."""
+    return max(launches_a - 1, 0) + max(launches_b - 1, 0)
 
 
 @dataclass
@@ -85,9 +90,9 @@ class MetricDiff:
     @property
     def claims(self) -> bool:
         """May this test support a claim (a verdict, the gate, `differs`)? Not from the cell's own variance of
-        at most 2 launches a side (TOO_FEW_LAUNCHES): a calibration's variance, or 3 launches on a side, does."""
+        under CLAIM_DF df (TOO_FEW_LAUNCHES: 2 launches a side); a calibration's variance does."""
         return (self.se is None or self.noise.startswith("calibration")
-                or max(self.launches_a, self.launches_b) >= CLAIM_LAUNCHES)
+                or own_df(self.launches_a, self.launches_b) >= CLAIM_DF)
 
 
 @dataclass
@@ -374,7 +379,7 @@ def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model
     md.launches_a, md.launches_b = va.launches(g), vb.launches(g)
     fa, fb = va.figures(g, md.metric), vb.figures(g, md.metric)
     own = cell_noise(fa, fb)  # the cell's own launch variance (launches.py says why not the arm's pool)
-    cal = model.calibrated(g[0], md.metric) if max(md.launches_a, md.launches_b) < CLAIM_LAUNCHES else None
+    cal = model.calibrated(g[0], md.metric) if own is None or own.df < CLAIM_DF else None
     sides = (cal, cal) if cal is not None else (own, own) if own is not None else model.sides(g[0], md.metric)
     comp = compare(fa, fb, *sides) if sides is not None else None
     if comp is not None:
@@ -433,7 +438,7 @@ def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives) -> tup
     va, vb = LaunchView(ra), LaunchView(rb)
     cal = None
     arms = {g[0] for g in va.groups} & {g[0] for g in vb.groups}
-    if calibration is not None and any(max(va.arm_launches(x), vb.arm_launches(x)) < CLAIM_LAUNCHES for x in arms):
+    if calibration is not None and any(own_df(va.arm_launches(x), vb.arm_launches(x)) < CLAIM_DF for x in arms):
         if isinstance(calibration, Archive):
             cal = LaunchView(CellReader(calibration, objectives), source=f"calibration {calibration.run_id}")
         else:
@@ -447,7 +452,7 @@ def _noise_summary(arms: set[str], va: LaunchView, vb: LaunchView, model: NoiseM
     out = {}
     for arm in sorted(arms):
         na, nb = va.arm_launches(arm), vb.arm_launches(arm)
-        if max(na, nb) < CLAIM_LAUNCHES and max(na, nb) >= 2 and model.calibration is not None:
+        if 0 < own_df(na, nb) < CLAIM_DF and model.calibration is not None:
             src = model.calibration.source
         elif na >= 2 and nb >= 2:
             src = "measured in the runs"
