@@ -23,12 +23,14 @@ SPEC = BASE + ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
+    # +-30 %: each cell's test has its own launches' 4 df (launches.cell_noise), and a Holm family of ~90 tests
+    # asks p < 0.0006 of each: at 3 launches a side +15 % (t ~ 6) is below that, +30 % is not
     kw = {"launches": 3, "launch_cv": 0.02, "n": 200}
     return {
         "a": write_run(root, seed=10, **kw),
         "same": write_run(root, seed=11, **kw),
-        "slow": write_run(root, seed=12, slowdown={"eagle3": 1.15}, **kw),
-        "fast": write_run(root, seed=13, slowdown={"eagle3": 0.85}, **kw),
+        "slow": write_run(root, seed=12, slowdown={"eagle3": 1.3}, **kw),
+        "fast": write_run(root, seed=13, slowdown={"eagle3": 0.77}, **kw),
     }
 
 
@@ -43,7 +45,7 @@ def test_injected_slowdown_is_significant_with_the_right_sign(runs):
     assert len(r.cells) == 8 and not r.only_a and not r.only_b
     for metric in ("ttft_ms", "tpot_ms", "itl_req_mean_ms", "e2e_ms"):
         ms = [m for (_, name), m in slowed.items() if name == metric]
-        assert len(ms) == 4 and all(m.verdict == "worse" and 5 < m.delta_pct < 30 and m.p_adj < 0.05 for m in ms), metric
+        assert len(ms) == 4 and all(m.verdict == "worse" and 15 < m.delta_pct < 45 and m.p_adj < 0.05 for m in ms), metric
     rates = [m for (_, name), m in slowed.items() if name == "req_output_tok_s"]
     assert all(m.verdict == "worse" and m.delta_pct < -5 for m in rates)  # higher is better: a drop is worse
     # with the launch as the unit, pooled chunks and cell figures are tested too (one figure per launch)

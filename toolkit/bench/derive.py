@@ -6,7 +6,7 @@ Speedup of a spec arm over the baseline arm, per domain x concurrency (repeats p
   arms' output rates over those prompts (sum of output tokens / sum of end-to-end seconds) is paired.
   The unit of replication is the server launch (toolkit/results/launches.py): with two or more launch
   rounds, one paired ratio per round (both arms saw the same prompts in a round) and a t-interval over the
-  rounds, the variance pooled over the arm's cells; with one round, the paired bootstrap over prompts
+  rounds, the cell's own variance over its rounds; with one round, the paired bootstrap over prompts
   widened by the launch noise of both servers (a calibration run's, else the default launch CV), and
   labelled so (`ci_method`).
 The crossover and the `speculative-disable-batch-threshold` advice (the patch shipped in envs/patches/)

@@ -232,7 +232,7 @@ def diff_cmd(
     are compared too, both runs judged by the same objectives. docs/results.md#launch-noise.
 
     Example (CI gate): toolkit results diff quickstart/20261201T0900Z-1a2b3c latest --fail-on-regression 5"""
-    from toolkit.results.diff import diff_runs, family
+    from toolkit.results.diff import TOO_FEW_LAUNCHES, diff_runs, family
     from toolkit.results.report import build_diff_report, emit
 
     from toolkit.results.slo import objectives_for, parse_slo
@@ -262,6 +262,8 @@ def diff_cmd(
         for c, m, _ in ungated:
             err.print(f"not gated: {c.label} {m.metric} {m.delta_pct:+.2f}% in a cell no verdict may use "
                       f"({'; '.join(c.excluded)})", markup=False)
+        if result.unclaimed():
+            err.print(f"not gated: {len(result.unclaimed())} metric-cell(s) with {TOO_FEW_LAUNCHES}", markup=False)
         size = family(result.gate_tests()).count(None)
         how = f"one-sided tests at {result.alpha:g}" + (f", Holm-adjusted over {size}" if correction == "holm" else "")
         if regressions:

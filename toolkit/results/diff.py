@@ -6,8 +6,9 @@ reads them (toolkit/results/cells.py), the change in percent, and a verdict whos
 the server launch (toolkit/results/launches.py, docs/results.md#launch-noise):
 
 - launch noise known (a side with two or more launches, or a calibration run of this GPU and
-  environment): a t-test of the log-ratio of the per-launch figures, with the launch variance pooled over
-  the arm's cells; every metric kind is tested this way, cell and chunk figures included;
+  environment): a t-test of the log-ratio of the per-launch figures, with the cell's own launch variance
+  (both runs' launches pooled, `launches.cell_noise`; a cell of one launch a side: the calibration's pool
+  over the arm's cells); every metric kind is tested this way, cell and chunk figures included;
 - one launch a side and no calibration: request metrics keep the per-request test (Mann-Whitney U;
   shares: Fisher), but a change is called only beyond the default floor (DEFAULT_FLOOR_PCT) in the cell
   and arm-wide (the arm's geometric mean over its cells beyond it too, same direction): anything less is
@@ -34,8 +35,8 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
-from toolkit.results.launches import (DEFAULT_FLOOR_PCT, Comparison, beyond_margin, combine, compare, exceeds_p,
-                                      from_delta, logs)
+from toolkit.results.launches import (DEFAULT_FLOOR_PCT, Comparison, beyond_margin, cell_noise, combine, compare,
+                                      exceeds_p, from_delta, logs)
 from toolkit.results.noise import LaunchView, NoiseModel, calibration_view
 from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
@@ -46,6 +47,15 @@ IGNORED_SAMPLING = {"warmup", "workers"}  # warmup count and client processes do
 UNTESTED = {"chunk": "pooled over chunks: not tested (the chunks of one request are not independent)",
             "cell": "one figure per cell: not tested"}
 DEFAULT_FLOOR = "default floor"  # MetricDiff.noise of a verdict made without any launch noise
+CLAIM_DF = 3  # the df of a cell's own launch variance a claim needs (2 launches a side give 2)
+TOO_FEW_LAUNCHES = ("too few launches for a claim at the family's (Holm) level: the cell's own launch variance has "
+                    "under 3 df (2 launches a side, or 3 against 1); `launches: 3` or a calibration (`toolkit bench "
+                    "noise`) makes it testable")
+
+
+def own_df(launches_a: int, launches_b: int) -> int:
+    """The df of a cell's own launch variance (launches.cell_noise) from its launches on each side."""
+    return max(launches_a - 1, 0) + max(launches_b - 1, 0)
 
 
 @dataclass
@@ -76,6 +86,13 @@ class MetricDiff:
     @property
     def significant(self) -> bool:
         return self.verdict in ("better", "worse")
+
+    @property
+    def claims(self) -> bool:
+        """May this test support a claim (a verdict, the gate, `differs`)? Not from the cell's own variance of
+        under CLAIM_DF df (TOO_FEW_LAUNCHES: 2 launches a side); a calibration's variance does."""
+        return (self.se is None or self.noise.startswith("calibration")
+                or own_df(self.launches_a, self.launches_b) >= CLAIM_DF)
 
 
 @dataclass
@@ -135,6 +152,11 @@ class DiffResult:
                                hint="compare runs of the same matrix: cells match on arm, domain, concurrency and "
                                     "output length, with the same workload and sampling")
         tests = self.gate_tests()
+        if not tests and self.unclaimed() and not any(m.noise == DEFAULT_FLOOR for c in self.cells
+                                                      for m in c.metrics.values()):
+            raise ToolkitError(f"--fail-on-regression: every tested metric-cell has {TOO_FEW_LAUNCHES}",
+                               hint="run 3 launches a side (`launches: 3`), or calibrate this GPU and environment "
+                                    "with `toolkit bench noise`")
         ps = [exceeds_p(from_delta(m.delta_pct, m.se, m.df), pct, -1 if METRICS[m.metric].higher_is_better else 1)
               for _, m in tests]
         adjusted = holm(ps, family(tests)) if self.correction == "holm" else ps
@@ -144,7 +166,12 @@ class DiffResult:
 
     def gate_tests(self) -> list[tuple[CellDiff, MetricDiff]]:
         """The metric-cells the gate tests one-sided (the launch noise known); `family` of them is its family."""
-        return [(c, m) for c in self.cells for m in c.metrics.values() if m.se is not None and m.delta_pct is not None]
+        return [(c, m) for c in self.cells for m in c.metrics.values()
+                if m.se is not None and m.delta_pct is not None and m.claims]
+
+    def unclaimed(self) -> list[tuple[CellDiff, MetricDiff]]:
+        """The tested metric-cells that can support no claim (MetricDiff.claims: 2 launches a side)."""
+        return [(c, m) for c in self.cells for m in c.metrics.values() if m.se is not None and not m.claims]
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -341,6 +368,8 @@ def _apply_correction(cells: list[CellDiff], correction: str, floor_pct: float =
                 m.note = note or m.note
             else:
                 m.verdict = _verdict(m.metric, m.delta_pct, m.p_adj, m.a_n, m.b_n)
+                if m.significant and not m.claims:
+                    m.verdict, m.note = "inconclusive", TOO_FEW_LAUNCHES
     return members.count(None)
 
 
@@ -348,8 +377,11 @@ def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model
     """The launch as the unit: a t-test of the per-launch figures where the launch noise is known; else the
     default floor rule for request metrics (decided in _apply_correction, after the p-value adjustment)."""
     md.launches_a, md.launches_b = va.launches(g), vb.launches(g)
-    sides = model.sides(g[0], md.metric)
-    comp = compare(va.figures(g, md.metric), vb.figures(g, md.metric), *sides) if sides is not None else None
+    fa, fb = va.figures(g, md.metric), vb.figures(g, md.metric)
+    own = cell_noise(fa, fb)  # the cell's own launch variance (launches.py says why not the arm's pool)
+    cal = model.calibrated(g[0], md.metric) if own is None or own.df < CLAIM_DF else None
+    sides = (cal, cal) if cal is not None else (own, own) if own is not None else model.sides(g[0], md.metric)
+    comp = compare(fa, fb, *sides) if sides is not None else None
     if comp is not None:
         md.p, md.delta_pct, md.df, md.noise, md.se = comp.p, comp.delta_pct, comp.df, comp.source, comp.se
         md.launch_cv = math.sqrt(math.expm1((sides[0].var + sides[1].var) / 2))
@@ -406,7 +438,7 @@ def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives) -> tup
     va, vb = LaunchView(ra), LaunchView(rb)
     cal = None
     arms = {g[0] for g in va.groups} & {g[0] for g in vb.groups}
-    if calibration is not None and any(va.arm_launches(x) < 2 and vb.arm_launches(x) < 2 for x in arms):
+    if calibration is not None and any(own_df(va.arm_launches(x), vb.arm_launches(x)) < CLAIM_DF for x in arms):
         if isinstance(calibration, Archive):
             cal = LaunchView(CellReader(calibration, objectives), source=f"calibration {calibration.run_id}")
         else:
@@ -420,7 +452,9 @@ def _noise_summary(arms: set[str], va: LaunchView, vb: LaunchView, model: NoiseM
     out = {}
     for arm in sorted(arms):
         na, nb = va.arm_launches(arm), vb.arm_launches(arm)
-        if na >= 2 and nb >= 2:
+        if 0 < own_df(na, nb) < CLAIM_DF and model.calibration is not None:
+            src = model.calibration.source
+        elif na >= 2 and nb >= 2:
             src = "measured in the runs"
         elif na >= 2 or nb >= 2:
             src = f"measured in run {'A' if na >= 2 else 'B'} (the other has one launch)"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from toolkit.results.diff import DEFAULT_FLOOR, DiffResult, family, holm
+from toolkit.results.diff import DEFAULT_FLOOR, TOO_FEW_LAUNCHES, DiffResult, family, holm
 from toolkit.results.launches import ALPHA, beyond_margin, beyond_p, from_delta, tost_p
 
 # The margin of `reproduced within ±X %` when none is given (--tolerance): declared before any data. 10 %: a
@@ -104,15 +104,19 @@ def judge(diff: DiffResult, structural: list[dict], tolerance_pct: float | None 
 def _cells(diff: DiffResult, v: Verdict) -> tuple[list, list]:
     """The metric-cells tested with a known launch noise, and those compared by the default floor rule; the
     rest that could not be tested are reasons."""
-    tested, floor_cells = [], []
+    tested, floor_cells, few = [], [], 0
     for c in diff.cells:
         for m in c.metrics.values():
-            if m.se is not None and m.delta_pct is not None:
+            if m.se is not None and m.delta_pct is not None and not m.claims:
+                few += 1
+            elif m.se is not None and m.delta_pct is not None:
                 tested.append((c, m))
             elif m.noise == DEFAULT_FLOOR:
                 floor_cells.append((c, m))
             elif c.comparable and m.verdict in ("too-few", "no-samples"):
                 v.reasons.append(f"{c.label} {m.metric}: not tested ({m.note or m.verdict})")
+    if few:
+        v.reasons.append(f"{few} metric-cell(s) with {TOO_FEW_LAUNCHES}")
     return tested, floor_cells
 
 

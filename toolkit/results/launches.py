@@ -13,6 +13,18 @@ Requests are not independent samples of "the arm", launches are. So:
   one launch CV. Its degrees of freedom come from a two-way (cell x launch) decomposition
   (Satterthwaite): when launches move all cells of the arm together, the cells' deviations are not
   independent and the df shrink towards (launches - 1), as they must;
+- the variance a cell's test or interval uses is the cell's own (`cell_noise`): its launches' variance, the
+  sides of a comparison pooled, with their (n - 1) df summed. Why not the arm's pool, or the pool shrunk
+  towards the cell (a scaled inverse-chi-square prior) or replaced only in an odd cell (an F test): one pool
+  is calibrated only on average over the cells. Cells differ (launch noise rises with concurrency; a cell can
+  be bimodal), and with 3 launches a side the data cannot tell a noisy cell from bad luck well enough for
+  either fix: in benchmarks/cellvar_sim.py (6 cells, 3 launches a side) the pool calls a bimodal cell changed
+  in ~20 % of A/A pairs and its quiet siblings in ~1 %, shrinkage (prior df estimated from the cells' spread,
+  limma style) still ~15 %, an F test at 5 % ~17 %; the cell's own variance is exact under normal launch
+  effects whatever the other cells do (4-7 % in every cell, bimodal and heavy-tailed included). The price is
+  df: (n_a - 1) + (n_b - 1), 4 at 3 launches a side, so wider intervals than the pool claimed;
+  the pool (`launch_noise`) stays for what has no launches of its own (a side of one launch borrowing a
+  calibration's) and for the arm's geometric mean (its launch-to-launch variance, arm_var);
 - a t-based CI and test of the log-ratio B/A with those df (`compare`), an equivalence test with a
   margin (`tost_p`), a test of a change beyond a margin (`beyond_p`; one direction: `exceeds_p`), all on
   the log scale (`beyond_margin`: a point estimate on the same scale), a one-sample interval
@@ -157,6 +169,20 @@ def launch_noise(by_cell: Mapping[Any, Mapping[Any, float] | Iterable[float]], s
                  arm_df=arm_df)
 
 
+def cell_noise(*figures: Mapping[Any, float] | Iterable[float], source: str = "runs") -> Noise | None:
+    """One cell's own launch noise from its per-launch figures on each side (a comparison's two runs, or one
+    series): the variance of the log figures about each side's mean, pooled over the sides with two or more
+    launches (sum of squares over sum of (n - 1)), with those df. None when no side has two launches (the
+    caller falls back to a pool: a calibration's, `launch_noise`). The module docstring says why not the pool."""
+    sides = [list(logs(f).values()) for f in figures]
+    sides = [x for x in sides if len(x) >= 2]
+    if not sides:
+        return None
+    ss = sum(sum((v - sum(x) / len(x)) ** 2 for v in x) for x in sides)
+    dof = sum(len(x) - 1 for x in sides)
+    return Noise(var=ss / dof, df=float(dof), source=source, cells=1, launches=max(map(len, sides)))
+
+
 def _q(p: float, df: float) -> float:
     return float(sps.norm.ppf(p) if math.isinf(df) else sps.t.ppf(p, df))
 
@@ -287,7 +313,7 @@ def from_delta(delta_pct: float, se: float, df: float | None) -> Comparison:
 
 def interval(values: Iterable[float] | Mapping, noise: Noise, alpha: float = ALPHA) -> tuple[float, float, float] | None:
     """The geometric mean of per-launch (or per-round) figures with its (1 - alpha) t-interval, the
-    variance taken from `noise` (pooled over the arm's cells): (centre, low, high)."""
+    variance taken from `noise` (the cell's own, `cell_noise`, where it has launches): (centre, low, high)."""
     xs = list(logs(values).values())
     if not xs:
         return None
@@ -324,5 +350,5 @@ def mde_pct(noise: Noise, n_a: int, n_b: int | None = None, alpha: float = ALPHA
 
 
 __all__ = ["ALPHA", "POWER", "DEFAULT", "SHARED", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "Comparison", "Noise",
-           "beyond_margin", "beyond_p", "combine", "compare", "exceeds_p", "floor_pct", "from_delta", "interval",
-           "launch_noise", "logs", "mde_pct", "tost_p", "widen"]
+           "beyond_margin", "beyond_p", "cell_noise", "combine", "compare", "exceeds_p", "floor_pct", "from_delta",
+           "interval", "launch_noise", "logs", "mde_pct", "tost_p", "widen"]

@@ -79,10 +79,10 @@ def analyse(a: Archive, objectives: Objectives, derived: Derived | None = None) 
 
 def launch_certainty(reader: CellReader, cells: list[CellSlo]) -> None:
     """Cells measured in two or more server launches: each percentile objective's and the attainment's 95% CI
-    becomes the t-interval of the per-launch figures (toolkit/results/launches.py: the launch variance pooled
-    over the arm's cells), so `certain` (~ when not) says whether a relaunch could move the verdict. A
+    becomes the t-interval of the per-launch figures (toolkit/results/launches.py: the cell's own launch
+    variance, `cell_noise`), so `certain` (~ when not) says whether a relaunch could move the verdict. A
     single-launch cell keeps the request-level interval. The verdicts themselves stay on point estimates."""
-    from toolkit.results.launches import interval, launch_noise
+    from toolkit.results.launches import cell_noise, interval
 
     groups = reader.groups()
     per: dict[tuple, dict[int, CellSlo]] = {}
@@ -105,12 +105,11 @@ def launch_certainty(reader: CellReader, cells: list[CellSlo]) -> None:
         if g not in per:
             continue
         sure = True
-        arm_groups = [k for k in per if k[0] == c.arm]
         for r in c.objectives + [None]:
             name = r.objective if r is not None else "attainment"
             if r is not None and name not in names:
                 continue
-            noise = launch_noise({k: figures(k, name) for k in arm_groups})
+            noise = cell_noise(figures(g, name))
             iv = interval(figures(g, name), noise) if noise is not None else None
             if iv is None:
                 sure = False

@@ -5,8 +5,9 @@
 - `paired_ratio` with a 95% CI: both arms saw the same prompts in the same order, so the ratio of the
   arms' output rates over those prompts (sum of output tokens / sum of end-to-end seconds) is paired.
   The unit of replication is the server launch (toolkit/results/launches.py): with two or more launch
-  rounds, one paired ratio per round and a t-interval over the rounds, the variance pooled over the arm's
-  cells; with one round, the paired bootstrap over prompts widened by the launch noise of both servers.
+  rounds, one paired ratio per round and a t-interval over the rounds with the cell's own variance
+  (launches.cell_noise: a pool over the arm's cells is calibrated only on average); with one round, the
+  paired bootstrap over prompts widened by the launch noise of both servers.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def launch_paired(arm: list[RequestRecord], base: list[RequestRecord], seed: int
                   noise: tuple | None = None) -> dict:
     """The paired ratio of one cell with a launch-aware CI, for a cell measured in one round: the paired
     bootstrap widened by the launch noise of both servers (`noise`: (arm's Noise, baseline's Noise), default:
-    the default launch CV for each). Cells of two or more rounds: see speedups (their variance is pooled)."""
+    the default launch CV for each). Cells of two or more rounds: see speedups (the cell's own variance over
+    its rounds)."""
     from toolkit.results.launches import DEFAULT, widen
 
     pr = paired_ratio(arm, base, seed)
@@ -105,7 +107,7 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
     `noise(arm)`: the launch noise (toolkit.results.launches.Noise) of an arm's output rate, for cells of one
     round (a calibration's; default: the default launch CV). `shared`: arms served by the baseline's own
     server (one launch for both: the request bootstrap alone)."""
-    from toolkit.results.launches import SHARED, interval, launch_noise
+    from toolkit.results.launches import SHARED, cell_noise, interval
 
     by = defaultdict(list)
     for c in cells:
@@ -136,13 +138,13 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
             **({"synthetic_acceptance": arm_cells[0].synthetic_acceptance}
                if arm_cells[0].synthetic_acceptance is not None else {}),
         })
-    for row in rows:  # cells of two or more rounds: a t-interval over rounds, the variance pooled over the arm
+    for row in rows:  # cells of two or more rounds: a t-interval over rounds, the cell's own variance
         ratios = per_round.get(row["arm"], {}).get((row["domain"], row.get("rate", row["concurrency"])))
         if ratios is None:
             continue
-        pooled = launch_noise(per_round[row["arm"]])
-        centre, lo, hi = interval(ratios, pooled)
+        own = cell_noise(ratios)
+        centre, lo, hi = interval(ratios, own)
         row.update(paired_ratio=centre, ci_low=lo, ci_high=hi,
-                   ci_method=f"t-interval over {len(ratios)} rounds (paired per round; launch variance pooled over "
-                             f"the arm's {pooled.cells} cells, df {pooled.df:.1f})")
+                   ci_method=f"t-interval over {len(ratios)} rounds (paired per round; the cell's own launch "
+                             f"variance, df {own.df:.0f})")
     return rows

@@ -5,7 +5,7 @@ sample sizes (`~`: no significant change), then notes, unmatched cells and the e
 from __future__ import annotations
 
 from toolkit.results.archive import Archive
-from toolkit.results.diff import DEFAULT_FLOOR, DiffResult, MetricDiff
+from toolkit.results.diff import CLAIM_DF, DEFAULT_FLOOR, TOO_FEW_LAUNCHES, DiffResult, MetricDiff, own_df
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num, \
     fmt_pct, fmt_share, short
 from toolkit.results.stats import ALPHA, MIN_SAMPLES
@@ -35,6 +35,8 @@ def _delta(m: MetricDiff, r: DiffResult) -> tuple[str, str]:
         return fmt_pct(m.delta_pct), f"(p={p:.3f} {_n(m)})  {MARK[m.verdict]}"
     if m.verdict == "~":
         return "~", f"(p={p:.3f} {_n(m)}{_adjusted(m, r)})"
+    if m.verdict == "inconclusive" and m.se is not None:  # the cell's own variance of under 3 df
+        return fmt_pct(m.delta_pct), f"(p={p:.3f} {_n(m)}; too few launches for a claim)  ?"
     if m.verdict == "inconclusive":
         where = "within the floor" if "within" in m.note else "beyond the floor in this cell only"
         return fmt_pct(m.delta_pct), f"(p={p:.3f} n={m.a_n}+{m.b_n}; one launch a side: {where})  ?"
@@ -122,7 +124,7 @@ def _legend(r: DiffResult, corr: str) -> str:
     out = [f"~ : no significant change (p >= {ALPHA}, {corr})."]
     if launch:
         out.append("Where the launch noise is known (launches n+m, CI: the change's 95% CI): a t-test of the "
-                   "per-launch figures on the log scale, the launch variance pooled over the arm's cells; every "
+                   "per-launch figures on the log scale, the cell's own launch variance (both runs pooled); every "
                    "metric is tested this way.")
     if floor:
         out.append(f"One launch a side (n=requests): Mann-Whitney U on the per-request samples, and `?` "
@@ -150,6 +152,8 @@ def _noise_blocks(r: DiffResult) -> list:
                    f"±{r.floor_pct:g}% in the cell and arm-wide, with the per-request test agreeing; anything less "
                    "is inconclusive (`toolkit bench noise` calibrates this GPU and environment, `launches: 3` "
                    "measures it)")
+        if src.startswith("measured") and own_df(la, lb) < CLAIM_DF:
+            src += f" ({TOO_FEW_LAUNCHES})"
         items.append(f"{', '.join(arms)}: launches {la} (A) + {lb} (B); launch noise {src}")
     return [Heading("Launch noise", 3), Items(items)]
 
