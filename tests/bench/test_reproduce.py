@@ -15,7 +15,9 @@ from toolkit.schema.metrics import METRICS
 
 from tests.conftest import ROOT, run_cli
 
-SMALL = {"workloads": "[coding]", "concurrency": "[1]", "output_len": "8", "requests": "10", "warmup": "1"}
+# the dummy model's environment (seconds to make, no pin): these tests are about the mechanics, not the model
+SMALL = {"workloads": "[coding]", "environment": "../local-cpu.yaml",
+         "concurrency": "[1]", "output_len": "8", "requests": "10", "warmup": "1"}
 
 
 def _set(path: Path, key: str, value: str) -> None:
