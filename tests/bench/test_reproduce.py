@@ -197,6 +197,7 @@ def test_a_model_directory_is_referenced_and_its_chat_template_checked(tmp_path:
     (model / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}\n")
     (model / "model.safetensors").write_bytes(b"\0" * 4096)
     _plan(tmp_path)  # the copy of envs/
+    _set(tmp_path / "envs" / "matrices" / "quickstart.yaml", "environment", "../local-cpu.yaml")
     env = tmp_path / "envs" / "local-cpu.yaml"
     env.write_text(re.sub(r"model:\n(  .*\n)+", "model:\n  path: ../models/tiny\n", env.read_text()))
     plan = plan_run(load_spec(tmp_path / "envs" / "matrices" / "quickstart.yaml"))
