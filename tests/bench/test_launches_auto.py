@@ -60,7 +60,7 @@ def test_bad_values_are_spec_errors(tmp_path: Path) -> None:
                          ("launches: 2\nlaunches_auto: {halfwidth_pct: 0, max: 4}\n", "halfwidth_pct")):
         spec = tmp_path / "m.yaml"
         spec.write_text((ROOT / "envs/matrices/quickstart.yaml").read_text().replace(
-            "environment: ../local-cpu.yaml", f"environment: {ROOT / 'envs/local-cpu.yaml'}") + extra)
+            "environment: ../local-cpu-pair.yaml", f"environment: {ROOT / 'envs/local-cpu-pair.yaml'}") + extra)
         r = run_cli("validate", str(spec))
         assert r.returncode == 2 and words in r.stderr + r.stdout and "Traceback" not in r.stderr
 

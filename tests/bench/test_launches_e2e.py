@@ -14,7 +14,9 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 
-SMALL = {"workloads": "[coding]", "concurrency": "[1]", "output_len": "8", "requests": "8", "warmup": "1"}
+# the dummy model's environment (seconds to make, no pin): these tests are about the mechanics, not the model
+SMALL = {"workloads": "[coding]", "environment": "../local-cpu.yaml",
+         "concurrency": "[1]", "output_len": "8", "requests": "8", "warmup": "1"}
 EXIT = {"reproduced": 0, "differs": 1, "inconclusive": 3}
 
 

@@ -15,7 +15,9 @@ from toolkit.schema.metrics import METRICS
 
 from tests.conftest import ROOT, run_cli
 
-SMALL = {"workloads": "[coding]", "concurrency": "[1]", "output_len": "8", "requests": "10", "warmup": "1"}
+# the dummy model's environment (seconds to make, no pin): these tests are about the mechanics, not the model
+SMALL = {"workloads": "[coding]", "environment": "../local-cpu.yaml",
+         "concurrency": "[1]", "output_len": "8", "requests": "10", "warmup": "1"}
 
 
 def _set(path: Path, key: str, value: str) -> None:
@@ -195,6 +197,7 @@ def test_a_model_directory_is_referenced_and_its_chat_template_checked(tmp_path:
     (model / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}\n")
     (model / "model.safetensors").write_bytes(b"\0" * 4096)
     _plan(tmp_path)  # the copy of envs/
+    _set(tmp_path / "envs" / "matrices" / "quickstart.yaml", "environment", "../local-cpu.yaml")
     env = tmp_path / "envs" / "local-cpu.yaml"
     env.write_text(re.sub(r"model:\n(  .*\n)+", "model:\n  path: ../models/tiny\n", env.read_text()))
     plan = plan_run(load_spec(tmp_path / "envs" / "matrices" / "quickstart.yaml"))

@@ -78,6 +78,9 @@ def test_wheel_carries_templates_and_playbooks(wheel: Path) -> None:
     roles = {n.split("/")[4] for n in names if n.startswith("toolkit/_data/playbooks/roles/")}
     assert {"common", "docker", "facts", "nvidia_driver", "cuda_toolkit"} <= roles
     assert "toolkit/workloads/data/coding.jsonl" in names
+    # the quickstart's trained target (toolkit:quickstart-model), whose digest the environment pins
+    assert {"toolkit/_data/quickstart-model/model.safetensors", "toolkit/_data/quickstart-model/config.json",
+            "toolkit/_data/quickstart-model/tokenizer.json"} <= names
 
 
 def test_installed_wheel_works_from_any_folder(venv: Path, tmp_path: Path) -> None:
@@ -87,8 +90,8 @@ def test_installed_wheel_works_from_any_folder(venv: Path, tmp_path: Path) -> No
     where = run([py, "-c", "import toolkit; print(toolkit.__file__)"], cwd=work).stdout.strip()
     assert where.startswith(str(venv)) and not where.startswith(str(ROOT)), where
 
-    specs = [ROOT / "envs" / n for n in ("sglang-cu13-blackwell.yaml", "local-cpu.yaml", "hosts/blackwell.yaml",
-                                         "matrices/quickstart.yaml")]
+    specs = [ROOT / "envs" / n for n in ("sglang-cu13-blackwell.yaml", "local-cpu.yaml", "local-cpu-pair.yaml",
+                                         "hosts/blackwell.yaml", "matrices/quickstart.yaml")]
     run([tk, "validate", *map(str, specs)], cwd=work)
 
     r = run([tk, "render", "env", str(ROOT / "envs/sglang-cu13-blackwell.yaml"), "-o", "out/env"], cwd=work)

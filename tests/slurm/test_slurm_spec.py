@@ -103,7 +103,7 @@ def test_two_nodes_run_one_server_process_per_node(tmp_path):
 def test_a_port_the_job_picks_when_the_preset_has_none(tmp_path):
     path = tmp_path / "q.yaml"
     path.write_text((ROOT / "envs" / "matrices" / "quickstart.yaml").read_text()
-                    .replace("environment: ../local-cpu.yaml", f"environment: {ROOT / 'envs' / 'local-cpu.yaml'}")
+                    .replace("environment: ../local-cpu-pair.yaml", f"environment: {ROOT / 'envs' / 'local-cpu.yaml'}")
                     .replace("  kind: local\n", f"  kind: slurm\n  slurm: {{workdir: {tmp_path}}}\n"))
     r = run_cli("render", "slurm", str(path))
     assert r.returncode == 0, r.stderr

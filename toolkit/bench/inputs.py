@@ -29,7 +29,7 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
 from toolkit.schema.manifest import DriftRecord, InputFile, InputsRecord, Manifest
-from toolkit.specs import LoadedSpec, referenced_files, sha256_file
+from toolkit.specs import PACKAGED, LoadedSpec, referenced_files, sha256_file
 
 FILES = "inputs/files"
 REFERENCE_ONLY = {"ca_bundle"}  # roles whose bytes never go in an archive
@@ -98,13 +98,18 @@ def collect(plan) -> tuple[InputsRecord, dict[str, bytes]]:
     """The inputs listing of a planned run and the bytes to archive ({tree path: original bytes})."""
     entries = _entries(plan)
     secrets = secret_values(names=referenced_vars(plan.m.model_dump(mode="json")))  # as the archive writer masks
-    root = os.path.commonpath([os.path.dirname(_abs(p)) for _, _, p in entries])
+    env_model = getattr(plan.env_spec.model, "model", None)
+    packaged = _abs(plan.paths.model) if plan.paths.model is not None and env_model is not None and \
+        str(env_model.path or "").startswith(PACKAGED) else None  # toolkit:NAME, kept out of the tree's root
+    root = os.path.commonpath([os.path.dirname(_abs(p)) for _, _, p in entries if _abs(p) != packaged])
     files: list[InputFile] = []
     data: dict[str, bytes] = {}
     seen: set[str] = set()
     for key, role, p in entries:
         src = _abs(p)
         rel = PurePosixPath(*Path(os.path.relpath(src, root)).parts).as_posix()
+        if src == packaged:  # a model the toolkit ships: archived beside the specs' tree, under its name
+            rel = f"_toolkit/{Path(src).name}"
         if role == "model":
             files.append(InputFile(ref=key, role=role, path=rel, source=src, archived=False, files=_model_files(p)))
             for name in files[-1].files:

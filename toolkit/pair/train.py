@@ -461,6 +461,8 @@ def train(prep: Path, out: Path, recipe: Recipe, device: str | None = None, log=
     target, tinfo = train_target(tokens, recipe, tok, device, log)
     save_target(target, tok, out / "target")
     target = target.to(torch.float32) if device == "cpu" else target
+    if recipe.draft_steps == 0:  # a target alone (the quickstart's: n-gram speculation needs no drafter)
+        return _record(out, prep, recipe, device, {"target": tinfo, "seconds": round(time.time() - t0, 1)})
     parts = {"target": tinfo, **drafter(prep, target, tok, out, recipe, device, log)}
     return _record(out, prep, recipe, device, {**parts, "seconds": round(time.time() - t0, 1)})
 

@@ -64,14 +64,27 @@ class LoadedSpec:
             value = _get(self.model.model_dump(), keypath)
         m = self.mark(keypath)
         base = m.file.parent if m else self.path.parent
-        p = Path(value).expanduser()
-        p = p if p.is_absolute() else (base / p)
+        if str(value).startswith(PACKAGED):  # `toolkit:NAME`: a folder shipped in the toolkit (toolkit/_data/NAME)
+            base = packaged_dir()
+            p = base / str(value)[len(PACKAGED):]
+        else:
+            p = Path(value).expanduser()
+            p = p if p.is_absolute() else (base / p)
         if must_exist and not p.exists():
             raise self.error(keypath, f"file {value!r} does not exist (looked in {base}/)",
                              hint="paths in a spec are relative to the spec file that names them")
         if file and (folder := folder_not_file(p)):
             raise self.error(keypath, folder, hint=f"name the file inside it, e.g. {value.rstrip('/')}/NAME")
         return p
+
+
+PACKAGED = "toolkit:"  # a path-valued field's prefix naming a folder the toolkit ships (its package data)
+
+
+def packaged_dir() -> Path:
+    """toolkit/_data/ of this installation (a checkout, an editable install or a wheel): where `toolkit:NAME`
+    paths of a spec point (the quickstart's trained model: toolkit:quickstart-model)."""
+    return Path(__file__).resolve().parent.parent / "_data"
 
 
 def _get(data: Any, keypath: tuple) -> Any:

@@ -127,7 +127,9 @@ class DummyConfig(StrictModel):
 
 
 class Model(StrictModel):
-    path: str | None = Field(None, description="a model directory already on disk")
+    path: str | None = Field(None, description="a model directory already on disk (relative to the spec file), or "
+                                               "`toolkit:NAME`, one the toolkit ships in toolkit/_data/NAME "
+                                               "(toolkit:quickstart-model: the quickstart's trained target)")
     dummy: DummyModel | None = None
 
     @model_validator(mode="after")
@@ -164,8 +166,8 @@ class Environment(StrictModel):
                           "made from this recipe before a server starts (process launcher) or by "
                           "benchmarks/sglang_h200/make_models.py, so the spec (and its hash) says what is served")
     weights: Annotated[dict[str, Sha256] | None, Hash.omit_default("unset: an earlier environment's hash holds")] = Field(
-        None, description="model folders (or files) by path, absolute or relative to the spec file, with their "
-                          "sha256 (toolkit/serve/weights.py: a folder's digest is that of its sorted file listing); "
+        None, description="model folders (or files) by path, absolute, relative to the spec file or `toolkit:NAME`, "
+                          "with their sha256 (toolkit/serve/weights.py: a folder's digest is that of its sorted file listing); "
                           "a local launcher checks the ones its preset reads before the server starts, and the "
                           "archive records them. `python -m toolkit.pair pin FOLDER` prints the lines")
     servers: dict[Name, Preset] = Field(default_factory=dict, description="named server presets (flag: value)")

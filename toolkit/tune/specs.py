@@ -58,6 +58,8 @@ def _abs_paths(env: dict, env_spec: LoadedSpec) -> dict:
     m = env_spec.model
 
     def absolute(at: tuple, path: str) -> str:
+        if path.startswith("toolkit:"):  # a folder the toolkit ships: the same wherever the spec is written
+            return path
         return str(Path(env_spec.path_of(at, path)).resolve())
 
     if m.sglang:

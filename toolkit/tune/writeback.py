@@ -64,7 +64,7 @@ def _rebase(data, src_dir: Path, out_dir: Path) -> None:
 
     def fix(holder, key) -> None:
         v = holder.get(key) if hasattr(holder, "get") else None
-        if isinstance(v, str) and v and not os.path.isabs(os.path.expanduser(v)):
+        if isinstance(v, str) and v and not v.startswith("toolkit:") and not os.path.isabs(os.path.expanduser(v)):
             target = (src_dir / v).resolve()
             near = os.path.commonpath([target, out_dir.resolve()]) != os.sep
             holder[key] = os.path.relpath(target, out_dir.resolve()) if near else str(target)
