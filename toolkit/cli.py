@@ -70,8 +70,10 @@ def validate(
             check_patch_hashes(spec)
             if spec.kind == "Matrix":
                 from toolkit.bench.plan import check_matrix
+                from toolkit.tune.space import check_tune
 
-                check_matrix(spec)  # what the run refuses before it starts: target, workloads, tune block
+                # what the run refuses before it starts: target and workloads, then the tune block
+                check_tune(spec, check_matrix(spec))
             results.append({"path": str(p), "kind": spec.kind, "name": spec.name, "ok": True,
                             "warnings": spec.warnings})
             if not json_out:

@@ -158,10 +158,11 @@ RESULTS = DATA.parents[2] / "results"
 
 def test_a_misspelt_flag_as_real_sglang_rejected_it():
     """The archived H200 start with `speculative-algoritm`: SGLang's own argparse error, in seconds."""
+    from toolkit.results import compact
     from toolkit.serve.base import last_error_line
 
     for run in sorted((RESULTS / "sglang-h200-typo").iterdir()):
-        cell = json.loads((run / "summary.json").read_text())["cells"][0]
+        cell = json.loads(compact.read_text(run / "summary.json"))["cells"][0]
         assert cell["status"] == "failed" and "exited with code 2 during start-up" in cell["reason"]
         assert last_error_line(cell["log_tail"]) == "sglang serve: error: unrecognized arguments: --speculative-algoritm EAGLE3"
         secs = float(cell["reason"].rsplit("(", 1)[1].split(" s after launch")[0])
@@ -172,8 +173,10 @@ def test_the_archived_h200_run_holds_what_issue_13_asks():
     """Arms one after another on the one GPU, acceptance >= 1 per request, the 48 cap from /server_info."""
     import gzip
 
+    from toolkit.results import compact
+
     run = RESULTS / "sglang-h200" / "20261202T190515Z-52c8f2"
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["host"]["controller"]["engines"]["sglang"] == "0.5.17"
     assert manifest["host"]["controller"]["gpu"]["gpus"][0]["name"] == "NVIDIA H200"

@@ -425,18 +425,16 @@ def _representativeness(m: Matrix, training: Path | None, workloads: dict) -> li
     return out
 
 
-def check_matrix(spec: LoadedSpec) -> None:
+def check_matrix(spec: LoadedSpec) -> LoadedSpec:
     """What a run refuses of a Matrix before it starts, without starting anything, through the functions the
     runs call themselves: the target as plan_target plans it (arms, synthetic acceptance, paths, hosts, slots,
-    a Slurm target's job folder), every workload read (load_workloads: a trace file's every line, a prompt
-    file, a bundled name) and the `tune:` block as `bench tune --arm ARM` checks it, for every arm it names.
-    `toolkit validate` calls it, so validate refuses what a run would. (The Environment is validated as a spec
-    of its own: `toolkit validate env.yaml`.)"""
-    from toolkit.tune.space import check_tune
-
+    a Slurm target's job folder) and every workload read (load_workloads: a trace file's every line, a prompt
+    file, a bundled name). Returns the matrix's Environment. `toolkit validate` calls it, then the tuner's
+    check of the `tune:` block (the tuner sits above bench, so bench does not call it), so validate refuses
+    what a run would. (The Environment is validated as a spec of its own: `toolkit validate env.yaml`.)"""
     plan = plan_target(spec)
     load_workloads(spec, plan.paths.training_data)
-    check_tune(spec, plan.env_spec)
+    return plan.env_spec
 
 
 def load_environment(spec: LoadedSpec) -> LoadedSpec:
