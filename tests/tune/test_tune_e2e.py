@@ -96,7 +96,7 @@ def test_tune_acceptance_json_archives_and_the_tuned_environment(tmp_path):
     assert "Confirmation on held-out prompts" in (session / "report.md").read_text()
 
     # the tuned environment: valid, the ngram preset changed and commented, the rest as it was
-    src = ROOT / "envs" / "local-cpu.yaml"
+    src = ROOT / "envs" / "matrices" / _Q.environment  # the quickstart's environment
     assert run_cli("validate", str(out)).returncode == 0
     tuned, before = load_spec(out).model, load_spec(src).model
     gen = tuned.request_params["ngram"]["generation_config"]
