@@ -1,6 +1,6 @@
 """Issue 43, validate refuses what the run refuses before it starts: a bad trace file validated `ok` and the run
-then refused it. `toolkit validate` calls toolkit.bench.plan.check_matrix, the function plan_run calls
-(load_workloads), so the two cannot disagree."""
+then refused it. `toolkit validate` calls toolkit.tune.space.check_matrix, which calls bench.plan.check_matrix, the
+function plan_run calls (load_workloads), so the two cannot disagree."""
 
 from __future__ import annotations
 

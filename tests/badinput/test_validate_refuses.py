@@ -1,7 +1,7 @@
 """Issue 43, validate refuses what a run refuses before it starts: a `tune:` block that `bench tune` refuses (an
 arm it does not name, a knob the arm's engine cannot take, a value out of range, a baseline tuned), a Slurm
 target whose job folder an #SBATCH line cannot name, a trace path that is a folder. Each at its key's line with
-a hint. `toolkit validate` calls toolkit.bench.plan.check_matrix, which runs plan_target (what every run plans
+a hint. `toolkit validate` calls toolkit.tune.space.check_matrix, which runs plan_target (what every run plans
 first, Slurm checks included) and toolkit.tune.space.check_tune (check_space, what `bench tune` calls), so
 validate and the runs share their checks."""
 
@@ -13,10 +13,10 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.helpers import write_matrix
-from toolkit.bench.plan import check_matrix, plan_target
+from toolkit.bench.plan import plan_target
 from toolkit.errors import SpecError
 from toolkit.specs import load_spec
-from toolkit.tune.space import check_space
+from toolkit.tune.space import check_matrix, check_space
 
 LOAD = "arms: [baseline, ngram]\nworkloads: [chat]\nrequests: 4\nconcurrency: [1]\n"  # lines 4-7
 

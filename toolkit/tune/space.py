@@ -87,6 +87,15 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
     return space
 
 
+def check_matrix(mspec: LoadedSpec) -> None:
+    """Everything a run of this Matrix refuses before it starts (`toolkit validate` calls it): what
+    bench.plan.check_matrix checks (target, workloads), then the `tune:` block as `bench tune` checks it.
+    It lives here, on the tuner's floor, because the tuner sits above bench."""
+    from toolkit.bench.plan import check_matrix as check_run
+
+    check_tune(mspec, check_run(mspec))
+
+
 def check_tune(mspec: LoadedSpec, env_spec: LoadedSpec) -> None:
     """A Matrix's `tune:` block as `bench tune --arm ARM` checks it, for every arm it names (toolkit validate);
     nothing when there is none. SGLang's flags against its source are left to the tune run (check_sglang_flags
