@@ -7,6 +7,10 @@ What is compacted (`compactable`): server logs (*.log) and JSON files of COMPACT
 folder's kind is read from them), inputs/ (the reproduce copies, compared byte for byte) or slurm/. Records are
 already .jsonl.gz. A run that resume could still complete (interrupted) is not compacted. gzip level 9 without name or mtime: the same bytes every time.
 
+When: at finalize. `ArchiveWriter.finalize` (bench matrix, tune's runs, bench noise's runs, imports) and a tune
+session's finish call `finish` once the folder's SHA256SUMS is written, unless the run was interrupted (resume
+then reads and appends to plain files). `toolkit results compact` remains for archives written before.
+
 Integrity: SHA256SUMS lists the bytes as stored (NAME.gz), so `sha256sum -c SHA256SUMS` still checks every
 file. `compact` first checks the folder's SHA256SUMS (a folder that does not verify is left as it is), then
 keeps the original line of each file it compresses in SHA256SUMS.orig (the digest of NAME as the run
@@ -77,17 +81,31 @@ def compact(folder: Path) -> list[str]:
     return done + _compact_one(folder)
 
 
-def _compact_one(folder: Path) -> list[str]:
+def finish(folder: Path) -> list[str]:
+    """Compact a folder just finalized (its SHA256SUMS freshly written by the caller, so not checked again);
+    an interrupted run is left plain (nothing is raised): resume completes it."""
+    folder = Path(folder)
+    if is_run_archive(folder) and _interrupted(folder):
+        return []
+    return _compact_one(folder, check=False)
+
+
+def _interrupted(folder: Path) -> bool:
+    """As Archive.interrupted: no summary (killed), or stopped by a signal."""
+    summary = json.loads(read_text(folder / "summary.json")) if exists(folder / "summary.json") else None
+    return summary is None or bool(summary.get("interrupted"))
+
+
+def _compact_one(folder: Path, check: bool = True) -> list[str]:
     if not (folder / SUMS).is_file():
         raise ToolkitError(f"{folder} has no {SUMS}: only a finished folder is compacted", file=folder)
-    problems = check_sums(folder)
+    problems = check_sums(folder) if check else []
     if problems:
         rel, msg = problems[0]
         raise ToolkitError(f"{folder} does not verify ({rel}: {msg}); it is left as it is", file=folder,
                            hint="`toolkit results verify` lists every problem")
-    if is_run_archive(folder):  # as Archive.interrupted: no summary (killed), or stopped by a signal
-        summary = json.loads(read_text(folder / "summary.json")) if exists(folder / "summary.json") else None
-        if summary is None or summary.get("interrupted"):
+    if is_run_archive(folder):
+        if _interrupted(folder):
             raise ToolkitError(f"{folder} was interrupted: resume may still complete it, so it is left as it is",
                                file=folder)
     files = folder_files(folder)
@@ -95,11 +113,13 @@ def _compact_one(folder: Path) -> list[str]:
     if not todo:
         return []
     listed = dict(reversed(ln.split("  ", 1)) for ln in (folder / SUMS).read_text().splitlines())
-    orig = (folder / ORIG).read_text() if (folder / ORIG).is_file() else ""
-    orig += "".join(f"{listed[r]}  {r}\n" for r in todo)
+    orig = dict(reversed(ln.split("  ", 1)) for ln in
+                ((folder / ORIG).read_text().splitlines() if (folder / ORIG).is_file() else []))
+    orig.update({r: listed[r] for r in todo})  # a run finalized again (resumed): the newest bytes of NAME
+    orig_text = "".join(f"{d}  {r}\n" for r, d in orig.items())
     for r in todo:
         write_atomic(folder / (r + GZ), gzip.compress((folder / r).read_bytes(), compresslevel=9, mtime=0))
-    write_atomic(folder / ORIG, orig)
+    write_atomic(folder / ORIG, orig_text)
     for r in todo:
         (folder / r).unlink()
     write_sums(folder)
