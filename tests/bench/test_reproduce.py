@@ -14,6 +14,7 @@ from toolkit.results.equivalence import DEFAULT_MARGIN_PCT
 from toolkit.schema.metrics import METRICS
 
 from tests.conftest import ROOT, run_cli
+from toolkit.results import compact
 
 # the dummy model's environment (seconds to make, no pin): these tests are about the mechanics, not the model
 SMALL = {"workloads": "[coding]", "environment": "../local-cpu.yaml",
@@ -86,7 +87,7 @@ def test_reproduce_runs_the_archived_matrix_not_the_checkout(original) -> None:
     assert (m1["matrix"]["hash"], m1["environment"]["hash"]) == (m0["matrix"]["hash"], m0["environment"]["hash"])
     assert "no-such-flag" not in m1["arms"]["ngram"]["command"]
     assert m1["arms"]["ngram"]["request_params"]["generation_config"]["prompt_lookup_num_tokens"] == 8
-    cells = json.loads((new / "summary.json").read_text())["cells"]
+    cells = json.loads(compact.read_text(new / "summary.json"))["cells"]
     assert all(c["status"] == "ok" and c["output_len"] == 8 for c in cells)
     assert run_cli("results", "verify", str(new)).returncode == 0  # its own inputs/ included
     env_bytes = (run / "inputs" / "files" / "local-cpu.yaml").read_bytes()

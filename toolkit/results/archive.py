@@ -195,7 +195,7 @@ class ArchiveWriter:
             write_json(self.path / "summary.json", data)
             write_atomic(self.path / "report.md", report_md or f"# {self.manifest.matrix_name} {self.run_id}\n")
             write_sums(self.path)
-            if compact and not interrupted:  # compacted as written; an interrupted run stays plain for --resume
+            if compact:  # compacted as written; an interrupted run stays plain for --resume
                 finish(self.path)
         return self.path
 

@@ -91,9 +91,13 @@ def finish(folder: Path) -> list[str]:
 
 
 def _interrupted(folder: Path) -> bool:
-    """As Archive.interrupted: no summary (killed), or stopped by a signal."""
+    """As Archive.interrupted: no summary (killed), or stopped by a signal (a summary without the field:
+    `partial` meant interrupted, as toolkit.schema.manifest.load_summary reads it)."""
     summary = json.loads(read_text(folder / "summary.json")) if exists(folder / "summary.json") else None
-    return summary is None or bool(summary.get("interrupted"))
+    if summary is None:
+        return True
+    flag = summary.get("interrupted")
+    return summary.get("status") == "partial" if flag is None else bool(flag)
 
 
 def _compact_one(folder: Path, check: bool = True) -> list[str]:
