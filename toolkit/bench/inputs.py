@@ -31,13 +31,13 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
+from toolkit.results.compact import STORE
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
 from toolkit.schema.manifest import DriftRecord, InputFile, InputsRecord, Manifest
 from toolkit.specs import PACKAGED, LoadedSpec, referenced_files, sha256_file
 
 FILES = "inputs/files"
-STORE = "inputs/sha256"  # a tune session's shared input store, by content
 
 
 def stored_at(run: Path, f: InputFile) -> Path:

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 from toolkit.checksums import NAME as SUMS, ORIG, check_sums, folder_files, is_run_archive, write_sums
 from toolkit.errors import ToolkitError
-from toolkit.fsutil import write_atomic
+from toolkit.fsutil import sha256_file, write_atomic
 
 COMPACT_MIN = 1024
 GZ = ".gz"
 KEPT = ("manifest.json", "tune.json")
+STORE = "inputs/sha256"  # a tune session's inputs, once for all its runs, by content (toolkit.bench.inputs)
 
 
 def stored(path: Path) -> Path:
@@ -73,12 +75,57 @@ def compactable(rel: str, size: int) -> bool:
 def compact(folder: Path) -> list[str]:
     """Compact one finished folder (a run archive or a tune session) and the run archives nested in it;
     returns the files compressed (relative to folder). A folder without SHA256SUMS, or whose sums do not
-    match, is refused: its evidence would be lost."""
+    match, is refused: its evidence would be lost. In a tune session written before runs shared their inputs,
+    each nested run's inputs/files/ also move to the session's store (share_inputs)."""
     folder = Path(folder)
+    session = (folder / "tune.json").is_file() and (folder / SUMS).is_file()
+    if session:
+        _compact_one(folder, compress=False)  # only the check: the session must verify before anything moves
     done: list[str] = []
+    moved = False
     for sub in sorted(p for p in folder.rglob("*") if p.is_dir() and is_run_archive(p)):
         done += [f"{sub.relative_to(folder).as_posix()}/{r}" for r in _compact_one(sub)]
+        if session:
+            shared = share_inputs(sub, folder / STORE)
+            moved = moved or bool(shared)
+            done += [f"{sub.relative_to(folder).as_posix()}/{r}" for r in shared]
+    if moved:
+        write_sums(folder)  # the session's list now covers the store's blobs
     return done + _compact_one(folder)
+
+
+def share_inputs(run: Path, store: Path) -> list[str]:
+    """Move a run's archived inputs (inputs/files/<path>, not scrubbed) to the shared store at <sha256>, the
+    manifest's entry naming the store relative to the run (InputFile.store), and write the run's SHA256SUMS
+    again; each file's bytes are checked against the manifest's sha256 first. Returns the files moved."""
+    manifest = json.loads((run / "manifest.json").read_text())
+    files = (manifest.get("inputs") or {}).get("files") or []
+    rel_store = os.path.relpath(store, run).replace(os.sep, "/")
+    moved: list[str] = []
+    for f in files:
+        src = run / "inputs" / "files" / str(f.get("path"))
+        if f.get("store") or not f.get("archived", True) or f.get("scrubbed") or not src.is_file():
+            continue
+        if sha256_file(src) != f.get("sha256"):
+            raise ToolkitError(f"{src} is not the bytes its manifest lists; it is left as it is", file=src)
+        blob = store / f["sha256"]
+        if not blob.is_file():
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(blob, src.read_bytes())
+        f["store"] = rel_store
+        moved.append(f"inputs/files/{f['path']}")
+    if not moved:
+        return []
+    write_atomic(run / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    for rel in moved:
+        (run / rel).unlink()
+    for d in sorted((p for p in (run / "inputs").rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(d.iterdir()):
+            d.rmdir()
+    if (run / "inputs").is_dir() and not any((run / "inputs").iterdir()):
+        (run / "inputs").rmdir()
+    write_sums(run)
+    return moved
 
 
 def finish(folder: Path) -> list[str]:
@@ -100,7 +147,7 @@ def _interrupted(folder: Path) -> bool:
     return summary.get("status") == "partial" if flag is None else bool(flag)
 
 
-def _compact_one(folder: Path, check: bool = True) -> list[str]:
+def _compact_one(folder: Path, check: bool = True, compress: bool = True) -> list[str]:
     if not (folder / SUMS).is_file():
         raise ToolkitError(f"{folder} has no {SUMS}: only a finished folder is compacted", file=folder)
     problems = check_sums(folder) if check else []
@@ -112,6 +159,8 @@ def _compact_one(folder: Path, check: bool = True) -> list[str]:
         if _interrupted(folder):
             raise ToolkitError(f"{folder} was interrupted: resume may still complete it, so it is left as it is",
                                file=folder)
+    if not compress:
+        return []
     files = folder_files(folder)
     todo = [r for r in files if compactable(r, (folder / r).stat().st_size)]
     if not todo:
