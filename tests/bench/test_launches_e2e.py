@@ -64,7 +64,7 @@ def test_rounds_interleaved_recorded_and_cells_archived_per_launch(launched) -> 
     for arm, recs in summary["derived"]["launches"].items():
         assert [r["launch"] for r in recs] == [0, 1] and all(r["ok"] and r["startup_s"] > 0 for r in recs)
         assert [r["log_file"] for r in recs] == [f"logs/{arm}.log", f"logs/{arm}__l1.log"]
-        assert all((run / r["log_file"]).is_file() for r in recs)
+        assert all(compact.exists(run / r["log_file"]) for r in recs)  # logs/NAME.log.gz: compacted
         for r in recs:  # the order the rounds say
             assert r["position"] == m["rounds"][r["launch"]].index(arm)
     starts = {(arm, r["launch"]): r["started_at"] for arm, recs in summary["derived"]["launches"].items() for r in recs}
