@@ -160,7 +160,8 @@ class SourceRecord(_Open):
 class InputFile(_Open):
     """One file (or directory) the run read. `path` is its place in the replay tree: the files keep their
     layout relative to their common folder, so relative paths in the specs still resolve. Archived files
-    lie at inputs/files/<path> (or <store>/<sha256>: a tune session's runs share one copy); references (CA bundles, a model directory) are checked at `source`."""
+    lie at inputs/files/<path> (or <store>/<sha256>: a tune session's runs share one copy); references
+    (CA bundles, a model directory) are checked at `source`."""
 
     ref: str = Field(description="what needed it: matrix, environment, <spec>:<field> (e.g. matrix:workloads[0].path)")
     role: str = Field(description="spec | patch | workload | holdout | training_data | ca_bundle | model | model_file")
