@@ -188,8 +188,9 @@ def compact_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
                     help="runs or folders to compact, with the run archives nested in them (default: everything "
                          "under --root)")] = None,
                 root: Root = Path("results")) -> None:
-    """Store a finished archive's large text files gzipped (server logs, JSON of 4 KiB or more: NAME.gz,
-    read transparently), in run archives and tune sessions. Each folder's SHA256SUMS is checked first and
+    """Store a finished archive's large text files gzipped (server logs, JSON of 1 KiB or more: NAME.gz,
+    read transparently), in run archives and tune sessions, as runs are now written at finalize: for archives
+    written before. In a tune session, its runs' inputs/files/ move to the session's inputs/sha256/ store. Each folder's SHA256SUMS is checked first and
     rewritten to list the stored bytes; the original digests stay in SHA256SUMS.orig, and verify checks the
     decompressed files against them. A folder without SHA256SUMS is skipped; one that does not verify is
     refused (exit 1). Running it again changes nothing."""
