@@ -37,7 +37,7 @@ def test_the_probes_set_the_rates_and_are_recorded(swept: Path) -> None:
     assert sweep["probe_concurrency"] == 12  # every measured request at once
     assert sweep["rates"] == sweep_rates(sweep["sync_rate"], sweep["saturation_rate"], 3)
     for kind, conc in (("sync", 1), ("throughput", 12)):
-        probe = json.loads((swept / sweep["probes"][kind]).read_text())
+        probe = json.loads(compact.read_text(swept / sweep["probes"][kind]))  # probes/KIND.json.gz: compacted
         assert probe["status"] == "ok" and probe["concurrency"] == conc and probe["n_requests"] == 12
         rate = sweep["sync_rate"] if kind == "sync" else sweep["saturation_rate"]
         assert probe["metrics"]["request_s"]["mean"] == pytest.approx(rate)
