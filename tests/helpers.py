@@ -105,3 +105,12 @@ def wait_for(cond, timeout_s: float, what: str):
             return v
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def archive_bytes(folder: Path) -> bytes:
+    """Every file under folder as a reader sees it (NAME.gz and *.jsonl.gz decompressed: runs are compacted at
+    finalize), concatenated: what a test searches for a secret or a kept string."""
+    import gzip
+
+    return b"".join(gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+                    for p in sorted(Path(folder).rglob("*")) if p.is_file())

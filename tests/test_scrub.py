@@ -5,6 +5,8 @@ every secret planted in them goes while every counter stays."""
 
 from __future__ import annotations
 
+from tests.helpers import archive_bytes
+
 import gzip
 import json
 import re
@@ -51,7 +53,7 @@ def archive_caller(tmp: Path, text: str, env: dict, monkeypatch) -> bytes:
                                         "environment": {"resolved": {"env": {"HF_TOKEN": "hf-env-value-1", **env}}}})
     w.write_file("logs/a.log", text + "\n")
     w.finalize("complete", derived={"note": text})
-    return b"".join(p.read_bytes() for p in w.path.rglob("*") if p.is_file())
+    return archive_bytes(w.path)
 
 
 def provision_caller(tmp: Path, text: str, env: dict, monkeypatch) -> bytes:  # noqa: ARG001
@@ -62,7 +64,7 @@ def provision_caller(tmp: Path, text: str, env: dict, monkeypatch) -> bytes:  # 
     (run / "artifacts" / "ansible" / "stdout").write_text(text + "\n")
     (run / "artifacts" / "ansible" / "job_events" / "1.json").write_text(json.dumps({"stdout": text}))
     scrub_run_dir(run, {"HOME": "/root", **env})
-    return b"".join(p.read_bytes() for p in run.rglob("*") if p.is_file())
+    return archive_bytes(run)
 
 
 CALLERS = {"archive": archive_caller, "provision": provision_caller}
@@ -138,5 +140,5 @@ def test_the_api_key_env_variable_value_goes_whatever_its_name(tmp_path, monkeyp
                                                                               "api_key_env": "GATEWAY_CRED"}}}})
     w.write_file("logs/a.log", "401 for key gw-1x2y3z-opaque\n")
     w.finalize("complete", derived={"note": "sent gw-1x2y3z-opaque"})
-    blob = b"".join(p.read_bytes() for p in w.path.rglob("*") if p.is_file())
+    blob = archive_bytes(w.path)
     assert b"gw-1x2y3z-opaque" not in blob and b"GATEWAY_CRED" in blob

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tests.conftest import run_cli
+from toolkit.results import compact
 
 REASON = "num_beams must be a positive integer, got 0"
 
@@ -66,7 +67,7 @@ def test_a_cell_whose_every_request_failed_is_a_failed_cell_with_the_servers_rea
         server.shutdown()
     assert r.returncode == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-3000:])
     run = next((results / "lied").iterdir())
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     assert summary["status"] == "failed", summary["status"]
     (cell,) = summary["cells"]
     assert cell["status"] == "failed" and cell["n_errors"] == 3

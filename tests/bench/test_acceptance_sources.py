@@ -27,6 +27,7 @@ from tests.helpers import served
 from toolkit.bench.acceptance import counters
 from toolkit.schema.metrics import ACCEPT_SOURCES
 from toolkit.serve.sglang import parse_metrics
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 
@@ -118,7 +119,7 @@ def run_matrix(m: Path, results: Path) -> tuple[Path, dict]:
     r = run_cli("bench", "matrix", str(m), "--results", str(results), "--json", timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
-    return run, json.loads((run / "summary.json").read_text())
+    return run, json.loads(compact.read_text(run / "summary.json"))
 
 
 def test_the_recorded_counters_are_the_per_request_figures_summed():

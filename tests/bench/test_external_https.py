@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from toolkit.results import compact
 
 KEY_ENV = "TOOLKIT_TEST_GATEWAY_KEY"
 
@@ -173,7 +174,7 @@ def test_https_target_with_api_key_runs_and_never_writes_the_key(tmp_path: Path,
                 timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     assert summary["status"] == "complete" and len(summary["cells"]) == 4
     assert all(c["status"] == "ok" and c["n_errors"] == 0 for c in summary["cells"]), summary["cells"]
     # every request (health, server_info, the measured ones) carried the key over TLS

@@ -18,6 +18,7 @@ from tests.bench.test_external_https import make_ca_and_server_cert
 from tests.conftest import run_cli
 from toolkit.errors import ToolFailure
 from toolkit.serve.base import REFUSED_GRACE_S, ExternalLauncher
+from toolkit.results import compact
 
 
 class Starting(BaseHTTPRequestHandler):
@@ -82,7 +83,7 @@ def test_refused_connection_fails_the_run_within_seconds_with_the_reason(tmp_pat
     r = run_cli("bench", "matrix", str(m), "--results", str(results), timeout=300)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
     run = next((results / "ext").iterdir())
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     assert summary["status"] == "failed"
     for c in summary["cells"]:
         assert "connection refused: nothing listens on 127.0.0.1" in c["reason"], c["reason"]

@@ -18,6 +18,7 @@ from tests.helpers import write_matrix
 from toolkit.bench.hostload import HostLoad, active_run, other_runs
 from toolkit.schema.eligibility import busy_check
 from toolkit.schema.progress import RunProgress
+from toolkit.results import compact
 
 # n busy loops in processes of their own, outside this process's tree (as a second matrix on the host
 # would be): the launcher forks them, prints their pids and exits, so they are re-parented
@@ -93,10 +94,10 @@ def test_a_cell_beside_a_cpu_hog_carries_the_busy_host_warning(tmp_path: Path) -
     # the quiet cell is judged by the same rule: marked only if the machine was busy without the hog
     assert bool(quiet.checks) == (busy_check(quiet.host) is not None)
     assert {c.check for c in quiet.checks} <= {"busy-host", "stall"}
-    stored = json.loads((res.path / "cells" / f"{hog.done[1]}.json").read_text())
+    stored = json.loads(compact.read_text(res.path / "cells" / f"{hog.done[1]}.json"))
     assert stored["checks"][0]["check"] == "busy-host" and stored["host"]["foreign_cores"] > threshold
     print("quiet", quiet.host, "\nhogged", busy.host)  # the figures docs/results.md quotes
-    summary = json.loads((res.path / "summary.json").read_text())
+    summary = json.loads(compact.read_text(res.path / "summary.json"))
     assert any(c["check"] == "busy-host" and "c=2" in c["message"] for c in summary["derived"]["methodology"])
 
 

@@ -15,6 +15,7 @@ from tests.conftest import ROOT, run_cli
 from toolkit.bench import derive
 from toolkit.bench.matrix import _auto_round
 from toolkit.specs.matrix import LaunchesAuto
+from toolkit.results import compact
 
 
 def _plan(launches: int = 2, halfwidth: float = 10.0, top: int = 5):
@@ -71,7 +72,7 @@ def test_a_width_never_reached_runs_the_most_rounds_and_is_complete(tmp_path: Pa
     r = run_cli("bench", "matrix", str(spec), "--results", str(tmp_path / "results"), "--json", timeout=1500)
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     auto = summary["derived"]["launches_auto"]
     assert auto["stopped"] == "max" and auto["rounds_run"] == 3 and auto["widest_pct"] > 0.001
     assert summary["status"] == "complete" and summary["derived"]["cells_planned"] == 2 * 3

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
+from toolkit.results import compact
 
 # the dummy model's environment (seconds to make, no pin): these tests are about the mechanics, not the model
 SMALL = {"workloads": "[coding]", "environment": "../local-cpu.yaml",
@@ -55,15 +56,15 @@ def test_rounds_interleaved_recorded_and_cells_archived_per_launch(launched) -> 
     assert m["launches"] == 2 and len(m["rounds"]) == 2
     assert all(sorted(r) == ["baseline", "ngram"] for r in m["rounds"])
     assert m["determinism"]["greedy"] and m["determinism"]["dummy_model"]  # what makes tokens repeat
-    cells = sorted(p.name for p in (run / "cells").glob("*.json"))
+    cells = sorted(p.name for p in compact.glob(run / "cells", "*.json"))
     assert cells == ["baseline__coding__c1__r0.json", "baseline__coding__c1__r0__l1.json",
                      "ngram__coding__c1__r0.json", "ngram__coding__c1__r0__l1.json"]
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     assert {(c["arm"], c["launch"]) for c in summary["cells"]} == {(a, la) for a in ("baseline", "ngram") for la in (0, 1)}
     for arm, recs in summary["derived"]["launches"].items():
         assert [r["launch"] for r in recs] == [0, 1] and all(r["ok"] and r["startup_s"] > 0 for r in recs)
         assert [r["log_file"] for r in recs] == [f"logs/{arm}.log", f"logs/{arm}__l1.log"]
-        assert all((run / r["log_file"]).is_file() for r in recs)
+        assert all(compact.exists(run / r["log_file"]) for r in recs)  # logs/NAME.log.gz: compacted
         for r in recs:  # the order the rounds say
             assert r["position"] == m["rounds"][r["launch"]].index(arm)
     starts = {(arm, r["launch"]): r["started_at"] for arm, recs in summary["derived"]["launches"].items() for r in recs}
@@ -86,7 +87,7 @@ def test_resume_runs_only_the_missing_launch_cells(launched, tmp_path: Path) -> 
     gone = "ngram__coding__c1__r0__l1"
     for p in (copy / "cells").glob(f"{gone}.*"):
         p.unlink()
-    summary = json.loads((copy / "summary.json").read_text())
+    summary = json.loads(compact.read_text(copy / "summary.json"))
     summary["status"], summary["interrupted"] = "partial", True  # as a killed run leaves it: resume completes it
     summary["cells"] = [c for c in summary["cells"] if not (c["arm"] == "ngram" and c["launch"] == 1)]
     (copy / "summary.json").write_text(json.dumps(summary))
@@ -95,8 +96,8 @@ def test_resume_runs_only_the_missing_launch_cells(launched, tmp_path: Path) -> 
     r = run_cli("bench", "matrix", str(spec), "--resume", str(copy), "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert all((copy / "cells" / name).read_bytes() == data for name, data in kept.items())  # not rerun
-    assert (copy / "cells" / f"{gone}.json").is_file()
-    after = json.loads((copy / "summary.json").read_text())
+    assert compact.exists(copy / "cells" / f"{gone}.json")
+    after = json.loads(compact.read_text(copy / "summary.json"))
     assert after["status"] == "complete" and len(after["cells"]) == 4
     before_l = {(a, x["launch"]): x["started_at"] for a, xs in summary["derived"]["launches"].items() for x in xs}
     after_l = {(a, x["launch"]): x["started_at"] for a, xs in after["derived"]["launches"].items() for x in xs}
@@ -158,7 +159,7 @@ def test_bench_noise_archives_a_calibration_that_single_launch_verdicts_use(tmp_
     r = run_cli("bench", "matrix", str(spec), "--results", str(results), "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
-    assert json.loads((run / "summary.json").read_text())["derived"]["noise"] == {"source": "calibration",
+    assert json.loads(compact.read_text(run / "summary.json"))["derived"]["noise"] == {"source": "calibration",
                                                                                  "calibration": cal.name}
     d = run_cli("results", "diff", str(run), str(run), "--json")
     out = json.loads(d.stdout)

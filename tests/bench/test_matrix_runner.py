@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from tests.helpers import write_matrix
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +39,18 @@ def tree_digest(run: Path) -> dict[str, tuple[str, int]]:
             for p in sorted(run.rglob("*")) if p.is_file()}
 
 
+def logical_digest(run: Path) -> dict[str, str]:
+    """sha256 of each file as readers see it (NAME for a compacted NAME.gz, decompressed)."""
+    out = {}
+    for p in sorted(run.rglob("*")):
+        if p.is_file() and p.name not in ("SHA256SUMS", "SHA256SUMS.orig"):
+            rel = str(p.relative_to(run))
+            plain = rel.endswith(".gz") and not rel.endswith(".jsonl.gz")
+            out[rel[:-3] if plain else rel] = hashlib.sha256(compact.read_bytes(run / rel[:-3]) if plain
+                                                             else p.read_bytes()).hexdigest()
+    return out
+
+
 def only_run(results: Path) -> Path:
     runs = [p for p in (results / "t").iterdir() if p.is_dir()]
     assert len(runs) == 1, runs
@@ -51,7 +65,11 @@ def test_matrix_parallel_slots_crashing_arm_and_untouched_archive(tmp_path: Path
     out = json.loads(r.stdout)
     run = Path(out["run"])
     assert out["status"] == "partial" and not out["interrupted"] and out["why"] == "4 of 12 cells failed"
-    summary = json.loads((run / "summary.json").read_text())
+    assert (run / "summary.json.gz").is_file() and not (run / "summary.json").exists()  # compacted at finalize
+    assert (run / "SHA256SUMS.orig").is_file() and any(run.glob("logs/*.log.gz"))
+    if shutil.which("sha256sum"):
+        assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=run).returncode == 0
+    summary = json.loads(compact.read_text(run / "summary.json"))
     assert summary["status"] == "partial" and summary["interrupted"] is False
     cells = summary["cells"]
     assert len(cells) == 3 * 2 * 2
@@ -113,12 +131,14 @@ def test_killed_run_resumes_only_missing_cells(tmp_path: Path) -> None:
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, output  # interrupted (README "Exit codes")
     run = only_run(results)
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     assert summary["status"] == "partial" and summary["interrupted"] is True, output[-2000:]
     assert "run partial (interrupted after" in output and "--resume completes it" in output
-    done_before = {p.name for p in (run / "cells").glob("*.json")}
+    done_before = {p.name for p in compact.glob(run / "cells", "*.json")}
     assert 0 < len(done_before) < 8
-    before = {k: v for k, v in tree_digest(run).items() if k.startswith("cells/")}
+    # an interrupted run is left plain (resume reads and appends to it), then compacted once complete
+    assert (run / "summary.json").is_file() and not list(run.rglob("*.json.gz")) and not (run / "SHA256SUMS.orig").exists()
+    before = {k: v for k, v in logical_digest(run).items() if k.startswith("cells/")}
     # no engine outlives the killed run
     from toolkit.serve import model_dir_for
     from toolkit.specs import load_spec
@@ -130,11 +150,12 @@ def test_killed_run_resumes_only_missing_cells(tmp_path: Path) -> None:
     assert not _serving(model_dir), "a transformers serve process outlived the killed run"
     r = run_cli("bench", "matrix", str(m), "--results", str(results), "--resume", str(run), "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    after = tree_digest(run)
+    after = logical_digest(run)
     for k, v in before.items():
         assert after[k] == v, f"{k} was rewritten by --resume"
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     assert summary["status"] == "complete" and len(summary["cells"]) == 8
+    assert (run / "summary.json.gz").is_file() and not (run / "summary.json").exists()  # compacted once complete
     assert run_cli("results", "verify", str(run)).returncode == 0
 
 
@@ -165,7 +186,7 @@ def test_matrix_with_training_data_scores_workloads_and_strict_fails(tmp_path: P
     # the runner's printed tables are `results show`'s, from the one report model
     show = run_cli("results", "show", str(run))
     assert show.returncode == 0 and "Cells\narm " in show.stdout and show.stdout in r.stdout
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     d = summary["derived"]
     verdicts = {x["workload"]: x["verdict"] for x in d["representativeness"]}
     assert verdicts["encyclopedic"] == "far" and verdicts["match-training"] == "close"

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.helpers import FAKE_SGLANG
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +85,7 @@ def run_matrix(m: Path, results: Path, code: int = 0, env: dict | None = None) -
     r = run_cli("bench", "matrix", str(m), "--results", str(results), "--json", timeout=600, env=env)
     assert r.returncode == code, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
-    return run, json.loads((run / "summary.json").read_text()), json.loads((run / "manifest.json").read_text())
+    return run, json.loads(compact.read_text(run / "summary.json")), json.loads((run / "manifest.json").read_text())
 
 
 def checks(summary: dict, name: str) -> list[dict]:
@@ -202,7 +203,7 @@ def test_misspelt_flag_fails_the_arm_in_seconds_with_sglangs_error(tmp_path: Pat
     assert typo and typo[0]["status"] == "failed"
     assert "exited with code 2 during start-up: launch_server.py: error: unrecognized arguments: --speculative-algoritm EAGLE3" in typo[0]["reason"]
     assert "unrecognized arguments: --speculative-algoritm EAGLE3" in typo[0]["log_tail"]
-    assert "unrecognized arguments" in (run / "logs" / "typo.log").read_text()
+    assert "unrecognized arguments" in compact.read_text(run / "logs" / "typo.log")
 
 
 @pytest.fixture()
@@ -267,7 +268,7 @@ def test_gpu_sets_make_one_slot_each(tmp_path: Path) -> None:
     assert [(s["name"], s["arms"]) for s in manifest["slots"]] == [("gpus-0", ["baseline", "ngram"]),
                                                                    ("gpus-1", ["eagle3"])]
     assert "CUDA_VISIBLE_DEVICES" not in manifest["arms"]["eagle3"]["command"]
-    logs = {a: (run / "logs" / f"{a}.log").read_text() for a in ("baseline", "eagle3")}
+    logs = {a: compact.read_text(run / "logs" / f"{a}.log") for a in ("baseline", "eagle3")}
     assert "CUDA_VISIBLE_DEVICES=0\n" in logs["baseline"] and "CUDA_VISIBLE_DEVICES=1\n" in logs["eagle3"]
     windows = summary["derived"]["timing"]["arms"]
     assert windows["eagle3"]["hardware"] == {"host": "localhost", "gpus": "1"}

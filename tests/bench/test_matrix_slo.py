@@ -14,6 +14,7 @@ from tests.bench.test_matrix_runner import tree_digest
 from tests.helpers import write_matrix
 from tests.conftest import run_cli
 from toolkit.schema.slo import SloAnalysis
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ def test_matrix_with_objectives_prints_goodput_and_capacity(tmp_path: Path) -> N
     assert "Objectives: ttft_ms p90 <= 60000 ms; e2e_ms <= 120000 ms per request" in out
     cap = out.split("Capacity per arm and domain")[1].split("\n\n")[0]
     run = Path(out.split("run complete: ")[1].split()[0])
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     slo = summary["derived"]["slo"]
     assert all(c["met"] == c["n"] == 10 and c["holds"] for c in slo["cells"])  # generous: every level holds
     # the embedded engine runs one request at a time (no continuous batching): at c=2 the second request

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 
@@ -27,9 +28,9 @@ def rated(tmp_path_factory) -> Path:
 
 
 def test_cells_are_keyed_by_rate_and_record_target_and_achieved(rated: Path) -> None:
-    names = sorted(p.name for p in (rated / "cells").glob("*.json"))
+    names = sorted(p.name for p in compact.glob(rated / "cells", "*.json"))
     assert names == [f"{arm}__coding__{q}__r0.json" for arm in ("baseline", "ngram") for q in ("q0p5", "q2")]
-    summary = json.loads((rated / "summary.json").read_text())
+    summary = json.loads(compact.read_text(rated / "summary.json"))
     for c in summary["cells"]:
         assert c["status"] == "ok" and c["rate"] in (0.5, 2.0) and c["concurrency"] == 4096  # no cap
         assert c["arrival"] == {"process": "poisson", "burstiness": 1.0} and "late" in c["checked"]

@@ -14,6 +14,7 @@ from toolkit.results.equivalence import DEFAULT_MARGIN_PCT
 from toolkit.schema.metrics import METRICS
 
 from tests.conftest import ROOT, run_cli
+from toolkit.results import compact
 
 # the dummy model's environment (seconds to make, no pin): these tests are about the mechanics, not the model
 SMALL = {"workloads": "[coding]", "environment": "../local-cpu.yaml",
@@ -86,7 +87,7 @@ def test_reproduce_runs_the_archived_matrix_not_the_checkout(original) -> None:
     assert (m1["matrix"]["hash"], m1["environment"]["hash"]) == (m0["matrix"]["hash"], m0["environment"]["hash"])
     assert "no-such-flag" not in m1["arms"]["ngram"]["command"]
     assert m1["arms"]["ngram"]["request_params"]["generation_config"]["prompt_lookup_num_tokens"] == 8
-    cells = json.loads((new / "summary.json").read_text())["cells"]
+    cells = json.loads(compact.read_text(new / "summary.json"))["cells"]
     assert all(c["status"] == "ok" and c["output_len"] == 8 for c in cells)
     assert run_cli("results", "verify", str(new)).returncode == 0  # its own inputs/ included
     env_bytes = (run / "inputs" / "files" / "local-cpu.yaml").read_bytes()
@@ -166,6 +167,38 @@ def test_inputs_keep_their_layout_and_drift_is_recorded(tmp_path: Path) -> None:
     assert tree == tmp_path / "tree" / "envs" / "matrices" / "quickstart.yaml"
     assert (tmp_path / "tree" / "data" / "mine.jsonl").read_bytes() == (tmp_path / "data" / "mine.jsonl").read_bytes()
     assert run_cli("results", "verify", str(writer.path)).returncode == 0
+
+
+def test_runs_of_a_tune_session_store_their_inputs_once_by_content(tmp_path: Path) -> None:
+    """A run archived in a tune session (its results root holds tune.json) keeps each input once for the
+    session, at inputs/sha256/<sha256>; verify checks every blob's sha256, and replay reads it back."""
+    from toolkit.bench.inputs import archive_run, materialize
+    from toolkit.bench.plan import run_manifest
+    from toolkit.results.archive import open_archive
+    from toolkit.results.verify import errors, verify_run
+
+    plan = _plan(tmp_path, '{"prompt": "write a function"}\n')
+    session = tmp_path / "session"
+    session.mkdir()
+    (session / "tune.json").write_text("{}\n")
+    runs = []
+    for _ in range(2):
+        w = archive_run(session, plan, run_manifest(plan, {}))
+        w.finalize("complete")
+        runs.append(w.path)
+    blobs = sorted((session / "inputs" / "sha256").iterdir())
+    archived = [f for f in open_archive(runs[0]).manifest.inputs.files if f.archived]
+    assert archived and all(f.store == "../../inputs/sha256" for f in archived)
+    assert sorted(b.name for b in blobs) == sorted({f.sha256 for f in archived})  # one copy for both runs
+    assert not any((r / "inputs" / "files").exists() for r in runs)
+    assert all(verify_run(r) == [] for r in runs)
+    tree = materialize(open_archive(runs[1]), tmp_path / "tree")
+    assert (tree.parents[2] / "data" / "mine.jsonl").read_text() == '{"prompt": "write a function"}\n'
+    mine = next(f for f in archived if f.path == "data/mine.jsonl")
+    (session / "inputs" / "sha256" / mine.sha256).write_text('{"prompt": "edited"}\n')
+    assert [p.file for p in errors(verify_run(runs[0]))] == [f"../../inputs/sha256/{mine.sha256}"]
+    (session / "inputs" / "sha256" / mine.sha256).unlink()
+    assert "missing" in errors(verify_run(runs[1]))[0].message
 
 
 def test_an_input_with_a_secret_is_masked_and_refused_at_replay(tmp_path: Path) -> None:

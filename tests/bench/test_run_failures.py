@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +65,7 @@ def test_every_arm_failing_to_start_is_a_failed_run_with_the_servers_error_and_n
     assert f"run failed (no cell succeeded: 4 of 4 cells failed): {run}" in r.stdout
     # the server's own words (transformers serve's option parser), not only its exit code
     assert "No such option '--no-such-flag'" in r.stdout and "No such option '--no-such-flag'" in r.stderr
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     assert summary["status"] == "failed" and summary["interrupted"] is False
     assert all("No such option" in c["reason"] for c in summary["cells"])
     d = summary["derived"]

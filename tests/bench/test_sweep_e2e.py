@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import ROOT, run_cli
 from toolkit.schema.keys import cell_key
 from toolkit.schema.sweep import sweep_rates
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 EXIT = {"reproduced": 0, "differs": 1, "inconclusive": 3}
@@ -36,7 +37,7 @@ def test_the_probes_set_the_rates_and_are_recorded(swept: Path) -> None:
     assert sweep["probe_concurrency"] == 12  # every measured request at once
     assert sweep["rates"] == sweep_rates(sweep["sync_rate"], sweep["saturation_rate"], 3)
     for kind, conc in (("sync", 1), ("throughput", 12)):
-        probe = json.loads((swept / sweep["probes"][kind]).read_text())
+        probe = json.loads(compact.read_text(swept / sweep["probes"][kind]))  # probes/KIND.json.gz: compacted
         assert probe["status"] == "ok" and probe["concurrency"] == conc and probe["n_requests"] == 12
         rate = sweep["sync_rate"] if kind == "sync" else sweep["saturation_rate"]
         assert probe["metrics"]["request_s"]["mean"] == pytest.approx(rate)
@@ -47,10 +48,10 @@ def test_the_probes_set_the_rates_and_are_recorded(swept: Path) -> None:
 
 def test_every_arm_runs_the_baselines_rates_and_probes_are_not_cells(swept: Path) -> None:
     rates = json.loads((swept / "manifest.json").read_text())["sweep"]["rates"]
-    names = sorted(p.name for p in (swept / "cells").glob("*.json"))
+    names = sorted(p.name for p in compact.glob(swept / "cells", "*.json"))
     assert names == sorted(f"{cell_key(arm, 'coding', 4096, rate=r)}.json" for arm in ("baseline", "ngram")
                            for r in rates)
-    summary = json.loads((swept / "summary.json").read_text())
+    summary = json.loads(compact.read_text(swept / "summary.json"))
     assert all(c["rate"] in rates and c["achieved_rate"] for c in summary["cells"])
     sp = summary["derived"]["speedups"]
     assert sorted(r["rate"] for r in sp) == sorted(rates) and all(r["arm"] == "ngram" for r in sp)
@@ -71,7 +72,7 @@ def test_resume_runs_the_recorded_rates_without_probing_again(swept: Path, tmp_p
     gone = cell_key("ngram", "coding", 4096, rate=rates[-1])
     for p in (copy / "cells").glob(f"{gone}.*"):
         p.unlink()
-    summary = json.loads((copy / "summary.json").read_text())
+    summary = json.loads(compact.read_text(copy / "summary.json"))
     summary["status"], summary["interrupted"] = "partial", True  # as a killed run leaves it: resume completes it
     summary["cells"] = [c for c in summary["cells"] if not (c["arm"] == "ngram" and c["rate"] == rates[-1])]
     (copy / "summary.json").write_text(json.dumps(summary))
@@ -84,8 +85,8 @@ def test_resume_runs_the_recorded_rates_without_probing_again(swept: Path, tmp_p
     assert "probing" not in r.stdout + r.stderr  # the recorded rates, not new probes
     assert all((copy / "cells" / name).read_bytes() == data for name, data in kept.items())
     assert {p.name: p.read_bytes() for p in (copy / "probes").iterdir()} == probes
-    assert (copy / "cells" / f"{gone}.json").is_file()
-    after = json.loads((copy / "summary.json").read_text())
+    assert compact.exists(copy / "cells" / f"{gone}.json")
+    after = json.loads(compact.read_text(copy / "summary.json"))
     assert after["status"] == "complete" and sorted({c["rate"] for c in after["cells"]}) == sorted(rates)
     assert json.loads((copy / "manifest.json").read_text())["sweep"]["rates"] == rates
     assert run_cli("results", "verify", str(copy)).returncode == 0
@@ -103,5 +104,5 @@ def test_reproduce_replays_the_same_rates_cell_by_cell(swept: Path) -> None:
     was, now = (json.loads((p / "manifest.json").read_text())["sweep"] for p in (swept, new))
     assert now["rates"] == was["rates"] and now["source"] == f"run {swept.name}" and now["probes"] == {}
     assert not (new / "probes").exists()
-    assert sorted(p.name for p in (new / "cells").glob("*.json")) == sorted(
-        p.name for p in (swept / "cells").glob("*.json"))  # comparable cell by cell
+    assert sorted(p.name for p in compact.glob(new / "cells", "*.json")) == sorted(
+        p.name for p in compact.glob(swept / "cells", "*.json"))  # comparable cell by cell

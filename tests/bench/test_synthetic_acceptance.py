@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.helpers import FAKE_SGLANG, write_matrix
+from toolkit.results import compact
 
 SG_ENV = textwrap.dedent("""\
     kind: Environment
@@ -134,7 +135,7 @@ def test_matrix_end_to_end(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
     manifest = json.loads((run / "manifest.json").read_text())
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     assert list(manifest["arms"]) == ["baseline", "eagle3-synacc2", "eagle3-synacc3"]
     rec = manifest["arms"]["eagle3-synacc3"]["synthetic_acceptance"]
     assert rec == {"of": "eagle3", "accept_len": 3.0, "env": {"SGLANG_SIMULATE_ACC_LEN": "3",
@@ -142,13 +143,13 @@ def test_matrix_end_to_end(tmp_path: Path) -> None:
     assert "synthetic_acceptance" not in manifest["arms"]["baseline"]
     assert manifest["matrix"]["resolved"]["arms"] == ["baseline", "eagle3"]
     # the server process saw the variable (the fake prints what it read, as its log is archived)
-    assert "SGLANG_SIMULATE_ACC_LEN=2" in (run / "logs" / "eagle3-synacc2.log").read_text()
-    assert "SGLANG_SIMULATE_ACC_LEN" not in (run / "logs" / "baseline.log").read_text()
+    assert "SGLANG_SIMULATE_ACC_LEN=2" in compact.read_text(run / "logs" / "eagle3-synacc2.log")
+    assert "SGLANG_SIMULATE_ACC_LEN" not in compact.read_text(run / "logs" / "baseline.log")
     cells = {c["arm"] + "/" + str(c["concurrency"]): c for c in summary["cells"]}
     assert len(cells) == 6 and all(c["status"] == "ok" for c in cells.values())
     assert cells["eagle3-synacc3/1"]["synthetic_acceptance"] == 3.0
     assert cells["baseline/1"]["synthetic_acceptance"] is None
-    assert (run / "cells" / "eagle3-synacc2__coding__c1__r0.json").is_file()
+    assert compact.exists(run / "cells" / "eagle3-synacc2__coding__c1__r0.json")
     sp = {(s["arm"], s["concurrency"]): s for s in summary["derived"]["speedups"]}
     assert sp[("eagle3-synacc2", 1)]["synthetic_acceptance"] == 2.0 and len(sp) == 4
 

@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import ROOT, run_cli
 from toolkit.schema.eligibility import late_bound_ms
 from toolkit.schema.trace import offered_rate
+from toolkit.results import compact
 
 N, SPEED = 16, 2.0
 
@@ -125,7 +126,7 @@ def test_trace_replays_in_a_matrix_on_the_embedded_engine(tmp_path: Path) -> Non
     times = [x["timestamp"] - rows[0]["timestamp"] for x in rows]
     rate = offered_rate(times, SPEED)
     q = "q" + f"{rate:g}".replace(".", "p")
-    assert sorted(p.name for p in (run / "cells").glob("*.json")) == [f"{a}__small__{q}__r0.json"
+    assert sorted(p.name for p in compact.glob(run / "cells", "*.json")) == [f"{a}__small__{q}__r0.json"
                                                                      for a in ("baseline", "ngram")]
     from toolkit.results.archive import open_archive
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.bench.test_launches_e2e import SMALL, small_quickstart
 from tests.conftest import run_cli
+from toolkit.results import compact
 
 
 @pytest.mark.slow
@@ -21,9 +22,9 @@ def test_a_warm_up_launch_runs_first_and_is_not_measured(tmp_path: Path) -> None
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
     assert "warm-up launch" in r.stderr
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(compact.read_text(run / "summary.json"))
     d = summary["derived"]
-    assert sorted(p.name for p in (run / "cells").glob("*.json")) == ["baseline__coding__c1__r0.json",
+    assert sorted(p.name for p in compact.glob(run / "cells", "*.json")) == ["baseline__coding__c1__r0.json",
                                                                       "ngram__coding__c1__r0.json"]
     for c in summary["cells"]:  # the warm-up's requests are not among the measured ones
         assert c["status"] == "ok" and c["n_requests"] == int(SMALL["requests"])

@@ -16,6 +16,7 @@ from tests.conftest import ROOT, run_cli
 from toolkit.fsutil import folder_digest
 from toolkit.pair.recipes import recipe
 from toolkit.specs import load_spec, packaged_dir
+from toolkit.results import compact
 
 MODEL = ROOT / "toolkit" / "_data" / "quickstart-model"
 ENV = ROOT / "envs" / "local-cpu-pair.yaml"
@@ -82,7 +83,7 @@ def test_ngram_acceptance_differs_by_domain_on_the_engine(tmp_path: Path):
     r = run_cli("bench", "matrix", str(m), "--results", str(tmp_path / "res"), "--json", timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
-    cells = json.loads((run / "summary.json").read_text())["cells"]
+    cells = json.loads(compact.read_text(run / "summary.json"))["cells"]
     acc = {(c["arm"], c["domain"]): c["metrics"]["accept_length"]["mean"] for c in cells if c["status"] == "ok"}
     assert set(acc) == {(a, d) for a in ("baseline", "ngram") for d in ("coding", "encyclopedic")}, acc
     assert acc["baseline", "coding"] == acc["baseline", "encyclopedic"] == 1.0

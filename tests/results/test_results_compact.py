@@ -74,3 +74,37 @@ def test_an_interrupted_run_is_not_compacted(tmp_path: Path) -> None:
     write_sums(run)  # as finalize(interrupted=True) leaves it: resume may still complete it
     with pytest.raises(ToolkitError, match="interrupted"):
         compact(run)
+
+
+def test_a_run_tarball_packs_the_same_bytes_verifies_and_imports(pair, tmp_path: Path) -> None:
+    """`results pack`: one .tar.gz per run, the same bytes each time; `results verify` reads it as it is and
+    names an edited member; `results import --format toolkit` unpacks it under --root once it verifies."""
+    import tarfile
+
+    from toolkit.results.bundle import pack
+
+    _, b = pair
+    r = run_cli("results", "pack", str(b), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    tgz = tmp_path / "out" / f"{b.name}.tar.gz"
+    assert pack(b, tmp_path / "again").read_bytes() == tgz.read_bytes()  # deterministic
+    with tarfile.open(tgz) as tar:
+        assert all(n == f"{b.parent.name}/{b.name}" or n.startswith(f"{b.parent.name}/{b.name}/") for n in tar.getnames())
+    v = run_cli("results", "verify", str(tgz))
+    assert v.returncode == 0 and f"ok   {tgz}:{b.parent.name}/{b.name}" in v.stdout, v.stdout + v.stderr
+    i = run_cli("results", "import", str(tgz), "--format", "toolkit", "--root", str(tmp_path / "res"))
+    assert i.returncode == 0, i.stderr
+    dest = tmp_path / "res" / b.parent.name / b.name
+    assert verify_folder(dest) == [] and (dest / "summary.json.gz").is_file()
+    again = run_cli("results", "import", str(tgz), "--format", "toolkit", "--root", str(tmp_path / "res"))
+    assert again.returncode == 2 and "never overwritten" in again.stderr
+
+    edited = tmp_path / "edited"  # one member edited, SHA256SUMS left: verify of the tarball names it
+    shutil.copytree(b, edited / b.parent.name / b.name)
+    report = edited / b.parent.name / b.name / "report.md"
+    report.write_text(report.read_text() + "edited\n")
+    bad = pack(edited / b.parent.name / b.name, tmp_path / "bad")
+    v = run_cli("results", "verify", str(bad))
+    assert v.returncode == 1 and "report.md" in v.stdout
+    i = run_cli("results", "import", str(bad), "--format", "toolkit", "--root", str(tmp_path / "res2"))
+    assert i.returncode == 2 and "does not verify" in i.stderr and not (tmp_path / "res2").exists()

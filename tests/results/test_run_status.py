@@ -80,7 +80,7 @@ def _run(tmp_path, cells: list[tuple[int, bool]], status: str, raw_summary: dict
         if not ok:
             s = s.model_copy(update={"status": "failed", "reason": "server died: exited with code 1"})
         w.write_cell(s, recs)
-    w.finalize(status, derived={"cells_planned": len(cells)})
+    w.finalize(status, derived={"cells_planned": len(cells)}, compact=False)  # an older toolkit's plain form
     summary = json.loads((w.path / "summary.json").read_text())
     summary.pop("interrupted", None)
     summary.update(raw_summary or {})

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, need, run_cli
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +68,7 @@ def _check(out: dict, run: Path, expect_version: str) -> None:
         assert recs and all(r.output_tokens == OUTPUT_LEN for r in recs), [r.output_tokens for r in recs]
     # the server's own count: every request done with all its tokens; prompt lookup took multi-token steps
     done = [tuple(map(int, m)) for m in re.findall(r"request done tokens=(\d+) steps=(\d+)",
-                                                   (run / "logs" / "ngram.log").read_text())]
+                                                   compact.read_text(run / "logs" / "ngram.log"))]
     assert done and all(t == OUTPUT_LEN for t, _ in done), done
     assert any(s < t for t, s in done), f"no multi-token step in the n-gram arm: {done}"
 

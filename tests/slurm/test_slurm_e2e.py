@@ -20,6 +20,7 @@ from tests.slurm.conftest import matrix
 from toolkit.bench.matrix import run_matrix
 from toolkit.results.archive import open_archive
 from toolkit.specs import load_spec
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,7 @@ def _ours(cluster, name: str) -> list[dict]:
 
 
 def _launches(run: Path) -> dict:
-    return json.loads((run / "summary.json").read_text())["derived"]["launches"]
+    return json.loads(compact.read_text(run / "summary.json"))["derived"]["launches"]
 
 
 def _start(spec: Path, results: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:

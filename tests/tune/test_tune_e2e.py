@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from toolkit.specs import load_spec
+from toolkit.results import compact
 
 pytestmark = pytest.mark.slow
 
@@ -136,7 +137,7 @@ def test_ctrl_c_leaves_valid_archives_and_resume_finishes(tmp_path):
     parent = tmp_path / "results" / "quick-tune"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:  # wait until two runs are complete, then interrupt mid-search
-        done = list(parent.glob("*/quick-tune-*/*/summary.json")) if parent.is_dir() else []
+        done = {p.parent for p in parent.glob("*/quick-tune-*/*/summary.json*")} if parent.is_dir() else set()
         if len(done) >= 2 or proc.poll() is not None:
             break
         time.sleep(0.2)
@@ -151,7 +152,7 @@ def test_ctrl_c_leaves_valid_archives_and_resume_finishes(tmp_path):
     runs_before = sorted(p.parent for p in session.glob("quick-tune-*/*/manifest.json"))
     for run in runs_before:
         assert run_cli("results", "verify", str(run)).returncode == 0, run
-    complete_before = {p for p in runs_before if json.loads((p / "summary.json").read_text())["status"] == "complete"}
+    complete_before = {p for p in runs_before if json.loads(compact.read_text(p / "summary.json"))["status"] == "complete"}
 
     r = run_cli("bench", "tune", str(m), "--arm", "ngram", "--results", str(tmp_path / "results"), "--resume",
                 str(session), "--json", timeout=900)

@@ -8,6 +8,10 @@ Archived (bytes under inputs/files/<path>, listed in the manifest's `inputs` and
   the Matrix spec and every file it extends, its Environment (and extends chain), the Hosts spec of a
   hosts target, patches, the user's workload, holdout and training-data files, and the chat template /
   tokenizer config of a `model.path` model.
+A run archived inside a tune session (its results root holds tune.json) stores each such file once for the
+whole session, by content: <session>/inputs/sha256/<sha256> (STORE), the manifest's entry naming that folder
+relative to the run (`store`); verify and replay check the blob's sha256 against the entry, as for a file under
+inputs/files/ (the session's SHA256SUMS lists the blobs too). Scrubbed files stay in the run.
 Referenced only (path and sha256, no bytes): CA bundles (trust material stays out of archives) and a
 `model.path` directory (weights are too big); replay checks them where the run read them.
 Not copied: bundled workloads (the manifest's workload hash is matched against the toolkit's own
@@ -26,12 +30,24 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from toolkit.errors import ToolkitError
+from toolkit.fsutil import write_atomic
+from toolkit.results.compact import STORE
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
 from toolkit.schema.manifest import DriftRecord, InputFile, InputsRecord, Manifest
 from toolkit.specs import PACKAGED, LoadedSpec, referenced_files, sha256_file
 
 FILES = "inputs/files"
+
+
+def stored_at(run: Path, f: InputFile) -> Path:
+    """Where an archived input's bytes lie: inputs/files/<path> in the run, or <store>/<sha256>."""
+    return run / f.store / (f.sha256 or "") if f.store else run / FILES / f.path
+
+
+def session_store(root: Path) -> Path | None:
+    """The shared input store of a tune session whose runs are archived under root (None: not a session)."""
+    return Path(root) / STORE if (Path(root) / "tune.json").is_file() else None
 REFERENCE_ONLY = {"ca_bundle"}  # roles whose bytes never go in an archive
 MODEL_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json", "generation_config.json",
                "config.json", "special_tokens_map.json")
@@ -161,9 +177,20 @@ def archive_run(root: Path, plan, manifest: Manifest, origin: Origin | None = No
     update: dict[str, Any] = {"inputs": record}
     if origin is not None:
         update.update(reproduces=origin.run_id, drift=origin.drift)
+    store = session_store(root)
+    if store is not None:  # a tune session: every run's unchanged inputs stored once, by content
+        for f in record.files:
+            if f.archived and not f.scrubbed and f.path in data:
+                f.store = os.path.relpath(store, Path(root) / plan.m.name / "_").replace(os.sep, "/")
     writer = ArchiveWriter.create(root, plan.m.name, manifest.model_copy(update=update))
     by_path = {f.path: f for f in record.files}
     for rel, raw in data.items():
+        if store is not None and by_path.get(rel) is not None and by_path[rel].store:
+            blob = stored_at(writer.path, by_path[rel])
+            if not blob.is_file() or sha256_file(blob) != by_path[rel].sha256:
+                blob.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(blob, raw)
+            continue
         written = writer.write_file(f"{FILES}/{rel}", raw)
         expect = _archived_bytes(raw, writer.secrets)
         if written.read_bytes() != expect:  # the listing says what was stored; keep them in step
@@ -185,8 +212,8 @@ def check_inputs(arch: Archive) -> list[ToolkitError]:
     for f in rec.files if rec else []:
         if not f.archived:
             continue
-        rel = f"{FILES}/{f.path}"
-        p = arch.path / rel
+        p = stored_at(arch.path, f)
+        rel = os.path.relpath(p, arch.path).replace(os.sep, "/")
         if not p.is_file():
             problems.append(_bad(arch, rel, f"is missing: the run read it as {f.source} ({f.ref})",
                                  "the archive is incomplete; restore the run folder from a copy"))
@@ -233,7 +260,7 @@ def materialize(arch: Archive, tree: Path) -> Path:
             continue  # checked in the model directory itself (its reference entry)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if f.archived:
-            shutil.copyfile(arch.path / FILES / f.path, dest)
+            shutil.copyfile(stored_at(arch.path, f), dest)
             continue
         why = _check_reference(f)
         if why:

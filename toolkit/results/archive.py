@@ -38,7 +38,7 @@ from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe
 from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, load_summary
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
 from toolkit.checksums import folder_files, write_sums
-from toolkit.results.compact import exists, glob, read_text
+from toolkit.results.compact import exists, finish, glob, read_text
 from toolkit.signals import signals_held
 from toolkit.scrub import referenced_vars, scrub, scrub_text, secret_values
 
@@ -174,8 +174,10 @@ class ArchiveWriter:
         return {p.name[: -len(".json")] for p in glob(self.path / "cells", "*.json")}
 
     def finalize(self, status: str, derived: Derived | dict | None = None, report_md: str = "",
-                 interrupted: bool | None = None) -> Path:
-        """Write summary.json, report.md and SHA256SUMS. `interrupted`: a signal stopped the run (resume
+                 interrupted: bool | None = None, compact: bool = True) -> Path:
+        """Write summary.json, report.md and SHA256SUMS, then compact the run (toolkit.results.compact.finish)
+        unless it was interrupted (or `compact` is False: the plain form toolkit versions before 2026-12-06
+        wrote, which tests' synthetic archives keep). `interrupted`: a signal stopped the run (resume
         completes it; None leaves it to readers to infer from the status, as for archives from before the
         field). A partial/failed run may be finalized again."""
         if status not in STATUSES:
@@ -193,6 +195,8 @@ class ArchiveWriter:
             write_json(self.path / "summary.json", data)
             write_atomic(self.path / "report.md", report_md or f"# {self.manifest.matrix_name} {self.run_id}\n")
             write_sums(self.path)
+            if compact:  # compacted as written; an interrupted run stays plain for --resume
+                finish(self.path)
         return self.path
 
 

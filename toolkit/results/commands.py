@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -131,12 +133,31 @@ def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
     written before its kind was checksummed is a warning. Exit 1 when any folder has a problem. An intact
     archive of a run that is not complete says so beside `ok` (`run failed (no cell succeeded ...)`): the
     archive verifies, the run did not succeed."""
+    from toolkit.results.bundle import is_tarball, unpacked
+    from toolkit.results.verify import discover
+
+    stack = contextlib.ExitStack()
+    shown: dict[Path, str] = {}  # a folder unpacked from a tarball: named as TARBALL:<matrix>/<run-id>/...
+    targets = []
+    for r in runs or []:
+        if is_tarball(r):
+            inner = stack.enter_context(unpacked(Path(r)))
+            targets.append(inner)
+            for p in discover(inner):
+                shown[p] = f"{r}:{p.relative_to(inner.parent.parent).as_posix()}"
+        else:
+            targets.append(Path(r) if Path(r).is_dir() else resolve_run(r, root))
+    if not runs:
+        targets = [existing_root(root)]
+    with stack:
+        _verify_paths(sorted({p for t in targets for p in discover(t)}), shown, root, json_out)
+
+
+def _verify_paths(paths: list[Path], shown: dict[Path, str], root: Path, json_out: bool) -> None:
     from toolkit.results.archive import open_archive
     from toolkit.results.report import status_text
-    from toolkit.results.verify import discover, errors, kind_of, verify_folder
+    from toolkit.results.verify import errors, kind_of, verify_folder
 
-    targets = [Path(r) if Path(r).is_dir() else resolve_run(r, root) for r in runs] if runs else [existing_root(root)]
-    paths = sorted({p for t in targets for p in discover(t)})
     report, bad = [], 0
     for p in paths:
         problems = verify_folder(p)
@@ -146,12 +167,12 @@ def verify_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
         if not failed and kind_of(p) == "run":
             a = open_archive(p)
             status, why = a.status, a.why if a.status != "complete" else ""
-        report.append({"run": str(p), "kind": kind_of(p), "ok": not failed, "status": status, "why": why,
+        report.append({"run": shown.get(p, str(p)), "kind": kind_of(p), "ok": not failed, "status": status, "why": why,
                        "problems": [x.to_dict() for x in problems]})
         if not json_out:
             label = "FAIL" if failed else "warn" if problems else "ok  "
             tail = f"  (archive intact; run {status_text(status, why)})" if status not in (None, "complete") else ""
-            out.print(f"{label} {p}{tail}", markup=False)
+            out.print(f"{label} {shown.get(p, p)}{tail}", markup=False)
             for x in problems:
                 out.print(f"  {x}", markup=False)
     if json_out:
@@ -167,8 +188,9 @@ def compact_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
                     help="runs or folders to compact, with the run archives nested in them (default: everything "
                          "under --root)")] = None,
                 root: Root = Path("results")) -> None:
-    """Store a finished archive's large text files gzipped (server logs, JSON of 4 KiB or more: NAME.gz,
-    read transparently), in run archives and tune sessions. Each folder's SHA256SUMS is checked first and
+    """Store a finished archive's large text files gzipped (server logs, JSON of 1 KiB or more: NAME.gz,
+    read transparently), in run archives and tune sessions, as runs are now written at finalize: for archives
+    written before. In a tune session, its runs' inputs/files/ move to the session's inputs/sha256/ store. Each folder's SHA256SUMS is checked first and
     rewritten to list the stored bytes; the original digests stay in SHA256SUMS.orig, and verify checks the
     decompressed files against them. A folder without SHA256SUMS is skipped; one that does not verify is
     refused (exit 1). Running it again changes nothing."""
@@ -349,12 +371,31 @@ def slo_cmd(run: RunArg, slo: SloOpt = None, attainment: AttainmentOpt = None, r
     emit(report, json_out)
 
 
+@app.command("pack")
+def pack_cmd(runs: Annotated[list[str], typer.Argument(help="finished runs or tune sessions to pack")],
+             root: Root = Path("results"),
+             out_dir: Annotated[Path, typer.Option("--out", "-o", help="folder for the tarballs")] = Path("."),
+             json_out: Json = False) -> None:
+    """One tarball per run (or tune session), <run-id>.tar.gz holding <matrix>/<run-id>/ as archived: how a
+    run that does not live in git is published. `results verify` reads it as it is; `results import
+    --format toolkit` unpacks it under --root once it verifies. The same run packs to the same bytes."""
+    from toolkit.results.bundle import pack
+
+    made = [pack(Path(r) if Path(r).is_dir() else resolve_run(r, root), out_dir) for r in runs]
+    if json_out:
+        emit_json([str(p) for p in made])
+    else:
+        for p in made:
+            out.print(f"packed {p}", markup=False)
+
+
 @app.command("import")
 def import_cmd(
     files: Annotated[list[Path], typer.Argument(help="the result file(s) to import: several become the arms of one "
                                                      "run, in order")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="sglang: `python -m sglang.bench_serving --output-file` "
-                                     "JSON lines; vllm: `vllm bench serve --save-result` JSON")],
+                                     "JSON lines; vllm: `vllm bench serve --save-result` JSON; toolkit: a run "
+                                     "tarball of `toolkit results pack`, unpacked under --root once it verifies")],
     root: Root = Path("results"),
     matrix: Annotated[Optional[str], typer.Option("--matrix", help="matrix name to file it under "
                                                   "(default: imported-<format>)")] = None,
@@ -379,6 +420,16 @@ def import_cmd(
     the baseline: paired where the prompts are known to match (docs/results.md#import).
 
     Example: toolkit results import base.jsonl eagle3.jsonl --format sglang --arm baseline --arm eagle3"""
+    if fmt == "toolkit":  # run tarballs (toolkit results pack): unpacked under --root once they verify
+        from toolkit.results.bundle import import_tarball
+
+        paths = [import_tarball(f, root) for f in files]
+        if json_out:
+            emit_json([{"run": str(p), "run_id": p.name} for p in paths])
+        else:
+            for f, p in zip(files, paths):
+                out.print(f"imported {f} -> {p}", markup=False)
+        return
     from toolkit.results.importers import import_files
 
     path = import_files(files, fmt, root, matrix=matrix, arms=arm, baseline=baseline, domain=domain,

@@ -7,6 +7,10 @@ What is compacted (`compactable`): server logs (*.log) and JSON files of COMPACT
 folder's kind is read from them), inputs/ (the reproduce copies, compared byte for byte) or slurm/. Records are
 already .jsonl.gz. A run that resume could still complete (interrupted) is not compacted. gzip level 9 without name or mtime: the same bytes every time.
 
+When: at finalize. `ArchiveWriter.finalize` (bench matrix, tune's runs, bench noise's runs, imports) and a tune
+session's finish call `finish` once the folder's SHA256SUMS is written, unless the run was interrupted (resume
+then reads and appends to plain files). `toolkit results compact` remains for archives written before.
+
 Integrity: SHA256SUMS lists the bytes as stored (NAME.gz), so `sha256sum -c SHA256SUMS` still checks every
 file. `compact` first checks the folder's SHA256SUMS (a folder that does not verify is left as it is), then
 keeps the original line of each file it compresses in SHA256SUMS.orig (the digest of NAME as the run
@@ -18,15 +22,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 from toolkit.checksums import NAME as SUMS, ORIG, check_sums, folder_files, is_run_archive, write_sums
 from toolkit.errors import ToolkitError
-from toolkit.fsutil import write_atomic
+from toolkit.fsutil import sha256_file, write_atomic
 
 COMPACT_MIN = 1024
 GZ = ".gz"
 KEPT = ("manifest.json", "tune.json")
+STORE = "inputs/sha256"  # a tune session's inputs, once for all its runs, by content (toolkit.bench.inputs)
 
 
 def stored(path: Path) -> Path:
@@ -69,37 +75,104 @@ def compactable(rel: str, size: int) -> bool:
 def compact(folder: Path) -> list[str]:
     """Compact one finished folder (a run archive or a tune session) and the run archives nested in it;
     returns the files compressed (relative to folder). A folder without SHA256SUMS, or whose sums do not
-    match, is refused: its evidence would be lost."""
+    match, is refused: its evidence would be lost. In a tune session written before runs shared their inputs,
+    each nested run's inputs/files/ also move to the session's store (share_inputs)."""
     folder = Path(folder)
+    session = (folder / "tune.json").is_file() and (folder / SUMS).is_file()
+    if session:
+        _compact_one(folder, compress=False)  # only the check: the session must verify before anything moves
     done: list[str] = []
+    moved = False
     for sub in sorted(p for p in folder.rglob("*") if p.is_dir() and is_run_archive(p)):
         done += [f"{sub.relative_to(folder).as_posix()}/{r}" for r in _compact_one(sub)]
+        if session:
+            shared = share_inputs(sub, folder / STORE)
+            moved = moved or bool(shared)
+            done += [f"{sub.relative_to(folder).as_posix()}/{r}" for r in shared]
+    if moved:
+        write_sums(folder)  # the session's list now covers the store's blobs
     return done + _compact_one(folder)
 
 
-def _compact_one(folder: Path) -> list[str]:
+def share_inputs(run: Path, store: Path) -> list[str]:
+    """Move a run's archived inputs (inputs/files/<path>, not scrubbed) to the shared store at <sha256>, the
+    manifest's entry naming the store relative to the run (InputFile.store), and write the run's SHA256SUMS
+    again; each file's bytes are checked against the manifest's sha256 first. Returns the files moved."""
+    manifest = json.loads((run / "manifest.json").read_text())
+    files = (manifest.get("inputs") or {}).get("files") or []
+    rel_store = os.path.relpath(store, run).replace(os.sep, "/")
+    moved: list[str] = []
+    for f in files:
+        src = run / "inputs" / "files" / str(f.get("path"))
+        if f.get("store") or not f.get("archived", True) or f.get("scrubbed") or not src.is_file():
+            continue
+        if sha256_file(src) != f.get("sha256"):
+            raise ToolkitError(f"{src} is not the bytes its manifest lists; it is left as it is", file=src)
+        blob = store / f["sha256"]
+        if not blob.is_file():
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(blob, src.read_bytes())
+        f["store"] = rel_store
+        moved.append(f"inputs/files/{f['path']}")
+    if not moved:
+        return []
+    write_atomic(run / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    for rel in moved:
+        (run / rel).unlink()
+    for d in sorted((p for p in (run / "inputs").rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(d.iterdir()):
+            d.rmdir()
+    if (run / "inputs").is_dir() and not any((run / "inputs").iterdir()):
+        (run / "inputs").rmdir()
+    write_sums(run)
+    return moved
+
+
+def finish(folder: Path) -> list[str]:
+    """Compact a folder just finalized (its SHA256SUMS freshly written by the caller, so not checked again);
+    an interrupted run is left plain (nothing is raised): resume completes it."""
+    folder = Path(folder)
+    if is_run_archive(folder) and _interrupted(folder):
+        return []
+    return _compact_one(folder, check=False)
+
+
+def _interrupted(folder: Path) -> bool:
+    """As Archive.interrupted: no summary (killed), or stopped by a signal (a summary without the field:
+    `partial` meant interrupted, as toolkit.schema.manifest.load_summary reads it)."""
+    summary = json.loads(read_text(folder / "summary.json")) if exists(folder / "summary.json") else None
+    if summary is None:
+        return True
+    flag = summary.get("interrupted")
+    return summary.get("status") == "partial" if flag is None else bool(flag)
+
+
+def _compact_one(folder: Path, check: bool = True, compress: bool = True) -> list[str]:
     if not (folder / SUMS).is_file():
         raise ToolkitError(f"{folder} has no {SUMS}: only a finished folder is compacted", file=folder)
-    problems = check_sums(folder)
+    problems = check_sums(folder) if check else []
     if problems:
         rel, msg = problems[0]
         raise ToolkitError(f"{folder} does not verify ({rel}: {msg}); it is left as it is", file=folder,
                            hint="`toolkit results verify` lists every problem")
-    if is_run_archive(folder):  # as Archive.interrupted: no summary (killed), or stopped by a signal
-        summary = json.loads(read_text(folder / "summary.json")) if exists(folder / "summary.json") else None
-        if summary is None or summary.get("interrupted"):
+    if is_run_archive(folder):
+        if _interrupted(folder):
             raise ToolkitError(f"{folder} was interrupted: resume may still complete it, so it is left as it is",
                                file=folder)
+    if not compress:
+        return []
     files = folder_files(folder)
     todo = [r for r in files if compactable(r, (folder / r).stat().st_size)]
     if not todo:
         return []
     listed = dict(reversed(ln.split("  ", 1)) for ln in (folder / SUMS).read_text().splitlines())
-    orig = (folder / ORIG).read_text() if (folder / ORIG).is_file() else ""
-    orig += "".join(f"{listed[r]}  {r}\n" for r in todo)
+    orig = dict(reversed(ln.split("  ", 1)) for ln in
+                ((folder / ORIG).read_text().splitlines() if (folder / ORIG).is_file() else []))
+    orig.update({r: listed[r] for r in todo})  # a run finalized again (resumed): the newest bytes of NAME
+    orig_text = "".join(f"{d}  {r}\n" for r, d in orig.items())
     for r in todo:
         write_atomic(folder / (r + GZ), gzip.compress((folder / r).read_bytes(), compresslevel=9, mtime=0))
-    write_atomic(folder / ORIG, orig)
+    write_atomic(folder / ORIG, orig_text)
     for r in todo:
         (folder / r).unlink()
     write_sums(folder)

@@ -77,6 +77,24 @@ def _checksums(path: Path, status: str | None, problems: list[Problem]) -> None:
     problems.extend(Problem(rel, msg) for rel, msg in check_sums(path))
 
 
+def _stored_inputs(path: Path, manifest: dict | None, problems: list[Problem]) -> None:
+    """Inputs kept once for a tune session (toolkit.bench.inputs STORE: <store>/<sha256>, outside the run's own
+    SHA256SUMS): each blob the manifest names must be there with exactly that sha256."""
+    files = ((manifest or {}).get("inputs") or {}).get("files") or [] if isinstance(manifest, dict) else []
+    for f in files:
+        if not isinstance(f, dict) or not f.get("store") or not f.get("archived", True):
+            continue
+        digest = str(f.get("sha256") or "")
+        blob = path / f["store"] / digest
+        rel = f"{f['store']}/{digest}"
+        if len(digest) != 64 or not blob.is_file():
+            problems.append(Problem(rel, f"input {f.get('path')} ({f.get('ref')}) is missing from the session's "
+                                         "shared store"))
+        elif sha256_file(blob) != digest:
+            problems.append(Problem(rel, f"input {f.get('path')} ({f.get('ref')}): the stored bytes' sha256 differs "
+                                         "from the manifest's: edited"))
+
+
 def _records(path: Path, rel: str, problems: list[Problem]) -> list[RequestRecord] | None:
     """Every record of a cell (gzip's CRC catches truncation; each line must match the schema); None when
     the file cannot be read whole."""
@@ -152,6 +170,7 @@ def verify_run(path: str | Path, records: bool = True) -> list[Problem]:
     if exists(path / "summary.json"):
         status = (summary or {}).get("status", "?")
     _checksums(path, status, problems)
+    _stored_inputs(path, manifest, problems)
     source = (manifest or {}).get("source") if isinstance(manifest, dict) else None
     imported = isinstance(source, dict) and source.get("format") not in (None, "toolkit")
     cells = _cells(path, problems, records, imported)

@@ -160,7 +160,8 @@ class SourceRecord(_Open):
 class InputFile(_Open):
     """One file (or directory) the run read. `path` is its place in the replay tree: the files keep their
     layout relative to their common folder, so relative paths in the specs still resolve. Archived files
-    lie at inputs/files/<path>; references (CA bundles, a model directory) are checked at `source`."""
+    lie at inputs/files/<path> (or <store>/<sha256>: a tune session's runs share one copy); references
+    (CA bundles, a model directory) are checked at `source`."""
 
     ref: str = Field(description="what needed it: matrix, environment, <spec>:<field> (e.g. matrix:workloads[0].path)")
     role: str = Field(description="spec | patch | workload | holdout | training_data | ca_bundle | model | model_file")
@@ -170,6 +171,9 @@ class InputFile(_Open):
     size: int | None = None
     archived: bool = Field(True, description="bytes under inputs/files/<path>; false: a reference only")
     scrubbed: bool = Field(False, description="secret-looking text was masked when archived: not the original bytes")
+    store: str | None = Field(None, description="archived in a shared store instead of inputs/files/<path>: the "
+                              "folder (relative to the run, e.g. ../../inputs/sha256 in a tune session) holding "
+                              "the bytes as <store>/<sha256>, once for every run of the session")
     files: dict[str, str] = Field(default_factory=dict, description="a referenced directory: sha256 of its small files")
 
 

@@ -106,6 +106,7 @@ class TuneSession:
 
     def _finish(self, status: str, wall_s: float) -> TuneResult:
         from toolkit.checksums import write_sums
+        from toolkit.results.compact import finish
         from toolkit.signals import signals_held
         from toolkit.tune.report import result, write_tune_report
 
@@ -118,4 +119,6 @@ class TuneSession:
         with signals_held():  # tune.json and its sums together
             self._save()
             write_sums(self.folder)  # the session's own files; each run archive in it keeps its own SHA256SUMS
+            if st.status == "complete":  # a partial session is resumed: left plain
+                finish(self.folder)
         return st.result
