@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticKnownError
 
-from toolkit.errors import did_you_mean
+from toolkit.errors import SpecValueError, did_you_mean
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
 from toolkit.specs.base import Hash, Name, NonNegative, Positive, PositiveInt, StrictModel
 from toolkit.specs.slurm import SlurmJob
@@ -62,43 +62,63 @@ class Target(StrictModel):
     @model_validator(mode="after")
     def _fields(self) -> "Target":
         if self.kind == "hosts" and not self.hosts:
-            raise ValueError("a target of kind hosts needs `hosts:` (a Hosts spec path)")
+            raise SpecValueError("a target of kind hosts needs `hosts:` (a Hosts spec path)", key="kind",
+                                 hint="add `hosts: hosts.yaml` (a `kind: Hosts` spec) to the target")
         if self.kind == "external" and not (self.url or self.urls):
-            raise ValueError("a target of kind external needs `url:` or `urls:`")
+            raise SpecValueError("a target of kind external needs `url:` or `urls:`", key="kind",
+                                 hint="add `url: https://host:8443` (one server for every arm) or `urls: {ARM: URL}`")
         if self.kind != "external" and (self.ca_bundle or self.api_key_env):
-            raise ValueError("`ca_bundle:` and `api_key_env:` apply to a target of kind external")
+            raise SpecValueError("`ca_bundle:` and `api_key_env:` apply to a target of kind external",
+                                 key=["ca_bundle", "api_key_env"],
+                                 hint="remove them, or set `kind: external` (servers the toolkit does not start)")
         for url in ([self.url] if self.url else []) + list(self.urls.values()):
             scheme = url.split("://", 1)[0] if "://" in url else ""
             if scheme not in ("http", "https") or not url.split("://", 1)[1].strip("/"):
-                raise ValueError(f"{url!r} is not an http:// or https:// base URL (e.g. https://gateway:8443)")
+                at = ["url"] if url == self.url else [("urls", a) for a, u in self.urls.items() if u == url]
+                raise SpecValueError(f"{url!r} is not an http:// or https:// base URL (e.g. https://gateway:8443)",
+                                     key=at, hint="write the server's base URL with its scheme and host, e.g. "
+                                                  "http://127.0.0.1:30000 or https://gateway:8443")
         if self.ca_bundle and not any(u.startswith("https://") for u in [self.url or "", *self.urls.values()]):
-            raise ValueError("`ca_bundle:` verifies https:// URLs, and this target has none")
+            raise SpecValueError("`ca_bundle:` verifies https:// URLs, and this target has none", key="ca_bundle",
+                                 hint="remove `ca_bundle:`, or give the servers' https:// URLs")
         if self.kind == "slurm" and self.launcher == "docker":
             if "launcher" in self.model_fields_set:
-                raise ValueError("a Slurm job runs `launcher: process` (a Python on the shared file system) or "
-                                 "`launcher: container` (container_image), not docker")
+                raise SpecValueError("a Slurm job runs `launcher: process` (a Python on the shared file system) "
+                                     "or `launcher: container` (container_image), not docker", key="launcher",
+                                     hint="set `launcher: process` or `launcher: container` (docs/slurm.md)")
             self.launcher = "process"
         if self.kind != "slurm" and self.launcher == "container":
-            raise ValueError("`launcher: container` applies to a target of kind slurm (kind local: docker)")
+            raise SpecValueError("`launcher: container` applies to a target of kind slurm (kind local: docker)",
+                                 key="launcher", hint="set `launcher: docker` (or `process`) for this target kind, or "
+                                                      "`kind: slurm`")
         if self.kind not in ("local", "slurm") and (self.gpus or self.launcher == "process"):
-            raise ValueError("`gpus:` and `launcher: process` apply to a target of kind local or slurm")
+            raise SpecValueError("`gpus:` and `launcher: process` apply to a target of kind local or slurm",
+                                 key=["gpus", "launcher"] if self.gpus else ["launcher"],
+                                 hint="remove them: a hosts or external target's servers run where it says")
         if self.kind != "slurm" and self.slurm is not None:
-            raise ValueError("`slurm:` applies to a target of kind slurm")
+            raise SpecValueError("`slurm:` applies to a target of kind slurm", key="slurm",
+                                 hint="remove `slurm:`, or set `kind: slurm`")
         if self.kind == "slurm" and self.slurm is None:
             self.slurm = SlurmJob()
         if self.kind == "slurm" and self.gpus:
-            raise ValueError("`gpus:` names GPU sets of this machine: a Slurm job's GPUs are "
-                             "`slurm: {gpus_per_arm: N}`")
+            raise SpecValueError("`gpus:` names GPU sets of this machine: a Slurm job's GPUs are "
+                                 "`slurm: {gpus_per_arm: N}`", key="gpus",
+                                 hint="remove `gpus:` and set `slurm: {gpus_per_arm: N}`")
         if self.kind == "slurm" and self.parallel != 1:
-            raise ValueError("`parallel:` applies to kind local: Slurm arms run as jobs side by side, "
-                             "at most `slurm: {jobs: N}` at once")
+            raise SpecValueError("`parallel:` applies to kind local: Slurm arms run as jobs side by side, "
+                                 "at most `slurm: {jobs: N}` at once", key="parallel",
+                                 hint="remove `parallel:` and set `slurm: {jobs: N}`")
         if len(set(self.gpus)) != len(self.gpus):
-            raise ValueError("each GPU set may appear once in `gpus:`")
+            dup = next(i for i, g in enumerate(self.gpus) if g in self.gpus[:i])
+            raise SpecValueError("each GPU set may appear once in `gpus:`", key=[("gpus", dup), "gpus"],
+                                 hint=f"remove the second {self.gpus[dup]!r}")
         seen: set[str] = set()
-        for g in self.gpus:
+        for i, g in enumerate(self.gpus):
             ids = set(g.split(","))
             if ids & seen:
-                raise ValueError(f"GPU(s) {sorted(ids & seen)} appear in two sets of `gpus:`: sets must not overlap")
+                raise SpecValueError(f"GPU(s) {sorted(ids & seen)} appear in two sets of `gpus:`: sets must not "
+                                     "overlap", key=[("gpus", i), "gpus"],
+                                     hint="give each arm's server its own GPUs, e.g. gpus: ['0,1', '2,3']")
             seen |= ids
         return self
 
@@ -138,20 +158,27 @@ class Workload(StrictModel):
     def _trace(self) -> "Workload":
         if self.trace is None:
             if self.speed != 1.0:  # (1.0, the default, is what a resolved spec read back says)
-                raise ValueError("`speed:` scales a trace's times: it needs `trace:`")
+                raise SpecValueError("`speed:` scales a trace's times: it needs `trace:`", key="speed",
+                                     hint="remove `speed:`, or add `trace: FILE` (docs/loadgen.md#traces)")
             if self.max_hours != 24.0:  # (the default, as a resolved spec read back says it)
-                raise ValueError("`max_hours:` bounds a trace's replay: it needs `trace:` (remove it here)")
+                raise SpecValueError("`max_hours:` bounds a trace's replay: it needs `trace:` (remove it here)",
+                                     key="max_hours", hint="remove `max_hours:`, or add `trace: FILE`")
             return self
         if self.path is not None or self.sample is not None or self.holdout is not None:
-            raise ValueError("a `trace:` workload sends the trace's own requests: drop `path:`, `sample:` and "
-                             "`holdout:` (or make them a separate workload)")
+            raise SpecValueError("a `trace:` workload sends the trace's own requests: drop `path:`, `sample:` and "
+                                 "`holdout:` (or make them a separate workload)", key=["path", "sample", "holdout"],
+                                 hint="list the prompts file as a workload of its own: `- {name: mine, path: FILE}`")
         speeds = self.speeds
         if not speeds:
-            raise ValueError("`speed:` names no speed: give one, e.g. 1.0, or a list, e.g. [1, 2, 4]")
+            raise SpecValueError("`speed:` names no speed: give one, e.g. 1.0, or a list, e.g. [1, 2, 4]", key="speed",
+                                 hint="give one, e.g. 1.0, or a list, e.g. [1, 2, 4]")
         if any(s <= 0 for s in speeds):
-            raise ValueError("`speed:` must be > 0 (2.0 replays twice as fast)")
+            raise SpecValueError("`speed:` must be > 0 (2.0 replays twice as fast)", key="speed",
+                                 hint="2.0 replays twice as fast, 0.5 at half speed")
         if len(set(speeds)) != len(speeds):
-            raise ValueError("`speed:` lists a speed twice: each may appear once")
+            dup = next(i for i, x in enumerate(speeds) if x in speeds[:i])
+            raise SpecValueError("`speed:` lists a speed twice: each may appear once", key=[("speed", dup), "speed"],
+                                 hint=f"remove the second {speeds[dup]:g}")
         return self
 
     @property
@@ -173,8 +200,8 @@ class Arrival(StrictModel):
     @model_validator(mode="after")
     def _shape(self) -> "Arrival":
         if self.burstiness != 1.0 and self.process != "gamma":
-            raise ValueError(f"`burstiness` shapes `process: gamma`; a {self.process} process has none "
-                             "(set `process: gamma`, or drop `burstiness`)")
+            raise SpecValueError(f"`burstiness` shapes `process: gamma`; a {self.process} process has none",
+                                 key="burstiness", hint="set `process: gamma`, or drop `burstiness`")
         return self
 
 
@@ -207,7 +234,8 @@ class Bounds(StrictModel):
     @model_validator(mode="after")
     def _some(self) -> "Bounds":
         if all(v is None for v in self.model_dump().values()):
-            raise ValueError("give a percentile (p50, p75, p90, p95, p99) or per_request, e.g. {p90: 50}")
+            raise SpecValueError("give a percentile (p50, p75, p90, p95, p99) or per_request", key=(),
+                                 hint="e.g. `{p90: 50}`: the cell's p90 at most 50 ms (docs/slo.md)")
         return self
 
 
@@ -233,8 +261,8 @@ class Slo(StrictModel):
     @model_validator(mode="after")
     def _some(self) -> "Slo":
         if not any(getattr(self, m) for m in OBJECTIVE_SAMPLES):
-            raise ValueError("name at least one objective: ttft_ms, tpot_ms, itl_ms or e2e_ms, e.g. "
-                             "`tpot_ms: {p90: 50}`")
+            raise SpecValueError("name at least one objective: ttft_ms, tpot_ms, itl_ms or e2e_ms", key=(),
+                                 hint="e.g. `tpot_ms: {p90: 50}` (docs/slo.md)")
         return self
 
     def objectives(self) -> Objectives:
