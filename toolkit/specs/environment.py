@@ -240,20 +240,20 @@ class Environment(StrictModel):
                 raise SpecValueError(f"dummy_models: {path!r} is not an absolute path (the folder SGLang reads)",
                                      key=here, hint=f"write the folder as SGLang sees it, from /: e.g. /models/{path.strip('./')}")
             if (d.architecture == "llama-eagle3") != (d.eagle3_draft_of is not None):
-                raise SpecValueError(f"dummy_models: {path}: `eagle3_draft_of` goes with architecture llama-eagle3, "
+                raise SpecValueError(f"`eagle3_draft_of` goes with architecture llama-eagle3, "
                                      "and only with it", key=[here + ("eagle3_draft_of",), here + ("architecture",)],
                                      hint="a drafter: `architecture: llama-eagle3` and `eagle3_draft_of: TARGET` "
                                           "(a llama folder of dummy_models); a target: neither")
             target = (self.dummy_models or {}).get(d.eagle3_draft_of) if d.eagle3_draft_of else None
             if d.eagle3_draft_of and (target is None or target.architecture != "llama"):
                 llamas = [p for p, x in (self.dummy_models or {}).items() if x.architecture == "llama"]
-                raise SpecValueError(f"dummy_models: {path}: eagle3_draft_of {d.eagle3_draft_of!r} is not a llama "
+                raise SpecValueError(f"eagle3_draft_of {d.eagle3_draft_of!r} is not a llama "
                                      "folder of dummy_models", key=here + ("eagle3_draft_of",),
                                      hint=(did_you_mean(d.eagle3_draft_of, llamas) or "name one of them: "
                                            + ", ".join(llamas)) if llamas else
                                      "add its target under dummy_models (architecture: llama) and name it here")
             if target is not None and target.vocab_size != d.vocab_size:
-                raise SpecValueError(f"dummy_models: {path}: vocab_size {d.vocab_size} differs from its target's "
+                raise SpecValueError(f"vocab_size {d.vocab_size} differs from its target's "
                                      f"{target.vocab_size} (a dummy drafter has no token map)",
                                      key=[here + ("vocab_size",), here + ("eagle3_draft_of",)],
                                      hint=f"set `vocab_size: {target.vocab_size}`, the target's")

@@ -436,70 +436,105 @@ class Matrix(StrictModel):
         if self.sweep is None:
             return self
         if self.concurrency is not None or self.rates is not None:
-            raise ValueError("give exactly one of `concurrency` (closed loop), `rates` (open loop, listed) or "
-                             "`sweep` (open loop, rates from probes of the baseline); one run compares arms along "
-                             "one load axis")
+            raise SpecValueError("give exactly one of `concurrency` (closed loop), `rates` (open loop, listed) or "
+                                 "`sweep` (open loop, rates from probes of the baseline); one run compares arms "
+                                 "along one load axis", key=["concurrency", "rates"],
+                                 hint="remove `sweep:` or the " + ("`concurrency:`" if self.concurrency is not None
+                                                                   else "`rates:`") + " list")
         if self.traces:
-            raise ValueError("a `trace:` workload is sent at the trace's own times, not at rates probes choose: "
-                             "list `rates:` for the other workloads, or run the trace in a matrix of its own")
+            raise SpecValueError("a `trace:` workload is sent at the trace's own times, not at rates probes choose",
+                                 key=self._trace_keys(),
+                                 hint="list `rates:` for the other workloads, or run the trace in a matrix of its own")
         if isinstance(self.duration_s, dict):
-            raise ValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `sweep:` give seconds")
+            raise SpecValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `sweep:` give "
+                                 "seconds", key="duration_s", hint="give one number of seconds, e.g. `duration_s: 30`")
         if self.warmup == "concurrency":
-            raise ValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with `sweep:` "
-                             "give a number of requests")
+            raise SpecValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with "
+                                 "`sweep:` give a number of requests", key="warmup", hint="e.g. `warmup: 4`")
         return self
 
     @model_validator(mode="after")
     def _check(self) -> "Matrix":
         if self.traces and self.concurrency is not None:
-            raise ValueError("a `trace:` workload is sent open loop, at the trace's own times, and its cells are "
-                             "keyed by rate: give the other workloads `rates:` instead of `concurrency:` (one run "
-                             "compares arms along one load axis), or run the trace in a matrix of its own")
+            raise SpecValueError("a `trace:` workload is sent open loop, at the trace's own times, and its cells are "
+                                 "keyed by rate: give the other workloads `rates:` instead of `concurrency:` (one "
+                                 "run compares arms along one load axis), or run the trace in a matrix of its own",
+                                 key=["concurrency", *self._trace_keys()],
+                                 hint="replace `concurrency:` with `rates: [...]` (requests per second), or move the "
+                                      "trace to a matrix of its own")
         if self.traces and len(self.traces) == len(self.workloads):
             self._only_traces()
         else:
             if (self.requests is None) == (self.duration_s is None):
-                raise ValueError("give exactly one of `requests` (per cell) or `duration_s`")
+                raise SpecValueError("give exactly one of `requests` (per cell) or `duration_s`",
+                                     key=["duration_s", "requests", "workloads"],
+                                     hint="remove `duration_s:` or `requests:`" if self.requests is not None else
+                                     "add `requests: N` (measured requests per cell) or `duration_s: SECONDS`")
             if self.sweep is None and (self.concurrency is None) == (self.rates is None):
-                raise ValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
-                                 "(open loop: requests per second); one run compares arms along one load axis")
+                raise SpecValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
+                                     "(open loop: requests per second); one run compares arms along one load axis",
+                                     key=["concurrency", "rates"],
+                                     hint="remove `rates:` or `concurrency:`" if self.rates is not None else
+                                     "add `concurrency: [1, 4]` (closed loop) or `rates: [1, 2]` (open loop)")
         if self.rates is None and self.sweep is None and self.arrival != Arrival():
-            raise ValueError("`arrival:` shapes the open-loop cells of `rates:` or `sweep:`: they need `rates:` (a "
-                             "trace's requests arrive at its own times)")
+            raise SpecValueError("`arrival:` shapes the open-loop cells of `rates:` or `sweep:`: they need `rates:` "
+                                 "(a trace's requests arrive at its own times)", key="arrival",
+                                 hint="remove `arrival:`, or give `rates:` instead of `concurrency:`")
         if self.rates is None and self.sweep is None and self.max_concurrency is not None and not self.traces:
-            raise ValueError("`max_concurrency:` caps open-loop cells: it needs `rates:`, `sweep:` or a `trace:` "
-                             "workload")
+            raise SpecValueError("`max_concurrency:` caps open-loop cells: it needs `rates:`, `sweep:` or a `trace:` "
+                                 "workload", key="max_concurrency",
+                                 hint="remove it: a closed-loop cell's `concurrency:` is already its requests in flight")
         if self.rates is not None and isinstance(self.duration_s, dict):
-            raise ValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `rates:` give seconds")
+            raise SpecValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `rates:` give "
+                                 "seconds", key="duration_s", hint="give one number of seconds, e.g. `duration_s: 30`")
         if (self.rates is not None or self.traces) and self.warmup == "concurrency":
-            raise ValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with `rates:` "
-                             "give a number of requests")
+            raise SpecValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with "
+                                 "`rates:` give a number of requests", key="warmup", hint="e.g. `warmup: 4`")
         if self.baseline is not None and self.baseline not in self.arms:
-            raise ValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}"
-                             + (f": {did_you_mean(self.baseline, self.arms)}" if did_you_mean(self.baseline, self.arms) else ""))
+            raise SpecValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}"
+                                 + (f": {did_you_mean(self.baseline, self.arms)}" if did_you_mean(self.baseline, self.arms) else ""),
+                                 key="baseline", hint=did_you_mean(self.baseline, self.arms)
+                                 or f"name one of the arms: {', '.join(self.arms)}")
         if self.synthetic_acceptance is not None and self.target.kind in ("external", "slurm"):
-            raise ValueError(f"`synthetic_acceptance:` sets the environment of servers the toolkit starts; a target "
-                             f"of kind {self.target.kind} " + ("is started by others" if self.target.kind == "external"
-                                                                else "is not supported yet") + ": use kind local or hosts")
+            raise SpecValueError(f"`synthetic_acceptance:` sets the environment of servers the toolkit starts; a "
+                                 f"target of kind {self.target.kind} " + ("is started by others" if self.target.kind ==
+                                 "external" else "is not supported yet"), key="synthetic_acceptance",
+                                 hint="use a target of kind local or hosts, or remove `synthetic_acceptance:`")
         if not self.training_data and any((w if isinstance(w, str) else w.name) == "match-training"
                                           for w in self.workloads if isinstance(w, str) or w.path is None):
-            raise ValueError("workload `match-training` draws the domain mix of `training_data:`; set it")
+            i = next(i for i, w in enumerate(self.workloads)
+                     if (w if isinstance(w, str) else w.name) == "match-training")
+            raise SpecValueError("workload `match-training` draws the domain mix of `training_data:`; set it",
+                                 key=[("workloads", i), "workloads"],
+                                 hint="add `training_data: FILE` (the drafter's training data, JSON lines), or "
+                                      "remove the workload")
         if self.launches_auto is not None:
             if self.launches < 2:
-                raise ValueError("`launches_auto:` needs `launches: 2` or more first (a CI over launches needs two)")
+                raise SpecValueError("`launches_auto:` needs `launches: 2` or more first (a CI over launches needs "
+                                     "two)", key=["launches", "launches_auto"], hint="set `launches: 2` (the fewest rounds)")
             if self.launches_auto.max <= self.launches:
-                raise ValueError(f"launches_auto.max ({self.launches_auto.max}) must exceed `launches` "
-                                 f"({self.launches}): it is the most rounds, `launches` the fewest")
+                raise SpecValueError(f"launches_auto.max ({self.launches_auto.max}) must exceed `launches` "
+                                     f"({self.launches}): it is the most rounds, `launches` the fewest",
+                                     key=[("launches_auto", "max"), "launches_auto"],
+                                     hint=f"set `max:` to {self.launches + 1} or more, or lower `launches:`")
             if len(self.arms) < 2:
-                raise ValueError("`launches_auto:` stops on the arms' speed-ups over the baseline: give two arms or more")
+                raise SpecValueError("`launches_auto:` stops on the arms' speed-ups over the baseline: give two arms "
+                                     "or more", key=["launches_auto", "arms"],
+                                     hint="add an arm to `arms:`, or remove `launches_auto:` (fixed `launches:`)")
         return self
 
     def _only_traces(self) -> None:
         """Every workload a trace: the traces size and time their cells, so no load axis or size is given."""
         given = [k for k in ("concurrency", "rates", "requests", "duration_s") if getattr(self, k) is not None]
         if given:
-            raise ValueError(f"every workload is a `trace:`, which sends its own requests at its own times: "
-                             f"`{'`, `'.join(given)}` would size nothing; drop it (or add a workload it applies to)")
+            raise SpecValueError(f"every workload is a `trace:`, which sends its own requests at its own times: "
+                                 f"`{'`, `'.join(given)}` would size nothing", key=given,
+                                 hint="drop " + ("it" if len(given) == 1 else "them") + " (or add a workload it applies to)")
+
+    def _trace_keys(self) -> list[tuple]:
+        """Where the `trace:` workloads are (workloads[i].trace), for an error about them."""
+        return [("workloads", i, "trace") for i, w in enumerate(self.workloads)
+                if isinstance(w, Workload) and w.trace is not None]
 
     @property
     def traces(self) -> list[Workload]:
