@@ -227,3 +227,20 @@ def test_validate_exits_2_for_each_with_its_line_and_hint_and_no_traceback(tmp_p
     for name, (f, line) in files.items():
         r = out[str(f)]
         assert not r["ok"] and r["line"] == line and r["hint"] and CASES[name][2] in r["hint"], (name, r)
+
+
+def test_every_model_validator_of_a_spec_raises_a_spec_value_error() -> None:
+    """A new model check must say where and how to fix: a plain ValueError in a spec model's validator would
+    reach the user with no hint and at the whole mapping's line."""
+    import ast
+
+    import toolkit.specs as specs
+
+    plain = []
+    for f in sorted(Path(specs.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.FunctionDef) and any(
+                    "model_validator" in ast.unparse(d) for d in node.decorator_list):
+                plain += [f"{f.name}:{r.lineno}" for r in ast.walk(node) if isinstance(r, ast.Raise) and r.exc
+                          is not None and ast.unparse(r.exc).startswith("ValueError(")]
+    assert not plain, f"raise SpecValueError(message, key=..., hint=...) instead: {plain}"
