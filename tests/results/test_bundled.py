@@ -31,7 +31,7 @@ def _event(obj: dict) -> bytes:
 
 
 async def _serve(one_chunk: bool):
-    """An OpenAI chat stream of TOKENS tokens: all in one chunk (one_chunk) or one token a chunk, 2 ms apart."""
+    """An OpenAI chat stream of TOKENS tokens: all in one chunk (one_chunk) or one token a chunk, 5 ms apart."""
 
     async def handler(reader, writer):
         while True:
@@ -51,7 +51,7 @@ async def _serve(one_chunk: bool):
                     writer.write(_event({"choices": [{"delta": {"content": "tok "}, "finish_reason": None}],
                                          "usage": {"prompt_tokens": 3, "completion_tokens": i + 1}}))
                     await writer.drain()
-                    await asyncio.sleep(0.002)
+                    await asyncio.sleep(0.005)
             writer.write(_event({"choices": [{"delta": {}, "finish_reason": "length"}]}))
             done = b"data: [DONE]\n\n"
             writer.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
@@ -91,7 +91,7 @@ def test_one_chunk_answers_are_flagged_and_the_cell_left_out_of_latency_verdicts
     s = _summary(recs)
     assert s.bundled_share == 1.0 and "bundled" in s.checked
     [check] = [c for c in s.checks if c.check == "bundled"]
-    assert not check.excludes and "12 of 12 answers arrived in one chunk" in check.message
+    assert not check.excludes and "12 of 12 answers arrived at once" in check.message
     [flag] = [f for f in cell_flags(s) if f.code == "bundled"]
     assert not flag.excludes and {"ttft_ms", "tpot_ms", "itl_ms", "itl_req_mean_ms"} == set(flag.metrics)
     elig = Eligibility([s])
@@ -107,9 +107,10 @@ def test_one_chunk_answers_are_flagged_and_the_cell_left_out_of_latency_verdicts
 
 def test_streamed_answers_are_not_flagged(streams):
     recs = streams["streamed"]
-    assert all(r.bundled is False and len(r.chunk_ms) > 1 for r in recs)
+    # (a client stalled past a whole stream would read it at once, and rightly call it bundled: not most)
+    assert sum(r.bundled is False and len(set(r.chunk_ms)) > 1 for r in recs) > len(recs) // 2
     s = _summary(recs)
-    assert s.bundled_share == 0.0 and "bundled" in s.checked
+    assert s.bundled_share is not None and s.bundled_share <= 0.5 and "bundled" in s.checked
     assert not [c for c in s.checks if c.check == "bundled"]
     assert not [f for f in cell_flags(s) if f.metrics]
 
@@ -124,6 +125,8 @@ def test_most_not_all_and_one_token_answers():
     assert bundled(one_token) is False  # a one-token answer has one chunk by nature
     assert bundled(RequestRecord(arm="a", domain="d", concurrency=1, prompt_id="p", send_s=0.0)) is None
     assert bundled(rec(0, [9.0], 4)) is True
+    assert bundled(rec(0, [9.0, 9.0, 9.0, 9.0], 4)) is True  # several chunks stamped by one read: at one instant
+    assert bundled(rec(0, [9.0, 9.0, 9.0, 9.5], 4)) is False
     recs = [rec(i, [9.0], 4) for i in range(5)] + [rec(i, [1.0, 2.0, 3.0, 4.0], 4) for i in range(5, 10)]
     for r in recs:
         r.bundled = bundled(r)
@@ -188,7 +191,7 @@ def test_show_and_diff_name_the_reason(bundled_runs, cli):
     a, b = (str(p) for p in bundled_runs)
     res = cli("results", "show", b)
     assert res.returncode == 0, res.stderr
-    assert "ok, bundled" in res.stdout and "answers arrived in one chunk" in res.stdout
+    assert "ok, bundled" in res.stdout and "answers arrived at once" in res.stdout
     res = cli("results", "diff", a, b, "--fail-on-regression", "5")
     assert "not gated: " in res.stderr and "ttft_ms" in res.stderr and "bundled" in res.stderr, res.stderr
     assert res.returncode == 0 and "no regression worse than 5%" in res.stderr  # the TTFT change is not gated

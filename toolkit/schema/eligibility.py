@@ -23,8 +23,8 @@ Qualified (a verdict may use the cell and names it):
     busy-host     other load on the host while the cell ran (busy_check)
 Excluded from the latency verdicts only (LATENCY_METRICS: TTFT, TPOT, ITL; throughput verdicts use the cell):
     bundled       most (> BUNDLED_SHARE) successful measured requests arrived bundled (`bundled`: the whole
-                  answer of more than one token in one streamed chunk, e.g. the embedded engine on a busy
-                  host), so TTFT is the whole generation, ITL 0 and TPOT no decode speed (bundled_check)
+                  answer of more than one token at one instant, in one streamed chunk or one read, e.g. the
+                  embedded engine on a busy host), so TTFT is the whole generation, ITL 0 and TPOT no decode speed (bundled_check)
 
 Stall, late, bundled and busy-host are found while a cell runs and archived in its summary (`checks`); the others
 follow from what every archive holds, so archives written before this rule read under it too.
@@ -209,12 +209,13 @@ def stall_check(records: list[RequestRecord]) -> CellCheck | None:
 
 
 def bundled(r: RequestRecord) -> bool | None:
-    """Did the answer arrive bundled: every output token (more than one) in a single streamed chunk? Then
-    its TTFT is the whole generation and it has no inter-token gap. None where unknown (a record without
-    chunk timings: a failed request, or an import that kept none)."""
+    """Did the answer arrive bundled: every output token (more than one) at one instant, in a single streamed
+    chunk or in chunks that came in one read (the client stamps a chunk with its arrival: toolkit/loadgen/
+    http.py)? Then its TTFT is the whole generation and its inter-token gaps are 0. None where unknown (a
+    record without chunk timings: a failed request, or an import that kept none)."""
     if not r.chunk_ms:
         return None
-    return len(r.chunk_ms) == 1 and r.output_tokens > 1
+    return r.output_tokens > 1 and r.chunk_ms[-1] == r.chunk_ms[0]
 
 
 def bundled_check(records: list[RequestRecord]) -> tuple[float | None, CellCheck | None]:
@@ -231,7 +232,8 @@ def bundled_check(records: list[RequestRecord]) -> tuple[float | None, CellCheck
         return share, None
     return share, CellCheck(check="bundled", excludes=False, n_bundled=n, n=len(known), share=share,
                             metrics=list(LATENCY_METRICS),
-                            message=f"{n} of {len(known)} answers arrived in one chunk (> {BUNDLED_SHARE:.0%}): "
+                            message=f"{n} of {len(known)} answers arrived at once, every token in one chunk or "
+                                    f"one read (> {BUNDLED_SHARE:.0%}): "
                                     "TTFT is the whole generation, ITL and TPOT measure no stream; no TTFT/ITL/TPOT "
                                     "verdict uses the cell")
 

@@ -73,8 +73,8 @@ class RequestRecord(BaseModel):
     lag_ms: float | None = Field(None, description="open loop: how late the request left vs its scheduled time")
     rate: float | None = Field(None, description="open loop (`rates:`): the cell's target rate, req/s; None: a "
                                                  "closed-loop cell, keyed by its concurrency")
-    bundled: bool | None = Field(None, description="the answer arrived bundled: more than one output token, all in "
-                                                   "one streamed chunk (toolkit.schema.eligibility.bundled); None: "
+    bundled: bool | None = Field(None, description="the answer arrived bundled: more than one output token, all at "
+                                                   "one instant (toolkit.schema.eligibility.bundled); None: "
                                                    "unknown (no chunk timings, or a record from before 2026-12-06)")
 
     @property
