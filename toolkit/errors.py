@@ -77,6 +77,25 @@ class SpecError(ToolkitError):
     """A spec file is malformed or refers to something that is not there."""
 
 
+KeyPath = tuple  # keys and list indices below a model, e.g. ("dummy_models", "/models/t", "vocab_size")
+
+
+class SpecValueError(ValueError):
+    """A spec model's own check (a pydantic model validator) that failed: what is wrong, the key it is about
+    and how to fix it. Pydantic keeps the exception (its error's ctx["error"]); the spec loader
+    (toolkit/specs validation_error) reports it at that key's file:line with the hint, exit 2.
+
+    `key`: a key of the model that raised it, or a key path below it (a tuple), or a list of such in order
+    of preference: the first the file has gives the line (`["eagle3_draft_of", "architecture"]`), else the
+    nearest mapping above the first that the file has."""
+
+    def __init__(self, message: str, *, key: "str | KeyPath | list[str | KeyPath]" = (), hint: str):
+        super().__init__(message)
+        keys = key if isinstance(key, list) else [key]
+        self.keys: list[KeyPath] = [(k,) if isinstance(k, str) else tuple(k) for k in keys] or [()]
+        self.hint = hint
+
+
 class ToolFailure(ToolkitError):
     """An external tool (docker, ansible, a server) failed; exit code 1 unless given."""
 

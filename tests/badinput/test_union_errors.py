@@ -32,7 +32,7 @@ CASES = {
     "workload bad sample": ("workloads:\n  - {name: x, path: a.jsonl, sample: 0}\nconcurrency: [1]\nrequests: 2\n",
                             6, r"workloads\[0\]\.sample: 0 is out of range"),
     "workload validator": ("workloads:\n  - {trace: tr.jsonl, path: a.jsonl}\n", 6,
-                           r"workloads\[0\]: a `trace:` workload sends the trace's own requests"),
+                           r"workloads\[0\]\.path: a `trace:` workload sends the trace's own requests"),
     # speed: Positive | list[Positive]
     "speed list item": ("workloads:\n  - trace: tr.jsonl\n    speed: [1, -2]\n", 7,
                         r"workloads\[0\]\.speed\[1\]: -2 is out of range"),

@@ -57,9 +57,14 @@ def _line(body: str) -> int:
     return next(i for i, text in enumerate(body.splitlines(), 1) if "# here" in text)
 
 
+def _validate(spec) -> None:
+    """What `toolkit validate` runs on a Matrix (toolkit/cli.py): the run's plan, then the tune block."""
+    check_matrix(spec)
+
+
 def _refused(m: Path, line: int, says: str | None, hint: str | None) -> SpecError:
     with pytest.raises(SpecError) as e:
-        check_matrix(load_spec(m))
+        _validate(load_spec(m))
     exc = e.value
     assert exc.file == m and exc.line == line, (exc.file, exc.line, str(exc))
     assert says is None or says in exc.message, exc.message
@@ -83,7 +88,7 @@ def test_bench_tune_refuses_the_same_way(tmp_path: Path, case: str) -> None:
     spec = load_spec(m)
     arm = next(iter(spec.model.tune.space))
     with pytest.raises(SpecError) as by_validate:
-        check_matrix(spec)
+        _validate(spec)
     with pytest.raises(SpecError) as by_tune:
         check_space(spec, plan_target(spec).env_spec, arm)
     assert str(by_validate.value) == str(by_tune.value)
@@ -101,7 +106,7 @@ def test_a_tune_block_the_matrix_cannot_search_is_refused(tmp_path: Path, axis: 
 
 def test_a_valid_tune_block_validates(tmp_path: Path) -> None:
     m = write_matrix(tmp_path, LOAD + "tune:\n  budget: 3\n  space:\n    ngram: {prompt_lookup_num_tokens: [2, 4, 8]}\n")
-    check_matrix(load_spec(m))
+    _validate(load_spec(m))
 
 
 SLURM = "arms: [baseline, ngram]\nworkloads: [chat]\nrequests: 4\nconcurrency: [1]\ntarget:\n  kind: slurm\n"  # 4-9

@@ -94,7 +94,7 @@ def test_misspelt_generation_config_key_is_caught_with_did_you_mean(tmp_path: Pa
 ])
 def test_dummy_model_shapes_transformers_refuses_are_validate_errors(tmp_path: Path, dummy: str, pattern: str) -> None:
     env, m = write(tmp_path, env=ENV.replace("hidden_size: 32, intermediate_size: 64, layers: 1, heads: 2", dummy))
-    bad(run_cli("validate", str(env)), env, 5, r"model\.dummy: " + pattern)
+    bad(run_cli("validate", str(env)), env, 5, r"model\.dummy\.heads: " + pattern, r"hint: choose heads among")
     r = run_cli("bench", "matrix", str(m), "--results", str(tmp_path / "results"))
     bad(r, env, 5, pattern)  # the run refuses it too, before transformers would die on it
 

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from toolkit.errors import ToolkitError
 from toolkit.loadgen.http import Pool
 from toolkit.loadgen.load import Api, CellLoad
+from toolkit.schema.eligibility import bundled
 from toolkit.schema.records import Prompt, RequestRecord
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
@@ -331,6 +332,8 @@ async def send_one(pool: Pool, path: str, api: Api, body: bytes, rec: RequestRec
             rec.error = "stream ended without a finish reason or [DONE]"
         elif not st.times:
             rec.error = "no output tokens"
+    if rec.error is None:
+        rec.bundled = bundled(rec)
     return rec
 
 

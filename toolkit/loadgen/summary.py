@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable, Literal
 
 from toolkit.loadgen.load import CellLoad
-from toolkit.schema.eligibility import late_check, stall_check
+from toolkit.schema.eligibility import bundled_check, late_check, stall_check
 from toolkit.schema.metrics import achieved_rate, cell_stats, chunk_itls
 from toolkit.schema.records import CellSummary, RequestRecord
 
@@ -53,7 +53,8 @@ def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrenc
               load: CellLoad | None = None) -> CellSummary:
     """One CellSummary over the measured (non-warmup) records; errors count in error_rate, and a cell none of
     whose measured requests succeeded is a failed cell (status failed, the first error its reason); a stall
-    (toolkit/schema/eligibility.py) is a check of the cell. An open-loop `load` (its rate set) adds the
+    (toolkit/schema/eligibility.py) is a check of the cell, and so is
+    `bundled` (most answers in one chunk), with the cell's bundled_share. An open-loop `load` (its rate set) adds the
     target and achieved rate, the p99 lateness and, when the client could not keep the schedule, `late`."""
     measured = [r for r in records if not r.warmup]
     n_ok = sum(1 for r in measured if r.error is None)
@@ -73,6 +74,11 @@ def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrenc
     summary.checked = ["stall"]
     if stall is not None:
         summary.checks = [stall]
+    summary.bundled_share, bundled = bundled_check(records)
+    if summary.bundled_share is not None:
+        summary.checked = [*summary.checked, "bundled"]
+    if bundled is not None:
+        summary.checks = [*summary.checks, bundled]
     if load is not None and load.rate is not None:
         summary.rate, summary.achieved_rate = load.rate, achieved_rate(records)
         summary.arrival = {"process": load.arrival, "burstiness": load.burstiness}

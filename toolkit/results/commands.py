@@ -276,14 +276,15 @@ def diff_cmd(
     data["regressions"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": p}
                            for c, m, p in regressions]
     data["not_gated"] = [{"cell": c.label, "metric": m.metric, "delta_pct": m.delta_pct, "p": p,
-                          "excluded": c.excluded} for c, m, p in ungated]
+                          "excluded": c.excluded + m.excluded} for c, m, p in ungated]
     report = build_diff_report(ra, rb, result, data=data)
     mark_unverified(report, ra, rb)
     emit(report, json_out)
     if fail_on_regression is not None:
         for c, m, _ in ungated:
-            err.print(f"not gated: {c.label} {m.metric} {m.delta_pct:+.2f}% in a cell no verdict may use "
-                      f"({'; '.join(c.excluded)})", markup=False)
+            err.print(f"not gated: {c.label} {m.metric} {m.delta_pct:+.2f}% in a cell no verdict "
+                      f"{'may use' if c.excluded else 'on ' + m.metric + ' may use'} "
+                      f"({'; '.join(c.excluded + m.excluded)})", markup=False)
         if result.unclaimed():
             err.print(f"not gated: {len(result.unclaimed())} metric-cell(s) with {TOO_FEW_LAUNCHES}", markup=False)
         size = family(result.gate_tests()).count(None)

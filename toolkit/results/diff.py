@@ -82,6 +82,7 @@ class MetricDiff:
     df: float | None = None
     se: float | None = None  # of the log-ratio, when the launch noise is known
     launch_cv: float | None = None  # the launch CV the comparison assumed (both sides' variances averaged)
+    excluded: list[str] = field(default_factory=list)  # why no verdict on this metric may use the cell (`bundled`)
 
     @property
     def significant(self) -> bool:
@@ -135,7 +136,7 @@ class DiffResult:
     def regressions(self, pct: float, gated: bool = True) -> list[tuple[CellDiff, MetricDiff, float | None]]:
         """The changes worse by more than pct percent with confidence (`gate`), in the cells a verdict may use
         (gated=False: those in the cells it may not, which the gate names but does not count), each with its p."""
-        return [(c, m, p) for c, m, p in self.gate(pct) if bool(c.excluded) != gated]
+        return [(c, m, p) for c, m, p in self.gate(pct) if bool(c.excluded or m.excluded) != gated]
 
     def gate(self, pct: float) -> list[tuple[CellDiff, MetricDiff, float | None]]:
         """`--fail-on-regression pct`: where the launch noise is known, a one-sided test of the log ratio beyond
@@ -217,7 +218,8 @@ def _forced(levels: set) -> str:
 
 def _qualify(cells: list[CellDiff], a: Archive, b: Archive) -> None:
     """Each cell's flags under the rule of what a verdict may use (toolkit/schema/eligibility.py), per side:
-    notes name them; an excluded cell's changes are shown but never gate (--fail-on-regression)."""
+    notes name them; an excluded cell's changes are shown but never gate (--fail-on-regression), nor do those of
+    a metric a flag leaves out (MetricDiff.excluded: `bundled` for TTFT/ITL/TPOT; the throughput still gates)."""
     from toolkit.results.verdicts import judged_cells
     from toolkit.schema.eligibility import Eligibility
 
@@ -227,8 +229,18 @@ def _qualify(cells: list[CellDiff], a: Archive, b: Archive) -> None:
         for side, elig in eligs:
             flags = [f for f in elig.flags(c.arm, c.domain, c.concurrency) if f.code != "failed"]  # failed: noted
             c.excluded += [f"{side}: {f.text()}" for f in flags if f.excludes]
-            c.notes += [f"{side}: {'no verdict uses it' if f.excludes else 'verdicts name it'}: {f.text()}"
-                        for f in flags]
+            for m in c.metrics.values():  # flags that leave some metrics out (bundled: TTFT/ITL/TPOT)
+                m.excluded += [f"{side}: {f.text()}" for f in flags if not f.excludes and m.metric in f.metrics]
+            c.notes += [f"{side}: {_use(f)}: {f.text()}" for f in flags]
+
+
+def _use(f) -> str:
+    """What a flag means for the verdicts: none uses the cell, none on some metrics does, or they name it."""
+    if f.excludes:
+        return "no verdict uses it"
+    if f.metrics:
+        return "no " + "/".join(METRICS[m].label for m in f.metrics if m in METRICS) + " verdict uses it"
+    return "verdicts name it"
 
 
 def _verdict(metric: str, d: float | None, p: float | None, na: int, nb: int) -> str:
@@ -415,11 +427,13 @@ def geomean_comparison(cells: list[CellDiff], metric: str, va: LaunchView, vb: L
                        model: NoiseModel) -> tuple[Comparison | None, dict[str, str]]:
     """The change of a metric's geometric mean over the comparable cells, with a launch-aware CI: per arm the
     per-launch geometric means over its cells compared (their noise is what a launch moves the whole arm
-    by), then the arms combined (separate launches: independent). (None, {arm: why}) when an arm's noise is
+    by; a metric-cell a flag leaves out, `bundled` TTFT/ITL/TPOT, is no part of it), then the arms combined
+    (separate launches: independent). (None, {arm: why}) when an arm's noise is
     unknown: no test of the geometric mean is made without every arm's."""
     by_arm: dict[str, list[Group]] = {}
     for c in cells:
-        if c.comparable and metric in c.metrics and c.metrics[metric].a and c.metrics[metric].b:
+        if (c.comparable and metric in c.metrics and c.metrics[metric].a and c.metrics[metric].b
+                and not c.metrics[metric].excluded):
             by_arm.setdefault(c.arm, []).append((c.arm, c.domain, c.concurrency, c.output_len))
     parts, missing = [], {}
     for arm, groups in sorted(by_arm.items()):
@@ -492,7 +506,7 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
     size = _apply_correction(cells, correction)
     gm = {}
     for m in metrics:
-        pairs = [(c.metrics[m].a, c.metrics[m].b) for c in cells if m in c.metrics
+        pairs = [(c.metrics[m].a, c.metrics[m].b) for c in cells if m in c.metrics and not c.metrics[m].excluded
                  and c.metrics[m].a and c.metrics[m].b and c.metrics[m].a > 0 and c.metrics[m].b > 0]
         if pairs:
             ga_, gb_ = geomean([p[0] for p in pairs]), geomean([p[1] for p in pairs])

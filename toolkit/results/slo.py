@@ -62,6 +62,10 @@ def analyse(a: Archive, objectives: Objectives, derived: Derived | None = None) 
     cells = [reader.slo(keys) for _, keys in sorted(reader.groups().items())]
     for c in cells:  # assigned only where flagged: summary.json keeps the fields that were set
         ex, qu = elig.excluded(c.arm, c.domain, c.level), elig.qualified(c.arm, c.domain, c.level)
+        # a flag that leaves out some metrics (bundled: TTFT/ITL/TPOT) leaves the cell out of objectives on them
+        judged = {o.metric for o in objectives.items} | {o.sample for o in objectives.items}
+        ex += [f for f in qu if judged & set(f.metrics)]
+        qu = [f for f in qu if f not in ex]
         if ex:
             c.excluded = [f.text() for f in ex]
         if qu:

@@ -21,8 +21,12 @@ Qualified (a verdict may use the cell and names it):
     short         shorter than MIN_CELL_S seconds, or fewer than MIN_REQUESTS_PER_SLOT requests per
                   concurrency slot (docs/results.md says why these floors)
     busy-host     other load on the host while the cell ran (busy_check)
+Excluded from the latency verdicts only (LATENCY_METRICS: TTFT, TPOT, ITL; throughput verdicts use the cell):
+    bundled       most (> BUNDLED_SHARE) successful measured requests arrived bundled (`bundled`: the whole
+                  answer of more than one token at one instant, in one streamed chunk or one read, e.g. the
+                  embedded engine on a busy host), so TTFT is the whole generation, ITL 0 and TPOT no decode speed (bundled_check)
 
-Stall, late and busy-host are found while a cell runs and archived in its summary (`checks`); the others
+Stall, late, bundled and busy-host are found while a cell runs and archived in its summary (`checks`); the others
 follow from what every archive holds, so archives written before this rule read under it too.
 """
 
@@ -49,19 +53,28 @@ BUSY_MARGIN_CORES = 0.5     # runnable-task samples are instantaneous: half a co
 LATE_MIN_MS = 10.0          # open loop: a client late by p99 > max(10 ms, LATE_GAP_SHARE of the mean gap) ...
 LATE_GAP_SHARE = 0.1        # ... did not send the schedule it was asked to: the server saw another load
 
+BUNDLED_SHARE = 0.5         # more than half the answers in one chunk: the cell's TTFT/ITL/TPOT measure no stream
+
 EXCLUDING = ("failed", "capped", "few-samples", "stall", "late", "drift")
 QUALIFYING = ("short", "busy-host")
+LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "itl_req_mean_ms")  # what a bundled answer leaves unmeasured
+EXCLUDING_METRICS: dict[str, tuple[str, ...]] = {"bundled": LATENCY_METRICS}  # flags that exclude some metrics only
 
 
 @dataclass(frozen=True)
 class Flag:
-    code: str  # one of EXCLUDING or QUALIFYING, or a check a cell's summary carries
+    code: str  # one of EXCLUDING, QUALIFYING or EXCLUDING_METRICS, or a check a cell's summary carries
     why: str
     excludes: bool
+    metrics: tuple[str, ...] = ()  # a flag that does not exclude the cell: the metrics no verdict may use
 
     @classmethod
     def of(cls, code: str, why: str) -> "Flag":
-        return cls(code, why, code in EXCLUDING)
+        return cls(code, why, code in EXCLUDING, EXCLUDING_METRICS.get(code, ()))
+
+    def excludes_metric(self, metric: str) -> bool:
+        """May no verdict on `metric` use the flagged cell?"""
+        return self.excludes or metric in self.metrics
 
     def text(self) -> str:
         return f"{self.code} ({self.why})"
@@ -108,7 +121,8 @@ def cell_flags(cell: CellSummary, arm: Any = None, drift: str | None = None) -> 
         out.append(Flag.of("capped", f"c={cell.concurrency} above the {limit} request{'' if limit == 1 else 's'} the server runs at once, "
                                   f"{source}: {cell.concurrency - limit} queue"))
     for c in cell.checks:
-        out.append(Flag(c.check, c.message, c.excludes or c.check in EXCLUDING))
+        excludes = c.excludes or c.check in EXCLUDING
+        out.append(Flag(c.check, c.message, excludes, () if excludes else EXCLUDING_METRICS.get(c.check, ())))
     why = short_why(cell)
     if why:
         out.append(Flag.of("short", why))
@@ -143,6 +157,11 @@ class Eligibility:
 
     def qualified(self, arm: str, domain: str, concurrency: int) -> list[Flag]:
         return [f for f in self.flags(arm, domain, concurrency) if not f.excludes]
+
+    def excluded_for(self, arm: str, domain: str, concurrency: int, metric: str) -> list[Flag]:
+        """The flags that leave the level out of a verdict on `metric` (the excluding ones, and those that
+        exclude that metric only: `bundled` for TTFT/ITL/TPOT)."""
+        return [f for f in self.flags(arm, domain, concurrency) if f.excludes_metric(metric)]
 
     def usable(self, arm: str, domain: str, concurrency: int) -> bool:
         return not self.excluded(arm, domain, concurrency)
@@ -187,6 +206,36 @@ def stall_check(records: list[RequestRecord]) -> CellCheck | None:
                      message=f"{len(slow)} of {len(meas)} requests took {STALL_RATIO:g}x the median E2E or more "
                              f"({min(r.e2e_ms for r in slow):,.0f}-{worst:,.0f} ms vs {med:,.0f} ms; p99/p50 "
                              f"{p99 / med:.1f}), all in flight at {t:.2f} s: one stall sets this cell's throughput")
+
+
+def bundled(r: RequestRecord) -> bool | None:
+    """Did the answer arrive bundled: every output token (more than one) at one instant, in a single streamed
+    chunk or in chunks that came in one read (the client stamps a chunk with its arrival: toolkit/loadgen/
+    http.py)? Then its TTFT is the whole generation and its inter-token gaps are 0. None where unknown (a
+    record without chunk timings: a failed request, or an import that kept none)."""
+    if not r.chunk_ms:
+        return None
+    return r.output_tokens > 1 and r.chunk_ms[-1] == r.chunk_ms[0]
+
+
+def bundled_check(records: list[RequestRecord]) -> tuple[float | None, CellCheck | None]:
+    """(the share of successful measured requests that arrived bundled, the `bundled` check when it is above
+    BUNDLED_SHARE): such a cell's TTFT, ITL and TPOT measure no stream, so no latency verdict uses it
+    (throughput ones do). (None, None) where no request says (records from before the field)."""
+    ok = [r for r in records if not r.warmup and r.ok and r.e2e_ms is not None]
+    known = [r.bundled for r in ok if r.bundled is not None]
+    if not known:
+        return None, None
+    n = sum(known)
+    share = n / len(known)
+    if share <= BUNDLED_SHARE:
+        return share, None
+    return share, CellCheck(check="bundled", excludes=False, n_bundled=n, n=len(known), share=share,
+                            metrics=list(LATENCY_METRICS),
+                            message=f"{n} of {len(known)} answers arrived at once, every token in one chunk or "
+                                    f"one read (> {BUNDLED_SHARE:.0%}): "
+                                    "TTFT is the whole generation, ITL and TPOT measure no stream; no TTFT/ITL/TPOT "
+                                    "verdict uses the cell")
 
 
 def late_bound_ms(rate: float) -> float:

@@ -73,6 +73,9 @@ class RequestRecord(BaseModel):
     lag_ms: float | None = Field(None, description="open loop: how late the request left vs its scheduled time")
     rate: float | None = Field(None, description="open loop (`rates:`): the cell's target rate, req/s; None: a "
                                                  "closed-loop cell, keyed by its concurrency")
+    bundled: bool | None = Field(None, description="the answer arrived bundled: more than one output token, all at "
+                                                   "one instant (toolkit.schema.eligibility.bundled); None: "
+                                                   "unknown (no chunk timings, or a record from before 2026-12-06)")
 
     @property
     def ok(self) -> bool:
@@ -155,6 +158,9 @@ class CellSummary(BaseModel):
     achieved_rate: float | None = Field(None, description="open loop: measured requests sent over the span of their "
                                                           "send times, (n - 1) / (last send - first send), req/s")
     lag_p99_ms: float | None = Field(None, description="open loop: p99 of how late the measured requests left")
+    bundled_share: float | None = Field(None, description="the share of successful measured requests that arrived "
+                                        "bundled (RequestRecord.bundled); above one half the cell is flagged "
+                                        "`bundled` (no TTFT/ITL/TPOT verdict uses it); None: unknown (older archives)")
 
     @property
     def level(self) -> float:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from toolkit.errors import SpecError, did_you_mean
+from toolkit.errors import SpecError, SpecValueError, did_you_mean
 from toolkit.fsutil import folder_not_file
 from toolkit.fsutil import sha256_file  # noqa: F401  (its home; imported from here by older callers)
 from toolkit.specs.base import Hash
@@ -395,10 +395,20 @@ def _value_hint(model: type[BaseModel], loc: tuple, err: dict, errors: list[dict
         "write one of the values listed, as it is spelt there" if err["type"] in ("literal_error", "enum") else None)
 
 
+def _own_check(err: dict) -> SpecValueError | None:
+    """The SpecValueError a model validator raised (key and hint), where this error is one."""
+    exc = (err.get("ctx") or {}).get("error") if err["type"] == "value_error" else None
+    return exc if isinstance(exc, SpecValueError) else None
+
+
 def _where_of(err: dict, data: Any, marks: Marks, path: Path) -> tuple[tuple, Mark | None]:
     loc = _walk(err, data)[0]
     if err["type"] == "missing":
         return loc, marks.find(loc[:-1])
+    own = _own_check(err)
+    if own is not None:  # the key the check names: the first of its keys the file has
+        at = next((loc + k for k in own.keys if loc + k in marks), loc + own.keys[0])
+        return at, marks.find(at)
     named = _named_key(err, data, loc)  # a model's own check: at the line of the key it names
     return loc, marks.find(named or loc)
 
@@ -439,7 +449,9 @@ def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, ma
     loc, mark = _where_of(first, data, marks, path)
     msg = _describe(first)
     hint = None
-    if first["type"] == "extra_forbidden":
+    if _own_check(first) is not None:
+        hint = _own_check(first).hint
+    elif first["type"] == "extra_forbidden":
         allowed = _allowed_keys(model, loc)
         hint = _key_hint(model, loc) or did_you_mean(loc[-1], allowed) or f"valid keys here: {', '.join(sorted(allowed))}"
     elif first["type"] == "missing":

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from toolkit.errors import SpecValueError, did_you_mean
 from toolkit.engines import sglang as sglang_engine
 from toolkit.specs.base import ArgValue, Hash, Name, ServerArgs, Sha256, StrictModel
 
@@ -79,16 +80,25 @@ class DummyModel(StrictModel):
         # hidden_size / heads dimensions; RoPE rotates them in pairs); one head per KV head, so no
         # separate KV-heads rule applies
         if self.hidden_size % self.heads:
-            raise ValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size}): each head gets "
-                             "hidden_size / heads dimensions")
+            raise SpecValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size}): each head gets "
+                                 "hidden_size / heads dimensions", key="heads",
+                                 hint=_heads_hint(self.hidden_size, lambda h: True))
         if (self.hidden_size // self.heads) % 2:
-            raise ValueError(f"hidden_size / heads = {self.hidden_size // self.heads} must be even: rotary position "
-                             "embeddings rotate each head's dimensions in pairs")
+            raise SpecValueError(f"hidden_size / heads = {self.hidden_size // self.heads} must be even: rotary "
+                                 "position embeddings rotate each head's dimensions in pairs", key="heads",
+                                 hint=_heads_hint(self.hidden_size, lambda h: (self.hidden_size // h) % 2 == 0))
         return self
 
     def hash_extra(self) -> dict:
         # every spec hashed before recipes were versioned was made with v1: the field appears from v2 on
         return {} if DUMMY_RECIPE == "toolkit-dummy-v1" else {"recipe": DUMMY_RECIPE}
+
+
+def _heads_hint(hidden_size: int, ok) -> str:
+    """The head counts that divide hidden_size (and pass `ok`), for a refused `heads:`."""
+    good = [h for h in range(1, min(hidden_size, 128) + 1) if hidden_size % h == 0 and ok(h)]
+    return (f"choose heads among {', '.join(map(str, good[:12]))}" + (" ..." if len(good) > 12 else "")
+            + f" for hidden_size {hidden_size}" if good else "choose hidden_size a multiple of 2 x heads")
 
 
 class DummyConfig(StrictModel):
@@ -115,11 +125,14 @@ class DummyConfig(StrictModel):
         # what SGLang's model code assumes of a Llama: each attention head gets hidden_size / heads dimensions,
         # and the KV heads are shared by equal groups of query heads
         if self.hidden_size % self.heads:
-            raise ValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size}): each head gets "
-                             "hidden_size / heads dimensions")
+            raise SpecValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size}): each head gets "
+                                 "hidden_size / heads dimensions", key="heads",
+                                 hint=_heads_hint(self.hidden_size, lambda h: True))
         if self.heads % self.kv_heads:
-            raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads}): each KV head serves an "
-                             "equal group of query heads")
+            raise SpecValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads}): each KV head serves "
+                                 "an equal group of query heads", key="kv_heads",
+                                 hint=f"choose kv_heads among the divisors of heads ({self.heads}): "
+                                      + ", ".join(str(k) for k in range(1, self.heads + 1) if self.heads % k == 0))
         return self
 
     def hash_extra(self) -> dict:
@@ -135,7 +148,9 @@ class Model(StrictModel):
     @model_validator(mode="after")
     def _one(self) -> "Model":
         if (self.path is None) == (self.dummy is None):
-            raise ValueError("give exactly one of `path` or `dummy`")
+            raise SpecValueError("give exactly one of `path` or `dummy`", key="dummy",
+                                 hint="`path:` serves a model folder on disk (or toolkit:NAME); `dummy:` makes a small "
+                                      "random Llama from its shapes" + (": remove one" if self.path else ""))
         return self
 
 
@@ -205,25 +220,43 @@ class Environment(StrictModel):
     def _consistent(self) -> "Environment":
         if self.engine == "sglang":
             if self.base_image is None:
-                raise ValueError("an sglang environment needs `base_image`")
+                raise SpecValueError("an sglang environment needs `base_image`", key=["engine", "kind"],
+                                     hint="add `base_image:` (e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04), or set "
+                                          "`engine: transformers` for the embedded CPU engine")
             if self.sglang is None:
-                raise ValueError("an sglang environment needs an `sglang:` section (version, source, patches)")
+                raise SpecValueError("an sglang environment needs an `sglang:` section (version, source, patches)",
+                                     key=["engine", "base_image", "kind"],
+                                     hint="add `sglang: {version: 0.5.23}` (docs/spec.md), or set `engine: transformers`")
         for name in self.request_params:
             if name not in self.servers:
-                raise ValueError(f"request_params names preset {name!r}, which is not under `servers:`")
+                raise SpecValueError(f"request_params names preset {name!r}, which is not under `servers:`",
+                                     key=("request_params", name),
+                                     hint=did_you_mean(name, list(self.servers)) or
+                                     f"add `{name}:` under `servers:`, or use one of its presets: "
+                                     + (", ".join(self.servers) or "none yet"))
         for path, d in (self.dummy_models or {}).items():
+            here = ("dummy_models", path)
             if not path.startswith("/"):
-                raise ValueError(f"dummy_models: {path!r} is not an absolute path (the folder SGLang reads)")
+                raise SpecValueError(f"dummy_models: {path!r} is not an absolute path (the folder SGLang reads)",
+                                     key=here, hint=f"write the folder as SGLang sees it, from /: e.g. /models/{path.strip('./')}")
             if (d.architecture == "llama-eagle3") != (d.eagle3_draft_of is not None):
-                raise ValueError(f"dummy_models: {path}: `eagle3_draft_of` goes with architecture llama-eagle3, and "
-                                 "only with it")
+                raise SpecValueError(f"`eagle3_draft_of` goes with architecture llama-eagle3, "
+                                     "and only with it", key=[here + ("eagle3_draft_of",), here + ("architecture",)],
+                                     hint="a drafter: `architecture: llama-eagle3` and `eagle3_draft_of: TARGET` "
+                                          "(a llama folder of dummy_models); a target: neither")
             target = (self.dummy_models or {}).get(d.eagle3_draft_of) if d.eagle3_draft_of else None
             if d.eagle3_draft_of and (target is None or target.architecture != "llama"):
-                raise ValueError(f"dummy_models: {path}: eagle3_draft_of {d.eagle3_draft_of!r} is not a llama folder "
-                                 "of dummy_models")
+                llamas = [p for p, x in (self.dummy_models or {}).items() if x.architecture == "llama"]
+                raise SpecValueError(f"eagle3_draft_of {d.eagle3_draft_of!r} is not a llama "
+                                     "folder of dummy_models", key=here + ("eagle3_draft_of",),
+                                     hint=(did_you_mean(d.eagle3_draft_of, llamas) or "name one of them: "
+                                           + ", ".join(llamas)) if llamas else
+                                     "add its target under dummy_models (architecture: llama) and name it here")
             if target is not None and target.vocab_size != d.vocab_size:
-                raise ValueError(f"dummy_models: {path}: vocab_size {d.vocab_size} differs from its target's "
-                                 f"{target.vocab_size} (a dummy drafter has no token map)")
+                raise SpecValueError(f"vocab_size {d.vocab_size} differs from its target's "
+                                     f"{target.vocab_size} (a dummy drafter has no token map)",
+                                     key=[here + ("vocab_size",), here + ("eagle3_draft_of",)],
+                                     hint=f"set `vocab_size: {target.vocab_size}`, the target's")
         return self
 
     def spec_errors(self) -> list[tuple[tuple, str, str]]:

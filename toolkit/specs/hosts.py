@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from toolkit.errors import SpecValueError, did_you_mean
+
 from toolkit.specs.base import Name, StrictModel
 
 
@@ -48,7 +50,9 @@ class Hosts(StrictModel):
             allowed = {"user", "port", "key", "groups", "gpus"}
             for k in data["defaults"]:
                 if k not in allowed:
-                    raise ValueError(f"`defaults` may set {sorted(allowed)}, not {k!r}")
+                    raise SpecValueError(f"`defaults` may set {sorted(allowed)}, not {k!r}", key=("defaults", k),
+                                         hint=did_you_mean(k, sorted(allowed)) or f"set {k!r} on each host under "
+                                         "`hosts:` (or as an Ansible variable under `vars:`)")
             data = dict(data)
             data["hosts"] = {name: ({**data["defaults"], **h} if isinstance(h, dict) else h)
                              for name, h in data["hosts"].items()}

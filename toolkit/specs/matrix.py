@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticKnownError
 
-from toolkit.errors import did_you_mean
+from toolkit.errors import SpecValueError, did_you_mean
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
 from toolkit.specs.base import Hash, Name, NonNegative, Positive, PositiveInt, StrictModel
 from toolkit.specs.slurm import SlurmJob
@@ -62,43 +62,63 @@ class Target(StrictModel):
     @model_validator(mode="after")
     def _fields(self) -> "Target":
         if self.kind == "hosts" and not self.hosts:
-            raise ValueError("a target of kind hosts needs `hosts:` (a Hosts spec path)")
+            raise SpecValueError("a target of kind hosts needs `hosts:` (a Hosts spec path)", key="kind",
+                                 hint="add `hosts: hosts.yaml` (a `kind: Hosts` spec) to the target")
         if self.kind == "external" and not (self.url or self.urls):
-            raise ValueError("a target of kind external needs `url:` or `urls:`")
+            raise SpecValueError("a target of kind external needs `url:` or `urls:`", key="kind",
+                                 hint="add `url: https://host:8443` (one server for every arm) or `urls: {ARM: URL}`")
         if self.kind != "external" and (self.ca_bundle or self.api_key_env):
-            raise ValueError("`ca_bundle:` and `api_key_env:` apply to a target of kind external")
+            raise SpecValueError("`ca_bundle:` and `api_key_env:` apply to a target of kind external",
+                                 key=["ca_bundle", "api_key_env"],
+                                 hint="remove them, or set `kind: external` (servers the toolkit does not start)")
         for url in ([self.url] if self.url else []) + list(self.urls.values()):
             scheme = url.split("://", 1)[0] if "://" in url else ""
             if scheme not in ("http", "https") or not url.split("://", 1)[1].strip("/"):
-                raise ValueError(f"{url!r} is not an http:// or https:// base URL (e.g. https://gateway:8443)")
+                at = ["url"] if url == self.url else [("urls", a) for a, u in self.urls.items() if u == url]
+                raise SpecValueError(f"{url!r} is not an http:// or https:// base URL (e.g. https://gateway:8443)",
+                                     key=at, hint="write the server's base URL with its scheme and host, e.g. "
+                                                  "http://127.0.0.1:30000 or https://gateway:8443")
         if self.ca_bundle and not any(u.startswith("https://") for u in [self.url or "", *self.urls.values()]):
-            raise ValueError("`ca_bundle:` verifies https:// URLs, and this target has none")
+            raise SpecValueError("`ca_bundle:` verifies https:// URLs, and this target has none", key="ca_bundle",
+                                 hint="remove `ca_bundle:`, or give the servers' https:// URLs")
         if self.kind == "slurm" and self.launcher == "docker":
             if "launcher" in self.model_fields_set:
-                raise ValueError("a Slurm job runs `launcher: process` (a Python on the shared file system) or "
-                                 "`launcher: container` (container_image), not docker")
+                raise SpecValueError("a Slurm job runs `launcher: process` (a Python on the shared file system) "
+                                     "or `launcher: container` (container_image), not docker", key="launcher",
+                                     hint="set `launcher: process` or `launcher: container` (docs/slurm.md)")
             self.launcher = "process"
         if self.kind != "slurm" and self.launcher == "container":
-            raise ValueError("`launcher: container` applies to a target of kind slurm (kind local: docker)")
+            raise SpecValueError("`launcher: container` applies to a target of kind slurm (kind local: docker)",
+                                 key="launcher", hint="set `launcher: docker` (or `process`) for this target kind, or "
+                                                      "`kind: slurm`")
         if self.kind not in ("local", "slurm") and (self.gpus or self.launcher == "process"):
-            raise ValueError("`gpus:` and `launcher: process` apply to a target of kind local or slurm")
+            raise SpecValueError("`gpus:` and `launcher: process` apply to a target of kind local or slurm",
+                                 key=["gpus", "launcher"] if self.gpus else ["launcher"],
+                                 hint="remove them: a hosts or external target's servers run where it says")
         if self.kind != "slurm" and self.slurm is not None:
-            raise ValueError("`slurm:` applies to a target of kind slurm")
+            raise SpecValueError("`slurm:` applies to a target of kind slurm", key="slurm",
+                                 hint="remove `slurm:`, or set `kind: slurm`")
         if self.kind == "slurm" and self.slurm is None:
             self.slurm = SlurmJob()
         if self.kind == "slurm" and self.gpus:
-            raise ValueError("`gpus:` names GPU sets of this machine: a Slurm job's GPUs are "
-                             "`slurm: {gpus_per_arm: N}`")
+            raise SpecValueError("`gpus:` names GPU sets of this machine: a Slurm job's GPUs are "
+                                 "`slurm: {gpus_per_arm: N}`", key="gpus",
+                                 hint="remove `gpus:` and set `slurm: {gpus_per_arm: N}`")
         if self.kind == "slurm" and self.parallel != 1:
-            raise ValueError("`parallel:` applies to kind local: Slurm arms run as jobs side by side, "
-                             "at most `slurm: {jobs: N}` at once")
+            raise SpecValueError("`parallel:` applies to kind local: Slurm arms run as jobs side by side, "
+                                 "at most `slurm: {jobs: N}` at once", key="parallel",
+                                 hint="remove `parallel:` and set `slurm: {jobs: N}`")
         if len(set(self.gpus)) != len(self.gpus):
-            raise ValueError("each GPU set may appear once in `gpus:`")
+            dup = next(i for i, g in enumerate(self.gpus) if g in self.gpus[:i])
+            raise SpecValueError("each GPU set may appear once in `gpus:`", key=[("gpus", dup), "gpus"],
+                                 hint=f"remove the second {self.gpus[dup]!r}")
         seen: set[str] = set()
-        for g in self.gpus:
+        for i, g in enumerate(self.gpus):
             ids = set(g.split(","))
             if ids & seen:
-                raise ValueError(f"GPU(s) {sorted(ids & seen)} appear in two sets of `gpus:`: sets must not overlap")
+                raise SpecValueError(f"GPU(s) {sorted(ids & seen)} appear in two sets of `gpus:`: sets must not "
+                                     "overlap", key=[("gpus", i), "gpus"],
+                                     hint="give each arm's server its own GPUs, e.g. gpus: ['0,1', '2,3']")
             seen |= ids
         return self
 
@@ -138,20 +158,27 @@ class Workload(StrictModel):
     def _trace(self) -> "Workload":
         if self.trace is None:
             if self.speed != 1.0:  # (1.0, the default, is what a resolved spec read back says)
-                raise ValueError("`speed:` scales a trace's times: it needs `trace:`")
+                raise SpecValueError("`speed:` scales a trace's times: it needs `trace:`", key="speed",
+                                     hint="remove `speed:`, or add `trace: FILE` (docs/loadgen.md#traces)")
             if self.max_hours != 24.0:  # (the default, as a resolved spec read back says it)
-                raise ValueError("`max_hours:` bounds a trace's replay: it needs `trace:` (remove it here)")
+                raise SpecValueError("`max_hours:` bounds a trace's replay: it needs `trace:` (remove it here)",
+                                     key="max_hours", hint="remove `max_hours:`, or add `trace: FILE`")
             return self
         if self.path is not None or self.sample is not None or self.holdout is not None:
-            raise ValueError("a `trace:` workload sends the trace's own requests: drop `path:`, `sample:` and "
-                             "`holdout:` (or make them a separate workload)")
+            raise SpecValueError("a `trace:` workload sends the trace's own requests: drop `path:`, `sample:` and "
+                                 "`holdout:` (or make them a separate workload)", key=["path", "sample", "holdout"],
+                                 hint="list the prompts file as a workload of its own: `- {name: mine, path: FILE}`")
         speeds = self.speeds
         if not speeds:
-            raise ValueError("`speed:` names no speed: give one, e.g. 1.0, or a list, e.g. [1, 2, 4]")
+            raise SpecValueError("`speed:` names no speed: give one, e.g. 1.0, or a list, e.g. [1, 2, 4]", key="speed",
+                                 hint="give one, e.g. 1.0, or a list, e.g. [1, 2, 4]")
         if any(s <= 0 for s in speeds):
-            raise ValueError("`speed:` must be > 0 (2.0 replays twice as fast)")
+            raise SpecValueError("`speed:` must be > 0 (2.0 replays twice as fast)", key="speed",
+                                 hint="2.0 replays twice as fast, 0.5 at half speed")
         if len(set(speeds)) != len(speeds):
-            raise ValueError("`speed:` lists a speed twice: each may appear once")
+            dup = next(i for i, x in enumerate(speeds) if x in speeds[:i])
+            raise SpecValueError("`speed:` lists a speed twice: each may appear once", key=[("speed", dup), "speed"],
+                                 hint=f"remove the second {speeds[dup]:g}")
         return self
 
     @property
@@ -173,8 +200,8 @@ class Arrival(StrictModel):
     @model_validator(mode="after")
     def _shape(self) -> "Arrival":
         if self.burstiness != 1.0 and self.process != "gamma":
-            raise ValueError(f"`burstiness` shapes `process: gamma`; a {self.process} process has none "
-                             "(set `process: gamma`, or drop `burstiness`)")
+            raise SpecValueError(f"`burstiness` shapes `process: gamma`; a {self.process} process has none",
+                                 key="burstiness", hint="set `process: gamma`, or drop `burstiness`")
         return self
 
 
@@ -207,7 +234,8 @@ class Bounds(StrictModel):
     @model_validator(mode="after")
     def _some(self) -> "Bounds":
         if all(v is None for v in self.model_dump().values()):
-            raise ValueError("give a percentile (p50, p75, p90, p95, p99) or per_request, e.g. {p90: 50}")
+            raise SpecValueError("give a percentile (p50, p75, p90, p95, p99) or per_request", key=(),
+                                 hint="e.g. `{p90: 50}`: the cell's p90 at most 50 ms (docs/slo.md)")
         return self
 
 
@@ -233,8 +261,8 @@ class Slo(StrictModel):
     @model_validator(mode="after")
     def _some(self) -> "Slo":
         if not any(getattr(self, m) for m in OBJECTIVE_SAMPLES):
-            raise ValueError("name at least one objective: ttft_ms, tpot_ms, itl_ms or e2e_ms, e.g. "
-                             "`tpot_ms: {p90: 50}`")
+            raise SpecValueError("name at least one objective: ttft_ms, tpot_ms, itl_ms or e2e_ms", key=(),
+                                 hint="e.g. `tpot_ms: {p90: 50}` (docs/slo.md)")
         return self
 
     def objectives(self) -> Objectives:
@@ -408,70 +436,105 @@ class Matrix(StrictModel):
         if self.sweep is None:
             return self
         if self.concurrency is not None or self.rates is not None:
-            raise ValueError("give exactly one of `concurrency` (closed loop), `rates` (open loop, listed) or "
-                             "`sweep` (open loop, rates from probes of the baseline); one run compares arms along "
-                             "one load axis")
+            raise SpecValueError("give exactly one of `concurrency` (closed loop), `rates` (open loop, listed) or "
+                                 "`sweep` (open loop, rates from probes of the baseline); one run compares arms "
+                                 "along one load axis", key=["concurrency", "rates"],
+                                 hint="remove `sweep:` or the " + ("`concurrency:`" if self.concurrency is not None
+                                                                   else "`rates:`") + " list")
         if self.traces:
-            raise ValueError("a `trace:` workload is sent at the trace's own times, not at rates probes choose: "
-                             "list `rates:` for the other workloads, or run the trace in a matrix of its own")
+            raise SpecValueError("a `trace:` workload is sent at the trace's own times, not at rates probes choose",
+                                 key=self._trace_keys(),
+                                 hint="list `rates:` for the other workloads, or run the trace in a matrix of its own")
         if isinstance(self.duration_s, dict):
-            raise ValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `sweep:` give seconds")
+            raise SpecValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `sweep:` give "
+                                 "seconds", key="duration_s", hint="give one number of seconds, e.g. `duration_s: 30`")
         if self.warmup == "concurrency":
-            raise ValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with `sweep:` "
-                             "give a number of requests")
+            raise SpecValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with "
+                                 "`sweep:` give a number of requests", key="warmup", hint="e.g. `warmup: 4`")
         return self
 
     @model_validator(mode="after")
     def _check(self) -> "Matrix":
         if self.traces and self.concurrency is not None:
-            raise ValueError("a `trace:` workload is sent open loop, at the trace's own times, and its cells are "
-                             "keyed by rate: give the other workloads `rates:` instead of `concurrency:` (one run "
-                             "compares arms along one load axis), or run the trace in a matrix of its own")
+            raise SpecValueError("a `trace:` workload is sent open loop, at the trace's own times, and its cells are "
+                                 "keyed by rate: give the other workloads `rates:` instead of `concurrency:` (one "
+                                 "run compares arms along one load axis), or run the trace in a matrix of its own",
+                                 key=["concurrency", *self._trace_keys()],
+                                 hint="replace `concurrency:` with `rates: [...]` (requests per second), or move the "
+                                      "trace to a matrix of its own")
         if self.traces and len(self.traces) == len(self.workloads):
             self._only_traces()
         else:
             if (self.requests is None) == (self.duration_s is None):
-                raise ValueError("give exactly one of `requests` (per cell) or `duration_s`")
+                raise SpecValueError("give exactly one of `requests` (per cell) or `duration_s`",
+                                     key=["duration_s", "requests", "workloads"],
+                                     hint="remove `duration_s:` or `requests:`" if self.requests is not None else
+                                     "add `requests: N` (measured requests per cell) or `duration_s: SECONDS`")
             if self.sweep is None and (self.concurrency is None) == (self.rates is None):
-                raise ValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
-                                 "(open loop: requests per second); one run compares arms along one load axis")
+                raise SpecValueError("give exactly one of `concurrency` (closed loop: requests in flight) or `rates` "
+                                     "(open loop: requests per second); one run compares arms along one load axis",
+                                     key=["concurrency", "rates"],
+                                     hint="remove `rates:` or `concurrency:`" if self.rates is not None else
+                                     "add `concurrency: [1, 4]` (closed loop) or `rates: [1, 2]` (open loop)")
         if self.rates is None and self.sweep is None and self.arrival != Arrival():
-            raise ValueError("`arrival:` shapes the open-loop cells of `rates:` or `sweep:`: they need `rates:` (a "
-                             "trace's requests arrive at its own times)")
+            raise SpecValueError("`arrival:` shapes the open-loop cells of `rates:` or `sweep:`: they need `rates:` "
+                                 "(a trace's requests arrive at its own times)", key="arrival",
+                                 hint="remove `arrival:`, or give `rates:` instead of `concurrency:`")
         if self.rates is None and self.sweep is None and self.max_concurrency is not None and not self.traces:
-            raise ValueError("`max_concurrency:` caps open-loop cells: it needs `rates:`, `sweep:` or a `trace:` "
-                             "workload")
+            raise SpecValueError("`max_concurrency:` caps open-loop cells: it needs `rates:`, `sweep:` or a `trace:` "
+                                 "workload", key="max_concurrency",
+                                 hint="remove it: a closed-loop cell's `concurrency:` is already its requests in flight")
         if self.rates is not None and isinstance(self.duration_s, dict):
-            raise ValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `rates:` give seconds")
+            raise SpecValueError("`duration_s: {LEVEL: SECONDS}` names concurrency levels: with `rates:` give "
+                                 "seconds", key="duration_s", hint="give one number of seconds, e.g. `duration_s: 30`")
         if (self.rates is not None or self.traces) and self.warmup == "concurrency":
-            raise ValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with `rates:` "
-                             "give a number of requests")
+            raise SpecValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with "
+                                 "`rates:` give a number of requests", key="warmup", hint="e.g. `warmup: 4`")
         if self.baseline is not None and self.baseline not in self.arms:
-            raise ValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}"
-                             + (f": {did_you_mean(self.baseline, self.arms)}" if did_you_mean(self.baseline, self.arms) else ""))
+            raise SpecValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}"
+                                 + (f": {did_you_mean(self.baseline, self.arms)}" if did_you_mean(self.baseline, self.arms) else ""),
+                                 key="baseline", hint=did_you_mean(self.baseline, self.arms)
+                                 or f"name one of the arms: {', '.join(self.arms)}")
         if self.synthetic_acceptance is not None and self.target.kind in ("external", "slurm"):
-            raise ValueError(f"`synthetic_acceptance:` sets the environment of servers the toolkit starts; a target "
-                             f"of kind {self.target.kind} " + ("is started by others" if self.target.kind == "external"
-                                                                else "is not supported yet") + ": use kind local or hosts")
+            raise SpecValueError(f"`synthetic_acceptance:` sets the environment of servers the toolkit starts; a "
+                                 f"target of kind {self.target.kind} " + ("is started by others" if self.target.kind ==
+                                 "external" else "is not supported yet"), key="synthetic_acceptance",
+                                 hint="use a target of kind local or hosts, or remove `synthetic_acceptance:`")
         if not self.training_data and any((w if isinstance(w, str) else w.name) == "match-training"
                                           for w in self.workloads if isinstance(w, str) or w.path is None):
-            raise ValueError("workload `match-training` draws the domain mix of `training_data:`; set it")
+            i = next(i for i, w in enumerate(self.workloads)
+                     if (w if isinstance(w, str) else w.name) == "match-training")
+            raise SpecValueError("workload `match-training` draws the domain mix of `training_data:`; set it",
+                                 key=[("workloads", i), "workloads"],
+                                 hint="add `training_data: FILE` (the drafter's training data, JSON lines), or "
+                                      "remove the workload")
         if self.launches_auto is not None:
             if self.launches < 2:
-                raise ValueError("`launches_auto:` needs `launches: 2` or more first (a CI over launches needs two)")
+                raise SpecValueError("`launches_auto:` needs `launches: 2` or more first (a CI over launches needs "
+                                     "two)", key=["launches", "launches_auto"], hint="set `launches: 2` (the fewest rounds)")
             if self.launches_auto.max <= self.launches:
-                raise ValueError(f"launches_auto.max ({self.launches_auto.max}) must exceed `launches` "
-                                 f"({self.launches}): it is the most rounds, `launches` the fewest")
+                raise SpecValueError(f"launches_auto.max ({self.launches_auto.max}) must exceed `launches` "
+                                     f"({self.launches}): it is the most rounds, `launches` the fewest",
+                                     key=[("launches_auto", "max"), "launches_auto"],
+                                     hint=f"set `max:` to {self.launches + 1} or more, or lower `launches:`")
             if len(self.arms) < 2:
-                raise ValueError("`launches_auto:` stops on the arms' speed-ups over the baseline: give two arms or more")
+                raise SpecValueError("`launches_auto:` stops on the arms' speed-ups over the baseline: give two arms "
+                                     "or more", key=["launches_auto", "arms"],
+                                     hint="add an arm to `arms:`, or remove `launches_auto:` (fixed `launches:`)")
         return self
 
     def _only_traces(self) -> None:
         """Every workload a trace: the traces size and time their cells, so no load axis or size is given."""
         given = [k for k in ("concurrency", "rates", "requests", "duration_s") if getattr(self, k) is not None]
         if given:
-            raise ValueError(f"every workload is a `trace:`, which sends its own requests at its own times: "
-                             f"`{'`, `'.join(given)}` would size nothing; drop it (or add a workload it applies to)")
+            raise SpecValueError(f"every workload is a `trace:`, which sends its own requests at its own times: "
+                                 f"`{'`, `'.join(given)}` would size nothing", key=given,
+                                 hint="drop " + ("it" if len(given) == 1 else "them") + " (or add a workload it applies to)")
+
+    def _trace_keys(self) -> list[tuple]:
+        """Where the `trace:` workloads are (workloads[i].trace), for an error about them."""
+        return [("workloads", i, "trace") for i, w in enumerate(self.workloads)
+                if isinstance(w, Workload) and w.trace is not None]
 
     @property
     def traces(self) -> list[Workload]:

@@ -53,6 +53,9 @@ def metric_table(r: DiffResult, metric: str) -> Table | None:
         m = c.metrics.get(metric) if c.comparable else None
         if m is not None:
             d, pn = _delta(m, r)
+            if m.excluded:  # a flag leaves this metric of the cell out of verdicts (bundled: TTFT/ITL/TPOT)
+                codes = sorted({x.split(": ", 1)[-1].split(" (", 1)[0] for x in m.excluded})
+                pn += f"  left out: {', '.join(codes)}"
             rows.append([c.label, centre(m.a, m.a_low, m.a_high), centre(m.b, m.b_low, m.b_high), d, pn])
     if not rows:
         return None
