@@ -246,6 +246,9 @@ class Manifest(_Open):
     launches: int = Field(1, description="server launches per arm (the Matrix's `launches:`)")
     rounds: list[list[str]] = Field(default_factory=list, description="per launch round, the order the arms were "
                                     "launched in (seeded, random per round when launches > 1)")
+    round_seed: int | None = Field(None, description="the seed the rounds' arm orders were drawn from, drawn "
+                                   "afresh per run (absent in older archives: their orders came from the Matrix's "
+                                   "`seed`, the same every run)")
     slurm: SlurmRecord | None = Field(None, description="a Slurm target: load generator placement, job scripts, "
                                       "jobs (absent in other runs and in Slurm runs before the field)")
     sweep: SweepRecord | None = Field(None, description="a Matrix `sweep:`: the rates every arm ran and how the "
