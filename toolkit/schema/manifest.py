@@ -397,6 +397,9 @@ class LaunchRecord(_Open):
     cells: list[str] = Field(default_factory=list, description="cell keys measured against this launch")
     slurm: dict[str, Any] | None = Field(None, description="a Slurm target: the job (job_id, job_name, node, gpus, "
                                                            "state as it ended, script, log)")
+    machine: dict[str, Any] | None = Field(None, description="the machine it ran on: {host, gpus: [UUID, else serial, "
+                                            "of the GPUs it used; None where unknown], gpu_ids}; absent in older "
+                                            "archives (toolkit/results/machines.py falls back to the host fingerprint)")
     warmup: bool = Field(False, description="a warm-up launch (the Matrix's `warmup_launch`): its cells ran and "
                                             "were discarded; `cells` lists them")
 
