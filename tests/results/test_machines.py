@@ -90,3 +90,31 @@ def test_machine_variance_from_committed_cross_machine_pairs(tmp_path: Path) -> 
     assert abs(abs(d) - math.log(1.2)) < 0.08
     assert mv["tpot_ms"].var > 0
     assert machine_variance(tmp_path / "none", ["ttft_ms"])["ttft_ms"] == machine_prior("ttft_ms")
+
+
+def test_show_flags_a_run_spanning_machines_and_gives_a_one_launch_runs_mde(tmp_path: Path) -> None:
+    from toolkit.results.report import build_run_report, render_text
+
+    spans = _run(tmp_path, 8, launches=2, launch_cv=0.05)
+    _set_launch_machines(spans, [{"host": "vm", "gpus": ["GPU-1"]}, {"host": "vm", "gpus": ["GPU-2"]}])
+    rep = build_run_report(open_archive(spans))
+    assert "SPANS MACHINES" in render_text(rep) and rep.data["machines"]["spans"]
+    assert rep.data["noise"]["arms"]["baseline"]["tpot_ms"]["launches_for"]["10"] >= 2
+    one = build_run_report(open_archive(_run(tmp_path, 9)))
+    text = render_text(one)
+    assert "SPANS MACHINES" not in text and "Minimum detectable effect" in text
+    x = one.data["power"]["arms"]["baseline"]["tpot_ms"]
+    assert 45 < x["mde_pct"] < 52 and x["mde_across_machines_pct"] > x["mde_pct"]  # the default 10 % launch CV
+    assert "default launch CV" in one.data["power"]["source"]
+
+
+def test_plan_power_line_names_launches_and_its_source(tmp_path: Path) -> None:
+    from toolkit.bench.power import plan_power
+
+    line = plan_power("e" * 64, 3, 200, tmp_path)
+    assert line.startswith("power: to find a 10% change with 80% power")
+    assert "ttft_ms (launch CV 10%): 19 launches per arm" in line and "default launch CV" in line
+    root = tmp_path / "results"
+    write_run(root, seed=10, arms=ARMS, n=60, launches=3, launch_cv=0.2, purpose="noise-calibration")
+    cal = plan_power("e" * 64, 3, 200, root)
+    assert "calibration" in cal and "requests per cell-launch" in cal

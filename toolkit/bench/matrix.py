@@ -80,6 +80,10 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
 
             for job_id in cancel_recorded(writer.path, writer.manifest):
                 log(f"cancelled Slurm job {job_id}, left running by the run being resumed")
+    if writer is None:  # before any server starts: what this run can find (docs/results.md#power-before-spending)
+        from toolkit.bench.power import plan_power
+
+        log(plan_power(plan.hashes.get("environment"), plan.m.planned_launches, plan.m.requests, results_root))
     if build is not None:
         plan.build = build
     if origin is not None and origin.build is not None:
