@@ -97,3 +97,10 @@ def test_machine_prior_and_with_machine():
 def test_requests_per_launch():
     assert requests_per_launch(0.25, 0.01, share=0.1) == math.ceil(math.pi / 2 * 0.25 / 0.001)
     assert requests_per_launch(0.0, 0.01) == 1
+
+
+def test_mde_across_machines_is_larger_and_has_its_power():
+    noise, mv = _noise(0.05), machine_prior("tpot_ms").var
+    plain, across = mde_pct(noise, 3), mde_pct(noise, 3, machine_var=mv)
+    assert across > plain
+    assert 0.78 < power(noise, 3, 3, across, df=math.inf, machine_var=mv) < 0.82  # both with known variances

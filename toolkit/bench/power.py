@@ -70,9 +70,12 @@ def plan_power(env_hash: str | None, launches: int, requests: int | None, root: 
         noise = (_noisiest(view, metric) if view is not None else None) or DEFAULT
         need = launches_needed(noise, change_pct)
         n = max(1, launches)
+        # the df the run's tests will have: each cell's own variance, 2 (n - 1), from 3 launches (or with no
+        # calibration to borrow); a calibration's below that; the calibration's or the default's with one launch
+        if n >= 3 or (n == 2 and view is None):
+            noise = Noise(var=noise.var, df=float(2 * (n - 1)), source=noise.source)
         mde = mde_pct(noise, n)
-        # across machines each side's mean carries its machine's effect: var (2 / n) + 2 mv = (var + n mv) (2 / n)
-        mde_x = mde_pct(Noise(var=noise.var + n * machine_prior(metric).var, df=noise.df), n)
+        mde_x = mde_pct(noise, n, machine_var=machine_prior(metric).var)  # each side's machine effect added
         rv = _request_var(view, metric) if view is not None else None
         req = f", >= {requests_per_launch(rv, noise.var)} requests per cell-launch" if rv is not None else ""
         parts.append(f"{metric} (launch CV {noise.cv:.0%}): {need if need else '>64'} launches per arm{req}; "

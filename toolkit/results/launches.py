@@ -462,12 +462,17 @@ def with_machine(noise: Noise, machine_var: float, machine_df: float = math.inf,
                  launches=noise.launches, arm_var=noise.arm_var, arm_df=noise.arm_df)
 
 
-def mde_pct(noise: Noise, n_a: int, n_b: int | None = None, alpha: float = ALPHA, power: float = POWER) -> float:
+def mde_pct(noise: Noise, n_a: int, n_b: int | None = None, alpha: float = ALPHA, power: float = POWER,
+            machine_var: float = 0.0) -> float:
     """The smallest change (percent, upwards) a comparison of n_a against n_b launches detects with the
-    given power at two-sided alpha: exp((t_{1-alpha/2} + t_{power}) * sqrt(var (1/n_a + 1/n_b))) - 1."""
+    given power at two-sided alpha: exp((t_{1-alpha/2} + t_{power}) * se) - 1, se^2 = var (1/n_a + 1/n_b) (the
+    normal-shift approximation of `power`, close to it from 3 launches a side). machine_var: the sides ran on
+    different machines: se^2 adds 2 machine_var, the df by Satterthwaite (the machine prior's df: inf)."""
     n_b = n_a if n_b is None else n_b
-    k = _q(1 - alpha / 2, noise.df) + _q(power, noise.df)
-    return 100.0 * math.expm1(k * math.sqrt(noise.var * (1 / n_a + 1 / n_b)))
+    v = noise.var * (1 / n_a + 1 / n_b)
+    df = _welch_many([v, 2 * machine_var], [noise.df, math.inf]) if machine_var > 0 else noise.df
+    k = _q(1 - alpha / 2, df) + _q(power, df)
+    return 100.0 * math.expm1(k * math.sqrt(v + 2 * machine_var))
 
 
 __all__ = ["ALPHA", "POWER", "DEFAULT", "SHARED", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "Comparison", "Noise",

@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 
 from toolkit.results.archive import Archive
-from toolkit.results.launches import (ALPHA, DEFAULT, MAX_LAUNCHES, POWER, launches_needed, machine_prior, mde_pct,
-                                      with_machine)
+from toolkit.results.launches import (ALPHA, DEFAULT, MAX_LAUNCHES, POWER, launches_needed, machine_prior, mde_pct)
 from toolkit.results.report.model import Heading, Items, Para, Table, fmt_num
 from toolkit.schema.metrics import NAMES
 
@@ -109,7 +108,7 @@ def power_data(a: Archive, objectives=None, root=None) -> dict | None:
             mv = machine_prior(metric)
             out["arms"].setdefault(arm, {})[metric] = {
                 "cv": n.cv, "launches": view.arm_launches(arm), "mde_pct": mde_pct(n, 1),
-                "mde_across_machines_pct": mde_pct(with_machine(n, mv.var), 1),
+                "mde_across_machines_pct": mde_pct(n, 1, machine_var=mv.var),
                 "launches_for": {f"{CHANGE_PCT:g}": launches_needed(n, CHANGE_PCT)}}
     return out if out["arms"] else None
 
