@@ -168,32 +168,35 @@ def _pairs(root: Path) -> list[tuple[Archive, Archive]]:
     return out
 
 
-def pair_figure(a: Archive, b: Archive, metric: str) -> tuple[float, float] | None:
-    """One cross-machine pair's (d, se2) for a metric: d the mean over the shared cells of the log ratio of the
-    launch means (the machines' difference, which moves every cell alike), se2 what the launch noise alone
-    gives it: each side's arm-level launch variance (launch_noise's arm_var) over its launches where the runs
-    measure it, else 0 (all of the difference charged to the machines: conservative)."""
+def _views(a: Archive, b: Archive):
     from toolkit.results.cells import CellReader
     from toolkit.results.noise import LaunchView
 
-    va, vb = LaunchView(CellReader(a)), LaunchView(CellReader(b))
-    ds, se2 = [], 0.0
+    return LaunchView(CellReader(a)), LaunchView(CellReader(b))
+
+
+def pair_figure(a: Archive, b: Archive, metric: str, views=None) -> tuple[float, float] | None:
+    """One cross-machine pair's (d, se2) for a metric: d the mean over the shared cells of the log ratio of the
+    launch means (the machines' difference, which moves every cell alike), se2 what the launch noise alone
+    gives it: each side's arm-level launch variance (launch_noise's arm_var) over its launches where the runs
+    measure it, else 0 (all of the difference charged to the machines: conservative). views: the pair's
+    LaunchViews, reused across metrics."""
+    va, vb = views or _views(a, b)
+    ds = []
     for g in sorted(set(va.groups) & set(vb.groups)):
         fa, fb = list(logs(va.figures(g, metric)).values()), list(logs(vb.figures(g, metric)).values())
         if fa and fb:
             ds.append(sum(fb) / len(fb) - sum(fa) / len(fa))
     if not ds:
         return None
-    arms = sorted({g[0] for g in va.groups} & {g[0] for g in vb.groups})
     parts = []
-    for arm in arms:
+    for arm in sorted({g[0] for g in va.groups} & {g[0] for g in vb.groups}):
         na, nb = va.arm_noise(arm, metric), vb.arm_noise(arm, metric)
         if na is None or nb is None:
             parts = []
             break
         parts.append(na.var / max(1, na.launches) + nb.var / max(1, nb.launches))
-    se2 = sum(parts) / len(parts) if parts else 0.0
-    return sum(ds) / len(ds), se2
+    return sum(ds) / len(ds), (sum(parts) / len(parts) if parts else 0.0)
 
 
 def machine_variance(root: Path | None, metrics: list[str]) -> dict[str, MachineVar]:
@@ -201,15 +204,14 @@ def machine_variance(root: Path | None, metrics: list[str]) -> dict[str, Machine
     (machine_var_from_pairs, one df per pair), else the default prior (launches.machine_prior). The source says
     which."""
     pairs = _pairs(root) if root is not None and Path(root).is_dir() else []
+    views = [_views(a, b) for a, b in pairs]
+    ids = ", ".join(f"{a.run_id}/{b.run_id}" for a, b in pairs[:3]) + (" ..." if len(pairs) > 3 else "")
     out = {}
     for metric in metrics:
-        figs = [f for f in (pair_figure(a, b, metric) for a, b in pairs) if f is not None]
+        figs = [f for f in (pair_figure(a, b, metric, v) for (a, b), v in zip(pairs, views)) if f is not None]
         est = machine_var_from_pairs(figs)
-        if est is not None:
-            ids = ", ".join(f"{a.run_id}/{b.run_id}" for a, b in pairs[:3]) + (" ..." if len(pairs) > 3 else "")
-            out[metric] = MachineVar(var=est.var, df=est.df, source=f"{est.source} under {root}: {ids}")
-        else:
-            out[metric] = machine_prior(metric)
+        out[metric] = MachineVar(var=est.var, df=est.df, source=f"{est.source} under {root}: {ids}") \
+            if est is not None else machine_prior(metric)
     return out
 
 
