@@ -201,14 +201,22 @@ def pair_figure(a: Archive, b: Archive, metric: str, views=None) -> tuple[float,
 
 def machine_variance(root: Path | None, metrics: list[str]) -> dict[str, MachineVar]:
     """Per metric, the between-machine variance: estimated from the committed cross-machine A/A pairs under root
-    (machine_var_from_pairs, one df per pair), else the default prior (launches.machine_prior). The source says
+    (machine_var_from_pairs, one df per pair of machines: runs of the same two machines averaged first), else the
+    default prior (launches.machine_prior). The source says
     which."""
     pairs = _pairs(root) if root is not None and Path(root).is_dir() else []
     views = [_views(a, b) for a, b in pairs]
     ids = ", ".join(f"{a.run_id}/{b.run_id}" for a, b in pairs[:3]) + (" ..." if len(pairs) > 3 else "")
     out = {}
+    keys = [frozenset((run_machines(a).machines[0], run_machines(b).machines[0])) for a, b in pairs]
     for metric in metrics:
-        figs = [f for f in (pair_figure(a, b, metric, v) for (a, b), v in zip(pairs, views)) if f is not None]
+        # pairs of the same two machines share those machines' effects: averaged into one figure, one df
+        by: dict[frozenset, list[tuple[float, float]]] = {}
+        for k, (a, b), v in zip(keys, pairs, views):
+            f = pair_figure(a, b, metric, v)
+            if f is not None:
+                by.setdefault(k, []).append(f)
+        figs = [(sum(d for d, _ in fs) / len(fs), sum(x for _, x in fs) / len(fs)) for fs in by.values()]
         est = machine_var_from_pairs(figs)
         out[metric] = MachineVar(var=est.var, df=est.df, source=f"{est.source} under {root}: {ids}") \
             if est is not None else machine_prior(metric)
