@@ -118,3 +118,12 @@ def test_plan_power_line_names_launches_and_its_source(tmp_path: Path) -> None:
     write_run(root, seed=10, arms=ARMS, n=60, launches=3, launch_cv=0.2, purpose="noise-calibration")
     cal = plan_power("e" * 64, 3, 200, root)
     assert "calibration" in cal and "requests per cell-launch" in cal
+
+
+def test_single_launch_cross_machine_diff_widens_the_default_floor(tmp_path: Path) -> None:
+    from toolkit.results.launches import DEFAULT_FLOOR_PCT
+
+    a = open_archive(_run(tmp_path / "r", 11, uuid="GPU-1"))
+    same = diff_runs(a, open_archive(_run(tmp_path / "r", 12, uuid="GPU-1")), metrics=["tpot_ms"])
+    other = diff_runs(a, open_archive(_run(tmp_path / "x", 12, uuid="GPU-2")), metrics=["tpot_ms"])
+    assert same.floor_pct == DEFAULT_FLOOR_PCT and other.floor_pct > DEFAULT_FLOOR_PCT

@@ -36,8 +36,8 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
-from toolkit.results.launches import (DEFAULT_FLOOR_PCT, Comparison, beyond_margin, cell_noise, combine, compare,
-                                      exceeds_p, from_delta, logs)
+from toolkit.results.launches import (DEFAULT, DEFAULT_FLOOR_PCT, Comparison, beyond_margin, cell_noise, combine,
+                                      compare, exceeds_p, floor_pct, from_delta, logs)
 from toolkit.results.noise import LaunchView, NoiseModel, calibration_view
 from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
@@ -513,7 +513,11 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
     machines = _machine_level(a, b, metrics, views[2])
     cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics, views) for g in sorted(set(ga) & set(gb))]
     _qualify(cells, a, b)
-    size = _apply_correction(cells, correction)
+    # one launch a side and no launch noise known: the default floor, widened across machines by the largest
+    # between-machine variance of the metrics compared (the floor is one figure for every metric)
+    floor = DEFAULT_FLOOR_PCT if not views[2].machine else floor_pct(math.sqrt(math.expm1(
+        DEFAULT.var + max(v.var for v in views[2].machine.values()))))
+    size = _apply_correction(cells, correction, floor)
     gm = {}
     for m in metrics:
         pairs = [(c.metrics[m].a, c.metrics[m].b) for c in cells if m in c.metrics
@@ -535,4 +539,4 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
                       slo=obj.block() if obj is not None else None, slo_note=slo_note,
                       noise=_noise_summary({g[0] for g in set(ga) & set(gb)}, va, vb, model),
                       calibration=model.calibration.run_id if model.calibration is not None else None,
-                      family_size=size, machines=machines)
+                      family_size=size, machines=machines, floor_pct=round(floor))
