@@ -127,3 +127,15 @@ def test_single_launch_cross_machine_diff_widens_the_default_floor(tmp_path: Pat
     same = diff_runs(a, open_archive(_run(tmp_path / "r", 12, uuid="GPU-1")), metrics=["tpot_ms"])
     other = diff_runs(a, open_archive(_run(tmp_path / "x", 12, uuid="GPU-2")), metrics=["tpot_ms"])
     assert same.floor_pct == DEFAULT_FLOOR_PCT and other.floor_pct > DEFAULT_FLOOR_PCT
+
+
+def test_reproduce_verdict_across_machines_says_so(tmp_path: Path) -> None:
+    from toolkit.bench.reproduce import compare_runs, reproduce_text
+
+    a = open_archive(_run(tmp_path / "r", 13, uuid="GPU-1", launches=3, launch_cv=0.05))
+    b = open_archive(_run(tmp_path / "x", 14, uuid="GPU-2", launches=3, launch_cv=0.05))
+    text = reproduce_text(compare_runs(a, b))
+    assert "across machines, the machine level included" in text and "machines: the runs ran on different" in text
+    same = reproduce_text(compare_runs(a, open_archive(_run(tmp_path / "r", 15, uuid="GPU-1", launches=3,
+                                                             launch_cv=0.05))))
+    assert "across machines" not in same
