@@ -46,7 +46,12 @@ def launched(tmp_path_factory) -> tuple[Path, Path, Path]:
     results = tmp / "results"
     r = run_cli("bench", "matrix", str(spec), "--results", str(results), "--json", timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "power: to find a 10% change with 80% power" in r.stderr  # before any server started
     return spec, results, Path(json.loads(r.stdout)["run"])
+
+
+def doc_machines(run: Path) -> dict:
+    return json.loads(run_cli("results", "show", str(run), "--json").stdout)["machines"]
 
 
 @pytest.mark.slow
@@ -67,6 +72,9 @@ def test_rounds_interleaved_recorded_and_cells_archived_per_launch(launched) -> 
         assert all(compact.exists(run / r["log_file"]) for r in recs)  # logs/NAME.log.gz: compacted
         for r in recs:  # the order the rounds say
             assert r["position"] == m["rounds"][r["launch"]].index(arm)
+            assert r["machine"]["host"] and r["machine"]["host"] != "localhost"  # the machine each launch ran on
+    assert isinstance(m["round_seed"], int)  # the rounds' orders, drawn for this run, replayable
+    assert doc_machines(run)["source"] == "launches" and not doc_machines(run)["spans"]
     starts = {(arm, r["launch"]): r["started_at"] for arm, recs in summary["derived"]["launches"].items() for r in recs}
     first_round_end = max(starts[(a, 0)] for a in ("baseline", "ngram"))
     assert all(starts[(a, 1)] > first_round_end for a in ("baseline", "ngram"))  # round by round

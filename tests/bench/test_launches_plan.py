@@ -49,9 +49,9 @@ def test_cells_per_launch_with_old_keys_for_launch_0(tmp_path: Path) -> None:
     assert cells[-1].key == "baseline__coding__c4__r1__l2"
     assert plan.prompts(cells[0]) == plan.prompts(cells[8])  # the same prompts in every launch
     m = plan.m
-    assert plan.rounds == plan_rounds(m) and len(plan.rounds) == 3
+    assert plan.rounds == plan_rounds(m, plan.round_seed) and len(plan.rounds) == 3
     assert all(sorted(r) == ["baseline", "ngram"] for r in plan.rounds)
-    assert plan_rounds(m) == plan_rounds(m)  # seeded
+    assert plan_rounds(m, 5) == plan_rounds(m, 5)  # seeded: a recorded round_seed replays the orders
     one = plan_run(load_spec(write(tmp_path)))
     assert one.rounds == [["baseline", "ngram"]] and {c.launch for c in one.todo["ngram"]} == {0}
 
@@ -60,6 +60,34 @@ def test_rounds_shuffle_the_arm_order(tmp_path: Path) -> None:
     m = load_spec(write(tmp_path, "launches: 12\n")).model
     orders = {tuple(r) for r in plan_rounds(m)}
     assert orders == {("baseline", "ngram"), ("ngram", "baseline")}  # both orders occur over 12 rounds
+
+
+def test_round_order_is_drawn_afresh_per_run_and_recorded(tmp_path: Path) -> None:
+    """The first round's order (whose first arm gets the cold launch) differs between runs of one spec, comes
+    from a per-run seed recorded in the manifest, and replays from it; the prompts' seed is untouched."""
+    from toolkit.bench.plan import run_manifest
+
+    spec = load_spec(write(tmp_path, "launches: 2\n"))
+    plans = [plan_run(spec) for _ in range(24)]
+    assert len({p.round_seed for p in plans}) > 1
+    assert {p.rounds[0][0] for p in plans} == {"baseline", "ngram"}  # the cold launch lands on either arm
+    again = plan_run(spec, round_seed=plans[0].round_seed)
+    assert again.rounds == plans[0].rounds
+    assert plans[0].prompts(plans[0].todo["baseline"][0]) == plans[1].prompts(plans[1].todo["baseline"][0])
+    manifest = run_manifest(plans[0], {})
+    assert manifest.round_seed == plans[0].round_seed and manifest.rounds == plans[0].rounds
+
+
+def test_resume_keeps_the_recorded_round_seed(tmp_path: Path) -> None:
+    from toolkit.schema.manifest import Manifest
+
+    spec = load_spec(write(tmp_path, "launches: 2\n"))
+    first = plan_run(spec)
+    resumed = Manifest(run_id="x", matrix={"hash": first.hashes["matrix"]}, rounds=first.rounds,
+                       round_seed=first.round_seed)
+    plan = plan_run(spec, resumed=resumed, done=set())
+    assert plan.rounds == first.rounds and plan.round_seed == first.round_seed
+    assert Manifest(run_id="old").round_seed is None  # older archives: no seed, stated as the Matrix's
 
 
 def test_resume_plans_only_the_missing_launch_cells(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from toolkit.bench.hostinfo import launch_machine
 from toolkit.bench.hostload import HostLoad
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import Cell, RunPlan, Slot
@@ -100,6 +101,7 @@ class ArmRunner:
         if not self._start(cells):
             return
         hardware = getattr(self.launcher, "hardware", None) or self.slot.hardware  # a Slurm job's node and GPUs
+        self.record["machine"] = launch_machine(hardware, self.slot.name)
         window = {"slot": self.slot.name, "hardware": hardware, "start": time.time(), "end": None,
                   "arm": self.arm, "launch": self.launch}
         self.ledger.set_arm(self.arm, window=window, label=self.arm + self.suffix)
@@ -366,7 +368,7 @@ def warm_up(plan: RunPlan, ledger: Ledger, slot: Slot, arm: str, launcher, cells
     from toolkit.loadgen import run, run_cell
 
     record: dict = {"arm": arm, "launch": 0, "warmup": True, "started_at": time.time(), "ok": True,
-                    "cells": [c.key for c in cells]}
+                    "cells": [c.key for c in cells], "machine": launch_machine(slot.hardware, slot.name)}
     t0 = time.monotonic()
     log(f"arm {arm}: warm-up launch (its {len(cells)} cell(s) run and are discarded)")
     try:

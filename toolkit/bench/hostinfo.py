@@ -3,6 +3,7 @@ host's) and engine versions, scrubbed so that secrets never land in an archive."
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from importlib import metadata
@@ -87,3 +88,51 @@ def host_fingerprint(slots) -> dict:
                 pass
             out["hosts"][s.target.host] = fp or {"missing": "no fingerprint: run `toolkit provision host` first"}
     return scrub(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _local_gpus() -> tuple[tuple[int, str], ...]:
+    """(index, UUID or serial) of this machine's GPUs, read once per process (none without nvidia-smi)."""
+    try:
+        from toolkit.gpu.fingerprint import gpu_fingerprint
+
+        fp = gpu_fingerprint() or {}
+    except ImportError:
+        fp = {}
+    return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
+                 for i, g in enumerate(fp.get("gpus") or []) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
+
+
+@functools.lru_cache(maxsize=None)
+def _host_gpus(host: str) -> tuple[tuple[int, str], ...]:
+    """(index, UUID or serial) of a provisioned host's GPUs, from its fingerprint (none without one)."""
+    try:
+        from toolkit.provision.fingerprint import load_fingerprint
+
+        fp = load_fingerprint(host) or {}
+    except Exception:  # noqa: BLE001 - no fingerprint: the launch's GPUs stay unknown, said so in the record
+        fp = {}
+    gpu = fp.get("gpu") or {}
+    gpus = fp.get("gpus") if fp.get("gpus") is not None else gpu.get("gpus") or []
+    return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
+                 for i, g in enumerate(gpus) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
+
+
+def launch_machine(hardware: dict | None, slot_name: str | None = None, local_gpus=None, host_gpus=None) -> dict:
+    """The machine one launch runs on, for its launch record: {host, gpus, gpu_ids}. `hardware` is the slot's (or
+    a Slurm job's) {host, gpus}: "localhost" is this machine (its host name, GPUs from nvidia-smi); another host
+    a provisioned one (GPUs from its fingerprint, under the address or the slot's inventory name); a Slurm node's GPUs are not known here (gpus None). gpus: the
+    UUIDs (serials where a driver gives none) of the GPUs the launch used, by the slot's indices ("all": every
+    one). local_gpus / host_gpus: the (index, id) readers (tests give their own)."""
+    hardware = hardware or {}
+    host, ids = hardware.get("host"), hardware.get("gpus")
+    local = host in (None, "localhost")
+    read = host_gpus or _host_gpus
+    found = (local_gpus or _local_gpus)() if local else read(str(host)) or (read(slot_name) if slot_name else ())
+    if ids in (None, "all"):
+        gpus = [u for _, u in found]
+    else:
+        want = {int(x) for x in str(ids).split(",") if x.strip().isdigit()}
+        gpus = [u for i, u in found if i in want]
+    return {"host": platform.node() if local else host, "gpus": gpus or None,
+            "gpu_ids": ids if isinstance(ids, str) else None}

@@ -60,15 +60,17 @@ class MatrixResult:
 
 def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = None, progress: Any = None,
                log: Callable[[str], None] = print, origin: Origin | None = None,
-               build: BuildRecord | None = None, purpose: str | None = None) -> MatrixResult:
+               build: BuildRecord | None = None, purpose: str | None = None,
+               round_seed: int | None = None) -> MatrixResult:
     """Run (or resume) a matrix and archive it under results_root/<matrix>/<run-id>/. `origin`: the run
     this one replays (toolkit.bench.reproduce), recorded in the manifest, with the image it runs.
     `build`: run this image instead of the one built from the environment's hash (bench tune's trials
     change the presets, hence the hash, not the image). `purpose`: recorded in the manifest
-    (`noise-calibration`: toolkit.bench.noise)."""
+    (`noise-calibration`: toolkit.bench.noise). `round_seed`: the launch rounds' order seed (default: drawn
+    afresh; a manifest's `round_seed` replays that run's orders)."""
     from toolkit.bench.targets import prepare_target
 
-    plan = plan_run(spec)  # the one reader of the spec: its Environment loaded once, every path resolved
+    plan = plan_run(spec, round_seed=round_seed)  # the one reader of the spec: its Environment loaded once
     prepare_target(plan)  # extras and engines the target needs; https and API keys of external URLs
     writer = ArchiveWriter.resume(resume) if resume else None
     if writer is not None:
@@ -78,6 +80,10 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
 
             for job_id in cancel_recorded(writer.path, writer.manifest):
                 log(f"cancelled Slurm job {job_id}, left running by the run being resumed")
+    if writer is None:  # before any server starts: what this run can find (docs/results.md#power-before-spending)
+        from toolkit.bench.power import plan_power
+
+        log(plan_power(plan.hashes.get("environment"), plan.m.planned_launches, plan.m.requests, results_root))
     if build is not None:
         plan.build = build
     if origin is not None and origin.build is not None:

@@ -110,18 +110,29 @@ def trace_levels(m: Matrix, workloads: dict) -> dict[str, list[tuple[int, float]
             for n, w in workloads.items() if w.arrivals is not None}
 
 
-def plan_rounds(m: Matrix) -> list[list[str]]:
-    """Per launch round, the order the arms are launched in. One launch: the spec's order. More: a seeded
-    random order per round (randomized multiple interleaved trials, Abedi & Brecht 2017), so that a slow
-    drift of the machine falls on every arm alike instead of on whichever arm runs last."""
+def plan_rounds(m: Matrix, round_seed: int | None = None) -> list[list[str]]:
+    """Per launch round, the order the arms are launched in. One launch: the spec's order. More: a random order
+    per round (randomized multiple interleaved trials, Abedi & Brecht 2017), so that a slow drift of the machine
+    falls on every arm alike instead of on whichever arm runs last. The orders come from `round_seed`, drawn
+    afresh per run (draw_round_seed) and recorded in the manifest, so the cold first launch does not land on
+    the same arm in every run, and the run's orders can be replayed; without one (None: older callers), from
+    the Matrix's `seed` (the same orders every run). The Matrix's `seed` stays the prompts'."""
     if m.planned_launches == 1:
         return [list(m.arms)]
+    base = m.seed if round_seed is None else f"run:{round_seed}"
     out = []
     for r in range(m.planned_launches):
         order = list(m.arms)
-        random.Random(f"rounds:{m.seed}:{r}").shuffle(order)
+        random.Random(f"rounds:{base}:{r}").shuffle(order)
         out.append(order)
     return out
+
+
+def draw_round_seed() -> int:
+    """A fresh seed for a run's round orders (from the OS's entropy; recorded as the manifest's `round_seed`)."""
+    import secrets
+
+    return secrets.randbelow(2 ** 31)
 
 
 @dataclass(frozen=True)
@@ -211,6 +222,7 @@ class RunPlan:
     build: BuildRecord | None = None  # the image's build record (SGLang in containers)
     representativeness: list[dict] = field(default_factory=list)
     rounds: list[list[str]] = field(default_factory=list)  # per launch round, the arms in launch order
+    round_seed: int | None = None  # the seed of the round orders (drawn per run; None: from the Matrix's seed)
     paths: RunPaths | None = None  # every path the run reads, resolved
     hosts_spec: LoadedSpec | None = None  # a hosts target's Hosts spec, loaded once
     hashes: dict[str, str] = field(default_factory=dict)  # matrix, environment: their spec hashes
@@ -370,6 +382,7 @@ class RunPlan:
         self.build = resumed.build
         if resumed.rounds:
             self.rounds = [list(r) for r in resumed.rounds]
+            self.round_seed = resumed.round_seed
 
 
 def _hash(spec: LoadedSpec) -> str:
@@ -470,8 +483,11 @@ def plan_target(spec: LoadedSpec) -> RunPlan:
                    declared=declared)
 
 
-def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str] = frozenset()) -> RunPlan:
+def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str] = frozenset(),
+             round_seed: int | None = None) -> RunPlan:
     """The plan of a new run, or of resuming one (`resumed`: its manifest; `done`: keys of its written cells).
+    `round_seed`: the seed of the launch rounds' arm orders (default: drawn afresh; a run's recorded one replays
+    its orders).
     A resumed run keeps its image and must use the same matrix spec. The one reader of the Matrix spec in a
     run: everything below works from the plan."""
     plan = plan_target(spec)
@@ -482,7 +498,8 @@ def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str
     plan.todo = {arm: plan_cells(m, list(plan.workloads), arm, traced) for arm in m.arms}
     plan.build = find_build(plan.env_spec, plan.hashes["environment"])
     plan.representativeness = _representativeness(m, plan.paths.training_data, plan.workloads)
-    plan.rounds = plan_rounds(m)
+    plan.round_seed = draw_round_seed() if round_seed is None else round_seed
+    plan.rounds = plan_rounds(m, plan.round_seed)
     if resumed is not None:
         plan.resume(resumed, done)
     elif done:
@@ -513,6 +530,7 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
         "host": host_fingerprint(plan.slots),
         "launches": m.launches,
         "rounds": plan.rounds,
+        "round_seed": plan.round_seed,
         "determinism": determinism(plan),
         **({"sweep": plan.sweep.model_dump(mode="json", exclude_none=True)} if plan.sweep is not None else {}),
     })

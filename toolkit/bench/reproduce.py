@@ -425,8 +425,11 @@ def reproduce_text(rep: Reproduction) -> str:
         lines.append(f"drift: {d.what} {_short(d.original)} -> {_short(d.current)}")
     lines += [f"note: {n}" for n in rep.notes]
     j = rep.judged
+    across = "; across machines, the machine level included" if rep.diff.cross_machine else ""
     lines.append(f"{j.headline} ({rep.original.run_id} -> {rep.new.run_id}; tolerance ±{j.tolerance_pct:g}% from "
-                 f"{j.tolerance_source}; exit {j.exit_code})")
+                 f"{j.tolerance_source}{across}; exit {j.exit_code})")
+    if rep.diff.machines.get("status") in ("different", "unknown"):
+        lines.append(f"  machines: {rep.diff.machines.get('text')}")
     lines.append(f"  ±{j.tolerance_pct:g}% on the log scale, as every test: a ratio B/A within "
                  f"{1 / (1 + j.tolerance_pct / 100):.3f}..{1 + j.tolerance_pct / 100:.3f}")
     for mv in rep.moved:

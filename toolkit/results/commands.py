@@ -289,6 +289,8 @@ def diff_cmd(
             err.print(f"not gated: {len(result.unclaimed())} metric-cell(s) with {TOO_FEW_LAUNCHES}", markup=False)
         size = family(result.gate_tests()).count(None)
         how = f"one-sided tests at {result.alpha:g}" + (f", Holm-adjusted over {size}" if correction == "holm" else "")
+        if result.cross_machine:
+            how += "; the runs ran on different machines: the machine level included"
         if regressions:
             err.print(f"{len(regressions)} significant regression(s) worse than {fail_on_regression:g}% with "
                       f"confidence ({how}):", markup=False)

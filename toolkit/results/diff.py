@@ -24,6 +24,7 @@ tested with Fisher's exact test on the two counts (met of measured requests).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from bisect import bisect_left
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
@@ -35,8 +36,8 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
-from toolkit.results.launches import (DEFAULT_FLOOR_PCT, Comparison, beyond_margin, cell_noise, combine, compare,
-                                      exceeds_p, from_delta, logs)
+from toolkit.results.launches import (DEFAULT, DEFAULT_FLOOR_PCT, Comparison, beyond_margin, cell_noise, combine,
+                                      compare, exceeds_p, floor_pct, from_delta, logs)
 from toolkit.results.noise import LaunchView, NoiseModel, calibration_view
 from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
@@ -132,6 +133,11 @@ class DiffResult:
     noise: dict[str, dict] = field(default_factory=dict)  # arm -> {launches_a, launches_b, source}
     calibration: str | None = None  # run id of the calibration used, if any
     family_size: int = 0  # the tests of the Holm family (derived duplicates not counted: `family`)
+    machines: dict = field(default_factory=dict)  # {status: same|different|unknown, a, b, variance: {metric: ...}}
+
+    @property
+    def cross_machine(self) -> bool:
+        return self.machines.get("status") == "different"
 
     def regressions(self, pct: float, gated: bool = True) -> list[tuple[CellDiff, MetricDiff, float | None]]:
         """The changes worse by more than pct percent with confidence (`gate`), in the cells a verdict may use
@@ -393,7 +399,7 @@ def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model
     own = cell_noise(fa, fb)  # the cell's own launch variance (launches.py says why not the arm's pool)
     cal = model.calibrated(g[0], md.metric) if own is None or own.df < CLAIM_DF else None
     sides = (cal, cal) if cal is not None else (own, own) if own is not None else model.sides(g[0], md.metric)
-    comp = compare(fa, fb, *sides) if sides is not None else None
+    comp = compare(fa, fb, *sides, machine=model.machine_var(md.metric)) if sides is not None else None
     if comp is not None:
         md.p, md.delta_pct, md.df, md.noise, md.se = comp.p, comp.delta_pct, comp.df, comp.source, comp.se
         md.launch_cv = math.sqrt(math.expm1((sides[0].var + sides[1].var) / 2))
@@ -438,8 +444,8 @@ def geomean_comparison(cells: list[CellDiff], metric: str, va: LaunchView, vb: L
     parts, missing = [], {}
     for arm, groups in sorted(by_arm.items()):
         sides = model.sides(arm, metric, level="arm")
-        comp = compare(va.arm_figures(arm, metric, groups), vb.arm_figures(arm, metric, groups), *sides) \
-            if sides is not None else None
+        comp = compare(va.arm_figures(arm, metric, groups), vb.arm_figures(arm, metric, groups), *sides,
+                       machine=model.machine_var(metric)) if sides is not None else None
         if comp is None:
             missing[arm] = model.arm_unknown(arm, metric) if sides is None else "no launch has every cell of the arm"
         parts.append((comp, len(groups)))
@@ -480,6 +486,23 @@ def _noise_summary(arms: set[str], va: LaunchView, vb: LaunchView, model: NoiseM
     return out
 
 
+def _machine_level(a: Archive, b: Archive, metrics: list[str], model: NoiseModel) -> dict:
+    """Did the runs run on different machines? If so, every launch test and geometric mean adds the
+    between-machine variance (toolkit/results/machines.py: from committed cross-machine A/A pairs under A's
+    results root, else the default prior), set on the noise model before any test runs."""
+    from toolkit.results.machines import cross_machines, machine_variance
+
+    cross = cross_machines(a, b)
+    out = cross.to_dict()
+    if cross.different:
+        mv = machine_variance(Path(a.path).resolve().parent.parent, metrics)
+        model.machine = mv
+        out["variance"] = {m: {"cv": v.cv, "df": None if math.isinf(v.df) else v.df, "source": v.source}
+                           for m, v in mv.items()}
+    out["text"] = cross.text()
+    return out
+
+
 def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correction: str = "holm",
               objectives: Objectives | None = None, calibration: Archive | str | None = "auto",
               arms: Collection[str] | None = None) -> DiffResult:
@@ -501,9 +524,14 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
     if arms is not None:
         ga, gb = ({g: v for g, v in x.items() if g[0] in arms} for x in (ga, gb))
     views = _noise_model(ra, rb, calibration, obj)
+    machines = _machine_level(a, b, metrics, views[2])
     cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics, views) for g in sorted(set(ga) & set(gb))]
     _qualify(cells, a, b)
-    size = _apply_correction(cells, correction)
+    # one launch a side and no launch noise known: the default floor, widened across machines by the largest
+    # between-machine variance of the metrics compared (the floor is one figure for every metric)
+    floor = DEFAULT_FLOOR_PCT if not views[2].machine else floor_pct(math.sqrt(math.expm1(
+        DEFAULT.var + max(v.var for v in views[2].machine.values()))))
+    size = _apply_correction(cells, correction, floor)
     gm = {}
     for m in metrics:
         pairs = [(c.metrics[m].a, c.metrics[m].b) for c in cells if m in c.metrics and not c.metrics[m].excluded
@@ -525,4 +553,4 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
                       slo=obj.block() if obj is not None else None, slo_note=slo_note,
                       noise=_noise_summary({g[0] for g in set(ga) & set(gb)}, va, vb, model),
                       calibration=model.calibration.run_id if model.calibration is not None else None,
-                      family_size=size)
+                      family_size=size, machines=machines, floor_pct=round(floor))

@@ -29,7 +29,12 @@ Requests are not independent samples of "the arm", launches are. So:
   margin (`tost_p`), a test of a change beyond a margin (`beyond_p`; one direction: `exceeds_p`), all on
   the log scale (`beyond_margin`: a point estimate on the same scale), a one-sample interval
   (`interval`: per-round paired speed-ups, SLO percentiles over launches), the smallest change a
-  comparison can detect (`mde_pct`).
+  comparison can detect (`mde_pct`), the power of a planned comparison and the launches it needs (`power`,
+  `launches_needed`, `requests_per_launch`);
+- the machine as a level above the launch (`MachineVar`): two runs on different machines differ by their
+  machines' effects as well, which launches on one machine never average away; `compare(..., machine=)` adds
+  twice the between-machine variance (a prior per metric, `machine_prior`, or one estimated from committed
+  cross-machine A/A pairs, `machine_var_from_pairs`).
 
 With one launch on a side its launch variance cannot be seen from the run: the caller uses the other
 side's, a calibration run's (`toolkit bench noise`), or, where there is none, the default launch CV
@@ -226,10 +231,14 @@ def _welch_df(va: float, dfa: float, vb: float, dfb: float) -> float:
 
 
 def compare(a: Iterable[float] | Mapping, b: Iterable[float] | Mapping, noise_a: Noise, noise_b: Noise | None = None,
-            alpha: float = ALPHA) -> Comparison | None:
+            alpha: float = ALPHA, machine: "MachineVar | None" = None) -> Comparison | None:
     """B against A from per-launch figures (a, b) and the launch noise of each side (noise_b defaults to
     noise_a: one variance for both, e.g. a calibration's or the side that has launches). None when a side
-    has no figure."""
+    has no figure.
+
+    machine: the sides ran on different machines. Each side's mean then carries its machine's effect, which
+    more launches on the same machine do not average away: se^2 = var_a / n_a + var_b / n_b + 2 machine.var,
+    the df by Satterthwaite with the machine variance's own df (a prior's: inf)."""
     la, lb = list(logs(a).values()), list(logs(b).values())
     if not la or not lb:
         return None
@@ -238,7 +247,58 @@ def compare(a: Iterable[float] | Mapping, b: Iterable[float] | Mapping, noise_a:
     d = sum(lb) / len(lb) - sum(la) / len(la)
     se = math.sqrt(va + vb)
     df = noise_a.df if noise_b is noise_a else _welch_df(va, noise_a.df, vb, noise_b.df)
-    return _comparison(d, se, df, len(la), len(lb), _source(noise_a, noise_b), alpha)
+    source = _source(noise_a, noise_b)
+    if machine is not None and machine.var > 0:
+        vm = 2 * machine.var
+        df = _welch_many([va + vb, vm], [df, machine.df])
+        se = math.sqrt(va + vb + vm)
+        source = f"{source} + {machine.text()}"
+    return _comparison(d, se, df, len(la), len(lb), source, alpha)
+
+
+@dataclass(frozen=True)
+class MachineVar:
+    """The between-machine variance of one metric on the log scale (a machine's effect, shared by every launch
+    on it), with its df (inf for a prior taken as known) and where it came from (the committed cross-machine
+    A/A pairs, or the default prior MACHINE_PRIOR_CV)."""
+
+    var: float
+    df: float = math.inf
+    source: str = "default"
+
+    @property
+    def cv(self) -> float:
+        return math.sqrt(math.expm1(self.var))
+
+    def text(self) -> str:
+        return f"machine level CV {self.cv:.0%} ({self.source})"
+
+
+# The between-machine CV assumed per metric family when no committed cross-machine A/A pairs show it
+# (conservative: the replay on another machine in issue 42 moved every cell alike, TTFT -21 % [-34, -5] and
+# TPOT -13 %; the H200 tune's confirmation saw 15-24 % between machines). A difference between two machines
+# varies by sqrt(2) times this CV.
+MACHINE_PRIOR_CV = {"ttft": 0.15, "tpot": 0.10, "itl": 0.10, "e2e": 0.10, "throughput": 0.10}
+MACHINE_PRIOR_SOURCE = ("default prior (issue 42: a replay on another machine moved TTFT -21 %, TPOT -13 %; "
+                        "no committed cross-machine A/A pairs)")
+
+
+def machine_prior(metric: str) -> MachineVar:
+    """The default between-machine variance of a metric (MACHINE_PRIOR_CV by the metric's family: TTFT for
+    names starting with ttft, else 10 %)."""
+    cv = MACHINE_PRIOR_CV["ttft"] if metric.startswith("ttft") else MACHINE_PRIOR_CV["tpot"]
+    return MachineVar(var=math.log1p(cv * cv), df=math.inf, source=MACHINE_PRIOR_SOURCE)
+
+
+def machine_var_from_pairs(pairs: list[tuple[float, float]]) -> MachineVar | None:
+    """The between-machine variance from A/A pairs across machines. Each pair is (d, se2): d the log ratio of
+    the two machines' means of one arm and metric, se2 = var_a / n_a + var_b / n_b what launch noise alone
+    gives it. E[d^2] = 2 machine_var + se2, so the moment estimate is max(0, mean(d^2 - se2) / 2), with one df
+    per pair. None without pairs."""
+    if not pairs:
+        return None
+    v = sum(d * d - se2 for d, se2 in pairs) / len(pairs) / 2
+    return MachineVar(var=max(0.0, v), df=float(len(pairs)), source=f"{len(pairs)} cross-machine A/A pair(s)")
 
 
 def _source(na: Noise, nb: Noise) -> str:
@@ -341,14 +401,82 @@ def widen(ratio: float, low: float, high: float, noise_a: Noise, noise_b: Noise,
             f"one round: paired bootstrap over the requests widened by the launch noise of both servers ({how})")
 
 
-def mde_pct(noise: Noise, n_a: int, n_b: int | None = None, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The smallest change (percent, upwards) a comparison of n_a against n_b launches detects with the
-    given power at two-sided alpha: exp((t_{1-alpha/2} + t_{power}) * sqrt(var (1/n_a + 1/n_b))) - 1."""
+def power(noise: Noise, n_a: int, n_b: int | None = None, change_pct: float = 10.0, df: float | None = None,
+          alpha: float = ALPHA, machine_var: float = 0.0) -> float:
+    """The probability that the two-sided t-test of the log ratio (`compare`) finds a true change of change_pct
+    (either direction) with n_a against n_b launches, launch variance noise.var, at level alpha.
+
+    Exact under normal launch effects: the statistic d / se is noncentral t with df degrees of freedom and
+    noncentrality delta / se, where delta = log(1 + change_pct / 100) and se^2 = var (1/n_a + 1/n_b) + 2 machine_var
+    (machine_var: the between-machine variance of a cross-machine comparison, `with_machine`), so
+    power = P(T' > t_{1-alpha/2, df}) + P(T' < -t_{1-alpha/2, df}). df: the test's (default: the cell's own variance
+    the run will measure, (n_a - 1) + (n_b - 1), or the noise's own df where that is smaller, e.g. a calibration's
+    that a single-launch side borrows)."""
     n_b = n_a if n_b is None else n_b
-    k = _q(1 - alpha / 2, noise.df) + _q(power, noise.df)
-    return 100.0 * math.expm1(k * math.sqrt(noise.var * (1 / n_a + 1 / n_b)))
+    if df is None:
+        df = float(n_a + n_b - 2) if n_a + n_b > 2 else noise.df
+    se = math.sqrt(noise.var * (1 / n_a + 1 / n_b) + 2 * machine_var)
+    if se == 0:
+        return 1.0
+    nc = math.log1p(change_pct / 100.0) / se
+    if math.isinf(df):
+        q = float(sps.norm.ppf(1 - alpha / 2))
+        return float(sps.norm.sf(q - nc) + sps.norm.cdf(-q - nc))
+    q = float(sps.t.ppf(1 - alpha / 2, df))
+    return float(sps.nct.sf(q, df, nc) + sps.nct.cdf(-q, df, nc))
+
+
+MAX_LAUNCHES = 64
+
+
+def launches_needed(noise: Noise, change_pct: float = 10.0, power_goal: float = POWER, alpha: float = ALPHA,
+                    machine_var: float = 0.0, most: int = MAX_LAUNCHES) -> int | None:
+    """The launches per arm (both sides alike) a comparison needs to find a true change of change_pct with
+    probability power_goal at two-sided alpha, on the log-ratio scale of the tests: the smallest n >= 2 with
+    power(noise, n, n, change_pct) >= power_goal (the run's cells then test with their own variance, 2 (n - 1)
+    df). Roughly n = 2 var (t_{1-alpha/2} + t_{power})^2 / log(1 + change)^2; None when more than `most`
+    launches would be needed (or never enough: a machine variance alone exceeds what the change allows)."""
+    for n in range(2, most + 1):
+        if power(noise, n, n, change_pct, alpha=alpha, machine_var=machine_var) >= power_goal:
+            return n
+    return None
+
+
+def requests_per_launch(request_var: float, launch_var: float, share: float = 0.1, most: int = 100_000) -> int:
+    """The requests a launch needs so that the sampling noise of its median stays within `share` of the launch
+    variance (so more requests would no longer narrow a verdict; more launches would). The median of r
+    requests whose log figure has variance request_var varies by (pi / 2) request_var / r (its asymptotic
+    variance under a normal shape), so r = ceil((pi / 2) request_var / (share * launch_var))."""
+    if launch_var <= 0:
+        return most
+    return max(1, min(most, math.ceil(math.pi / 2 * request_var / (share * launch_var))))
+
+
+def with_machine(noise: Noise, machine_var: float, machine_df: float = math.inf, source: str = "") -> Noise:
+    """The noise of a launch from a machine drawn at random: launch variance plus the between-machine variance
+    (a random machine effect shared by every launch on it). What a comparison of runs on two machines uses
+    through `compare(..., machine_var=...)`; this is for single figures and their text."""
+    var = noise.var + machine_var
+    df = _welch_many([noise.var, machine_var], [noise.df, machine_df]) if machine_var > 0 else noise.df
+    return Noise(var=var, df=df, source=f"{noise.source} + {source or 'machine level'}", cells=noise.cells,
+                 launches=noise.launches, arm_var=noise.arm_var, arm_df=noise.arm_df)
+
+
+def mde_pct(noise: Noise, n_a: int, n_b: int | None = None, alpha: float = ALPHA, power: float = POWER,
+            machine_var: float = 0.0) -> float:
+    """The smallest change (percent, upwards) a comparison of n_a against n_b launches detects with the
+    given power at two-sided alpha: exp((t_{1-alpha/2} + t_{power}) * se) - 1, se^2 = var (1/n_a + 1/n_b) (the
+    normal-shift approximation of `power`, close to it from 3 launches a side). machine_var: the sides ran on
+    different machines: se^2 adds 2 machine_var, the df by Satterthwaite (the machine prior's df: inf)."""
+    n_b = n_a if n_b is None else n_b
+    v = noise.var * (1 / n_a + 1 / n_b)
+    df = _welch_many([v, 2 * machine_var], [noise.df, math.inf]) if machine_var > 0 else noise.df
+    k = _q(1 - alpha / 2, df) + _q(power, df)
+    return 100.0 * math.expm1(k * math.sqrt(v + 2 * machine_var))
 
 
 __all__ = ["ALPHA", "POWER", "DEFAULT", "SHARED", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "Comparison", "Noise",
+           "MACHINE_PRIOR_CV", "MachineVar", "launches_needed", "machine_prior", "machine_var_from_pairs", "power",
+           "requests_per_launch", "with_machine",
            "beyond_margin", "beyond_p", "cell_noise", "combine", "compare", "exceeds_p", "floor_pct", "from_delta",
            "interval", "launch_noise", "logs", "mde_pct", "tost_p", "widen"]

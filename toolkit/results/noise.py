@@ -21,7 +21,7 @@ from pathlib import Path
 from toolkit.results.archive import Archive, open_archive
 from toolkit.results.compact import read_text
 from toolkit.results.cells import CellReader, Group
-from toolkit.results.launches import Noise, launch_noise, logs
+from toolkit.results.launches import MachineVar, Noise, launch_noise, logs
 
 Key = tuple[str, str]  # arm, metric
 
@@ -124,8 +124,14 @@ def find_calibration(root: Path, archive: Archive) -> Archive | None:
 class NoiseModel:
     """The launch noise of each side of a comparison of run A with run B, per (arm, metric)."""
 
-    def __init__(self, a: LaunchView, b: LaunchView, calibration: LaunchView | None = None):
+    def __init__(self, a: LaunchView, b: LaunchView, calibration: LaunchView | None = None,
+                 machine: dict[str, MachineVar] | None = None):
         self.a, self.b, self.calibration = a, b, calibration
+        self.machine = machine  # the runs ran on different machines: per metric, the between-machine variance
+
+    def machine_var(self, metric: str) -> MachineVar | None:
+        """The between-machine variance a comparison of this metric adds (None: one machine, or unknown)."""
+        return (self.machine or {}).get(metric)
 
     def calibrated(self, arm: str, metric: str) -> Noise | None:
         """The calibration's noise of this arm (or, for an arm it lacks, its noisiest arm's)."""

@@ -250,6 +250,9 @@ class Manifest(_Open):
     launches: int = Field(1, description="server launches per arm (the Matrix's `launches:`)")
     rounds: list[list[str]] = Field(default_factory=list, description="per launch round, the order the arms were "
                                     "launched in (seeded, random per round when launches > 1)")
+    round_seed: int | None = Field(None, description="the seed the rounds' arm orders were drawn from, drawn "
+                                   "afresh per run (absent in older archives: their orders came from the Matrix's "
+                                   "`seed`, the same every run)")
     slurm: SlurmRecord | None = Field(None, description="a Slurm target: load generator placement, job scripts, "
                                       "jobs (absent in other runs and in Slurm runs before the field)")
     sweep: SweepRecord | None = Field(None, description="a Matrix `sweep:`: the rates every arm ran and how the "
@@ -398,6 +401,9 @@ class LaunchRecord(_Open):
     cells: list[str] = Field(default_factory=list, description="cell keys measured against this launch")
     slurm: dict[str, Any] | None = Field(None, description="a Slurm target: the job (job_id, job_name, node, gpus, "
                                                            "state as it ended, script, log)")
+    machine: dict[str, Any] | None = Field(None, description="the machine it ran on: {host, gpus: [UUID, else serial, "
+                                            "of the GPUs it used; None where unknown], gpu_ids}; absent in older "
+                                            "archives (toolkit/results/machines.py falls back to the host fingerprint)")
     warmup: bool = Field(False, description="a warm-up launch (the Matrix's `warmup_launch`): its cells ran and "
                                             "were discarded; `cells` lists them")
 

@@ -92,7 +92,7 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
             rep.add(Heading(f"{metric}: {m.label}, {m.unit}, {m.better} is better ({_centre_note(m.kind)})", 3), t)
     corr = (f"Holm-adjusted over {r.family_size} tests, one per independent metric and cell: a metric that tracks "
             "another adds none" if r.correction == "holm" else "not adjusted for multiple tests")
-    rep.add(*_noise_blocks(r))
+    rep.add(*_noise_blocks(r), *machine_blocks(r))
     rep.add(Para(_legend(r, corr)))
     notes = sorted({f"{c.label}: {n}" for c in r.cells if c.comparable for n in c.notes})
     if notes:
@@ -159,6 +159,22 @@ def _noise_blocks(r: DiffResult) -> list:
             src += f" ({TOO_FEW_LAUNCHES})"
         items.append(f"{', '.join(arms)}: launches {la} (A) + {lb} (B); launch noise {src}")
     return [Heading("Launch noise", 3), Items(items)]
+
+
+def machine_blocks(r: DiffResult) -> list:
+    """Which machines the runs ran on and, across machines, the between-machine variance the tests added
+    (docs/results.md#the-machine-level)."""
+    x = r.machines
+    if not x:
+        return []
+    items = [x.get("text") or x.get("status", "")]
+    if r.cross_machine:
+        items.append("the tests and intervals add the machine level (twice the between-machine variance: launches "
+                     "on one machine do not average a machine's effect away): "
+                     + "; ".join(f"{m} CV {v['cv']:.0%}" for m, v in sorted(x.get("variance", {}).items())))
+        sources = sorted({v["source"] for v in x.get("variance", {}).values()})
+        items += [f"between-machine variance from: {src}" for src in sources]
+    return [Heading("Machines", 3), Items(items)]
 
 
 def _centre_note(kind: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from toolkit.results.archive import Archive
-from toolkit.results.launches import ALPHA, POWER, mde_pct
+from toolkit.results.launches import (ALPHA, DEFAULT, MAX_LAUNCHES, POWER, launches_needed, machine_prior, mde_pct)
 from toolkit.results.report.model import Heading, Items, Para, Table, fmt_num
 from toolkit.schema.metrics import NAMES
 
@@ -66,7 +66,8 @@ def noise_data(a: Archive, objectives=None) -> dict | None:
                 continue
             k = view.arm_launches(arm)
             out["arms"].setdefault(arm, {})[metric] = {"cv": n.cv, "df": n.df, "cells": n.cells, "launches": k,
-                                                      "mde_pct": mde_pct(n, k)}
+                                                      "mde_pct": mde_pct(n, k),
+                                                      "launches_for": {f"{CHANGE_PCT:g}": launches_needed(n, CHANGE_PCT)}}
             for g in view.arm_groups(arm):
                 la = view.launches(g)
                 if la >= 1:
@@ -74,6 +75,66 @@ def noise_data(a: Archive, objectives=None) -> dict | None:
                     out["cells"].setdefault(label, {})[metric] = mde_pct(n, la)
         out.setdefault("outliers", []).extend(outlier_launches(view, arm))
     return out
+
+
+CHANGE_PCT = 10.0  # the change `bench matrix` plans for, and the report says how many launches would find
+POWER_METRICS = ("output_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def power_data(a: Archive, objectives=None, root=None) -> dict | None:
+    """For a run with one launch per arm (its own launch noise unseen): per arm and metric the minimum
+    detectable effect of a comparison with a run like it (one launch a side), from the launch CV the verdicts
+    would use, a calibration's (`toolkit bench noise`, found under the run's results root) or the default;
+    the launches per arm that would find a CHANGE_PCT change at POWER; and the same across machines (the
+    between-machine prior added). {source, alpha, power, change_pct, arms: {arm: {metric: {...}}}}; None when
+    the run has two or more launches of some arm (noise_data covers it) or no cells."""
+    from toolkit.results.cells import CellReader
+    from toolkit.results.noise import LaunchView, calibration_view
+
+    view = LaunchView(CellReader(a, objectives))
+    arms = sorted({g[0] for g in view.groups})
+    if not arms or any(view.arm_launches(arm) >= 2 for arm in arms):
+        return None
+    from pathlib import Path
+
+    cal = calibration_view(Path(root) if root else Path(a.path).resolve().parent.parent, a, objectives=objectives)
+    out: dict = {"source": cal.source if cal is not None else DEFAULT.text(), "alpha": ALPHA, "power": POWER,
+                 "change_pct": CHANGE_PCT, "arms": {}}
+    for arm in arms:
+        for metric in POWER_METRICS:
+            if not any(view.figures(g, metric) for g in view.arm_groups(arm)):
+                continue
+            n = (cal.noise(arm, metric) if cal is not None else None) or DEFAULT
+            mv = machine_prior(metric)
+            out["arms"].setdefault(arm, {})[metric] = {
+                "cv": n.cv, "launches": view.arm_launches(arm), "mde_pct": mde_pct(n, 1),
+                "mde_across_machines_pct": mde_pct(n, 1, machine_var=mv.var),
+                "launches_for": {f"{CHANGE_PCT:g}": launches_needed(n, CHANGE_PCT)}}
+    return out if out["arms"] else None
+
+
+def power_blocks(data: dict | None) -> list:
+    """`results show` / report: the minimum detectable effect of a one-launch run, per arm and metric."""
+    if not data:
+        return []
+    same: dict[tuple, list[str]] = {}  # arms whose row is the same (the default CV, or one calibration arm) share it
+    for arm, by in data["arms"].items():
+        for metric, x in by.items():
+            need = x["launches_for"].get(f"{data['change_pct']:g}")
+            row = (metric, str(x["launches"]), f"{x['cv']:.1%}", _pct(x["mde_pct"]),
+                   _pct(x["mde_across_machines_pct"]), str(need) if need else f">{MAX_LAUNCHES}")
+            same.setdefault(row, []).append(arm)
+    n_arms = len(data["arms"])
+    rows = [["every arm" if len(arms) == n_arms and n_arms > 1 else ", ".join(arms), *row] for row, arms in same.items()]
+    return [Heading("Minimum detectable effect"),
+            Table(["arms", "metric", "launches", "launch CV", "MDE", "MDE across machines",
+                   f"launches for {data['change_pct']:g}%"], rows, align="ll"),
+            Para(f"One launch per arm: the launch noise is not seen in this run, so these figures use {data['source']}. "
+                 f"MDE: the smallest change a comparison with a run like this one (one launch a side) detects with "
+                 f"{data['power']:.0%} power at alpha {data['alpha']}, on the log-ratio scale of the tests; across "
+                 "machines the between-machine prior is added (docs/results.md#the-machine-level). The last column: "
+                 f"launches per arm that find a {data['change_pct']:g}% change with that power "
+                 "(docs/results.md#power-before-spending).")]
 
 
 def _pct(v: float) -> str:
@@ -92,7 +153,7 @@ def noise_blocks(data: dict | None, metrics: tuple[str, ...] = ("output_tok_s", 
                 rows.append([arm, metric, str(x["launches"]), f"{x['cv']:.1%}", fmt_num(x["df"]), str(x["cells"]),
                              _pct(x["mde_pct"])])
     blocks = [Heading("Launch-to-launch noise"),
-              Table(["arm", "metric", "launches", "launch CV", "df", "cells", "MDE per cell"], rows, align="ll"),
+              Table(["arms", "metric", "launches", "launch CV", "df", "cells", "MDE per cell"], rows, align="ll"),
               Para(NOTE)]
     odd = data.get("outliers") or []
     if odd:

@@ -45,6 +45,7 @@ class RunView:
     archive: Archive | None = None
     slo: SloAnalysis | None = None  # the run against its service-level objectives, when it has some
     noise: dict | None = None  # the launch noise the run can see (report/noise.py), with two or more launches
+    power: dict | None = None  # a one-launch run's minimum detectable effects (report/noise.py power_data)
     surface: dict | None = None  # the speed-up surface of synthetic-acceptance arms and its prediction (surface.py)
     represent: dict | None = None  # representativeness against real acceptance per domain (results/represent.py)
 
@@ -149,6 +150,12 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
              ["source", f["source"]]] + _matrix_facts(spec, m.sweep)
     if m.purpose:
         facts.insert(2, ["purpose", m.purpose])
+    from toolkit.results.machines import run_machines
+
+    machines = run_machines(a)
+    if machines.spans:  # the run's launch variance includes the machine level: flagged where it is read
+        facts.append(["machines", f"SPANS MACHINES: {machines.text()}: its launches differ by machine too, and "
+                                  "arms on different machines differ by their machines"])
     from toolkit.results.slo import analyse, objectives_for
 
     from toolkit.results.verdicts import current, judged_cells
@@ -167,9 +174,10 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
             commands.append(f"{arm}: {' '.join(map(str, cmd)) if isinstance(cmd, list) else cmd}")
         elif info.preset:
             commands.append(f"{arm}: " + " ".join(f"--{k} {v}" for k, v in info.preset.items()))
-    from toolkit.results.report.noise import noise_data
+    from toolkit.results.report.noise import noise_data, power_data
 
     noise = noise_data(a, objectives)
+    power = power_data(a, objectives) if noise is None else None
     if len(m.rounds) > 1:
         facts.append(["launch rounds (arm order)", " | ".join(", ".join(r) for r in m.rounds)])
     data = {"facts": f, "manifest": m.model_dump(mode="json"),
@@ -177,6 +185,9 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
             "derived": derived.model_dump(mode="json")}
     if noise is not None:
         data["noise"] = noise
+    if power is not None:
+        data["power"] = power
+    data["machines"] = {"source": machines.source, "spans": machines.spans, "text": machines.text()}
     surface = _surface(a, derived, cells, acceptance_from)
     if surface is not None:
         data["surface"] = surface
@@ -185,7 +196,7 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
         data["representativeness_vs_acceptance"] = represent
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
                    commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo,
-                   noise=noise, surface=surface, represent=represent)
+                   noise=noise, power=power, surface=surface, represent=represent)
 
 
 def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | None) -> dict | None:
@@ -455,6 +466,10 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False, acceptan
         from toolkit.results.report.noise import noise_blocks
 
         r.add(*noise_blocks(v.noise))
+    if v.power is not None:
+        from toolkit.results.report.noise import power_blocks
+
+        r.add(*power_blocks(v.power))
     if v.commands:
         r.add(Heading("Server commands"), Code("\n".join(v.commands)))
     if v.archive is not None and v.archive.manifest.slurm is not None:
