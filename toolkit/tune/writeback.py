@@ -44,7 +44,8 @@ def _yaml(text: str):
 
 
 def _own_map(parent, key: str, siblings: list):
-    """parent[key] as a mapping of its own (created when absent, copied when an alias shares it)."""
+    """parent[key] as a mapping of its own (created when absent; when an alias shares it, the preset that holds
+    the anchor keeps it and the others get copies, so that no other preset follows the edit)."""
     from ruamel.yaml.comments import CommentedMap
 
     node = parent.get(key)
@@ -52,12 +53,35 @@ def _own_map(parent, key: str, siblings: list):
         node = CommentedMap()
         parent[key] = node
     elif any(s is node for s in siblings):
-        import copy
-
-        node = copy.deepcopy(node)  # nested mappings too: they are shared through the alias as well
-        node.anchor.value, node.anchor.always_dump = None, False
-        parent[key] = node
+        first = next(k for k in parent if parent[k] is node)
+        if first == key:  # the arm defines the anchor (`eagle3: &eagle3`): the presets aliasing it get copies
+            for k in list(parent):
+                if k != key and parent[k] is node:
+                    parent[k] = _copy_map(node)
+        else:
+            node = _copy_map(node)
+            parent[key] = node
     return node
+
+
+def _copy_map(node):
+    """A copy of a mapping without its anchor: its own keys deep-copied in order, its merge keys (`<<: *x`)
+    kept as merges of the same anchors."""
+    import copy
+
+    from ruamel.yaml.comments import CommentedMap, merge_attrib
+
+    new = CommentedMap()
+    merged = getattr(node, merge_attrib, None)
+    if merged:
+        mv = copy.copy(merged)  # ruamel's MergeValue: the same anchored maps, as one `<<:` or a sequence of them
+        mv.value = list(merged.value)
+        new.add_yaml_merge(mv)
+    for k, v in node.non_merged_items():
+        new[k] = copy.deepcopy(v)
+    if node.fa.flow_style():
+        new.fa.set_flow_style()
+    return new
 
 
 def _rebase(data, src_dir: Path, out_dir: Path) -> None:
