@@ -204,7 +204,7 @@ def test_an_interrupted_confirmation_runs_every_arm_again(tmp_path):
     session = next(parent.iterdir())
     state = json.loads((session / "tune.json").read_text())
     assert state["confirmation"]["status"] == "partial"
-    first = set(state["confirmation"]["runs"])
+    first = {p.parent.relative_to(session).as_posix() for p in session.glob("quick-tune-confirm-*/*/manifest.json")}
     assert first
 
     out = tmp_path / "tuned.yaml"
@@ -215,6 +215,8 @@ def test_an_interrupted_confirmation_runs_every_arm_again(tmp_path):
     state = json.loads((session / "tune.json").read_text())
     plan = state["confirmation"]
     assert plan["status"] == "complete" and plan["sitting"] == 1 and set(plan["abandoned"]) == first
+    for run in first:  # the interrupted sitting's runs stay as they were: valid archives
+        assert run_cli("results", "verify", str(session / run)).returncode == 0, run
     assert not set(plan["runs"]) & first and len(plan["runs"]) == len(CELLS)  # every cell, every arm, afresh
     assert {Path(p).relative_to(session).as_posix() for p in res["confirmation"]["runs"]} == set(plan["runs"])
     assert set(plan["machines"]) == {"baseline", "baseline-again", "ngram", res["best"]["trial"]}

@@ -167,13 +167,15 @@ class SearchLoop:
         if prev is not None and prev.status == "complete" and prev.trials == [self.arm, best]:
             return self._confirmed(prev.runs, "complete")
         self.progress.set_stage("confirmation")
-        if prev is not None:
-            self.log(f"the confirmation of sitting {prev.sitting} did not complete ({', '.join(prev.runs) or 'no run'}):"
-                     " every arm of it runs again in this sitting")
+        on_disk = [os.path.relpath(p.parent, self.folder)
+                   for p in self.folder.glob(f"{self.m.name}-tune-confirm*/*/manifest.json")]
+        earlier = sorted({*on_disk, *(prev.abandoned if prev else []), *(prev.runs if prev else [])})
+        if prev is not None or earlier:
+            self.log(f"the confirmation did not complete in an earlier sitting ({', '.join(earlier) or 'no run'}): "
+                     "every arm of it runs again in this sitting")
         st.confirmation = ConfirmationPlan(
             runs=[], status="partial", trials=[self.arm, best], requests=st.confirm_requests,
-            sitting=prev.sitting + 1 if prev is not None else 0,
-            abandoned=[*prev.abandoned, *prev.runs] if prev is not None else [])
+            sitting=(prev.sitting + 1) if prev is not None else int(bool(earlier)), abandoned=earlier)
         self.save()
         held = {w: {"path": f"../{s.files.all}", "holdout": f"../{s.files.tune}"} for w, s in st.split.items()}
         units = self._units(f"{self.m.name}-tune-confirm", [self.arm, best], held)
