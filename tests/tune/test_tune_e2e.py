@@ -54,8 +54,11 @@ def test_tune_acceptance_json_archives_and_the_tuned_environment(tmp_path):
     decision = res["confirmation"]["decision"]
     assert r.returncode == (0 if decision["adopt"] else 3), r.stderr[-3000:]
     assert res["decision"] == decision["says"] and out.is_file()
-    for k in ("vs_preset", "vs_baseline", "preset_vs_baseline"):
-        assert decision[k]["ci_low"] <= decision[k]["speedup"] <= decision[k]["ci_high"]
+    for k in ("vs_preset", "vs_baseline", "preset_vs_baseline"):  # over the cells a verdict may use (no DRIFT)
+        if decision["cells"]:
+            assert decision[k]["ci_low"] <= decision[k]["speedup"] <= decision[k]["ci_high"]
+        else:  # on a loaded machine every cell may drift: no ratio, and the preset is kept
+            assert decision[k].get("speedup") is None and not decision["adopt"]
     assert res["status"] == "complete" and res["level"] == "request"
     assert len(res["trials"]) >= 2
     for t in res["trials"]:
