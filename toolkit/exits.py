@@ -8,7 +8,7 @@ raised into its exit (`toolkit` and `python -m toolkit.gpu` both run through `ru
          quota full, an I/O error: toolkit.errors.ENVIRONMENT_ERRNOS)
     2    bad input (ToolkitError): a spec, an option, an archive that does not verify; a path that cannot
          be written or read (toolkit.errors.os_error: permission, no such folder, a name too long)
-    3    reproduce `inconclusive`
+    3    reproduce `inconclusive`; bench tune: keep the preset (the winner did not beat it), nothing written
     130  interrupted (Ctrl-C, SIGTERM): --resume completes the run
 """
 

@@ -76,8 +76,9 @@ def test_the_result_recomputed_from_an_old_state_keeps_every_key() -> None:
     got = res.dump()
     # in the writer's order; `report` is the session's to add once it wrote report.md, `out` the CLI's (--out)
     assert list(got) == [k for k in TuneResult.model_fields if k not in ("report", "out")]
-    assert set(got) | {"report"} == set(old)
-    assert set(got["confirmation"]) == set(old["confirmation"])
+    # the decision (issue 42: adopt the winner or keep the preset) is new beside what the old writer set
+    assert set(got) | {"report"} == set(old) | {"decision"}
+    assert set(got["confirmation"]) == set(old["confirmation"]) | {"decision"}
     for new_cell, old_cell in zip(got["confirmation"]["cells"], old["confirmation"]["cells"]):
         # the cells gained what a verdict may use (excluded, qualified) and how the CI was made
         assert set(new_cell) - set(old_cell) == {"excluded", "qualified", "ci_method"}

@@ -48,10 +48,11 @@ def test_sglang_preset_flags_threshold_and_paths_from_another_folder(tmp_path):
     m = load_spec(out).model
     assert m.servers["eagle3"]["speculative-num-steps"] == 5
     assert m.servers["eagle3"]["speculative-disable-batch-threshold"] == 16  # the env carries the patch
-    # a preset merging eagle3 (`<<: *eagle3`) inherits the tuned values and keeps its own threshold
-    assert m.servers["eagle3-threshold"]["speculative-num-steps"] == 5
-    assert m.servers["eagle3-threshold"]["speculative-disable-batch-threshold"] == 8
-    assert m.servers["baseline"] == load_spec(src).model.servers["baseline"]
+    # a preset merging eagle3 (`<<: *eagle3`) resolves as it did: only the tuned preset moves (issue 42)
+    before = load_spec(src).model
+    assert {k: v for k, v in m.servers.items() if k != "eagle3"} == \
+        {k: v for k, v in before.servers.items() if k != "eagle3"}
+    assert m.request_params == before.request_params
     text = out.read_text()
     assert "# the kernel wheel is carried without its FA3 library" in text and "<<: *baseline" in text
     assert "speculative-num-steps: 5  # tuned: bench tune X" in text
@@ -85,3 +86,84 @@ def test_the_input_is_never_overwritten(tmp_path):
         write_tuned(load_spec(src), src, arm="ngram", engine="transformers", params={"prompt_lookup_num_tokens": 2},
                     note="n")
     assert src.read_text() == (ROOT / "envs" / "local-cpu.yaml").read_text()
+
+
+MERGED = """\
+kind: Environment
+name: t
+engine: sglang
+base_image: nvidia/cuda:13.0.1-devel-ubuntu24.04
+cuda: "13.0"
+python: "3.12"
+sglang: {version: 0.5.17, source: wheel}
+dummy_models:
+  /m: &llama {hidden_size: 64, intermediate_size: 128, layers: 2, heads: 4, kv_heads: 2, vocab_size: 1000}
+servers:
+  common: &common
+    model-path: /m
+    mem-fraction-static: 0.8
+  baseline:
+    <<: *common
+  eagle3: &eagle3
+    <<: *common
+    speculative-algorithm: EAGLE3
+    speculative-num-steps: 3
+    speculative-eagle-topk: 1
+    speculative-num-draft-tokens: 4
+  eagle3-threshold:
+    <<: *eagle3
+    speculative-disable-batch-threshold: 8
+  eagle3-big:
+    <<: [*eagle3, *common]
+    mem-fraction-static: 0.9
+  alias-of-eagle3: *eagle3
+"""
+
+
+def _resolved(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("params", [
+    {"speculative-num-steps": 1, "speculative-num-draft-tokens": 2},   # values eagle3 holds itself
+    {"mem-fraction-static": 0.7, "speculative-num-steps": 5},          # one it inherits from the shared *common
+])
+def test_merge_keys_only_the_tuned_preset_changes(tmp_path, params):
+    """Write-back through YAML merge keys and anchors: the tuned preset gets the values; every other preset
+    (merging the arm, merging the anchor the arm merges, an alias of the arm) resolves identically."""
+    src = tmp_path / "env.yaml"
+    src.write_text(MERGED)
+    out = write_tuned(load_spec(src), tmp_path / "out.yaml", arm="eagle3", engine="sglang", params=params,
+                      note="bench tune X")
+    before, after = _resolved(src), _resolved(out)
+    assert {k: v for k, v in after["servers"].items() if k != "eagle3"} == \
+        {k: v for k, v in before["servers"].items() if k != "eagle3"}
+    assert after["servers"]["eagle3"] == {**before["servers"]["eagle3"], **params}
+    assert {k: v for k, v in after.items() if k != "servers"} == {k: v for k, v in before.items() if k != "servers"}
+    text = out.read_text()
+    assert "<<: *common" in text and "<<: *eagle3" in text  # the anchors and merges stay
+    assert "kept: as eagle3-threshold resolved before the tune of eagle3" in text
+    assert load_spec(out).model.servers["eagle3-threshold"]["speculative-disable-batch-threshold"] == 8
+
+
+def test_a_nested_shared_generation_config_is_not_moved(tmp_path):
+    src = tmp_path / "env.yaml"
+    src.write_text(textwrap.dedent("""\
+        kind: Environment
+        name: t
+        engine: transformers
+        model: {dummy: {}}
+        servers: {baseline: {}, ngram: {}, other: {}}
+        request_params:
+          ngram:
+            generation_config: &gc {do_sample: false, prompt_lookup_num_tokens: 8}
+          other:
+            generation_config: *gc
+        """))
+    out = write_tuned(load_spec(src), tmp_path / "out.yaml", arm="ngram", engine="transformers",
+                      params={"prompt_lookup_num_tokens": 2}, note="n")
+    m = load_spec(out).model
+    assert m.request_params["ngram"]["generation_config"]["prompt_lookup_num_tokens"] == 2
+    assert m.request_params["other"] == load_spec(src).model.request_params["other"]

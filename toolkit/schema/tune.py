@@ -99,12 +99,18 @@ class Rung(_Tune):
 
 
 class ConfirmationPlan(_Tune):
-    """The confirmation as the state records it (the figures are in TuneResult.confirmation)."""
+    """The confirmation as the state records it (the figures are in TuneResult.confirmation). It runs in one
+    sitting: a resumed session whose confirmation was interrupted runs every arm of it again (`sitting` + 1,
+    the interrupted runs listed under `abandoned` and left as they were)."""
 
     runs: list[str] = Field(default_factory=list)
     status: Literal["complete", "partial"] | None = None
     trials: list[str] = Field(default_factory=list, description="the arm as it was, then the winner")
     requests: int
+    sitting: int = Field(0, description="how many times the confirmation was started again from nothing")
+    abandoned: list[str] = Field(default_factory=list, description="runs of interrupted sittings, not read")
+    machines: dict[str, list[str]] = Field(default_factory=dict,
+                                           description="arm -> the machines (host, GPU) its cells ran on")
 
 
 class TuneState(_Tune):
@@ -224,6 +230,21 @@ class ConfirmedCell(CellRatio):
         return raw
 
 
+class Decision(_Tune):
+    """Does the winner replace the preset? Only when the launch-aware interval of its ratio to the preset (the
+    geometric mean over the usable held-out cells) lies above 1 and the confirmation ran on one machine."""
+
+    adopt: bool
+    says: str = Field(description="`adopt the winner` or `keep the preset`")
+    reason: str = ""
+    vs_preset: Ratio = Field(default_factory=Ratio, description="the winner / the preset as it was")
+    vs_baseline: Ratio = Field(default_factory=Ratio, description="the winner / the baseline")
+    preset_vs_baseline: Ratio = Field(default_factory=Ratio, description="the preset as it was / the baseline")
+    cells: int = Field(0, description="held-out cells in the geometric means")
+    interval: str = ""
+    machines: dict[str, list[str]] = Field(default_factory=dict)
+
+
 class Confirmation(_Tune):
     runs: list[str]
     prompts: str = "held-out (never seen by the search)"
@@ -236,6 +257,7 @@ class Confirmation(_Tune):
     never_pays_off: bool = False
     advice: str = ""
     methodology: list[str] = Field(default_factory=list)
+    decision: Decision | None = None
 
 
 class TuneResult(_Tune):
@@ -260,6 +282,7 @@ class TuneResult(_Tune):
     noise: list[CellRatio] | None = Field(None, description="A/A of the search per cell (shared server only)")
     runs: list[str] = Field(default_factory=list)
     wall_s: float | None = None
+    decision: str | None = Field(None, description="`adopt the winner` or `keep the preset` (a confirmed session)")
     report: str | None = Field(None, description="report.md (a complete session)")
     out: str | None = Field(None, description="the tuned environment (--out)")
 

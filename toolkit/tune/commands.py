@@ -9,7 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from toolkit.console import emit_json, err, json_option, out, warn
+from toolkit.exits import INCONCLUSIVE
 from toolkit.schema.tune import TuneResult
+
+KEEP = "keep the preset"  # toolkit.tune.integrity.KEEP (not imported here: the CLI loads this module at start)
+KEEP_PRESET_EXIT = INCONCLUSIVE  # 3: the tune ran, and its winner did not beat the preset (README, Exit codes)
 
 JsonResult = json_option("print the result as JSON on stdout")
 
@@ -31,6 +35,8 @@ def tune_cmd(
     = Path("results"),
     resume: Annotated[Optional[Path], typer.Option("--resume", help="continue an interrupted session (its folder)")]
     = None,
+    write_anyway: Annotated[bool, typer.Option("--write-anyway", help="write the winner to --out even when the "
+                                               "confirmation says keep the preset (its comments say so)")] = False,
     json_out: JsonResult = False,
 ) -> None:
     """Find the best settings of one speculative arm per domain and concurrency, confirm them on held-out
@@ -58,21 +64,25 @@ def tune_cmd(
         warn(w)
     if out_env is not None:
         _writer_ready(out_env)  # before any trial: a session that cannot write its result back wastes the GPU time
-    done = complete_state(resume, loaded, arm, budget or loaded.model.tune.budget) if resume and out_env else None
-    if done is not None:  # finished, its write-back did not happen (or is wanted elsewhere): nothing runs again
+    done = complete_state(resume, loaded, arm, budget or loaded.model.tune.budget) if resume else None
+    if done is not None:  # finished: judged again from its archives (and written back with --out), nothing runs
         from toolkit.tune.report import result
 
         env_spec = load_spec(loaded.path_of(("environment",), loaded.model.environment), expect="Environment")
         res = result(done, Path(resume))  # as its archives stand here (paths, intervals), not as stored there
-        res.out = str(_write_back(env_spec, res, out_env))
-        err.print(f"tune session {done.id} is complete: its result written back, nothing run", markup=False)
+        if out_env is not None and _may_write(res, write_anyway):
+            res.out = str(_write_back(env_spec, res, out_env))
+            err.print(f"tune session {done.id} is complete: its result written back, nothing run", markup=False)
+        else:
+            err.print(f"tune session {done.id} is complete, judged again from its archives: nothing run",
+                      markup=False)
     else:
         session = TuneSession(loaded, arm, budget=budget, results_root=results, resume=resume,
                               log=lambda m: err.print(m, markup=False))
         for w in session.warnings:
             warn(w)
         res = session.run(progress=TuneProgress(err))
-        if res.status == "complete" and out_env is not None:
+        if res.status == "complete" and out_env is not None and _may_write(res, write_anyway):
             res.out = str(_write_back(session.env_spec, res, out_env))
     if json_out:
         emit_json(res.dump())
@@ -82,6 +92,15 @@ def tune_cmd(
         err.print(f"tune stopped: resume with `toolkit bench tune {spec} --arm {arm} --resume {res.session}`",
                   markup=False)
         raise typer.Exit(130)
+    if res.decision == KEEP:
+        err.print(f"keep the preset: {res.confirmation.decision.reason}"
+                  + ("" if res.out else f"; {out_env} not written" if out_env else ""), markup=False)
+        raise typer.Exit(KEEP_PRESET_EXIT)
+
+
+def _may_write(res: TuneResult, write_anyway: bool) -> bool:
+    """Only a winner that beat the preset is written back (toolkit.tune.integrity.decide), unless asked."""
+    return res.decision != KEEP or write_anyway
 
 
 def _writer_ready(out_env: Path) -> None:

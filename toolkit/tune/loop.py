@@ -70,10 +70,11 @@ class SearchLoop:
             units.append((f"{stem}-{w}-c{c}", [baseline, *trials[r:], *trials[:r], again], {w: workloads[w]}, [c]))
         return units
 
-    def _execute(self, name: str, matrix: dict, header: str) -> tuple[Path, str]:
-        """Run (or resume) one generated matrix; an earlier complete run of it is reused as it is."""
+    def _execute(self, name: str, matrix: dict, header: str, fresh: bool = False) -> tuple[Path, str]:
+        """Run (or resume) one generated matrix; an earlier complete run of it is reused as it is. `fresh`: a
+        new run whatever ran before (the confirmation's sitting: earlier runs are neither reused nor resumed)."""
         path = self.folder / "specs" / f"{name}.yaml"
-        runs = sorted(p for p in (self.folder / name).glob("*") if (p / "manifest.json").is_file())
+        runs = [] if fresh else sorted(p for p in (self.folder / name).glob("*") if (p / "manifest.json").is_file())
         done = [p for p in runs if _run_status(p) == "complete"]
         if done:
             self.progress.reused(matrix["arms"], len(matrix["workloads"]) * len(matrix["concurrency"]) * matrix["repeats"])
@@ -90,7 +91,8 @@ class SearchLoop:
         return _run_trials(path, results_root=self.folder, resume=resume, progress=self.progress, log=self.log,
                            image_env=self.env_spec)
 
-    def _run_units(self, units, *, requests: int, seed: int, repeats: int, what: str) -> tuple[str, list[str], dict]:
+    def _run_units(self, units, *, requests: int, seed: int, repeats: int, what: str,
+                   fresh: bool = False) -> tuple[str, list[str], dict]:
         names, records = [], {}
         for name, arms, workloads, conc in units:
             matrix = specs.run_matrix(
@@ -98,7 +100,7 @@ class SearchLoop:
                 workloads=[{"name": w, **wl} for w, wl in workloads.items()], requests=requests, seed=seed,
                 repeats=repeats, target=self.servers.target(arms), description=f"tune session {self.state.id}: {what}")
             matrix["concurrency"] = conc
-            run_dir, status = self._execute(name, matrix, f"tune session {self.state.id}: {what}")
+            run_dir, status = self._execute(name, matrix, f"tune session {self.state.id}: {what}", fresh=fresh)
             names.append(os.path.relpath(run_dir, self.folder))
             if status != "complete":
                 return "partial", names, records
@@ -156,18 +158,46 @@ class SearchLoop:
             st.best = order[0]
 
     def confirm(self) -> str:
-        """The winner and the arm as it was, against the baseline, on the held-out prompts."""
+        """The winner and the arm as it was, against the baseline, on the held-out prompts, in one sitting: a
+        confirmation that completed is reused as it is; one that was interrupted (or chose another winner) runs
+        every arm again in new runs, so that no comparison mixes arms measured in two sittings (on two
+        machines, hours apart: issue 42). The interrupted runs stay as they were, listed under `abandoned`."""
         st, best = self.state, self.state.best
+        prev = st.confirmation
+        if prev is not None and prev.status == "complete" and prev.trials == [self.arm, best]:
+            return self._confirmed(prev.runs, "complete")
         self.progress.set_stage("confirmation")
+        on_disk = [os.path.relpath(p.parent, self.folder)
+                   for p in self.folder.glob(f"{self.m.name}-tune-confirm*/*/manifest.json")]
+        earlier = sorted({*on_disk, *(prev.abandoned if prev else []), *(prev.runs if prev else [])})
+        if prev is not None or earlier:
+            self.log(f"the confirmation did not complete in an earlier sitting ({', '.join(earlier) or 'no run'}): "
+                     "every arm of it runs again in this sitting")
+        st.confirmation = ConfirmationPlan(
+            runs=[], status="partial", trials=[self.arm, best], requests=st.confirm_requests,
+            sitting=(prev.sitting + 1) if prev is not None else int(bool(earlier)), abandoned=earlier)
+        self.save()
         held = {w: {"path": f"../{s.files.all}", "holdout": f"../{s.files.tune}"} for w, s in st.split.items()}
         units = self._units(f"{self.m.name}-tune-confirm", [self.arm, best], held)
         self.progress.begin(units, len(self.m.concurrency))
         status, runs, _ = self._run_units(
-            units, requests=st.confirm_requests, seed=self.m.seed, repeats=self.m.repeats,
+            units, requests=st.confirm_requests, seed=self.m.seed, repeats=self.m.repeats, fresh=True,
             what=f"the winner {best} and the preset {self.arm} as it was, against {self.m.baseline_arm}, on "
                  "prompts the search never saw")
-        st.confirmation = ConfirmationPlan(runs=runs, status=status, trials=[self.arm, best],
-                                           requests=st.confirm_requests)
+        return self._confirmed(runs, status)
+
+    def _confirmed(self, runs: list[str], status: str) -> str:
+        from toolkit.tune.integrity import confirmation_machines, spliced
+
+        st, best = self.state, self.state.best
+        plan = st.confirmation
+        plan.runs, plan.status = runs, status
+        if status == "complete":
+            plan.machines = confirmation_machines([self.folder / r for r in runs])
+            why = spliced(plan.machines)
+            if why:
+                self.log(f"the confirmation's arms ran on more than one machine ({why}): it is no claim")
+        st.confirmation = plan
         self.save()
         pairs = search.pooled_cells([run_records(self.folder / r) for r in runs], best, self.m.baseline_arm)
         if status == "complete" and not any(r["ratio"] for r in pairs.values()):

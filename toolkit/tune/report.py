@@ -14,8 +14,8 @@ from pathlib import Path
 
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num
 from toolkit.schema.manifest import Crossover
-from toolkit.schema.tune import (Best, CellRatio, Confirmation, ConfirmedCell, Ratio, Trial, TrialScore, TuneResult,
-                                 TuneState, Winner)
+from toolkit.schema.tune import (Best, CellRatio, Confirmation, ConfirmedCell, Decision, Ratio, Trial, TrialScore,
+                                 TuneResult, TuneState, Winner)
 from toolkit.tune import search
 from toolkit.tune.verdict import verdict
 
@@ -95,6 +95,7 @@ def result(state: TuneState | dict, folder: Path) -> TuneResult:
         out.best = Best(trial=state.best, params=state.params(state.best), score=score)
     if state.confirmation is not None and state.confirmation.status == "complete":
         out.confirmation = _confirmation(state, folder, state.confirmation.runs, state.best)
+        out.decision = out.confirmation.decision.says
         out.runs = out.runs + out.confirmation.runs
     return out
 
@@ -135,12 +136,44 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
     errors += [f"{x.domain} c={x.concurrency}: the baseline measured twice differs (A/A "
                f"{x.noise.speedup:.2f}x [{x.noise.ci_low:.2f}, {x.noise.ci_high:.2f}]): the machine's "
                "load changed during the cell, so its speedups are not a claim" for x in cells if x.drift]
+    decision = _decision(state, folder, runs, recs, best, [(x.domain, x.concurrency) for x in cells if not x.excluded],
+                         noise)
     return Confirmation(
+        decision=decision,
         runs=[str(folder / r) for r in runs], prompts="held-out (never seen by the search)",
         verdict=verdict(cells, best, arm), held_out={w: s.held_out for w, s in state.split.items()},
         requests=state.confirmation.requests, cells=cells, crossovers=[Crossover(**x) for x in cross],
         recommended_disable_batch_threshold=recommended_threshold(cross, best),
         never_pays_off=never_pays_off(cross, best), advice=advice_text(cross, best), methodology=errors)
+
+
+def _decision(state: TuneState, folder: Path, runs: list[str], recs: list, best: str, usable: list, noise) -> Decision:
+    """The winner's ratio to the preset and to the baseline over the usable held-out cells, launch-aware
+    (toolkit.tune.search.score: request noise across cells, both launches' noise once), and what follows
+    from it (toolkit.tune.integrity.decide)."""
+    from toolkit.results.archive import open_archive
+    from toolkit.tune.integrity import confirmation_machines, decide
+
+    baseline, again, arm, seed = state.baseline, state.again, state.arm, state.seed
+    launches = max(1, min((open_archive(folder / r).manifest.launches or 1) for r in runs))
+
+    def geo(a: str, b: str) -> tuple[Ratio, search.Score]:
+        cells = search.pooled_cells(recs, a, b, again if b == baseline else None, seed=seed)
+        s = search.score({k: v for k, v in cells.items() if k in usable},
+                         search.launch_var(noise, a, b, launches))
+        return Ratio(speedup=s.geomean, ci_low=s.low, ci_high=s.high), s
+
+    vs_preset, score = geo(best, arm)
+    machines = (state.confirmation.machines if state.confirmation and state.confirmation.machines else
+                confirmation_machines([folder / r for r in runs]))
+    d = decide(score, best, arm, machines)
+    how = ("geometric mean over the usable held-out cells; 95 % interval from the cells' request bootstrap "
+           + (f"plus both sides' launch noise once ({launches} launch(es) per arm: a calibration of this machine "
+              "where there is one, else the default launch CV)" if noise is not None else
+              "(one shared server: no launch between the arms)"))
+    return Decision(adopt=d.adopt, says=d.says, reason=d.reason, vs_preset=vs_preset,
+                    vs_baseline=geo(best, baseline)[0], preset_vs_baseline=geo(arm, baseline)[0],
+                    cells=score.cells, interval=how, machines=machines)
 
 
 def _eligibility(archives: list, judged):
@@ -253,11 +286,23 @@ def _confirmation_blocks(res: TuneResult, best: str | None, best_params: dict) -
                    (_ci(c.noise) if c.noise else "-") + (" DRIFT" if c.drift else ""), str(c.n_pairs)]
                   for c in conf.cells], align="lrrrrrr"),
            Para(f"Against the preset it would replace: {conf.verdict}."),
+           *_decision_blocks(res, best, conf.decision),
            Para(f"Advice for {best}: {conf.advice}."),
            Items([f"{c.domain}: {c.note}" for c in conf.crossovers])]
     if conf.methodology:
         out.append(Items([f"methodology error: {m}" for m in conf.methodology]))
     return out
+
+
+def _decision_blocks(res: TuneResult, best: str | None, d: Decision | None) -> list:
+    if d is None:
+        return []
+    rows = [[f"{best} / {res.arm} as it was", _ci(d.vs_preset)], [f"{best} / {res.baseline}", _ci(d.vs_baseline)],
+            [f"{res.arm} as it was / {res.baseline}", _ci(d.preset_vs_baseline)]]
+    return [Heading("Decision"),
+            Para(f"**{d.says}**: {d.reason}." + ("" if d.adopt else " Nothing is written back.")),
+            Table(["ratio (geometric mean over held-out cells)", "x [95% CI]"], rows, align="lr"),
+            Para(f"{d.cells} cell(s); {d.interval}.")]
 
 
 def write_tune_report(res: TuneResult, folder: Path) -> Path:

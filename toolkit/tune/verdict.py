@@ -77,6 +77,10 @@ def write_back_texts(res: TuneResult, out_env: Path) -> WriteBack:
         held += f"; {'slower than' if h.worse else 'not faster than'} {res.arm} as it was in some cells"
         caution = (f"on held-out prompts, {conf.verdict}; {out_env} holds the tuned setting all the same: "
                    "compare before you adopt it")
+    d = conf.decision
+    if d is not None and not d.adopt:  # written only with --write-anyway
+        held += f"; {d.says}: not shown to beat {res.arm} as it was"
+        caution = (f"{d.says}: {d.reason}; {out_env} holds the tuned setting because of --write-anyway")
     drift = sum(c.drift for c in conf.cells)
     held += f"; load drift in {drift} of {len(conf.cells)} cells: see its report" if drift else ""
     return WriteBack(note=f"bench tune {sid} (trial {best.trial}{held})",

@@ -6,9 +6,12 @@ naming the tune run that chose it.
                 params={"prompt_lookup_num_tokens": 4}, note="toolkit bench tune quickstart-tune/<id> t03 ...")
 
 Server knobs go to `servers.<arm>`, request knobs of the embedded engine to
-`request_params.<arm>.generation_config`. A mapping the arm shares with other presets through a YAML alias
-is copied first, so only the tuned arm changes (a preset that merges the arm with `<<:` inherits the new
-values, as YAML says). The file is written atomically, and only after it validates as an Environment.
+`request_params.<arm>.generation_config`. Only the tuned preset changes: a mapping the arm shares with other
+presets through a YAML alias is copied first, and a preset that merges the arm (`<<: *eagle3`) keeps what it
+resolved to before: each value it inherited and the tune changed is written into it as it was, with a comment
+(issue 42: the H200 tune moved the untested `eagle3-threshold` that way). The document is resolved before and
+after (merge keys and anchors followed); any other difference is a bug and nothing is written. The file is
+written atomically, and only after it validates as an Environment.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def _yaml(text: str):
 
 
 def _own_map(parent, key: str, siblings: list):
-    """parent[key] as a mapping of its own (created when absent, copied when an alias shares it)."""
+    """parent[key] as a mapping of its own (created when absent; when an alias shares it, the preset that holds
+    the anchor keeps it and the others get copies, so that no other preset follows the edit)."""
     from ruamel.yaml.comments import CommentedMap
 
     node = parent.get(key)
@@ -49,12 +53,35 @@ def _own_map(parent, key: str, siblings: list):
         node = CommentedMap()
         parent[key] = node
     elif any(s is node for s in siblings):
-        import copy
-
-        node = copy.deepcopy(node)  # nested mappings too: they are shared through the alias as well
-        node.anchor.value, node.anchor.always_dump = None, False
-        parent[key] = node
+        first = next(k for k in parent if parent[k] is node)
+        if first == key:  # the arm defines the anchor (`eagle3: &eagle3`): the presets aliasing it get copies
+            for k in list(parent):
+                if k != key and parent[k] is node:
+                    parent[k] = _copy_map(node)
+        else:
+            node = _copy_map(node)
+            parent[key] = node
     return node
+
+
+def _copy_map(node):
+    """A copy of a mapping without its anchor: its own keys deep-copied in order, its merge keys (`<<: *x`)
+    kept as merges of the same anchors."""
+    import copy
+
+    from ruamel.yaml.comments import CommentedMap, merge_attrib
+
+    new = CommentedMap()
+    merged = getattr(node, merge_attrib, None)
+    if merged:
+        mv = copy.copy(merged)  # ruamel's MergeValue: the same anchored maps, as one `<<:` or a sequence of them
+        mv.value = list(merged.value)
+        new.add_yaml_merge(mv)
+    for k, v in node.non_merged_items():
+        new[k] = copy.deepcopy(v)
+    if node.fa.flow_style():
+        new.fa.set_flow_style()
+    return new
 
 
 def _rebase(data, src_dir: Path, out_dir: Path) -> None:
@@ -114,10 +141,69 @@ def write_tuned(env_spec: LoadedSpec, out: Path, *, arm: str, engine: str, param
         else:
             servers.yaml_set_comment_before_after_key(arm, before=f"tuned: {threshold_note}",
                                                       indent=_indent_of(text, "servers"))
+    _keep_others(y, data, text, arm)
     _rebase(data, src.parent, out.parent)
     buf = io.StringIO()
     y.dump(data, buf)
     return _write_checked(out, buf.getvalue())
+
+
+SECTIONS = ("servers", "request_params")
+
+
+def _resolved(y, data) -> dict:
+    """The document as a plain YAML reader sees it (anchors, aliases and merge keys resolved)."""
+    import yaml
+
+    buf = io.StringIO()
+    y.dump(data, buf)
+    return yaml.safe_load(buf.getvalue()) or {}
+
+
+def _others(doc: dict, arm: str) -> dict:
+    """The document without the tuned preset (what must not move)."""
+    out = dict(doc)
+    for sec in SECTIONS:
+        if isinstance(out.get(sec), dict):
+            out[sec] = {k: v for k, v in out[sec].items() if k != arm}
+    return out
+
+
+def moved(before: dict, after: dict, arm: str) -> list[str]:
+    """Where the resolved documents differ outside the tuned preset: `section.preset` or a top-level key."""
+    a, b = _others(before, arm), _others(after, arm)
+    out = []
+    for key in sorted(set(a) | set(b), key=str):
+        if key in SECTIONS and isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+            out += [f"{key}.{p}" for p in sorted(set(a[key]) | set(b[key]), key=str) if a[key].get(p) != b[key].get(p)]
+        elif a.get(key) != b.get(key):
+            out.append(str(key))
+    return out
+
+
+def _keep_others(y, data, text: str, arm: str) -> None:
+    """Every preset but `arm` resolves as it did before the edit: a value a preset inherited through a merge
+    key (or shared through an alias) and the edit changed is pinned in it at its old value."""
+    import copy
+
+    import yaml
+
+    before = yaml.safe_load(text) or {}
+    for where in moved(before, _resolved(y, data), arm):
+        sec, _, preset = where.partition(".")
+        node = data.get(sec, {}).get(preset) if preset else None
+        old = (before.get(sec) or {}).get(preset) if preset else None
+        if not isinstance(old, dict) or not hasattr(node, "yaml_add_eol_comment"):
+            continue
+        now = _resolved(y, data)[sec][preset]
+        for k, v in old.items():
+            if now.get(k) != v:
+                node[k] = copy.deepcopy(v)
+                node.yaml_add_eol_comment(f"kept: as {preset} resolved before the tune of {arm}", k)
+    left = moved(before, _resolved(y, data), arm)
+    if left:
+        raise ToolkitError(f"the tuned environment would change {', '.join(left)} beside {arm}, so it was not "
+                           "written", hint="a bug in the tuner's edit: report it with the spec", exit_code=1)
 
 
 def _indent_of(text: str, section: str) -> int:
