@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit import engines
+
 SETTLE_S = 5.0  # how long the counters may lag the last request the client saw end
 LOG_LINE = re.compile(rb"toolkit-serve: request done tokens=(\d+) steps=(\d+)")
 TOKENS, STEPS, REQUESTS = "sglang:generation_tokens_total", "sglang:spec_verify_calls_total", "sglang:num_requests_total"
@@ -165,9 +167,10 @@ class LogProbe(Probe):
 def probe_for(launcher, engine: str, *, speculative: bool, flushed: bool | None, warmup: int) -> Probe:
     """The probe for one cell of an arm: SGLang's counters for a speculative SGLang arm, the log for the
     embedded engine (every arm: the baseline reads 1 token per step), nothing otherwise."""
-    if engine == "sglang" and speculative:
+    source = engines.get(engine).acceptance
+    if source == "metrics" and speculative:
         return SGLangProbe(launcher.base_url, flushed is True, warmup)
     log = getattr(launcher, "log_path", None)
-    if engine == "transformers" and log is not None:
+    if source == "log" and log is not None:
         return LogProbe(log)
     return Probe()

@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from toolkit import engines
 from toolkit.engines import sglang as sglang_engine
+from toolkit.errors import ToolkitError
 from toolkit.specs.base import ArgValue, Hash, Name, ServerArgs, Sha256, StrictModel
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -146,8 +148,9 @@ class Environment(StrictModel):
     kind: Literal["Environment"]
     name: Name
     description: str = ""
-    engine: Literal["sglang", "transformers"] = Field(
-        "sglang", description="sglang: a built image; transformers: the embedded CPU engine (`transformers serve`)")
+    engine: str = Field(
+        "sglang", description="sglang: a built image; transformers: the embedded CPU engine (`transformers serve`)",
+        json_schema_extra={"enum": list(engines.BUILTIN)})  # any registered engine (toolkit/engines/__init__.py)
     base_image: str | None = Field(None, description="base image, e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04[@sha256:...]")
     cuda: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$", description="MAJOR.MINOR, e.g. 13.0")] | None = Field(None, description="CUDA version, e.g. 13.0")
     python: Annotated[str, Field(pattern=r"^3\.[0-9]+$", description="3.MINOR, e.g. 3.12")] = "3.12"
@@ -173,6 +176,15 @@ class Environment(StrictModel):
     servers: dict[Name, Preset] = Field(default_factory=dict, description="named server presets (flag: value)")
     request_params: dict[Name, dict[str, ArgValue | dict[str, Any]]] = Field(
         default_factory=dict, description="per-preset request parameters, e.g. generation_config for transformers")
+
+    @field_validator("engine")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        try:
+            engines.get(v)
+        except ToolkitError as e:
+            raise ValueError(f"{e.message}: {e.hint}") from None
+        return v
 
     @field_validator("base_image")
     @classmethod
@@ -203,7 +215,7 @@ class Environment(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Environment":
-        if self.engine == "sglang":
+        if engines.get(self.engine).builds_image:
             if self.base_image is None:
                 raise ValueError("an sglang environment needs `base_image`")
             if self.sglang is None:
@@ -231,7 +243,7 @@ class Environment(StrictModel):
         generation_config key the embedded engine's transformers does not have would be silently ignored."""
         from toolkit.specs.genconfig import unknown_key
 
-        if self.engine != "transformers":
+        if not engines.get(self.engine).reads_generation_config:
             return []
         out = []
         for arm, params in self.request_params.items():
@@ -248,14 +260,14 @@ class Environment(StrictModel):
 
     def spec_warnings(self) -> list[str]:
         out = []
-        if self.engine == "transformers" and any(isinstance(p.get("generation_config"), dict)
+        if engines.get(self.engine).reads_generation_config and any(isinstance(p.get("generation_config"), dict)
                                                  for p in self.request_params.values()):
             from toolkit.specs.genconfig import generation_config_keys
 
             if generation_config_keys() is None:
                 out.append("generation_config keys were not checked: transformers is not installed here "
                            '(pip install "toolkit[local]")')
-        if self.engine == "sglang" and not self.pinned:
+        if engines.get(self.engine).builds_image and not self.pinned:
             out.append(f"base image {self.base_image} is not pinned by digest: builds may change underneath you "
                        "(append @sha256:... to pin it)")
         known = set(self.dummy_models or {})
