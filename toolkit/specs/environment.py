@@ -6,10 +6,10 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from toolkit import engines
 from toolkit.engines import sglang as sglang_engine
-from toolkit.errors import ToolkitError
 from toolkit.specs.base import ArgValue, Hash, Name, ServerArgs, Sha256, StrictModel
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -180,10 +180,12 @@ class Environment(StrictModel):
     @field_validator("engine")
     @classmethod
     def _registered(cls, v: str) -> str:
-        try:
-            engines.get(v)
-        except ToolkitError as e:
-            raise ValueError(f"{e.message}: {e.hint}") from None
+        """A registered engine's name; another is refused as a Literal would be (the values, a did-you-mean)."""
+        if engines.lookup(v) is None:
+            names = [repr(n) for n in engines.names()]
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1
+                                                               else names)})
         return v
 
     @field_validator("base_image")
