@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit import engines
+from toolkit.engines import sglang
 
 SETTLE_S = 5.0  # how long the counters may lag the last request the client saw end
 LOG_LINE = re.compile(rb"toolkit-serve: request done tokens=(\d+) steps=(\d+)")
-TOKENS, STEPS, REQUESTS = "sglang:generation_tokens_total", "sglang:spec_verify_calls_total", "sglang:num_requests_total"
+TOKENS, STEPS, REQUESTS = sglang.ACCEPT_TOKENS, sglang.ACCEPT_STEPS, sglang.ACCEPT_REQUESTS
 
 
 @dataclass
@@ -72,16 +73,7 @@ def _wait(read, done, deadline_s: float):
     return value
 
 
-def counters(metrics: dict[str, float]) -> dict[str, float] | None:
-    """The three SGLang counters, summed over their label sets; None without them (no --enable-metrics)."""
-    out = {name: 0.0 for name in (TOKENS, STEPS, REQUESTS)}
-    seen = False
-    for key, v in metrics.items():
-        name = key.split("{", 1)[0]
-        if name in out:
-            out[name] += v
-            seen = True
-    return out if seen else None
+counters = sglang.acceptance_counters  # the engine reads its own counters (toolkit/engines/sglang.py)
 
 
 class SGLangProbe(Probe):

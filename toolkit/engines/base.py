@@ -61,5 +61,9 @@ class Engine:
         """The arm facts a running server's /server_info gives ({} for an engine that has none)."""
         return {}
 
+    def acceptance_counters(self, metrics: dict[str, float]) -> dict[str, float] | None:
+        """Its acceptance counters in a /metrics sample (acceptance "metrics"), else None."""
+        return None
+
     def __repr__(self) -> str:
         return f"<Engine {self.name}>"

@@ -7,6 +7,7 @@
     CAP_LINE, SERVER_INFO_SPEC_FIELDS   how the server says so itself (its log, its /server_info)
     STARTUP_MARKS                the start-up's phases as its log shows them (toolkit.serve.logs.startup_phases)
     server_state(info)           the arm facts its /server_info gives (bench's runner; results' import)
+    acceptance_counters(metrics) its /metrics acceptance counters (tokens, verify steps, requests)
     ENGINE                       the Engine the registry returns for `engine: sglang` (toolkit/engines/base.py)
 
 Flags are written as in a preset: dashes, no leading `--`.
@@ -224,6 +225,24 @@ def imported_state(info: dict | None) -> dict:
             "speculative": {k: info[k] for k in IMPORTED_SPEC_FIELDS if info.get(k) is not None and algo}}
 
 
+# its acceptance counters in /metrics (with --enable-metrics): tokens generated, verify steps, requests done
+ACCEPT_TOKENS, ACCEPT_STEPS, ACCEPT_REQUESTS = ("sglang:generation_tokens_total", "sglang:spec_verify_calls_total",
+                                                "sglang:num_requests_total")
+
+
+def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
+    """The three counters of a /metrics sample ({"name{labels}": value}), summed over their label sets; None
+    without them (no --enable-metrics)."""
+    out = {name: 0.0 for name in (ACCEPT_TOKENS, ACCEPT_STEPS, ACCEPT_REQUESTS)}
+    seen = False
+    for key, v in metrics.items():
+        name = key.split("{", 1)[0]
+        if name in out:
+            out[name] += v
+            seen = True
+    return out if seen else None
+
+
 class SGLangEngine(Engine):
     name = "sglang"
     facts = FACTS
@@ -242,6 +261,9 @@ class SGLangEngine(Engine):
 
     def server_state(self, info: dict | None) -> dict:
         return server_state(info)
+
+    def acceptance_counters(self, metrics: dict[str, float]) -> dict[str, float] | None:
+        return acceptance_counters(metrics)
 
 
 ENGINE = SGLangEngine()
