@@ -19,6 +19,7 @@ from toolkit.errors import SpecError, ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.patches import read_patch
 from toolkit.resources import data_dir
+from toolkit import engines
 from toolkit.specs import LoadedSpec, check_patch_hashes, referenced_files, sha256_file, spec_hash
 from toolkit.specs.environment import Environment
 
@@ -139,7 +140,7 @@ def render_env(spec: LoadedSpec) -> Rendered:
         "warnings": list(spec.warnings),
     }
     dockerfile = None
-    if env.engine == "sglang":
+    if engines.get(env.engine).builds_image:
         dockerfile = jinja_env().get_template("Dockerfile.j2").render(
             env=env, spec_hash=h, toolkit_version=__version__, patches=patches, ca=ca,
             pip_lines=[pip_install_line(p) for p in env.packages],

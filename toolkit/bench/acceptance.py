@@ -32,9 +32,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit import engines
+from toolkit.engines import sglang
+
 SETTLE_S = 5.0  # how long the counters may lag the last request the client saw end
 LOG_LINE = re.compile(rb"toolkit-serve: request done tokens=(\d+) steps=(\d+)")
-TOKENS, STEPS, REQUESTS = "sglang:generation_tokens_total", "sglang:spec_verify_calls_total", "sglang:num_requests_total"
+TOKENS, STEPS, REQUESTS = sglang.ACCEPT_TOKENS, sglang.ACCEPT_STEPS, sglang.ACCEPT_REQUESTS
 
 
 @dataclass
@@ -70,16 +73,7 @@ def _wait(read, done, deadline_s: float):
     return value
 
 
-def counters(metrics: dict[str, float]) -> dict[str, float] | None:
-    """The three SGLang counters, summed over their label sets; None without them (no --enable-metrics)."""
-    out = {name: 0.0 for name in (TOKENS, STEPS, REQUESTS)}
-    seen = False
-    for key, v in metrics.items():
-        name = key.split("{", 1)[0]
-        if name in out:
-            out[name] += v
-            seen = True
-    return out if seen else None
+counters = sglang.acceptance_counters  # the engine reads its own counters (toolkit/engines/sglang.py)
 
 
 class SGLangProbe(Probe):
@@ -165,9 +159,10 @@ class LogProbe(Probe):
 def probe_for(launcher, engine: str, *, speculative: bool, flushed: bool | None, warmup: int) -> Probe:
     """The probe for one cell of an arm: SGLang's counters for a speculative SGLang arm, the log for the
     embedded engine (every arm: the baseline reads 1 token per step), nothing otherwise."""
-    if engine == "sglang" and speculative:
+    source = engines.get(engine).acceptance
+    if source == "metrics" and speculative:
         return SGLangProbe(launcher.base_url, flushed is True, warmup)
     log = getattr(launcher, "log_path", None)
-    if engine == "transformers" and log is not None:
+    if source == "log" and log is not None:
         return LogProbe(log)
     return Probe()

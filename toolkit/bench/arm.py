@@ -180,18 +180,19 @@ class ArmRunner:
         /server_info archived as servers/<arm>.json (servers/<arm>__l<launch>.json for later launches), its
         limits and speculative settings, and each preset flag it reports differently. The 48-request cap is
         read from the server, not assumed."""
-        from toolkit.engines import preset_meaning, sglang
-        from toolkit.serve.sglang import preset_mismatches, server_state
+        from toolkit.engines import get, preset_meaning, sglang
+        from toolkit.serve.sglang import preset_mismatches
 
         info = self.launcher.info()
         preset = self.plan.env_spec.model.servers[self.plan.preset_name(self.arm)]
         meaning = preset_meaning(self.plan.env_spec.model, self.plan.preset_name(self.arm))
         info["external"] = self.slot.target.kind == "external"
         info["speculative_algorithm"] = meaning.algorithm
-        if self.plan.engine != "sglang":
+        eng = get(self.plan.engine)
+        if not eng.reports_server_info:
             return info
         raw = info.pop("server_info", None) or self.launcher.server_info()
-        info.update(server_state(raw))
+        info.update(eng.server_state(raw))
         if raw and raw.get(sglang.SERVER_INFO_LOAD_FORMAT):
             # `dummy`: random weights, said by the server itself
             info["load_format"] = raw[sglang.SERVER_INFO_LOAD_FORMAT]

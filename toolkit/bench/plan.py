@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit import engines
 from toolkit.engines import preset_meaning, sglang
 from toolkit.errors import SpecError, ToolkitError, did_you_mean
 from toolkit.loadgen.load import CellLoad
@@ -160,7 +161,7 @@ def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec) -> None:
     if m.synthetic_acceptance is None:
         return
     env = env_spec.model
-    if env.engine != "sglang":
+    if not engines.get(env.engine).synthetic_acceptance:
         raise spec.error(("synthetic_acceptance",), f"the {env.engine} engine of {m.environment} has no way to force "
                          "an acceptance length (SGLang's SGLANG_SIMULATE_ACC_LEN)",
                          hint="drop `synthetic_acceptance:`, or use an SGLang environment")
@@ -327,7 +328,7 @@ class RunPlan:
         s = self.synthetic.get(arm)
         if s is not None:
             return s.accept_len
-        if self.engine != "sglang" or self.m.target.kind == "external":
+        if not engines.get(self.engine).synthetic_acceptance or self.m.target.kind == "external":
             return None
         if not preset_meaning(self.env, self.preset_name(arm)).speculative:
             return None
@@ -353,19 +354,20 @@ class RunPlan:
             return {**kw, "kind": "slurm", "job": render_jobs(self.spec, self.env_spec, [arm])[0]}
         gpus = t.gpus if isinstance(t, LocalTarget) else None
         target = self.m.target
-        if self.engine == "sglang" and target.launcher == "process":
+        if engines.get(self.engine).embedded:  # toolkit.serve starts it from the Environment's model
+            return kw
+        if target.launcher == "process":
             env = {**target.env, **self.synthetic_env(arm)}
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = gpus
             return {**kw, "kind": "process", "python": target.python, "env": env}
-        if self.engine == "sglang":
-            kw.update(kind="docker", image=self.build.image if self.build else None)
-            if self.synthetic_env(arm):  # over the Environment's env: (toolkit.serve.launcher_for)
-                kw["env"] = self.synthetic_env(arm)
-            if gpus:
-                kw["gpus"] = gpus.split(",")
-            if isinstance(t, HostTarget):
-                kw.update(address=t.spec.address, docker_url=t.docker_url)
+        kw.update(kind="docker", image=self.build.image if self.build else None)
+        if self.synthetic_env(arm):  # over the Environment's env: (toolkit.serve.launcher_for)
+            kw["env"] = self.synthetic_env(arm)
+        if gpus:
+            kw["gpus"] = gpus.split(",")
+        if isinstance(t, HostTarget):
+            kw.update(address=t.spec.address, docker_url=t.docker_url)
         return kw
 
     def resume(self, resumed: Manifest, done: set[str]) -> None:
@@ -393,7 +395,7 @@ def _hash(spec: LoadedSpec) -> str:
 
 def find_build(env_spec: LoadedSpec, env_hash: str | None = None) -> BuildRecord | None:
     """The build record of this environment's image (`toolkit build env`), if one was made here."""
-    if env_spec.model.engine != "sglang":
+    if not engines.get(env_spec.model.engine).builds_image:
         return None
     from toolkit.image.records import find_build_record
 
@@ -565,7 +567,7 @@ def determinism(plan: RunPlan) -> dict:
     come from a fixed seed), and per arm whether deterministic inference is on."""
     m, env = plan.m, plan.env_spec.model
     out: dict = {"temperature": m.temperature, "seed": m.seed, "greedy": m.temperature == 0}
-    if env.engine == "sglang":
+    if engines.get(env.engine).dummy_weight_seed is not None:  # dummy weights the engine fills from a seed
         dummy = [a for a in m.arms if plan.is_dummy(a)]
         if dummy:
             out["sglang_dummy_weights"] = {"arms": dummy, "seed": sglang.DUMMY_WEIGHT_SEED,

@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import yaml
 
+from toolkit import engines
 from toolkit.bench.inputs import Origin, check_outside, materialize
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, open_archive
@@ -191,7 +192,7 @@ def _engine_version(m: Manifest, derived: Any, engine: str) -> str | None:
     for info in derived.arm_info.values():
         if info.engine_version:
             return info.engine_version
-    if engine == "sglang" and m.build and m.build.sglang_version:
+    if engines.get(engine).builds_image and m.build and m.build.sglang_version:
         return m.build.sglang_version
     return m.host.primary.engines.get(engine)
 
@@ -211,11 +212,12 @@ def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
     if g0 != g1:
         out.append(DriftRecord(what="gpu", original=g0, current=g1))
     v0 = _engine_version(original.manifest, original.derived, env.engine)
-    if env.engine == "sglang":
-        v1 = (build.sglang_version if build else None) or now.host.primary.engines.get("sglang")
+    built = engines.get(env.engine).builds_image  # its version: the image's
+    if built:
+        v1 = (build.sglang_version if build else None) or now.host.primary.engines.get(env.engine)
     else:
         v1 = now.host.primary.engines.get(env.engine)
-    if v0 != v1 and (v1 is not None or env.engine != "sglang"):  # an image of unknown version: see notes
+    if v0 != v1 and (v1 is not None or not built):  # an image of unknown version: see notes
         out.append(DriftRecord(what=f"engine {env.engine}", original=v0, current=v1))
     was = (original.manifest.inputs.dummy_model if original.manifest.inputs else None) or {}
     dummy = dummy_record(env_spec) or {}
@@ -256,7 +258,7 @@ def choose_image(original: Archive, env_spec: LoadedSpec, spec: LoadedSpec, imag
     """The image an SGLang replay runs: --image, else the one built from the same spec hash here, else the
     original's (by id or tag, where this host still has it)."""
     env, m = env_spec.model, original.manifest
-    docker = env.engine == "sglang" and spec.model.target.launcher != "process"
+    docker = engines.get(env.engine).builds_image and spec.model.target.launcher != "process"
     if not docker:
         if image:
             raise ToolkitError("--image applies to SGLang arms in containers; this run launched no image",

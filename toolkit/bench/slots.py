@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from toolkit import engines
 from toolkit.specs import LoadedSpec, load_spec
 from toolkit.specs.hosts import Host
 from toolkit.specs.matrix import Matrix
@@ -108,7 +109,7 @@ def plan_slots(spec: LoadedSpec, engine: str | None = None, hosts_spec: LoadedSp
             slots = [Slot(f"gpus-{g}", LocalTarget(g), hardware={"host": "localhost", "gpus": g}) for g in t.gpus]
         else:
             n = min(t.parallel, len(m.arms))
-            if n > 1 and engine == "sglang":
+            if n > 1 and engine is not None and engines.get(engine).exclusive_gpus:
                 raise spec.error(("target", "parallel"), "SGLang arms on the same GPUs would be measured while "
                                  "they disturb each other", hint="give `gpus: ['0', '1']` to run arms side by side "
                                  "on separate GPUs, or drop `parallel` to run them one after another")

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from toolkit import engines
 from toolkit import endpoints
 from toolkit.bench.plan import RunPlan, plan_target
 from toolkit.errors import ToolkitError
@@ -47,9 +48,10 @@ def prepare_target(plan: RunPlan | LoadedSpec) -> list[endpoints.Endpoint]:
         plan = plan_target(plan)
     t, env_spec = plan.m.target, plan.env_spec
     env = env_spec.model
+    eng = engines.get(env.engine)
     if t.kind == "external":
         return [endpoints.register(ep) for ep in external_endpoints(plan)]
-    if env.engine == "transformers":
+    if eng.embedded:
         if env.model is None:
             raise env_spec.error(("engine",), "the embedded engine runs here (target local) and this environment "
                                  "names no model for it", hint="add `model: {dummy: {}}` (random weights) or "
@@ -60,7 +62,7 @@ def prepare_target(plan: RunPlan | LoadedSpec) -> list[endpoints.Endpoint]:
 
         require_client()  # sbatch and friends answer here, or a one-line error now
         return []
-    if env.engine == "sglang" and not (t.kind == "local" and t.launcher == "process"):
+    if eng.supports_launcher("docker") and not (t.kind == "local" and t.launcher == "process"):
         require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")
         if t.kind == "local":
             from toolkit.docker_api import client

@@ -1,35 +1,71 @@
-"""Engine knowledge, in one home: what a preset means to SGLang (sglang.py) and to the embedded
-`transformers serve` engine (transformers.py). spec, image, serve, bench and tune ask here rather than
-reading flags themselves.
+"""Engine knowledge, in one home: one `Engine` per serving engine (base.py), SGLang (sglang.py) and the
+embedded `transformers serve` engine (transformers.py), looked up by name. spec, render, image, serve,
+slurm, bench and tune ask the Engine rather than comparing the engine's name or reading flags themselves.
 
+    eng = get("sglang")                 # Engine; an unknown name: ToolkitError with a did-you-mean
+    eng.supports_launcher("process"), eng.builds_image, eng.reports_server_info, eng.acceptance ...
     m = preset_meaning(env, "ngram")    # PresetMeaning: speculative, algorithm, cap (48 implied by SGLang
                                         # with speculation on and max-running-requests unset), dummy weights
     engine_facts("sglang").knobs        # the tunable knobs; .level: "server" (a launch per value) or "request"
+    register(engine)                    # another engine (a test's fake one; next, vllm)
 
 It sits on a floor of its own below the spec (tests/test_import_cycles.py) and imports nothing of the
-toolkit above its own types; an Environment is read by its attributes (engine, servers, request_params,
-model).
+toolkit above its own types and errors; an Environment is read by its attributes (engine, servers,
+request_params, model).
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from toolkit.engines import sglang, transformers
+from toolkit.engines.base import Engine
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
+from toolkit.errors import ToolkitError
 
-ENGINES: dict[str, EngineFacts] = {"sglang": sglang.FACTS, "transformers": transformers.FACTS}
+_REGISTRY: dict[str, Engine] = {e.name: e for e in (sglang.ENGINE, transformers.ENGINE)}
+# the engines shipped with the toolkit (the Environment's schema lists them)
+BUILTIN: tuple[str, ...] = tuple(_REGISTRY)
 
-__all__ = ["ENGINES", "EngineFacts", "KnobInfo", "PresetMeaning", "engine_facts", "preset_meaning"]
+__all__ = ["BUILTIN", "Engine", "EngineFacts", "KnobInfo", "PresetMeaning", "engine_facts", "get", "lookup",
+           "names", "preset_meaning", "register", "unregister"]
+
+
+def register(engine: Engine) -> Engine:
+    """Make `engine` known by its name (replacing one of that name); returns it."""
+    _REGISTRY[engine.name] = engine
+    return engine
+
+
+def unregister(name: str) -> None:
+    if name in BUILTIN:
+        raise ToolkitError(f"engine {name!r} ships with the toolkit and stays registered")
+    _REGISTRY.pop(name, None)
+
+
+def names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def lookup(name: str | None) -> Engine | None:
+    """The engine of that name, or None (an archive may name an engine this toolkit does not know)."""
+    return _REGISTRY.get(name) if name else None
+
+
+def get(name: str) -> Engine:
+    eng = lookup(name)
+    if eng is None:
+        close = difflib.get_close_matches(str(name), names(), n=1, cutoff=0.6)
+        raise ToolkitError(f"unknown engine {name!r}",
+                           hint=f"did you mean {close[0]!r}?" if close else f"engines: {', '.join(names())}")
+    return eng
 
 
 def engine_facts(engine: str) -> EngineFacts:
-    return ENGINES[engine]
+    return get(engine).facts
 
 
 def preset_meaning(env: Any, arm: str) -> PresetMeaning:
     """What preset `arm` of Environment `env` means to its engine (an unknown arm: a plain preset)."""
-    preset = env.servers.get(arm, {}) or {}
-    if env.engine == "sglang":
-        return sglang.meaning(preset)
-    return transformers.meaning(preset, env.request_params.get(arm), env.model)
+    return get(env.engine).meaning(env, arm)

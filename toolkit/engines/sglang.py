@@ -6,6 +6,9 @@
     FACTS.knobs                  the server flags the tuner may search (each value is a server launch)
     CAP_LINE, SERVER_INFO_SPEC_FIELDS   how the server says so itself (its log, its /server_info)
     STARTUP_MARKS                the start-up's phases as its log shows them (toolkit.serve.logs.startup_phases)
+    server_state(info)           the arm facts its /server_info gives (bench's runner; results' import)
+    acceptance_counters(metrics) its /metrics acceptance counters (tokens, verify steps, requests)
+    ENGINE                       the Engine the registry returns for `engine: sglang` (toolkit/engines/base.py)
 
 Flags are written as in a preset: dashes, no leading `--`.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from toolkit.engines.base import Engine
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
 
 ALGORITHM = "speculative-algorithm"
@@ -186,3 +190,80 @@ def canonical(params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 def tree_capacity(steps: int, topk: int) -> int:
     """Candidates an EAGLE draft tree of `steps` x `topk` holds; SGLang verifies draft tokens - 1 of them."""
     return topk + (steps - 1) * topk * topk
+
+
+def server_state(info: dict | None) -> dict:
+    """What a running SGLang server says about itself, from its /server_info (0.5.x: the ServerArgs fields
+    at top level, the scheduler's live state under internal_states[0]). Empty values where it said nothing.
+
+    `max_running_requests` is the scheduler's effective limit (internal_states[0]; 0.5.17 also writes the
+    resolved value back to the top-level field: 48 when speculation is on and the flag unset, None for a
+    plain server whose limit comes from its KV-cache size). Whether the flag was given is the preset's to say."""
+    if not info:
+        return {"engine": "sglang", "server_info_read": False}
+    states = info.get("internal_states") or [{}]
+    st0 = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    mrr = st0.get("max_running_requests", info.get("max_running_requests"))
+    return {"engine": "sglang", "server_info_read": True, "engine_version": info.get("version"),
+            "max_running_requests": mrr,
+            "speculative": {k: info[k] for k in SERVER_INFO_SPEC_FIELDS if info.get(k) is not None},
+            "avg_spec_accept_length": st0.get("avg_spec_accept_length")}
+
+
+# what an imported client's result file (sglang.bench_serving) keeps of /server_info: the tree's shape only
+IMPORTED_SPEC_FIELDS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+
+
+def imported_state(info: dict | None) -> dict:
+    """The arm facts of a /server_info another client saved beside its results (toolkit results import):
+    the top-level fields only (no live scheduler state), the tree's shape where speculation is on."""
+    if not isinstance(info, dict):
+        return {}
+    algo = info.get("speculative_algorithm")
+    return {"server_info_read": True, "engine": "sglang", "engine_version": info.get("version"),
+            "speculative_algorithm": algo, "max_running_requests": info.get("max_running_requests"),
+            "speculative": {k: info[k] for k in IMPORTED_SPEC_FIELDS if info.get(k) is not None and algo}}
+
+
+# its acceptance counters in /metrics (with --enable-metrics): tokens generated, verify steps, requests done
+ACCEPT_TOKENS, ACCEPT_STEPS, ACCEPT_REQUESTS = ("sglang:generation_tokens_total", "sglang:spec_verify_calls_total",
+                                                "sglang:num_requests_total")
+
+
+def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
+    """The three counters of a /metrics sample ({"name{labels}": value}), summed over their label sets; None
+    without them (no --enable-metrics)."""
+    out = {name: 0.0 for name in (ACCEPT_TOKENS, ACCEPT_STEPS, ACCEPT_REQUESTS)}
+    seen = False
+    for key, v in metrics.items():
+        name = key.split("{", 1)[0]
+        if name in out:
+            out[name] += v
+            seen = True
+    return out if seen else None
+
+
+class SGLangEngine(Engine):
+    name = "sglang"
+    facts = FACTS
+    launchers = frozenset({"docker", "process", "container"})
+    builds_image = True
+    reports_server_info = True
+    spans_nodes = True
+    exclusive_gpus = True
+    synthetic_acceptance = True
+    knob_separator = "-"
+    dummy_weight_seed = DUMMY_WEIGHT_SEED
+    acceptance = "metrics"
+
+    def meaning(self, env: Any, arm: str) -> PresetMeaning:
+        return meaning(env.servers.get(arm, {}) or {})
+
+    def server_state(self, info: dict | None) -> dict:
+        return server_state(info)
+
+    def acceptance_counters(self, metrics: dict[str, float]) -> dict[str, float] | None:
+        return acceptance_counters(metrics)
+
+
+ENGINE = SGLangEngine()

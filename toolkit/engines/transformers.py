@@ -4,12 +4,14 @@ its server flags (continuous batching, device) are the same for every trial.
 
     meaning(env, arm)      PresetMeaning: speculative or not ("prompt lookup"), the cap, dummy weights
     FACTS.knobs            the generation_config keys the tuner may search (request parameters: no restart)
+    ENGINE                 the Engine the registry returns for `engine: transformers` (toolkit/engines/base.py)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from toolkit.engines.base import Engine
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
 
 PROMPT_LOOKUP = "prompt_lookup_num_tokens"
@@ -17,6 +19,9 @@ NGRAM_SIZE = "max_matching_ngram_size"
 ASSISTANT = "assistant_model"
 GENERATION_CONFIG = "generation_config"
 CONTINUOUS_BATCHING = "continuous-batching"
+# what a Slurm job of it adds to the server's environment: offline, as toolkit.serve.transformers.TransformersLauncher
+# sets it (the weights are on the shared file system)
+JOB_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 SPECULATION = "prompt lookup"  # the algorithm the archive records for a speculative arm of this engine
 
 FACTS = EngineFacts("transformers", {k.name: k for k in (
@@ -43,3 +48,20 @@ def meaning(preset: dict[str, Any], request_params: dict | None, model: Any) -> 
     return PresetMeaning("transformers", speculative=speculative, algorithm=SPECULATION if speculative else None,
                          cap=running_cap(preset),
                          dummy_weights=model is not None and getattr(model, "dummy", None) is not None)
+
+
+class TransformersEngine(Engine):
+    name = "transformers"
+    facts = FACTS
+    launchers = frozenset({"process"})
+    embedded = True
+    reads_generation_config = True
+    knob_separator = "_"
+    acceptance = "log"
+    job_env = JOB_ENV
+
+    def meaning(self, env: Any, arm: str) -> PresetMeaning:
+        return meaning(env.servers.get(arm, {}) or {}, env.request_params.get(arm), env.model)
+
+
+ENGINE = TransformersEngine()

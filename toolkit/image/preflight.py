@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from toolkit import engines
 from toolkit.image.flags import check_presets, flag_table, preset_argv
 from toolkit.image.source import apply_patch_checked, compile_touched, fetch_sglang, scratch_tree
 from toolkit.errors import SpecError
@@ -40,7 +41,7 @@ class PreflightReport:
 
 def preflight(spec: LoadedSpec, flag_mode: str = "auto", keep_scratch: bool = False, log=print) -> PreflightReport:
     env = spec.model
-    if not isinstance(env, Environment) or env.engine != "sglang" or env.sglang is None:
+    if not isinstance(env, Environment) or not engines.get(env.engine).builds_image or env.sglang is None:
         raise SpecError(f"not an sglang Environment (engine: {getattr(env, 'engine', '?')}): nothing to build",
                         file=spec.path,
                         hint="`toolkit build env` takes a spec with `engine: sglang` and an `sglang:` section")

@@ -22,6 +22,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from toolkit.engines import sglang
 from toolkit.schema.manifest import ArmRecord, Manifest, SourceRecord
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.errors import ToolkitError
@@ -256,7 +257,7 @@ def import_files(paths: list[str | Path], fmt: str, root: str | Path = "results"
     if len(files) > 1:
         spec = {a for a, i in infos.items() if isinstance(i, dict) and i.get("speculative_algorithm")} \
             or {a for a in names if a != baseline}  # vllm files name no algorithm: every other arm is compared
-        arm_info = {a: _arm_state(infos[a]) for a in names}
+        arm_info = {a: sglang.imported_state(infos[a]) for a in names}
         derived = importarms.import_derived(cells, records, baseline, pairing, spec, arm_info, checks)
     writer.finalize("complete", derived=derived, report_md=summary_markdown(open_archive(writer.path)))
     return writer.path
@@ -309,16 +310,6 @@ def _manifest(paths: dict[str, Path], files: dict[str, list[dict]], fmt: str, ba
         except ValueError:
             pass
     return manifest
-
-
-def _arm_state(info: dict | None) -> dict:
-    if not isinstance(info, dict):
-        return {}
-    keys = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-    return {"server_info_read": True, "engine": "sglang", "engine_version": info.get("version"),
-            "speculative_algorithm": info.get("speculative_algorithm"),
-            "max_running_requests": info.get("max_running_requests"),
-            "speculative": {k: info[k] for k in keys if info.get(k) is not None and info.get("speculative_algorithm")}}
 
 
 def _cells(runs: list[dict], fmt: str, arm: str, domain: str | None, output_len: int | None, workload_hash: str,

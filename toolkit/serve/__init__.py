@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from toolkit import engines
 from toolkit.errors import ToolkitError
 from toolkit.serve.base import BaseLauncher, ExternalLauncher, Launcher, ProcessLauncher, free_port
 from toolkit.serve.jitcache import CONTAINER_ROOT, JitCache, gpu_model
@@ -62,14 +63,14 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
     if preset not in env.servers:
         raise env_spec.error(("servers",), f"no server preset {preset!r}",
                              hint=f"presets here: {', '.join(env.servers) or '(none)'}")
-    args = dict(env.servers[preset])
+    args, eng = dict(env.servers[preset]), engines.get(env.engine)
     if kind == "external" or url:
         if not url:
             raise ToolkitError("an external target needs a URL", hint="give `url: http://host:port`")
-        if env.engine == "sglang":  # it says what it is (/server_info)
+        if eng.reports_server_info:  # it says what it is (/server_info)
             return SGLangExternalLauncher(url, model=kw.get("model"))
         return ExternalLauncher(url, model=kw.get("model"))
-    if env.engine == "transformers":
+    if eng.embedded:
         model_dir = model_dir_for(env_spec)
         launcher = TransformersLauncher(model_dir, args=args, port=port, log_path=log_path)
         launcher.pinned_weights = checked_weights(env_spec, {str(model_dir)})

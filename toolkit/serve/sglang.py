@@ -319,22 +319,7 @@ def server_info(base_url: str) -> dict:
 _NOT_COMPARED = {"host", "port"}
 
 
-def server_state(info: dict) -> dict:
-    """What a running SGLang server says about itself, from its /server_info (0.5.x: the ServerArgs fields
-    at top level, the scheduler's live state under internal_states[0]). Empty values where it said nothing.
-
-    `max_running_requests` is the scheduler's effective limit (internal_states[0]; 0.5.17 also writes the
-    resolved value back to the top-level field: 48 when speculation is on and the flag unset, None for a
-    plain server whose limit comes from its KV-cache size). Whether the flag was given is the preset's to say."""
-    if not info:
-        return {"engine": "sglang", "server_info_read": False}
-    states = info.get("internal_states") or [{}]
-    st0 = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
-    mrr = st0.get("max_running_requests", info.get("max_running_requests"))
-    return {"engine": "sglang", "server_info_read": True, "engine_version": info.get("version"),
-            "max_running_requests": mrr,
-            "speculative": {k: info[k] for k in sglang.SERVER_INFO_SPEC_FIELDS if info.get(k) is not None},
-            "avg_spec_accept_length": st0.get("avg_spec_accept_length")}
+server_state = sglang.server_state  # moved to the engine (toolkit/engines/sglang.py); kept for callers
 
 
 def _same(want, have) -> bool:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from toolkit import engines
 from toolkit.errors import ToolFailure
 from toolkit.fsutil import tail_lines, write_atomic
 from toolkit.serve.base import NOTE_EVERY_S, BaseLauncher, http_get, last_error_line
@@ -291,7 +292,7 @@ class SGLangSlurmLauncher(SGLangMixin, SlurmLauncher):
 
 def slurm_launcher(env_spec, preset: str, *, job: JobScript, log_path: Path | None = None, **_) -> SlurmLauncher:
     """The launcher of one arm's job (toolkit.bench.plan.RunPlan.launcher_kwargs renders `job`)."""
-    cls = SGLangSlurmLauncher if env_spec.model.engine == "sglang" else SlurmLauncher
+    cls = SGLangSlurmLauncher if engines.get(env_spec.model.engine).reports_server_info else SlurmLauncher
     return cls(job, log_path=log_path)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit import __version__
+from toolkit import engines
 from toolkit.engines import sglang as sglang_engine
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
@@ -26,8 +27,6 @@ from toolkit.render import jinja_env, template_version
 from toolkit.specs import LoadedSpec, spec_hash
 
 PORT = "@PORT@"  # stands for the port the job picks; shlex leaves it unquoted, the script says "${PORT}"
-# what the embedded engine needs offline (as toolkit.serve.transformers.TransformersLauncher sets it)
-TRANSFORMERS_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 @dataclass(frozen=True)
@@ -79,10 +78,11 @@ def check_slurm(spec: LoadedSpec, env_spec: LoadedSpec) -> Path:
     jobs' shared folder. plan_target calls it (so `toolkit validate` and every run refuse them before
     anything starts), and render_jobs."""
     t, env = spec.model.target, env_spec.model
-    if t.slurm.nodes > 1 and env.engine != "sglang":
+    eng = engines.get(env.engine)
+    if t.slurm.nodes > 1 and not eng.spans_nodes:
         raise spec.error(("target", "slurm", "nodes"), "only SGLang spans nodes (--nnodes)",
                          hint="the embedded engine runs on one node: drop `nodes:`")
-    if env.engine == "transformers" and t.launcher == "container":
+    if not eng.supports_launcher(t.launcher):
         raise spec.error(("target", "launcher"), "the embedded engine (engine: transformers) runs as a process "
                          "in the job", hint="set `launcher: process`; containers run SGLang images")
     return workdir_of(spec)
@@ -93,7 +93,7 @@ def server_command(spec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> tuple[li
     The server listens on every interface (the load generator reaches it from the submitting host)."""
     t, env = spec.model.target, env_spec.model
     args = dict(env.servers[arm])
-    if env.engine == "transformers":
+    if engines.get(env.engine).embedded:
         from toolkit.serve import model_dir_for
         from toolkit.serve.transformers import render_serve_args
 
@@ -138,7 +138,7 @@ def render_jobs(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[str] | None =
     for arm in arms or m.arms:
         job_name = f"tk-{m.name}-{arm}"
         command, model, port = server_command(spec, env_spec, arm)
-        job_env = {**env.env, **(TRANSFORMERS_ENV if env.engine == "transformers" else {}), **t.env}
+        job_env = {**env.env, **engines.get(env.engine).job_env, **t.env}
         text = template.render(
             arm=arm, matrix=m.name, matrix_path=str(spec.path), env_name=env.name, env_hash=env_hash,
             engine=env.engine, launcher=t.launcher, runtime=t.slurm.container_runtime, version=__version__,

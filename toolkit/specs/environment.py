@@ -6,7 +6,9 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from toolkit import engines
 from toolkit.errors import SpecValueError, did_you_mean
 from toolkit.engines import sglang as sglang_engine
 from toolkit.specs.base import ArgValue, Hash, Name, ServerArgs, Sha256, StrictModel
@@ -161,8 +163,9 @@ class Environment(StrictModel):
     kind: Literal["Environment"]
     name: Name
     description: str = ""
-    engine: Literal["sglang", "transformers"] = Field(
-        "sglang", description="sglang: a built image; transformers: the embedded CPU engine (`transformers serve`)")
+    engine: str = Field(
+        "sglang", description="sglang: a built image; transformers: the embedded CPU engine (`transformers serve`)",
+        json_schema_extra={"enum": list(engines.BUILTIN)})  # any registered engine (toolkit/engines/__init__.py)
     base_image: str | None = Field(None, description="base image, e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04[@sha256:...]")
     cuda: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$", description="MAJOR.MINOR, e.g. 13.0")] | None = Field(None, description="CUDA version, e.g. 13.0")
     python: Annotated[str, Field(pattern=r"^3\.[0-9]+$", description="3.MINOR, e.g. 3.12")] = "3.12"
@@ -188,6 +191,17 @@ class Environment(StrictModel):
     servers: dict[Name, Preset] = Field(default_factory=dict, description="named server presets (flag: value)")
     request_params: dict[Name, dict[str, ArgValue | dict[str, Any]]] = Field(
         default_factory=dict, description="per-preset request parameters, e.g. generation_config for transformers")
+
+    @field_validator("engine")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        """A registered engine's name; another is refused as a Literal would be (the values, a did-you-mean)."""
+        if engines.lookup(v) is None:
+            names = [repr(n) for n in engines.names()]
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1
+                                                               else names)})
+        return v
 
     @field_validator("base_image")
     @classmethod
@@ -218,7 +232,7 @@ class Environment(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Environment":
-        if self.engine == "sglang":
+        if engines.get(self.engine).builds_image:
             if self.base_image is None:
                 raise SpecValueError("an sglang environment needs `base_image`", key=["engine", "kind"],
                                      hint="add `base_image:` (e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04), or set "
@@ -264,7 +278,7 @@ class Environment(StrictModel):
         generation_config key the embedded engine's transformers does not have would be silently ignored."""
         from toolkit.specs.genconfig import unknown_key
 
-        if self.engine != "transformers":
+        if not engines.get(self.engine).reads_generation_config:
             return []
         out = []
         for arm, params in self.request_params.items():
@@ -281,14 +295,14 @@ class Environment(StrictModel):
 
     def spec_warnings(self) -> list[str]:
         out = []
-        if self.engine == "transformers" and any(isinstance(p.get("generation_config"), dict)
+        if engines.get(self.engine).reads_generation_config and any(isinstance(p.get("generation_config"), dict)
                                                  for p in self.request_params.values()):
             from toolkit.specs.genconfig import generation_config_keys
 
             if generation_config_keys() is None:
                 out.append("generation_config keys were not checked: transformers is not installed here "
                            '(pip install "toolkit[local]")')
-        if self.engine == "sglang" and not self.pinned:
+        if engines.get(self.engine).builds_image and not self.pinned:
             out.append(f"base image {self.base_image} is not pinned by digest: builds may change underneath you "
                        "(append @sha256:... to pin it)")
         known = set(self.dummy_models or {})

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from toolkit import engines
 from toolkit.schema.tune import SharedServer
 from toolkit.specs import LoadedSpec
 from toolkit.tune import specs
@@ -22,7 +23,7 @@ SHARED_BY = "every run of this session (request-level knobs)"
 
 def shares_one_server(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str, level: str) -> bool:
     m, env = mspec.model, env_spec.model
-    return (level == "request" and m.target.kind == "local" and env.engine == "transformers"
+    return (level == "request" and m.target.kind == "local" and engines.get(env.engine).embedded
             and env.servers[m.baseline_arm] == env.servers[arm])
 
 

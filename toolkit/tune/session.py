@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from toolkit import engines
 from toolkit.errors import ToolkitError
 from toolkit.schema.tune import SharedServer, TuneResult, TuneState
 from toolkit.specs import LoadedSpec, load_spec
@@ -48,7 +49,7 @@ class TuneSession:
         self.first = t.first_requests or max(2, (self.m.requests or 8) // 4)
         self.confirm_requests = t.confirm_requests or self.m.requests or 32
         self.warnings: list[str] = list(self.space.notes)
-        if self.space.engine == "sglang":
+        if engines.get(self.space.engine).builds_image:  # flags checked against its pinned source
             self.warnings += check_sglang_flags(mspec, self.env_spec, self.space, log=log)
         from toolkit.bench.targets import prepare_target
 

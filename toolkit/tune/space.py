@@ -20,6 +20,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit import engines
 from toolkit.engines import KnobInfo, sglang, transformers
 from toolkit.errors import did_you_mean
 from toolkit.specs import LoadedSpec
@@ -79,7 +80,7 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
             if v in seen[:i]:
                 raise mspec.error(_where(arm, knob, i), f"{knob} lists {v} twice: each value is one trial",
                                   hint="remove the second one")
-    space = _transformers(mspec, env, arm, knobs) if env.engine == "transformers" else _sglang(mspec, env, arm, knobs)
+    space = (_transformers if engines.get(env.engine).reads_generation_config else _sglang)(mspec, env, arm, knobs)
     if space.level == "server" and m.target.kind == "external":
         raise mspec.error(("target",), f"tuning {', '.join(space.knobs)} restarts the server for every "
                           "trial, and an external target's servers were started by someone else",
@@ -106,10 +107,10 @@ def check_tune(mspec: LoadedSpec, env_spec: LoadedSpec) -> None:
 
 
 def _unknown(mspec: LoadedSpec, arm: str, knob: str, catalogue: dict, engine: str) -> None:
-    names = list(catalogue)
-    alt = knob.replace("-", "_") if engine == "transformers" else knob.replace("_", "-")
+    names, eng = list(catalogue), engines.get(engine)
+    alt = knob.replace("_" if eng.knob_separator == "-" else "-", eng.knob_separator)
     close = [alt] if alt in catalogue else difflib.get_close_matches(knob, names, n=1, cutoff=0.75)
-    if engine == "transformers":
+    if eng.reads_generation_config:
         from toolkit.specs.genconfig import unknown_key
 
         bad = None if "-" in knob else unknown_key(knob)  # one check of generation_config keys (spec/genconfig.py)

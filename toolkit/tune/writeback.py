@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from toolkit import engines
 from toolkit.engines import engine_facts, sglang, transformers
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
@@ -134,7 +135,7 @@ def write_tuned(env_spec: LoadedSpec, out: Path, *, arm: str, engine: str, param
         gen.yaml_add_eol_comment(f"tuned: {note}", knob)
     servers = data.get("servers")
     if threshold_note and isinstance(servers, dict) and arm in servers:
-        if threshold is not None and engine == "sglang" and _has_threshold_patch(env_spec):
+        if threshold is not None and THRESHOLD_FLAG in engines.get(engine).knobs and _has_threshold_patch(env_spec):
             own = _own_map(servers, arm, [v for k, v in servers.items() if k != arm])
             own[THRESHOLD_FLAG] = threshold
             own.yaml_add_eol_comment(f"tuned: {threshold_note}", THRESHOLD_FLAG)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit import engines
 from toolkit.results.archive import Archive
 from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Para, Report, Table, fmt_centre,
                                           fmt_num, fmt_stat)
@@ -381,7 +382,7 @@ def _derived_blocks(d: Derived, slo: SloAnalysis | None, surface: dict | None = 
         from toolkit.results.report.slo import slo_blocks
 
         out += slo_blocks(slo, {arm: threshold_advice(d, arm) for arm in d.recommended_disable_batch_threshold})
-    servers = {a: i for a, i in d.arm_info.items() if i.engine == "sglang"}
+    servers = {a: i for a, i in d.arm_info.items() if getattr(engines.lookup(i.engine), "reports_server_info", False)}
     if servers:
         out += [Heading("What each server said (/server_info)"), Items([_server_line(a, i) for a, i in servers.items()])]
     out += [Heading("Methodology checks"), methodology_items(d)]
