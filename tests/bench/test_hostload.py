@@ -82,20 +82,21 @@ def test_a_cell_beside_a_cpu_hog_carries_the_busy_host_warning(tmp_path: Path) -
     # No request is sent after the deadline, so the span (first send -> last end) can fall short of it only
     # by the time between the last end and the slot's look at the clock (70 us was seen on a busy host)
     assert 3 - 0.01 <= quiet.duration_s < 3 + 30 and 5 - 0.01 <= busy.duration_s < 5 + 30
-    assert all(set(c.checked) == {"stall", "busy-host"} and c.host["samples"] >= 3 for c in (quiet, busy))
+    assert all({"stall", "busy-host"} <= set(c.checked) and c.host["samples"] >= 3 for c in (quiet, busy))
     # the hog keeps 4 x cores runnable beside whatever else this (shared) machine runs: the runnable count
     # is additive, so others' demand in the hogged cell exceeds the quiet cell's by about that much
     threshold = quiet.host["foreign_cores"] + 2 * cpus  # a threshold the hog clearly exceeds
     assert busy.host["foreign_cores"] > threshold, (quiet.host, busy.host)
-    # a stall (one slow request on this shared machine) is a genuine measurement, judged by its own check
+    # a stall (one slow request on this shared machine) is a genuine measurement, judged by its own check; so
+    # are answers the starved engine delivered in one chunk (bundled)
     (warn,) = [c for c in busy.checks if c.check == "busy-host"]
-    assert "other processes wanted" in warn.message and {c.check for c in busy.checks} <= {"busy-host", "stall"}
+    assert "other processes wanted" in warn.message and {c.check for c in busy.checks} <= {"busy-host", "stall", "bundled"}
     assert busy.host["own_cores"] < 4 * cpus  # the hog is not this run's own load
     # the quiet cell is judged by the same rule: marked only if the machine was busy without the hog
-    assert bool(quiet.checks) == (busy_check(quiet.host) is not None)
-    assert {c.check for c in quiet.checks} <= {"busy-host", "stall"}
+    assert any(c.check == "busy-host" for c in quiet.checks) == (busy_check(quiet.host) is not None)
+    assert {c.check for c in quiet.checks} <= {"busy-host", "stall", "bundled"}
     stored = json.loads(compact.read_text(res.path / "cells" / f"{hog.done[1]}.json"))
-    assert stored["checks"][0]["check"] == "busy-host" and stored["host"]["foreign_cores"] > threshold
+    assert "busy-host" in {c["check"] for c in stored["checks"]} and stored["host"]["foreign_cores"] > threshold
     print("quiet", quiet.host, "\nhogged", busy.host)  # the figures docs/results.md quotes
     summary = json.loads(compact.read_text(res.path / "summary.json"))
     assert any(c["check"] == "busy-host" and "c=2" in c["message"] for c in summary["derived"]["methodology"])

@@ -172,4 +172,5 @@ def test_bench_noise_archives_a_calibration_that_single_launch_verdicts_use(tmp_
     d = run_cli("results", "diff", str(run), str(run), "--json")
     out = json.loads(d.stdout)
     assert out["calibration"] == cal.name and out["noise"]["baseline"]["source"] == f"calibration {cal.name}"
-    assert all(m["noise"] == f"calibration {cal.name}" for c in out["cells"] for m in c["metrics"].values())
+    assert all(m["noise"] == f"calibration {cal.name}" for c in out["cells"] for m in c["metrics"].values()), [
+        (c["label"], k, m["noise"]) for c in out["cells"] for k, m in c["metrics"].items()]

@@ -152,7 +152,7 @@ def test_process_arms_one_after_another_with_server_state(tmp_path: Path) -> Non
     assert f"warm starts (the kept cache held files and the start compiled none): 1, {warm:.2f}-{warm:.2f} s;" in report
     assert "stops (until the group was empty): 3, " in report
     # the archived log: the start-up (argv, the cap line, the first health check) and the end
-    log = (run / launches["ngram"]["log_file"]).read_text()
+    log = compact.read_text(run / launches["ngram"]["log_file"])
     assert log.startswith("FAKE-SGLANG-ARGV") and "Max running requests is reset to 48" in log
     assert "include_parent=False, pid=" in log.rstrip().splitlines()[-1]  # the end of its own shutdown
     # per-request acceptance, with the server's own spec_* fields, for the speculative arms only

@@ -98,7 +98,7 @@ def test_reproduce_replays_the_same_rates_cell_by_cell(swept: Path) -> None:
                 timeout=1200)
     out = json.loads(r.stdout)
     assert r.returncode == EXIT[out["verdict"]], r.stderr[-2000:]
-    assert out["verdict"] != "differs"  # nothing moves 100x
+    assert out["verdict"] != "differs", out["moved"]  # nothing moves 100x
     assert "probing" not in r.stderr  # the original's rates, not new probes
     new = Path(out["reproduction"]["path"])
     was, now = (json.loads((p / "manifest.json").read_text())["sweep"] for p in (swept, new))
