@@ -40,6 +40,18 @@ TINY_ENV = textwrap.dedent("""\
     """)
 
 
+async def read_request(reader: asyncio.StreamReader) -> bool:
+    """Read one HTTP request (head and Content-Length body) off a raw asyncio server's connection; False
+    when the client closed it instead."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return False
+    n = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0].split(b":")[1])
+    await reader.readexactly(n)
+    return True
+
+
 def write_matrix(tmp: Path, body: str, *, env: str = TINY_ENV, name: str = "t", file: str = "m.yaml") -> Path:
     """tmp/env.yaml (`env`) and tmp/`file`: a Matrix called `name` on it, `body` its other fields (YAML,
     dedented). Returns the Matrix's path."""

@@ -7,6 +7,8 @@ import asyncio
 
 import pytest
 
+from tests.helpers import read_request
+
 from toolkit.loadgen.http import Pool, _Conn
 
 
@@ -49,13 +51,7 @@ def test_keep_alive_reuse_and_server_side_close():
 
     async def handler(reader, writer):
         conn = next(connections)
-        while True:  # keep-alive for two requests, then close without saying so
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
-                break
-            n = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0].split(b":")[1])
-            await reader.readexactly(n)
+        while await read_request(reader):  # keep-alive for two requests, then close without saying so
             served.append(conn)
             writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
             await writer.drain()

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers import read_request
 from tests.synthetic import make_records, manifest_for
 from toolkit.loadgen import CellLoad, run, run_cell
 from toolkit.loadgen.summary import summarize
@@ -34,13 +35,7 @@ async def _serve(one_chunk: bool):
     """An OpenAI chat stream of TOKENS tokens: all in one chunk (one_chunk) or one token a chunk, 5 ms apart."""
 
     async def handler(reader, writer):
-        while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
-                break
-            n = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0].split(b":")[1])
-            await reader.readexactly(n)
+        while await read_request(reader):
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
             await asyncio.sleep(0.005)
             if one_chunk:

@@ -44,6 +44,27 @@ _Q = load_spec(ROOT / "envs" / "matrices" / "quickstart.yaml").model
 CELLS = {(w, c) for w in _Q.workloads for c in _Q.concurrency}
 
 
+def interrupt_tune(m: Path, tmp: Path, runs: str, count: int) -> tuple[str, str]:
+    """`bench tune M --arm ngram` under tmp/results, Ctrl-C once `count` runs matching `runs` (under
+    results/quick-tune) are complete (a summary, plain or compacted); its stdout and stderr, exit 130."""
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "bench", "tune", str(m), "--arm", "ngram",
+                             "--results", str(tmp / "results"), "--json"], cwd=ROOT,
+                            env=dict(os.environ, NO_COLOR="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    parent = tmp / "results" / "quick-tune"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        done = {p.parent for p in parent.glob(f"{runs}/*/summary.json*")} if parent.is_dir() else set()
+        if len(done) >= count or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr[-2000:]
+    return stdout, stderr
+
+
 def test_tune_acceptance_json_archives_and_the_tuned_environment(tmp_path):
     m = light_quickstart(tmp_path)
     out = tmp_path / "OUT.yaml"
@@ -139,21 +160,8 @@ def test_tune_acceptance_json_archives_and_the_tuned_environment(tmp_path):
 
 def test_ctrl_c_leaves_valid_archives_and_resume_finishes(tmp_path):
     m = light_quickstart(tmp_path, budget=3)
-    env = dict(os.environ, NO_COLOR="1")
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "bench", "tune", str(m), "--arm", "ngram",
-                             "--results", str(tmp_path / "results"), "--json"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     parent = tmp_path / "results" / "quick-tune"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:  # wait until two runs are complete, then interrupt mid-search
-        done = {p.parent for p in parent.glob("*/quick-tune-*/*/summary.json*")} if parent.is_dir() else set()
-        if len(done) >= 2 or proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.communicate()[1][-2000:]
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 130, stderr[-2000:]
+    stdout, stderr = interrupt_tune(m, tmp_path, "*/quick-tune-*", 2)  # mid-search, after two complete runs
     assert "--resume" in stderr
     session = next(parent.iterdir())
     state = json.loads((session / "tune.json").read_text())
@@ -190,21 +198,8 @@ def test_an_interrupted_confirmation_runs_every_arm_again(tmp_path):
     confirmation runs every arm again in one sitting; the runs of the interrupted sitting are kept, not read.
     Without a winner that beats the preset, --out is not written."""
     m = light_quickstart(tmp_path, budget=2)
-    env = dict(os.environ, NO_COLOR="1")
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "bench", "tune", str(m), "--arm", "ngram",
-                             "--results", str(tmp_path / "results"), "--json"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     parent = tmp_path / "results" / "quick-tune"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:  # wait until one confirmation run is complete, then interrupt
-        done = list(parent.glob("*/quick-tune-confirm-*/*/summary.json")) if parent.is_dir() else []
-        if done or proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    assert proc.poll() is None, proc.communicate()[1][-2000:]
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 130, stderr[-2000:]
+    interrupt_tune(m, tmp_path, "*/quick-tune-confirm-*", 1)  # once one confirmation run is complete
     session = next(parent.iterdir())
     state = json.loads((session / "tune.json").read_text())
     assert state["confirmation"]["status"] == "partial"
