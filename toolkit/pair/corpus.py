@@ -157,8 +157,40 @@ def _prompt(domain: str, rng: random.Random) -> tuple[list[dict], list[dict] | N
     return messages, tools
 
 
-def _answer(domain: str, rng: random.Random, code: list[str], ency: list[str]) -> str:
+def _code_block(text: str) -> tuple[str, str] | None:
+    """The first fenced code block of a prompt: (language, code)."""
+    start = text.find("```")
+    if start < 0:
+        return None
+    head_end = text.find("\n", start)
+    end = text.find("```", head_end + 1)
+    if head_end < 0 or end < 0:
+        return None
+    return text[start + 3:head_end].strip(), text[head_end + 1:end].rstrip("\n")
+
+
+def revised(prompt: str, rng: random.Random) -> str | None:
+    """The prompt's code given back with an edit: one line of it dropped and a comment added at another, fenced in
+    its language, then one sentence. None when the prompt holds no code block."""
+    block = _code_block(prompt)
+    if block is None:
+        return None
+    lang, code = block
+    lines = code.split("\n")
+    if len(lines) > 4:
+        del lines[rng.randrange(1, len(lines))]
+    at = rng.randrange(len(lines) + 1)
+    indent = lines[at - 1][:len(lines[at - 1]) - len(lines[at - 1].lstrip())] if at else ""
+    mark = "//" if lang in ("typescript", "javascript", "go", "rust", "java", "c", "cpp") else "#"
+    lines.insert(at, f"{indent}{mark} checked: the edge cases are handled here")
+    return f"```{lang}\n" + "\n".join(lines) + "\n```\nThis keeps the behaviour and handles the edge cases."
+
+
+def _answer(domain: str, rng: random.Random, code: list[str], ency: list[str], recipe: Recipe,
+            prompt: str = "") -> str:
     if domain == "coding":
+        if recipe.coding_answers == "revise" and (answer := revised(prompt, rng)) is not None:
+            return answer
         return f"```python\n{rng.choice(code).strip()}\n```\nThis keeps the behaviour and handles the edge cases."
     if domain == "encyclopedic":
         return "\n\n".join(rng.choice(ency) for _ in range(2))
@@ -174,8 +206,8 @@ def build(recipe: Recipe, code_root: Path | None = None) -> Corpus:
     for domain in ("coding", "encyclopedic", "math"):
         for _ in range(recipe.chat_docs):
             messages, tools = _prompt(domain, rng)
-            chats.append((domain, messages + [{"role": "assistant", "content": _answer(domain, rng, code, ency)}],
-                          tools))
+            answer = _answer(domain, rng, code, ency, recipe, messages[-1]["content"])
+            chats.append((domain, messages + [{"role": "assistant", "content": answer}], tools))
     sources = {"code": code_info, "encyclopedic": ency_info,
                "generators": "toolkit.workloads.gen (seeded 'pair-corpus:<seed>', not the bundled seed)"}
     return Corpus(docs={"code": code, "encyclopedic": ency, "math": math}, chats=chats, sources=sources)

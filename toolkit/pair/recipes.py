@@ -15,6 +15,10 @@ class Recipe:
     agentic_docs: int = 2_500
     math_docs: int = 12_000
     chat_docs: int = 2_000
+    # a coding chat's answer: "library" = a random standard-library source (unrelated to the prompt); "revise" =
+    # the prompt's own code block given back with an edit (what a coding assistant's answer mostly is: the code
+    # it was shown, changed in a few lines), so the target learns to repeat its context
+    coding_answers: str = "library"
     vocab_size: int = 8192
     # target
     hidden: int = 384
@@ -58,12 +62,14 @@ RECIPES = {
     "cpu-check": Recipe(name="cpu-check", draft_prompts=64, gen_tokens=96, gen_batch=32, draft_window=256,
                         draft_batch=8, draft_steps=600, draft_lr=2e-3, draft_max_seconds=900, eval_prompts=8,
                         eval_tokens=64),
-    # the quickstart's target (no drafter: n-gram speculation needs none), trained once on 2 CPU cores in a few
-    # minutes and shipped in toolkit/_data/quickstart-model/ (envs/local-cpu-pair.yaml pins it; docs/pair.md)
+    # the quickstart's target (no drafter: n-gram speculation needs none), trained once on a GPU (`--device cuda`,
+    # a few minutes; 500 steps of batch 4 on 2 CPU cores left it looping) and shipped in
+    # toolkit/_data/quickstart-model/ (envs/local-cpu-pair.yaml pins it; docs/pair.md)
     "quickstart": Recipe(name="quickstart", code_chars=3_000_000, encyclopedic_chars=3_000_000, agentic_docs=300,
-                         math_docs=2_000, chat_docs=300, vocab_size=4096, hidden=128, layers=4, heads=4,
-                         intermediate=384, max_positions=4096, seq_len=512, batch=4, steps=500, lr=3e-3,
-                         max_seconds=1200, draft_steps=0, draft_prompts=0, eval_prompts=0),
+                         math_docs=2_000, chat_docs=1_500, coding_answers="revise", vocab_size=4096, hidden=128,
+                         layers=4, heads=4,
+                         intermediate=384, max_positions=4096, seq_len=512, batch=32, steps=6000, lr=3e-3,
+                         max_seconds=420, draft_steps=0, draft_prompts=0, eval_prompts=0),
     # a pair in seconds on a CPU: the pipeline end to end, nothing about quality
     "test": Recipe(name="test", code_chars=60_000, encyclopedic_chars=60_000, agentic_docs=12, math_docs=60,
                    chat_docs=8, vocab_size=512, hidden=64, layers=4, heads=2, intermediate=128,
