@@ -3,7 +3,7 @@
 # ~1.2B-parameter dummy Llama made on the machine, arms baseline / n-gram prompt lookup / baseline with
 # continuous batching, 2 domains x 3 concurrency levels (benchmarks/h200/matrix-h200.yaml).
 #
-# On a lent H200 through the device tool (docs/gpu.md), after `bash benchmarks/h200_wheels.sh` here:
+# On a lent H200 through the device tool (docs/lab/h200.md), after `bash benchmarks/h200_wheels.sh` here:
 #   run(command="bash benchmarks/h200_run.sh", carry=[".whl"], kind="nvidia-h200", timeout_s=600)
 # then, here:  tar -xzf /work/.device/<n>/run.tar.gz   (unpacks results/h200-transformers/<run-id>/)
 #              toolkit results verify h200-transformers/<run-id> ; git add results/h200-transformers/<run-id>

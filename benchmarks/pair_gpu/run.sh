@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 41 on the GPU, phase 2: the pair served by SGLang 0.5.17 through the toolkit (docs/pair.md).
+# Issue 41 on the GPU, phase 2: the pair served by SGLang 0.5.17 through the toolkit (docs/lab/pair.md).
 #   bash benchmarks/pair_gpu/run.sh [DEST]     (after train.sh, or with the pair unpacked at /tmp/toolkit-pair)
 # The wheel set must be unpacked in /tmp/site already (benchmarks/sglang_h200/unpack.py, one part per call).
 # MATRICES (default benchmarks/pair_gpu/matrix-pair.yaml) run one after another; each is verified and reported.

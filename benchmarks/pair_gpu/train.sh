@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 41 on the GPU, phase 1: train the project's model pair from the prepared folder (docs/pair.md).
+# Issue 41 on the GPU, phase 1: train the project's model pair from the prepared folder (docs/lab/pair.md).
 #   bash benchmarks/pair_gpu/train.sh [DEST]      (DEST default /tmp/pair-out; the pair goes to /tmp/toolkit-pair)
 # Reads .pair/prep.tar.xz (here: `python -m toolkit.pair prepare /work/pair/prep-gpu` then
 # `tar -C /work/pair -cJf .pair/prep.tar.xz prep-gpu`). Needs only the machine's own torch and transformers.

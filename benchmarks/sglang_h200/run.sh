@@ -13,7 +13,7 @@
 # (issue 25's chat-API acceptance run: MATRIX=benchmarks/sglang_h200/matrix-chat.yaml TYPO=0 RECORD=0;
 # issue 29's starts and stops, with the fixtures refreshed: MATRIX=benchmarks/sglang_h200/matrix-starts.yaml TYPO=0).
 #   bash benchmarks/sglang_h200/run.sh [DEST]
-# docs/gpu.md says how to run it on the device tool (the wheels arrive in two calls; this runs detached).
+# docs/lab/h200.md says how to run it on the device tool (the wheels arrive in two calls; this runs detached).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 DEST=${1:-/tmp/sglang-h200-out}

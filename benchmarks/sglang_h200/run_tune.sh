@@ -6,7 +6,7 @@
 #      Environment beside the original (its relative paths are rewritten for where it is written);
 #   2. `toolkit validate` of that copy; verify + report of every run archive in the session.
 # SITE defaults to /tmp/site-tune, apart from /tmp/site, because the noise Environment's patch (run_noise.sh)
-# and this one's are applied to the installed SGLang: unpack part1 and part2 into both (docs/gpu.md).
+# and this one's are applied to the installed SGLang: unpack part1 and part2 into both (docs/lab/tune.md).
 # After each step DEST/tune.tar.gz holds results/ and what was said; DEST/DONE when finished.
 #   bash benchmarks/sglang_h200/run_tune.sh [DEST]
 # SGL_DRY=1 with SITE=<a folder holding tests/data/fake_sglang's sglang> tries the script on a CPU.

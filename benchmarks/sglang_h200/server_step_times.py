@@ -2,7 +2,7 @@
 ("Decode batch, #running-req: N, ... gen throughput (token/s): T": one step of N requests takes N / T s),
 for every log of an arm in two runs, and the change from A to B. It is an instrument independent of the
 toolkit's client, so a client-measured TPOT change can be checked against what the server did (issue 24's
-injected sleep: docs/results.md, "The slowed replay against the EAGLE-3 reference").
+injected sleep: docs/lab/launch-noise.md, "The slowed replay against the EAGLE-3 reference").
 
     python benchmarks/sglang_h200/server_step_times.py RUN_A RUN_B [--arm baseline] [--sizes 1 8 32]
 """

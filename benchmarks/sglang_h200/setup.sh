@@ -65,7 +65,7 @@ while read -r p; do
   fi && echo "toolkit-applied $(basename "$p")" >> "$SITE/sglang/.toolkit-patches" || { echo "PATCH FAILED: $p"; exit 1; }
 done < <([ -n "${SGL_DRY:-}" ] || cat /tmp/patches.txt)
 
-# A warm start is mostly the imports of two processes (docs/gpu.md, start-up phases): where Python may not
+# A warm start is mostly the imports of two processes (docs/lab/starts.md, start-up phases): where Python may not
 # write bytecode, every start would compile what it imports; the toolkit's process launcher then keeps the
 # server's bytecode in its kept cache folder (toolkit/serve/jitcache.py: PYTHONPYCACHEPREFIX), so the site is
 # not compiled here. Said either way, so the log tells which it was; BYTECODE_PROBE=1 also times SGLang's

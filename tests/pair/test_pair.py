@@ -1,6 +1,6 @@
 """The model pair's recipe end to end on a CPU (the `test` recipe: seconds), and the facts it must keep.
 
-What the GPU run showed (docs/pair.md): a drafter whose training label was its own input token reached a top-1 of
+What the GPU run showed (docs/lab/pair.md): a drafter whose training label was its own input token reached a top-1 of
 0.998 in training and an acceptance of 1.02 in SGLang. step_targets() is tested here so that cannot come back;
 the weight names are checked against SGLang 0.5.17's own EAGLE-3 loader rules (llama_eagle3.py load_weights).
 """

@@ -145,7 +145,7 @@ def test_fast_mann_whitney_equals_scipy_with_ties_and_signed_zeros():
 
 
 def test_an_inherited_engine_variable_shows_in_the_environment_diff(tmp_path, monkeypatch):
-    """A replay whose servers inherited TOOLKIT_INJECT_FORWARD_SLEEP_MS (docs/results.md, the slowed replay)
+    """A replay whose servers inherited TOOLKIT_INJECT_FORWARD_SLEEP_MS (docs/lab/launch-noise.md, the slowed replay)
     differs from its reference there; a token in the same environment is masked, a path kept as it is."""
     from toolkit.bench.hostinfo import host_fingerprint
 
@@ -173,7 +173,7 @@ def test_an_inherited_engine_variable_shows_in_the_environment_diff(tmp_path, mo
 
 
 def test_how_python_starts_the_servers_is_recorded():
-    """A warm SGLang start is mostly imports: whether its processes may write bytecode is recorded (docs/gpu.md);
+    """A warm SGLang start is mostly imports: whether its processes may write bytecode is recorded (docs/lab/starts.md);
     the search path and the shell's own variables are not."""
     from toolkit.bench.hostinfo import engine_env
 

@@ -25,7 +25,7 @@ ENGINE_ENV_PREFIXES = ("SGLANG_", "SGL_", "TOOLKIT_INJECT_", "NCCL_", "NVSHMEM_"
                        "TORCHINDUCTOR_", "CUDA_", "CUBLAS_", "FLASHINFER_", "TRITON_", "HF_", "TRANSFORMERS_",
                        "TOKENIZERS_", "VLLM_", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                        # how Python starts the server's processes: bytecode not written means every start
-                       # compiles what it imports (a warm start is mostly imports: docs/gpu.md)
+                       # compiles what it imports (a warm start is mostly imports: docs/lab/starts.md)
                        "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONOPTIMIZE", "PYTHONHASHSEED")
 
 

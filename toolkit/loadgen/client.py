@@ -1,5 +1,5 @@
 """One streamed request -> one RequestRecord. HTTP by toolkit.loadgen.http (asyncio Protocols, keep-alive
-connections: cheaper per chunk than aiohttp, which measured cheaper than httpx: docs/loadgen.md); SSE
+connections: cheaper per chunk than aiohttp, which measured cheaper than httpx: docs/lab/loadgen.md); SSE
 parsed incrementally from raw reads.
 
 Per chunk only what is needed is parsed: a content chunk is recognised by a byte search; JSON is
@@ -33,7 +33,7 @@ _CONTENT = (b'"text":', b'"content":', b'"reasoning_content":')
 _QUOTE, _BRACE, _BRACKET = 34, 123, 91
 # Per read, not per event: when none of these occurs in the complete lines of a read, every event in
 # it is a content chunk (with or without a per-chunk usage object) or an empty one: one regex count
-# gives the content chunks, one findall the usage totals; no JSON is decoded (docs/loadgen.md, profile).
+# gives the content chunks, one findall the usage totals; no JSON is decoded (docs/lab/loadgen.md, profile).
 _SPECIAL = (b'"finish_reason":"', b'"finish_reason": "', b'"error"', b'"tool_calls":[', b'"tool_calls": [', b'[DONE]')
 _CONTENT_RE = re.compile(rb'"(?:text|content|reasoning_content)": ?"(?!")')
 _USAGE_RE = re.compile(rb'"completion_tokens": ?(\d+)')

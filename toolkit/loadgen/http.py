@@ -2,7 +2,7 @@
 bodies, the body handed to a sink once per socket read with the time those bytes reached the socket.
 
 Why not aiohttp (which measured faster than httpx): its per-chunk StreamReader wake-ups cost about as
-much as the whole of this client (docs/loadgen.md). Here the bytes are parsed in the read callback,
+much as the whole of this client (docs/lab/loadgen.md). Here the bytes are parsed in the read callback,
 with no coroutine switch per chunk.
 
     async with Pool(host, port) as pool:

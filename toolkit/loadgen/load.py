@@ -19,7 +19,7 @@ from typing import Any, Literal, Mapping
 
 Api = Literal["completions", "chat", "generate"]
 
-# What one worker carries with its timing intact (docs/loadgen.md: measured capacity is several times
+# What one worker carries with its timing intact (docs/lab/loadgen.md: measured capacity is several times
 # this), and what a GPU server streams per request at most (a 4 ms token).
 CHUNKS_PER_WORKER = 25_000
 CHUNKS_PER_STREAM = 250

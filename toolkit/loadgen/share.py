@@ -107,7 +107,7 @@ class Share:
 
     async def one(self, p: Prompt, is_warmup: bool, scheduled: float | None = None) -> None:
         # every field with a default_factory given: pydantic would otherwise inspect the factory's
-        # signature per record (1.4 ms a record, more than its chunks cost; docs/loadgen.md, profile)
+        # signature per record (1.4 ms a record, more than its chunks cost; docs/lab/loadgen.md, profile)
         rec = RequestRecord.model_construct(arm=self.arm, domain=self.domain, concurrency=self.concurrency,
                                             repeat=self.repeat, prompt_id=p.id, warmup=is_warmup, send_s=0.0,
                                             lag_ms=None, chunk_ms=[], chunk_tokens=[], rate=self.load.rate)

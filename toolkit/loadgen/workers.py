@@ -1,6 +1,6 @@
 """A cell's load spread over worker processes, so that the client is never what limits a measurement.
 
-One Python process streams some tens of thousands of chunks per second (docs/loadgen.md); a GPU host
+One Python process streams some tens of thousands of chunks per second (docs/lab/loadgen.md); a GPU host
 at high concurrency streams more, and past its limit a client measures its own queue. run_parallel
 starts N processes (`python -m toolkit.loadgen.workers`), each with its own event loop and connection
 pool running a `Share` of the cell (toolkit.loadgen.share), and merges their records into the one cell:

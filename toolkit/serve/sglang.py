@@ -24,7 +24,7 @@ from toolkit.serve.jitcache import JitCache
 from toolkit.serve.stopping import ForceQuit, ShutdownDone
 
 LABEL = "toolkit.launcher"
-# How a stop of SGLang 0.5.17 begins (read in its source; docs/serve.md "Stopping a server"):
+# How a stop of SGLang 0.5.17 begins (read in its source; docs/lab/starts.md, "uvicorn's force quit"):
 # - SIGTERM to the whole group (the old way) kills the scheduler with -15; the main process's subprocess
 #   watchdog (1 s poll) calls that a crash and SIGQUITs itself; the SIGQUIT handler sleeps 5 s "before crash
 #   diagnostics" (SGLANG_PYSPY_DUMP_BEFORE_CRASH, on by default): 5.3-6.0 s on the H200, logged as a failure.

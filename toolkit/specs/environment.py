@@ -240,7 +240,7 @@ class Environment(StrictModel):
             if self.sglang is None:
                 raise SpecValueError("an sglang environment needs an `sglang:` section (version, source, patches)",
                                      key=["engine", "base_image", "kind"],
-                                     hint="add `sglang: {version: 0.5.23}` (docs/spec.md), or set `engine: transformers`")
+                                     hint="add `sglang: {version: 0.5.23}` (README.md, Spec reference), or set `engine: transformers`")
         for name in self.request_params:
             if name not in self.servers:
                 raise SpecValueError(f"request_params names preset {name!r}, which is not under `servers:`",
