@@ -72,6 +72,36 @@ def test_methodology_checks() -> None:
             "acceptance-counters-not-reset", "workload-far-from-training-data"} <= set(by)
 
 
+
+def _timed_recs(arm: str, order: list[str], launch: int = 0) -> list[RequestRecord]:
+    return [RequestRecord(arm=arm, domain="coding", concurrency=1, prompt_id=p, send_s=0.1 * i, launch=launch,
+                          ttft_ms=10, e2e_ms=90, output_tokens=64) for i, p in enumerate(order)]
+
+
+def _prompt_check(matrix: Matrix, base: list[RequestRecord], spec: list[RequestRecord]) -> list[dict]:
+    checks = derive.methodology_checks(matrix=matrix, cells=[cell("base", 1, 100), cell("spec", 1, 120)],
+                                       records={("base", "coding", 1): base, ("spec", "coding", 1): spec},
+                                       arm_info={})
+    return [c for c in checks if c["check"] == "arms-saw-different-prompts"]
+
+
+def test_time_sized_cells_pair_on_the_requests_both_arms_sent() -> None:
+    """With `duration_s` a faster arm sends more of the same sequence: not a broken pairing (the GPU run
+    pair-seed/20261206T211431Z-9daae2 was flagged in every cell before this); a different order still is, and
+    so is a different count when cells are sized by requests."""
+    timed = Matrix(kind="Matrix", name="m", environment="e.yaml", arms=["base", "spec"], workloads=["coding"],
+                   concurrency=[1], duration_s=3, warmup=1)
+    seq = [f"p{i}" for i in range(30)]
+    base = _timed_recs("base", seq[:18]) + _timed_recs("base", seq[:19], launch=1)
+    spec = _timed_recs("spec", seq[:24]) + _timed_recs("spec", seq[:17], launch=1)
+    assert _prompt_check(timed, base, spec) == []
+    other = seq[:5] + ["q5"] + seq[6:18]
+    assert _prompt_check(timed, _timed_recs("base", other), _timed_recs("spec", seq[:24]))
+    counted = Matrix(kind="Matrix", name="m", environment="e.yaml", arms=["base", "spec"], workloads=["coding"],
+                     concurrency=[1], requests=24, warmup=1)
+    assert _prompt_check(counted, _timed_recs("base", seq[:18]), _timed_recs("spec", seq[:24]))
+
+
 # -- within service-level objectives (toolkit/results/slo.py): capacity and the advice
 
 def slo_cell(arm: str, conc: int, holds: bool, goodput: float = 100.0) -> CellSlo:

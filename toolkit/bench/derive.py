@@ -151,9 +151,21 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
             "p90 >= 10): they are marked unreliable")
     by_cell = defaultdict(dict)
     for (arm, domain, conc), recs in records.items():
-        by_cell[(domain, conc)][arm] = [(r.repeat, r.prompt_id) for r in recs if not r.warmup]
+        sent = defaultdict(list)  # per (repeat, launch): the prompts in the order they were sent
+        for r in sorted((r for r in recs if not r.warmup), key=lambda r: (r.repeat, r.launch, r.send_s)):
+            sent[(r.repeat, r.launch)].append(r.prompt_id)
+        by_cell[(domain, conc)][arm] = sent
+    timed = matrix.duration_s is not None
     for (domain, conc), arms in sorted(by_cell.items()):
-        seqs = {arm: sorted(ids) for arm, ids in arms.items() if ids}
+        seqs = {arm: sorted((k, p) for k, ids in runs.items() for p in ids) for arm, runs in arms.items() if runs}
+        if timed and seqs:
+            # cells sized by time: every arm sends the same prompts in the same order and stops when the time is
+            # up, so a faster arm sends more; per repeat and launch the arms must agree on the first requests,
+            # as many as the slowest arm sent (the pairs)
+            keys = {k for runs in arms.values() for k in runs}
+            common = {k: min(len(runs.get(k, [])) for runs in arms.values() if runs) for k in keys}
+            seqs = {arm: sorted((k, p) for k, ids in runs.items() for p in ids[:common[k]])
+                    for arm, runs in arms.items() if runs}
         if len({tuple(s) for s in seqs.values()}) > 1:
             add("arms-saw-different-prompts",
                 f"{domain} at {f'rate {conc:g} req/s' if isinstance(conc, float) else f'concurrency {conc}'}: arms "
