@@ -57,13 +57,14 @@ def test_a_busy_calibration_is_refused_by_diff_and_the_gate_with_the_reason(tmp_
 
 def test_an_older_clean_calibration_is_used_instead_and_the_refusal_said(tmp_path: Path) -> None:
     clean = write_run(tmp_path, seed=44, launches=3, purpose="noise-calibration", **KW)
+    clean = clean.rename(clean.with_name("20000101T000000Z-000000"))  # older than any run written now
     busy = make_busy(write_run(tmp_path, seed=45, launches=3, purpose="noise-calibration", **KW))
-    assert busy.name > clean.name  # the busy one is the newest
     a, b = write_run(tmp_path, seed=46, **KW), write_run(tmp_path, seed=47, **KW)
     r = diff_runs(open_archive(a), open_archive(b))
-    assert r.calibration == clean.name
-    assert len(r.calibration_refused) == 1 and busy.name in r.calibration_refused[0]
-    assert f"calibration {clean.name} (older) used instead" in r.calibration_refused[0]
+    clean_id, busy_id = open_archive(clean).run_id, open_archive(busy).run_id
+    assert r.calibration == clean_id
+    assert len(r.calibration_refused) == 1 and busy_id in r.calibration_refused[0]
+    assert f"calibration {clean_id} (older) used instead" in r.calibration_refused[0]
 
 
 def test_a_single_launch_runs_speedups_refuse_a_busy_calibration(tmp_path: Path) -> None:
@@ -95,3 +96,21 @@ def test_busy_host_pairs_are_screened_out_of_the_machine_variance(tmp_path: Path
     _run(root, 8, uuid="GPU-3", launches=2, launch_cv=0.05, slowdown={"baseline": 1.05})
     mv = machine_variance(root, ["tpot_ms"])["tpot_ms"]
     assert "cross-machine A/A pair" in mv.source and mv.df == 1 and busy.name in mv.source
+
+
+def test_bench_noise_says_at_once_that_its_calibration_will_be_refused(tmp_path: Path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    import toolkit.bench.matrix as bench_matrix
+    from tests.conftest import ROOT
+    from toolkit.bench.noise import calibrate
+    from toolkit.specs import load_spec
+
+    busy = make_busy(write_run(tmp_path / "results", seed=53, launches=3, purpose="noise-calibration", **KW))
+    spec = tmp_path / "m.yaml"
+    spec.write_text((ROOT / "envs/matrices/quickstart.yaml").read_text().replace(
+        "environment: ../local-cpu-pair.yaml", f"environment: {ROOT / 'envs/local-cpu-pair.yaml'}"))
+    monkeypatch.setattr(bench_matrix, "run_matrix", lambda *a, **k: SimpleNamespace(path=busy))
+    said: list[str] = []
+    calibrate(load_spec(spec, expect="Matrix"), results_root=tmp_path / "results", log=said.append)
+    assert any("its host was busy" in line and "will refuse it" in line for line in said)
