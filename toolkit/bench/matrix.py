@@ -246,8 +246,9 @@ def auto_decision(rows: list[dict], halfwidth_pct: float, rounds: int, first: in
     (speedups with `stage1=first`): None before `first` rounds; else {"stop": narrow or at `most`, "stopped":
     "narrow" | "max" | None, "widest_pct", "widest"}. The variance of the first `first` rounds is fixed once they
     ran, so "every CI within ±halfwidth_pct" first holds at Stein's N = (t s0 / log(1 + h))^2 rounds, and the
-    interval reported there covers at its level whatever the stop (docs/results.md#sequential-launches-launches_auto). A row with
-    fewer rounds than `first` (a cell that failed in a round) has no such CI yet: not narrow."""
+    interval reported there covers at its level whatever the stop
+    (docs/results.md#sequential-launches-launches_auto). A row with fewer rounds than `first` (a cell that failed
+    in a round) has no such CI yet: not narrow."""
     if rounds < first:
         return None
     widths = [(derive.halfwidth_pct(r) if (r.get("rounds") or 0) >= first else None,

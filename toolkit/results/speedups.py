@@ -11,7 +11,8 @@
 - A `launches_auto` run (sequential rounds) reports Stein's two-stage interval instead (`round_interval` with
   `stage1`): the variance of the cell's first `stage1` rounds, which alone decided how many rounds ran, over
   the mean of every round. Its 95 % covers 95 % whatever the stop; the cell's own variance over the rounds a
-  width rule stopped at does not (it stops when that variance came out low: docs/results.md#sequential-launches-launches_auto).
+  width rule stopped at does not (it stops when that variance came out low:
+  docs/results.md#sequential-launches-launches_auto).
 """
 
 from __future__ import annotations

@@ -154,9 +154,9 @@ def _noise_blocks(r: DiffResult) -> list:
         if src == DEFAULT_FLOOR:
             usable = "usable " if r.calibration_refused else ""
             src = (f"unknown (one launch per side, no {usable}calibration): a change is called only beyond the "
-                   f"default floor ±{r.floor_pct:g}% in the cell and arm-wide, with the per-request test agreeing; anything less "
-                   "is inconclusive (`toolkit bench noise` calibrates this GPU and environment, `launches: 3` "
-                   "measures it)")
+                   f"default floor ±{r.floor_pct:g}% in the cell and arm-wide, with the per-request test agreeing; "
+                   "anything less is inconclusive (`toolkit bench noise` calibrates this GPU and environment, "
+                   "`launches: 3` measures it)")
         if src.startswith("measured") and own_df(la, lb) < CLAIM_DF:
             src += f" ({TOO_FEW_LAUNCHES})"
         items.append(f"{', '.join(arms)}: launches {la} (A) + {lb} (B); launch noise {src}")
