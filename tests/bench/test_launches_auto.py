@@ -24,30 +24,43 @@ def _plan(launches: int = 2, halfwidth: float = 10.0, top: int = 5):
     return SimpleNamespace(m=m, stopped_after=None)
 
 
-def _rows(*cis):
-    return [{"arm": "ngram", "domain": "coding", "concurrency": c, "ci_low": lo, "ci_high": hi}
+def _rows(*cis, rounds=3):
+    return [{"arm": "ngram", "domain": "coding", "concurrency": c, "ci_low": lo, "ci_high": hi, "rounds": rounds}
             for c, (lo, hi) in enumerate(cis, 1)]
 
 
 @pytest.mark.parametrize("r, cis, stop, why", [
     (0, [(0.99, 1.01)], False, None),                 # narrow, but fewer than `launches` rounds
-    (1, [(0.95, 1.05), (0.92, 1.08)], True, "narrow"),  # widest ±8.3% <= ±10%
-    (1, [(0.95, 1.05), (0.80, 1.25)], False, None),     # ±25% > ±10%: one more round
-    (1, [(0.95, 1.05), (None, None)], False, None),     # a speed-up with no CI yet is not narrow
+    (1, [(0.99, 1.01)], False, None),                 # narrow, but the first stage is 3 rounds (Stein's s0)
+    (2, [(0.95, 1.05), (0.92, 1.08)], True, "narrow"),  # widest ±8.3% <= ±10%
+    (2, [(0.95, 1.05), (0.80, 1.25)], False, None),     # ±25% > ±10%: one more round
+    (2, [(0.95, 1.05), (None, None)], False, None),     # a speed-up with no CI yet is not narrow
     (4, [(0.50, 2.00)], True, "max"),                 # the fifth round is the most
 ])
 def test_the_stopping_rule(monkeypatch, r, cis, stop, why) -> None:
-    monkeypatch.setattr(derive, "speedups", lambda *a, **k: _rows(*cis))
+    asked = {}
+    monkeypatch.setattr(derive, "speedups", lambda *a, **k: asked.update(k) or _rows(*cis))
     plan, ledger, said = _plan(), SimpleNamespace(cells=[], records={}, auto=None), []
     at = {"r": r, "stop": False}
     _auto_round(plan, ledger, at, said.append)
     assert at["stop"] is stop
+    if r >= 2:
+        assert asked["stage1"] == 3  # the rows' CIs are Stein's: the variance of the first 3 rounds
     if stop:
         assert plan.stopped_after == r + 1 and ledger.auto["stopped"] == why and ledger.auto["rounds_run"] == r + 1
         assert ledger.auto["widest_pct"] == max(derive.halfwidth_pct(x) for x in _rows(*cis))
+        assert ledger.auto["rule"] == "stein-two-stage" and ledger.auto["stage1_rounds"] == 3
     else:
         assert plan.stopped_after is None and ledger.auto is None
     assert bool(said) is (r >= 1)  # each round from `launches` on says what the rule saw
+
+
+def test_a_row_short_of_the_first_stage_is_not_narrow(monkeypatch) -> None:
+    monkeypatch.setattr(derive, "speedups", lambda *a, **k: _rows((0.99, 1.01), rounds=2))
+    plan, ledger = _plan(), SimpleNamespace(cells=[], records={}, auto=None)
+    at = {"r": 2, "stop": False}
+    _auto_round(plan, ledger, at, lambda line: None)
+    assert at["stop"] is False
 
 
 def test_halfwidth_is_on_the_log_scale() -> None:

@@ -167,10 +167,17 @@ def test_bench_noise_archives_a_calibration_that_single_launch_verdicts_use(tmp_
     r = run_cli("bench", "matrix", str(spec), "--results", str(results), "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     run = Path(json.loads(r.stdout)["run"])
-    assert json.loads(compact.read_text(run / "summary.json"))["derived"]["noise"] == {"source": "calibration",
-                                                                                 "calibration": cal.name}
+    noise = json.loads(compact.read_text(run / "summary.json"))["derived"]["noise"]
     d = run_cli("results", "diff", str(run), str(run), "--json")
     out = json.loads(d.stdout)
+    from toolkit.results.archive import open_archive
+    from toolkit.results.noise import busy_host
+
+    if busy_host(open_archive(cal)):  # a shared test box was busy while it calibrated: refused, and said so
+        assert noise["source"] == "default" and noise["calibration_refused"][0].startswith(f"calibration {cal.name}")
+        assert out["calibration"] is None and out["calibration_refused"]
+        return
+    assert noise == {"source": "calibration", "calibration": cal.name}
     assert out["calibration"] == cal.name and out["noise"]["baseline"]["source"] == f"calibration {cal.name}"
     assert all(m["noise"] == f"calibration {cal.name}" for c in out["cells"] for m in c["metrics"].values()), [
         (c["label"], k, m["noise"]) for c in out["cells"] for k, m in c["metrics"].items()]

@@ -39,7 +39,8 @@ def halfwidth_pct(row: dict) -> float | None:
 def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tuple[Callable[[str], object] | None, dict]:
     """The launch noise the speed-ups of cells measured in one round are widened by: a calibration run of this
     GPU and environment under the run's results root (its arms' output tok/s noise), else the default launch
-    CV. Returns (arm -> Noise, the note derived.noise records; `shared`: the arms on the baseline's server,
+    CV (a calibration made on a busy host is refused, and the note says why). Returns (arm -> Noise, the note
+    derived.noise records; `shared`: the arms on the baseline's server,
     which speedups() does not widen)."""
     from pathlib import Path
 
@@ -55,7 +56,10 @@ def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tup
     else:
         note = {}
     run = open_archive(run_dir)
-    cal = find_calibration(Path(run_dir).resolve().parent.parent, run)
+    refused: list[str] = []  # a calibration made on a busy host is never used: the note says why
+    cal = find_calibration(Path(run_dir).resolve().parent.parent, run, refused)
+    if refused:
+        note["calibration_refused"] = refused
     if cal is None:
         return (lambda arm: DEFAULT), {"source": "default", "launch_cv": DEFAULT_LAUNCH_CV, **note}
     view = LaunchView(CellReader(cal), source=f"calibration {cal.run_id}")

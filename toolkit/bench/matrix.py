@@ -35,6 +35,7 @@ from toolkit.bench.slots import ExternalTarget, Slot
 from toolkit.engines import preset_meaning
 from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
+from toolkit.results.speedups import stage1_rounds
 from toolkit.schema.keys import level_label, run_status
 from toolkit.schema.manifest import BuildRecord, Derived, status_reason
 from toolkit.schema.records import CellSummary
@@ -240,26 +241,51 @@ def _auto_round_safely(plan: RunPlan, ledger: Ledger, at_round: dict, log: Calla
             "going on to the next round")
 
 
-def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[str], None]) -> None:
-    """`launches_auto`, after round r (0-based) of every slot: from `launches` rounds on, stop when every paired
-    speed-up's 95% CI (a t-interval over the rounds) is within ±halfwidth_pct of its ratio; at `max`, stop
-    whatever they are. Stopping on the CIs' width, never on their verdicts, is what keeps sequential runs
-    honest: the rule does not look at where the interval lies, so it cannot stop when a difference happens
-    to look significant (precision as the goal; docs/bench.md). Recorded as Derived.launches_auto."""
-    auto, rounds = plan.m.launches_auto, at_round["r"] + 1
-    if rounds < plan.m.launches:
-        return
-    rows = derive.speedups(ledger.cells, ledger.records, plan.m.baseline_arm, seed=plan.m.seed)
-    widths = [(derive.halfwidth_pct(r), f"{r['arm']} {r['domain']} {level_label(r['concurrency'], r.get('rate'))}")
-              for r in rows]
+def auto_decision(rows: list[dict], halfwidth_pct: float, rounds: int, first: int, most: int) -> dict | None:
+    """`launches_auto`'s rule, after `rounds` rounds, on speed-up rows whose CIs are Stein's two-stage intervals
+    (speedups with `stage1=first`): None before `first` rounds; else {"stop": narrow or at `most`, "stopped":
+    "narrow" | "max" | None, "widest_pct", "widest"}. The variance of the first `first` rounds is fixed once they
+    ran, so "every CI within ±halfwidth_pct" first holds at Stein's N = (t s0 / log(1 + h))^2 rounds, and the
+    interval reported there covers at its level whatever the stop
+    (docs/results.md#sequential-launches-launches_auto). A row with fewer rounds than `first` (a cell that failed
+    in a round) has no such CI yet: not narrow."""
+    if rounds < first:
+        return None
+    widths = [(derive.halfwidth_pct(r) if (r.get("rounds") or 0) >= first else None,
+               f"{r['arm']} {r['domain']} {level_label(r['concurrency'], r.get('rate'))}") for r in rows]
     known = [w for w in widths if w[0] is not None]
     widest = max(known, default=(None, ""))
-    narrow = bool(rows) and len(known) == len(widths) and widest[0] <= auto.halfwidth_pct
-    if narrow or rounds >= auto.max:
+    narrow = bool(rows) and len(known) == len(widths) and widest[0] <= halfwidth_pct
+    stop = narrow or rounds >= most
+    return {"stop": stop, "stopped": ("narrow" if narrow else "max") if stop else None,
+            "widest_pct": widest[0], "widest": widest[1]}
+
+
+def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[str], None]) -> None:
+    """`launches_auto`, after round r (0-based) of every slot: Stein's two-stage rule (auto_decision). From
+    stage1_rounds(launches) rounds on, stop when every paired speed-up's 95% CI (the mean of every round, the
+    variance of the first stage's rounds) is within ±halfwidth_pct of its ratio; at `max`, stop whatever they
+    are. Stopping on the CIs' width, never on their verdicts, keeps the rule blind to where the intervals lie;
+    judging the width with the first stage's variance, never the latest rounds', keeps it from stopping because
+    the variance happened to come out low (the old rule's intervals covered 89-92 %). Recorded as
+    Derived.launches_auto."""
+    auto, rounds = plan.m.launches_auto, at_round["r"] + 1
+    first = stage1_rounds(plan.m.launches)
+    if rounds < first:
+        if rounds >= plan.m.launches:
+            log(f"launches_auto: after round {rounds}, the first stage runs {first} rounds (the variance the rule "
+                "judges the width with)")
+        return
+    rows = derive.speedups(ledger.cells, ledger.records, plan.m.baseline_arm, seed=plan.m.seed, stage1=first)
+    d = auto_decision(rows, auto.halfwidth_pct, rounds, first, auto.max)
+    widest = (d["widest_pct"], d["widest"])
+    narrow = d["stopped"] == "narrow"
+    if d["stop"]:
         at_round["stop"] = True
         plan.stopped_after = rounds
         ledger.auto = {"halfwidth_pct": auto.halfwidth_pct, "max": auto.max, "rounds_run": rounds,
-                       "stopped": "narrow" if narrow else "max", "widest_pct": widest[0], "widest": widest[1]}
+                       "stopped": d["stopped"], "widest_pct": widest[0], "widest": widest[1],
+                       "rule": "stein-two-stage", "stage1_rounds": first}
     log(f"launches_auto: after round {rounds}, the widest speed-up CI is "
         + (f"±{widest[0]:.1f}% ({widest[1]})" if widest[0] is not None else "not known yet")
         + (f": within ±{auto.halfwidth_pct:g}%, stopping" if narrow else
@@ -297,8 +323,9 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     measured = any(c.status == "ok" for c in ledger.cells)  # no cell succeeded: no advice from zero data
     shared = shared_server(plan)
     noise, noise_note = derive.speedup_noise(ledger.writer.path, m.launches, shared)
-    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed, noise=noise,
-                           shared=shared) if measured else []
+    rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed, noise=noise, shared=shared,
+                           stage1=stage1_rounds(m.launches) if m.launches_auto is not None else None) \
+        if measured else []
     spec_arms = ({a for a in m.arms if a != m.baseline_arm and preset_meaning(env, plan.preset_name(a)).speculative}
                  if measured else set())
     v = verdicts(rows, ledger.cells, ledger.arm_info, spec_arms)  # crossovers and advice over usable levels

@@ -5,7 +5,8 @@ with `launches:`), archived as a normal run whose manifest says `purpose: noise-
 `results diff` and `results reproduce` find it again (toolkit.results.noise.find_calibration: the newest
 complete calibration under the same results root with the same environment hash on the same GPU model)
 when they compare runs of one launch a side, and say so (`launch noise calibration <run id>`); the runner
-widens its one-round speed-up CIs by it. docs/results.md#launch-noise.
+widens its one-round speed-up CIs by it. One made on a busy host is refused by them (said here at once too).
+docs/results.md#launch-noise.
 """
 
 from __future__ import annotations
@@ -20,6 +21,17 @@ from toolkit.schema.manifest import NOISE_CALIBRATION
 from toolkit.specs import LoadedSpec, load_spec
 
 DEFAULT_LAUNCHES = 3
+
+
+def _busy(run: Path) -> str | None:
+    """Why the calibration just archived was made on a busy host (toolkit.results.noise.busy_host), or None."""
+    from toolkit.results.archive import open_archive
+    from toolkit.results.noise import busy_host
+
+    try:
+        return busy_host(open_archive(run))
+    except Exception:  # noqa: BLE001 - a run that does not open is not called busy here; verify names it
+        return None
 
 
 def calibrate(spec: LoadedSpec, *, launches: int = DEFAULT_LAUNCHES, results_root: Path, progress: Any = None,
@@ -39,6 +51,11 @@ def calibrate(spec: LoadedSpec, *, launches: int = DEFAULT_LAUNCHES, results_roo
         loaded = load_spec(path, expect="Matrix")
         log(f"noise calibration: {spec.model.name}, {launches} launches per arm of {', '.join(spec.model.arms)} "
             "(an A/A run: nothing changes between launches but the launch)")
-        return run_matrix(loaded, results_root=results_root, progress=progress, log=log, purpose=NOISE_CALIBRATION)
+        result = run_matrix(loaded, results_root=results_root, progress=progress, log=log, purpose=NOISE_CALIBRATION)
+        busy = _busy(result.path)
+        if busy:  # said now, not first at the verdict that refuses it
+            log(f"noise calibration: {busy}: diff, reproduce and the runner will refuse it (they fall back to the "
+                "default); rerun `toolkit bench noise` on a quiet host")
+        return result
     finally:
         path.unlink(missing_ok=True)

@@ -78,7 +78,7 @@ class Reproduction:
                 "tolerance_pct": j.tolerance_pct if j else None, "tolerance_source": j.tolerance_source if j else None,
                 "supported_pct": j.supported_pct if j else None,
                 "reasons": j.reasons if j else [], "metrics": j.metrics if j else {}, "noise": d["noise"],
-                "calibration": d["calibration"],
+                "calibration": d["calibration"], "calibration_refused": d["calibration_refused"],
                 "original": {"run_id": self.original.run_id, "path": str(self.original.path)},
                 "reproduction": {"run_id": self.new.run_id, "path": str(self.new.path), "status": self.status},
                 "moved": self.moved, "cells": cells, "only_original": d["only_a"], "only_reproduction": d["only_b"],
@@ -432,6 +432,7 @@ def reproduce_text(rep: Reproduction) -> str:
                  f"{j.tolerance_source}{across}; exit {j.exit_code})")
     if rep.diff.machines.get("status") in ("different", "unknown"):
         lines.append(f"  machines: {rep.diff.machines.get('text')}")
+    lines += [f"  {why}" for why in rep.diff.calibration_refused]
     lines.append(f"  ±{j.tolerance_pct:g}% on the log scale, as every test: a ratio B/A within "
                  f"{1 / (1 + j.tolerance_pct / 100):.3f}..{1 + j.tolerance_pct / 100:.3f}")
     for mv in rep.moved:

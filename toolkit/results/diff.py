@@ -38,7 +38,7 @@ from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
 from toolkit.results.launches import (DEFAULT, DEFAULT_FLOOR_PCT, Comparison, beyond_margin, cell_noise, combine,
                                       compare, exceeds_p, floor_pct, from_delta, logs)
-from toolkit.results.noise import LaunchView, NoiseModel, calibration_view
+from toolkit.results.noise import LaunchView, NoiseModel, calibration_view, refusal
 from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
 from toolkit.schema.records import Stat
@@ -132,6 +132,7 @@ class DiffResult:
     floor_pct: float = DEFAULT_FLOOR_PCT
     noise: dict[str, dict] = field(default_factory=dict)  # arm -> {launches_a, launches_b, source}
     calibration: str | None = None  # run id of the calibration used, if any
+    calibration_refused: list[str] = field(default_factory=list)  # calibrations not used, and why (a busy host)
     family_size: int = 0  # the tests of the Holm family (derived duplicates not counted: `family`)
     machines: dict = field(default_factory=dict)  # {status: same|different|unknown, a, b, variance: {metric: ...}}
 
@@ -452,19 +453,27 @@ def geomean_comparison(cells: list[CellDiff], metric: str, va: LaunchView, vb: L
     return (None, missing) if missing else (combine(parts), {})
 
 
-def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives) -> tuple[LaunchView, LaunchView, NoiseModel]:
+def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives,
+                 refused: list[str] | None = None) -> tuple[LaunchView, LaunchView, NoiseModel]:
     """The two runs launch by launch, and a calibration where some arm has one launch on both sides
-    (`calibration`: "auto" looks under A's and B's results roots, an Archive is used as given, None: none)."""
+    (`calibration`: "auto" looks under A's and B's results roots, an Archive is used as given, None: none).
+    A calibration made on a busy host is never used, given or found: its reason goes to `refused`."""
     va, vb = LaunchView(ra), LaunchView(rb)
     cal = None
     arms = {g[0] for g in va.groups} & {g[0] for g in vb.groups}
     if calibration is not None and any(own_df(va.arm_launches(x), vb.arm_launches(x)) < CLAIM_DF for x in arms):
         if isinstance(calibration, Archive):
-            cal = LaunchView(CellReader(calibration, objectives), source=f"calibration {calibration.run_id}")
+            why = refusal(calibration)
+            if why is None:
+                cal = LaunchView(CellReader(calibration, objectives), source=f"calibration {calibration.run_id}")
+            elif refused is not None:
+                refused.append(why)
         else:
             roots = list(dict.fromkeys(p.path.resolve().parent.parent for p in (ra.archive, rb.archive)))
             for root in roots:
-                cal = cal or calibration_view(root, ra.archive, rb.archive, objectives=objectives)
+                cal = cal or calibration_view(root, ra.archive, rb.archive, objectives=objectives, refused=refused)
+    if cal is not None and refused:
+        refused[:] = [f"{r}; {cal.source} (older) used instead" for r in dict.fromkeys(refused)]
     return va, vb, NoiseModel(va, vb, cal)
 
 
@@ -523,7 +532,8 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
     ga, gb = ra.groups(), rb.groups()
     if arms is not None:
         ga, gb = ({g: v for g, v in x.items() if g[0] in arms} for x in (ga, gb))
-    views = _noise_model(ra, rb, calibration, obj)
+    refused: list[str] = []
+    views = _noise_model(ra, rb, calibration, obj, refused)
     machines = _machine_level(a, b, metrics, views[2])
     cells = [_cell_diff(g, ra, ga[g], rb, gb[g], metrics, views) for g in sorted(set(ga) & set(gb))]
     _qualify(cells, a, b)
@@ -553,4 +563,5 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
                       slo=obj.block() if obj is not None else None, slo_note=slo_note,
                       noise=_noise_summary({g[0] for g in set(ga) & set(gb)}, va, vb, model),
                       calibration=model.calibration.run_id if model.calibration is not None else None,
-                      family_size=size, machines=machines, floor_pct=round(floor))
+                      family_size=size, machines=machines, floor_pct=round(floor),
+                      calibration_refused=list(dict.fromkeys(refused)))

@@ -144,10 +144,13 @@ def cross_machines(a: Archive, b: Archive) -> CrossMachines:
     return CrossMachines(status, ma.text(), mb.text())
 
 
-def _pairs(root: Path) -> list[tuple[Archive, Archive]]:
+def _pairs(root: Path, busy: list[str] | None = None) -> list[tuple[Archive, Archive]]:
     """Committed A/A pairs across machines under root: complete runs of one matrix and environment (hashes) on
-    different single machines (a replay of a run is an A/A pair of its arms)."""
+    different single machines (a replay of a run is an A/A pair of its arms). A run made on a busy host (a cell
+    with a `busy-host` check: noise.busy_host) is screened out, its id appended to `busy`: the other load's
+    slowdown would pass for the machines' difference."""
     from toolkit.results.archive import open_archive
+    from toolkit.results.noise import busy_host
 
     runs: dict[tuple[str, str], list[tuple[Archive, Machine]]] = {}
     for manifest in sorted(Path(root).glob("*/*/manifest.json")):
@@ -159,6 +162,10 @@ def _pairs(root: Path) -> list[tuple[Archive, Archive]]:
         rm = run_machines(arch)
         if arch.status != "complete" or not (m.matrix.hash and m.environment.hash) or not rm.known \
                 or len(rm.machines) != 1:
+            continue
+        if busy_host(arch) is not None:
+            if busy is not None:
+                busy.append(arch.run_id)
             continue
         runs.setdefault((m.matrix.hash, m.environment.hash), []).append((arch, rm.machines[0]))
     out = []
@@ -202,9 +209,12 @@ def pair_figure(a: Archive, b: Archive, metric: str, views=None) -> tuple[float,
 def machine_variance(root: Path | None, metrics: list[str]) -> dict[str, MachineVar]:
     """Per metric, the between-machine variance: estimated from the committed cross-machine A/A pairs under root
     (machine_var_from_pairs, one df per pair of machines: runs of the same two machines averaged first), else the
-    default prior (launches.machine_prior). The source says
-    which."""
-    pairs = _pairs(root) if root is not None and Path(root).is_dir() else []
+    default prior (launches.machine_prior). The source says which, and which runs were screened out for a busy
+    host."""
+    busy: list[str] = []
+    pairs = _pairs(root, busy) if root is not None and Path(root).is_dir() else []
+    screened = (f"; {len(busy)} run(s) made on a busy host left out ({', '.join(busy[:3])}"
+                + (" ..." if len(busy) > 3 else "") + ")") if busy else ""
     views = [_views(a, b) for a, b in pairs]
     ids = ", ".join(f"{a.run_id}/{b.run_id}" for a, b in pairs[:3]) + (" ..." if len(pairs) > 3 else "")
     out = {}
@@ -218,8 +228,11 @@ def machine_variance(root: Path | None, metrics: list[str]) -> dict[str, Machine
                 by.setdefault(k, []).append(f)
         figs = [(sum(d for d, _ in fs) / len(fs), sum(x for _, x in fs) / len(fs)) for fs in by.values()]
         est = machine_var_from_pairs(figs)
-        out[metric] = MachineVar(var=est.var, df=est.df, source=f"{est.source} under {root}: {ids}") \
-            if est is not None else machine_prior(metric)
+        if est is not None:
+            out[metric] = MachineVar(var=est.var, df=est.df, source=f"{est.source} under {root}: {ids}{screened}")
+        else:
+            prior = machine_prior(metric)
+            out[metric] = MachineVar(var=prior.var, df=prior.df, source=prior.source + screened) if busy else prior
     return out
 
 

@@ -10,6 +10,11 @@ Where a comparison's launch noise comes from, in order: measured in the runs (a 
 launches; a side with one borrows the other's), a calibration run (`toolkit bench noise`: an A/A run of
 the same environment on the same GPU model, found under the same results root), else none (the caller
 falls back to the default floor, toolkit.results.launches.DEFAULT_FLOOR_PCT).
+
+A calibration made on a busy host (a cell of it with a `busy-host` check: toolkit/bench/hostload.py's record
+of other load, steal or another toolkit run while it ran) is refused: its launch noise is the other work's, and
+a verdict that used it would be as lenient as that load was large (issue 42: one was ±2504 %). find_calibration
+skips it for an older clean one and says why in `refused`; the verdicts print that reason beside the fallback.
 """
 
 from __future__ import annotations
@@ -97,9 +102,27 @@ def _status(run: Path) -> str | None:
         return None
 
 
-def find_calibration(root: Path, archive: Archive) -> Archive | None:
+def busy_host(archive: Archive) -> str | None:
+    """Why the run's host was busy (its cells' `busy-host` checks: the host-load record), or None: a quiet
+    host, or an archive from before the host was watched."""
+    busy = [c for c in archive.cells if any(k.check == "busy-host" for k in c.checks)]
+    if not busy:
+        return None
+    first = next(k for k in busy[0].checks if k.check == "busy-host")
+    return (f"its host was busy in {len(busy)} of {len(archive.cells)} cells (e.g. {busy[0].arm} {busy[0].domain}: "
+            f"{first.message})")
+
+
+def refusal(cal: Archive) -> str | None:
+    """Why a noise calibration may not be used by a verdict (None: it may)."""
+    why = busy_host(cal)
+    return f"calibration {cal.run_id} refused: {why}" if why else None
+
+
+def find_calibration(root: Path, archive: Archive, refused: list[str] | None = None) -> Archive | None:
     """The newest complete noise-calibration run under root made with the archive's environment (hash) on its
-    GPU model (as `results list` names it), other than the archive itself."""
+    GPU model (as `results list` names it), other than the archive itself. One made on a busy host is skipped
+    (`refusal`), its reason appended to `refused`."""
     from toolkit.results.facts import host_view
 
     env = archive.manifest.environment.hash
@@ -117,7 +140,11 @@ def find_calibration(root: Path, archive: Archive) -> Archive | None:
         except Exception:  # noqa: BLE001 - a corrupt run is no calibration; `results verify` names it
             continue
         if host_view(cal.manifest.host.primary).get("gpus") == gpu:
-            return cal
+            why = refusal(cal)
+            if why is None:
+                return cal
+            if refused is not None:
+                refused.append(why)
     return None
 
 
@@ -175,16 +202,17 @@ class NoiseModel:
         return "one launch a side and no calibration"
 
 
-def calibration_view(root: Path | None, *archives: Archive, objectives=None) -> LaunchView | None:
+def calibration_view(root: Path | None, *archives: Archive, objectives=None,
+                     refused: list[str] | None = None) -> LaunchView | None:
     """The calibration for the first archive that has one under root (only looked for when a side of the
-    comparison has a single launch)."""
+    comparison has a single launch); `refused`: why a busy-host one was not used (find_calibration)."""
     if root is None:
         return None
     for arch in archives:
-        cal = find_calibration(root, arch)
+        cal = find_calibration(root, arch, refused)
         if cal is not None:
             return LaunchView(CellReader(cal, objectives), source=f"calibration {cal.run_id}")
     return None
 
 
-__all__ = ["LaunchView", "NoiseModel", "calibration_view", "find_calibration"]
+__all__ = ["LaunchView", "NoiseModel", "busy_host", "calibration_view", "find_calibration", "refusal"]

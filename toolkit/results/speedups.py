@@ -8,6 +8,11 @@
   rounds, one paired ratio per round and a t-interval over the rounds with the cell's own variance
   (launches.cell_noise: a pool over the arm's cells is calibrated only on average); with one round, the
   paired bootstrap over prompts widened by the launch noise of both servers.
+- A `launches_auto` run (sequential rounds) reports Stein's two-stage interval instead (`round_interval` with
+  `stage1`): the variance of the cell's first `stage1` rounds, which alone decided how many rounds ran, over
+  the mean of every round. Its 95 % covers 95 % whatever the stop; the cell's own variance over the rounds a
+  width rule stopped at does not (it stops when that variance came out low:
+  docs/results.md#sequential-launches-launches_auto).
 """
 
 from __future__ import annotations
@@ -100,14 +105,45 @@ def launch_paired(arm: list[RequestRecord], base: list[RequestRecord], seed: int
     return {**pr, "ci_low": lo, "ci_high": hi, "rounds": 1, "ci_method": method}
 
 
+STAGE1_MIN = 3  # Stein's first stage: fewer rounds leave the variance 1 df (t 12.7): no useful rule
+
+
+def stage1_rounds(launches: int) -> int:
+    """The rounds of a `launches_auto` run's first stage: `launches`, at least STAGE1_MIN."""
+    return max(launches, STAGE1_MIN)
+
+
+def round_interval(ratios: dict[int, float], stage1: int | None = None) -> tuple[float, float, float, str] | None:
+    """A cell's paired ratios, one per round ({round: ratio}, two or more), as (centre, low, high, how): the
+    geometric mean with a 95 % t-interval. The variance is the cell's own over every round, or with `stage1`
+    (a `launches_auto` run) over its first `stage1` rounds only, with their df (Stein's two-stage interval:
+    the stopping rule saw only that variance, so the rounds it ran say nothing about the mean's error)."""
+    from toolkit.results.launches import cell_noise, interval
+
+    if stage1 is not None and len(ratios) >= stage1:
+        first = dict(sorted(ratios.items())[:stage1])
+        own = cell_noise(first)
+        how = (f"Stein two-stage t-interval over {len(ratios)} rounds (paired per round; the variance of the "
+               f"first {stage1} rounds, which set the rounds run, df {own.df:.0f})")
+    else:
+        own = cell_noise(ratios)
+        if own is None:
+            return None
+        how = (f"t-interval over {len(ratios)} rounds (paired per round; the cell's own launch variance, "
+               f"df {own.df:.0f})")
+    out = interval(ratios, own)
+    return (*out, how) if out is not None else None
+
+
 def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]], baseline: str,
              seed: int = 0, noise: Callable[[str], object] | None = None,
-             shared: set[str] = frozenset()) -> list[dict]:
+             shared: set[str] = frozenset(), stage1: int | None = None) -> list[dict]:
     """One row per (arm != baseline, domain, concurrency). `records` is keyed by (arm, domain, conc).
     `noise(arm)`: the launch noise (toolkit.results.launches.Noise) of an arm's output rate, for cells of one
     round (a calibration's; default: the default launch CV). `shared`: arms served by the baseline's own
-    server (one launch for both: the request bootstrap alone)."""
-    from toolkit.results.launches import SHARED, cell_noise, interval
+    server (one launch for both: the request bootstrap alone). `stage1`: a `launches_auto` run's first-stage
+    rounds (round_interval)."""
+    from toolkit.results.launches import SHARED
 
     by = defaultdict(list)
     for c in cells:
@@ -142,9 +178,7 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
         ratios = per_round.get(row["arm"], {}).get((row["domain"], row.get("rate", row["concurrency"])))
         if ratios is None:
             continue
-        own = cell_noise(ratios)
-        centre, lo, hi = interval(ratios, own)
-        row.update(paired_ratio=centre, ci_low=lo, ci_high=hi,
-                   ci_method=f"t-interval over {len(ratios)} rounds (paired per round; the cell's own launch "
-                             f"variance, df {own.df:.0f})")
+        got = round_interval(ratios, stage1)
+        if got is not None:
+            row.update(paired_ratio=got[0], ci_low=got[1], ci_high=got[2], ci_method=got[3])
     return rows

@@ -300,8 +300,9 @@ class Tune(StrictModel):
 
 
 class LaunchesAuto(StrictModel):
-    """Sequential launches (`launches_auto:`): after each round from `launches` on, stop once every paired
-    speed-up's 95% CI (the launch as the unit) is narrow enough, else launch another round, up to `max`."""
+    """Sequential launches (`launches_auto:`), Stein's two-stage rule: after a first stage of max(`launches`, 3)
+    rounds, stop once every paired speed-up's 95% CI (the launch as the unit; the first stage's variance) is
+    narrow enough, else launch another round, up to `max`."""
 
     halfwidth_pct: Positive = Field(le=100, description="stop when every speed-up's 95% CI lies within "
                                                            "±this percent of its ratio (log scale)")

@@ -145,20 +145,22 @@ def _noise_blocks(r: DiffResult) -> list:
     """Which launch noise each arm's verdicts used (docs/results.md#launch-noise), arms with the same grouped."""
     if not r.noise:
         return []
+    refused = [f"{why}: not used, its launch noise is the other load's" for why in r.calibration_refused]
     groups: dict[tuple, list[str]] = {}
     for arm, x in r.noise.items():
         groups.setdefault((x["launches_a"], x["launches_b"], x["source"]), []).append(arm)
     items = []
     for (la, lb, src), arms in groups.items():
         if src == DEFAULT_FLOOR:
-            src = (f"unknown (one launch per side, no calibration): a change is called only beyond the default floor "
-                   f"±{r.floor_pct:g}% in the cell and arm-wide, with the per-request test agreeing; anything less "
-                   "is inconclusive (`toolkit bench noise` calibrates this GPU and environment, `launches: 3` "
-                   "measures it)")
+            usable = "usable " if r.calibration_refused else ""
+            src = (f"unknown (one launch per side, no {usable}calibration): a change is called only beyond the "
+                   f"default floor ±{r.floor_pct:g}% in the cell and arm-wide, with the per-request test agreeing; "
+                   "anything less is inconclusive (`toolkit bench noise` calibrates this GPU and environment, "
+                   "`launches: 3` measures it)")
         if src.startswith("measured") and own_df(la, lb) < CLAIM_DF:
             src += f" ({TOO_FEW_LAUNCHES})"
         items.append(f"{', '.join(arms)}: launches {la} (A) + {lb} (B); launch noise {src}")
-    return [Heading("Launch noise", 3), Items(items)]
+    return [Heading("Launch noise", 3), Items(refused + items)]
 
 
 def machine_blocks(r: DiffResult) -> list:

@@ -97,8 +97,11 @@ def power_data(a: Archive, objectives=None, root=None) -> dict | None:
         return None
     from pathlib import Path
 
-    cal = calibration_view(Path(root) if root else Path(a.path).resolve().parent.parent, a, objectives=objectives)
-    out: dict = {"source": cal.source if cal is not None else DEFAULT.text(), "alpha": ALPHA, "power": POWER,
+    refused: list[str] = []  # a busy host's calibration is refused: the source says so
+    cal = calibration_view(Path(root) if root else Path(a.path).resolve().parent.parent, a, objectives=objectives,
+                           refused=refused)
+    source = cal.source if cal is not None else DEFAULT.text()
+    out: dict = {"source": "; ".join([source, *refused]), "alpha": ALPHA, "power": POWER,
                  "change_pct": CHANGE_PCT, "arms": {}}
     for arm in arms:
         for metric in POWER_METRICS:

@@ -357,9 +357,10 @@ def _speedup_note(d: Derived) -> str:
     if d.noise is None:
         return SPEEDUP_NOTE
     how = sorted({r.ci_method for r in d.speedups if r.ci_method})
+    refused = (d.noise.get("calibration_refused") if isinstance(d.noise, dict) else None) or []
     return ("throughput x: the ratio of the cells' output tok/s. paired x: the ratio of per-prompt output rates (sum "
             "of tokens / sum of E2E) over the same prompts, with a 95% CI whose unit is the server launch: "
-            + "; ".join(how) + ".")
+            + "; ".join(how) + "." + "".join(f" {why}: the default launch CV used instead." for why in refused))
 
 
 def _derived_blocks(d: Derived, slo: SloAnalysis | None, surface: dict | None = None) -> list:
