@@ -66,6 +66,12 @@ class Engine:
         """Its acceptance counters in a /metrics sample (acceptance "metrics"), else None."""
         return None
 
+    def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
+        """Its counters in one shape, for the difference over a cell: {"tokens", "steps", "requests"}, cumulative,
+        so that d(tokens) / d(steps) is the cell's tokens per verification step and d(requests) the requests the
+        difference holds; None without them. (bench/acceptance.py still reads SGLang's names itself.)"""
+        return None
+
     def spec_errors(self, env: Any) -> list[tuple[tuple, str, str | None]]:
         """Mistakes in an Environment of this engine found when the spec loads, before any server starts:
         (key path, message, hint) each; load_spec raises the first at its line (vllm: its flags checked

@@ -8,6 +8,7 @@ vllm/v1/spec_decode/metrics.py, vllm/entrypoints/...); no GPU run of it has been
     pinned_version(env)          the vllm version the Environment pins in `packages:`
     spec_errors(env)             each preset checked against the pinned vLLM's own parser (toolkit/engines/vllm_flags.py)
     acceptance_counters(metrics) its /metrics spec-decode counters (accepted tokens, draft tokens, drafts, requests)
+    acceptance_counts(metrics)   the same as {tokens, steps, requests}, the shape every engine gives
     acceptance_length(c0, c1)    1 + accepted / drafts between two samples: tokens per verification step
     server_state(info)           the arm facts of /version and, in dev mode, /server_info?config_format=json
     last_error_line(log)         vLLM's own last word in a crashed server's log (not its "see root cause above")
@@ -162,6 +163,14 @@ def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
     return out if any_spec else None
 
 
+def acceptance_counts(metrics: dict[str, float]) -> dict[str, float] | None:
+    """The counters in the engines' common shape (toolkit/engines/base.py acceptance_counts): tokens made by
+    drafting steps (accepted + one per draft), the steps (drafts), finished requests. Their difference over a
+    cell gives 1 + accepted / drafts, as acceptance_length."""
+    c = acceptance_counters(metrics)
+    return None if c is None else {"tokens": c[ACCEPTED] + c[DRAFTS], "steps": c[DRAFTS], "requests": c[REQUESTS]}
+
+
 def acceptance_length(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
     """Tokens per verification step between two counter samples: 1 + accepted / drafts (each draft's verify
     emits its accepted tokens and one of the target's own). With the counts behind it; None without drafts."""
@@ -229,6 +238,9 @@ class VLLMEngine(Engine):
 
     def acceptance_counters(self, metrics: dict[str, float]) -> dict[str, float] | None:
         return acceptance_counters(metrics)
+
+    def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
+        return acceptance_counts(metrics)
 
     def spec_errors(self, env: Any) -> list[tuple[tuple, str, str | None]]:
         return spec_errors(env)
