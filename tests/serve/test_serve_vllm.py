@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.helpers import ROOT
 from toolkit.engines import vllm
-from toolkit.errors import ToolFailure
+from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.serve import launcher_for
 from toolkit.serve.vllm import VLLMProcessLauncher, acceptance_counters, render_args
 from toolkit.specs import load_spec
@@ -48,6 +48,9 @@ def test_the_command_line() -> None:
     assert srv.command[-4:] == ["--port", "8123", "--host", "127.0.0.1"]
     assert srv.reads == {"/tmp/toolkit-pair/target", "/tmp/toolkit-pair/draft"}
     assert srv.env == {"HF_HUB_OFFLINE": "1"}
+    with pytest.raises(ToolkitError) as e:  # no vLLM image yet: the container launcher is refused by name
+        launcher_for(spec, "eagle3", kind="docker", image="x:1")
+    assert "engine 'vllm' does not run under launcher 'docker'" in e.value.message and "process" in e.value.hint
 
 
 def test_start_health_acceptance_and_stop(tmp_path: Path) -> None:

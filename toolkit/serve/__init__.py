@@ -86,6 +86,10 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
         launcher = factory(env_spec, args, port=port, log_path=log_path, **kw)
         launcher.pinned_weights = checked_weights(env_spec, launcher.reads)
         return launcher
+    if not eng.supports_launcher(kind or "docker"):
+        raise ToolkitError(f"engine {eng.name!r} does not run under launcher {kind or 'docker'!r}",
+                           hint="its launchers: " + ", ".join(sorted(eng.launchers))
+                                + " (set the Matrix target's `launcher: process` and its `python:`)")
     if not image:
         raise ToolkitError(f"no image for environment {env.name!r}",
                            hint="build it with `toolkit build env SPEC` and pass the image from its build record")
