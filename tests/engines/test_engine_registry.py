@@ -111,7 +111,7 @@ def test_an_unregistered_engine_is_refused_at_its_line(tmp_path: Path) -> None:
     (tmp_path / "env.yaml").write_text(FAKE_ENV)
     with pytest.raises(ToolkitError) as e:
         load_spec(tmp_path / "env.yaml")
-    assert e.value.line == 3 and "engine: expected 'sglang' or 'transformers', got 'fakeengine'" in str(e.value)
+    assert e.value.line == 3 and "engine: expected 'sglang', 'transformers' or 'vllm', got 'fakeengine'" in str(e.value)
 
 
 def test_a_registered_third_engine_validates_and_plans(tmp_path: Path, fake_engine) -> None:

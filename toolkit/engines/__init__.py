@@ -1,5 +1,5 @@
 """Engine knowledge, in one home: one `Engine` per serving engine (base.py), SGLang (sglang.py) and the
-embedded `transformers serve` engine (transformers.py), looked up by name. spec, render, image, serve,
+embedded `transformers serve` engine (transformers.py) and vLLM (vllm.py, its flags in vllm_flags.py), looked up by name. spec, render, image, serve,
 slurm, bench and tune ask the Engine rather than comparing the engine's name or reading flags themselves.
 
     eng = get("sglang")                 # Engine; an unknown name: ToolkitError with a did-you-mean
@@ -7,7 +7,7 @@ slurm, bench and tune ask the Engine rather than comparing the engine's name or 
     m = preset_meaning(env, "ngram")    # PresetMeaning: speculative, algorithm, cap (48 implied by SGLang
                                         # with speculation on and max-running-requests unset), dummy weights
     engine_facts("sglang").knobs        # the tunable knobs; .level: "server" (a launch per value) or "request"
-    register(engine)                    # another engine (a test's fake one; next, vllm)
+    register(engine)                    # another engine (a test's fake one)
 
 It sits on a floor of its own below the spec (tests/test_import_cycles.py) and imports nothing of the
 toolkit above its own types and errors; an Environment is read by its attributes (engine, servers,
@@ -19,12 +19,12 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from toolkit.engines import sglang, transformers
+from toolkit.engines import sglang, transformers, vllm
 from toolkit.engines.base import Engine
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
 from toolkit.errors import ToolkitError
 
-_REGISTRY: dict[str, Engine] = {e.name: e for e in (sglang.ENGINE, transformers.ENGINE)}
+_REGISTRY: dict[str, Engine] = {e.name: e for e in (sglang.ENGINE, transformers.ENGINE, vllm.ENGINE)}
 # the engines shipped with the toolkit (the Environment's schema lists them)
 BUILTIN: tuple[str, ...] = tuple(_REGISTRY)
 

@@ -7,6 +7,7 @@ engine (sglang.py, transformers.py) gives its facts here; the registry is toolki
     eng.knobs, eng.level             what the tuner may search, and whether a trial restarts the server
     eng.supports_launcher("docker")  the target launchers it runs under
     eng.server_state(info)           what its /server_info says (engines without one: {})
+    eng.spec_errors(env)             mistakes its Environment has before any server starts ([] by default)
     eng.acceptance                   where a cell's acceptance is read: "metrics" (the server's counters,
                                      speculative arms), "log" (its log, every arm) or None
 
@@ -64,6 +65,22 @@ class Engine:
     def acceptance_counters(self, metrics: dict[str, float]) -> dict[str, float] | None:
         """Its acceptance counters in a /metrics sample (acceptance "metrics"), else None."""
         return None
+
+    def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
+        """Its counters in one shape, for the difference over a cell: {"tokens", "steps", "requests"}, cumulative,
+        so that d(tokens) / d(steps) is the cell's tokens per verification step and d(requests) the requests the
+        difference holds; None without them. (bench/acceptance.py still reads SGLang's names itself.)"""
+        return None
+
+    def spec_errors(self, env: Any) -> list[tuple[tuple, str, str | None]]:
+        """Mistakes in an Environment of this engine found when the spec loads, before any server starts:
+        (key path, message, hint) each; load_spec raises the first at its line (vllm: its flags checked
+        against the pinned vLLM's parser)."""
+        return []
+
+    def spec_warnings(self, env: Any) -> list[str]:
+        """What the spec load warns about for an Environment of this engine."""
+        return []
 
     def __repr__(self) -> str:
         return f"<Engine {self.name}>"

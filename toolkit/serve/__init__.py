@@ -17,10 +17,12 @@ from toolkit.serve.jitcache import CONTAINER_ROOT, JitCache, gpu_model
 from toolkit.serve.sglang import (SGLangDockerLauncher, SGLangExternalLauncher, SGLangProcessLauncher, flush_cache,
                                   metrics_snapshot, server_info)
 from toolkit.serve.transformers import TransformersLauncher
+from toolkit.serve.vllm import VLLMProcessLauncher
 
 __all__ = ["Launcher", "BaseLauncher", "ProcessLauncher", "ExternalLauncher", "TransformersLauncher",
-           "SGLangDockerLauncher", "SGLangExternalLauncher", "SGLangProcessLauncher", "launcher_for", "model_dir_for",
-           "free_port", "server_info", "metrics_snapshot", "flush_cache", "kept_cache"]
+           "SGLangDockerLauncher", "SGLangExternalLauncher", "SGLangProcessLauncher", "VLLMProcessLauncher", "launcher_for", "model_dir_for",
+           "free_port", "server_info", "metrics_snapshot", "flush_cache", "kept_cache", "PROCESS_LAUNCHERS",
+           "register_process_launcher"]
 
 
 def model_dir_for(env_spec) -> Path:
@@ -57,7 +59,8 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
     """The launcher for one arm. `env_spec` is a LoadedSpec of an Environment; `preset` one of its servers.
 
     kind: "external" (url), for sglang "docker" (default; image, docker_url "ssh://host", gpus, mounts,
-    shm_size, network) or "process" (python); transformers engines always run locally.
+    shm_size, network) or "process" (python: the engine's PROCESS_LAUNCHERS entry, sglang and vllm);
+    transformers engines always run locally.
     """
     env = env_spec.model
     if preset not in env.servers:
@@ -76,12 +79,17 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
         launcher.pinned_weights = checked_weights(env_spec, {str(model_dir)})
         return launcher
     if kind == "process":
-        extra = kw.get("env", {})
-        cache = kept_cache(env_spec, (extra.get("CUDA_VISIBLE_DEVICES") or env.env.get("CUDA_VISIBLE_DEVICES")))
-        launcher = SGLangProcessLauncher(args, python=kw.get("python"), port=port, log_path=log_path,
-                                         env={**env.env, **extra}, dummy_models=env.dummy_models, jit_cache=cache)
+        factory = PROCESS_LAUNCHERS.get(eng.name)
+        if factory is None:
+            raise ToolkitError(f"engine {eng.name!r} has no process launcher",
+                               hint=f"engines with one: {', '.join(PROCESS_LAUNCHERS)}")
+        launcher = factory(env_spec, args, port=port, log_path=log_path, **kw)
         launcher.pinned_weights = checked_weights(env_spec, launcher.reads)
         return launcher
+    if not eng.supports_launcher(kind or "docker"):
+        raise ToolkitError(f"engine {eng.name!r} does not run under launcher {kind or 'docker'!r}",
+                           hint="its launchers: " + ", ".join(sorted(eng.launchers))
+                                + " (set the Matrix target's `launcher: process` and its `python:`)")
     if not image:
         raise ToolkitError(f"no image for environment {env.name!r}",
                            hint="build it with `toolkit build env SPEC` and pass the image from its build record")
@@ -91,6 +99,30 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
                                                inside=CONTAINER_ROOT)
     return SGLangDockerLauncher(image, args, docker_url=docker_url, port=port, log_path=log_path,
                                 env={**env.env, **kw.pop("env", {})}, jit_cache=cache, **kw)
+
+
+def _sglang_process(env_spec, args: dict, *, port: int | None, log_path: Path | None, **kw: Any) -> Launcher:
+    env = env_spec.model
+    extra = kw.get("env", {})
+    cache = kept_cache(env_spec, (extra.get("CUDA_VISIBLE_DEVICES") or env.env.get("CUDA_VISIBLE_DEVICES")))
+    return SGLangProcessLauncher(args, python=kw.get("python"), port=port, log_path=log_path,
+                                 env={**env.env, **extra}, dummy_models=env.dummy_models, jit_cache=cache)
+
+
+def _vllm_process(env_spec, args: dict, *, port: int | None, log_path: Path | None, **kw: Any) -> Launcher:
+    return VLLMProcessLauncher(args, python=kw.get("python"), port=port, log_path=log_path,
+                               env={**env_spec.model.env, **kw.get("env", {})})
+
+
+# the process launcher of each engine that runs as a process the toolkit starts (target `launcher: process`),
+# by the engine's name: factory(env_spec, preset args, port=, log_path=, **launcher kwargs) -> a Launcher
+# with `.reads` (the model folders it reads, for the pinned weights)
+PROCESS_LAUNCHERS: dict[str, Any] = {"sglang": _sglang_process, "vllm": _vllm_process}
+
+
+def register_process_launcher(engine: str, factory) -> None:
+    """Another engine's process launcher (an engine registered with toolkit.engines.register)."""
+    PROCESS_LAUNCHERS[engine] = factory
 
 
 def kept_cache(env_spec, visible: str | None = None, inside: str | None = None) -> JitCache | None:

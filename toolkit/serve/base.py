@@ -175,6 +175,10 @@ class BaseLauncher:
     def log_tail(self, n: int = 40) -> str:
         raise NotImplementedError
 
+    def last_error(self, log: str) -> str | None:
+        """The engine's own last word in its log on why it stopped (an engine's launcher may know it better)."""
+        return last_error_line(log)
+
     # -- the interface
     def start(self) -> None:
         if self._started:
@@ -192,7 +196,7 @@ class BaseLauncher:
         code = self.exit_code()
         if code is not None:
             tail = self.log_tail(20)
-            said = last_error_line(self.log_tail(200))  # the error can precede a long usage text
+            said = self.last_error(self.log_tail(200))  # the error can precede a long usage text
             raise ToolFailure(f"{self.name} exited with code {code} during {during}" + (f": {said}" if said else ""),
                               hint=f"last lines of its log:\n{tail}")
 

@@ -164,7 +164,8 @@ class Environment(StrictModel):
     name: Name
     description: str = ""
     engine: str = Field(
-        "sglang", description="sglang: a built image; transformers: the embedded CPU engine (`transformers serve`)",
+        "sglang", description="sglang: a built image; transformers: the embedded CPU engine (`transformers serve`); "
+                              "vllm: `vllm serve` where vLLM is installed (its version pinned under `packages:`)",
         json_schema_extra={"enum": list(engines.BUILTIN)})  # any registered engine (toolkit/engines/__init__.py)
     base_image: str | None = Field(None, description="base image, e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04[@sha256:...]")
     cuda: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$", description="MAJOR.MINOR, e.g. 13.0")] | None = Field(None, description="CUDA version, e.g. 13.0")
@@ -278,9 +279,9 @@ class Environment(StrictModel):
         generation_config key the embedded engine's transformers does not have would be silently ignored."""
         from toolkit.specs.genconfig import unknown_key
 
+        out = list(engines.get(self.engine).spec_errors(self))
         if not engines.get(self.engine).reads_generation_config:
-            return []
-        out = []
+            return out
         for arm, params in self.request_params.items():
             gen = params.get("generation_config")
             for key in gen if isinstance(gen, dict) else []:
@@ -294,7 +295,7 @@ class Environment(StrictModel):
         return self.base_image is not None and "@sha256:" in self.base_image
 
     def spec_warnings(self) -> list[str]:
-        out = []
+        out = list(engines.get(self.engine).spec_warnings(self))
         if engines.get(self.engine).reads_generation_config and any(isinstance(p.get("generation_config"), dict)
                                                  for p in self.request_params.values()):
             from toolkit.specs.genconfig import generation_config_keys

@@ -1,0 +1,144 @@
+"""vLLM's process launcher against the fake vLLM of tests/data/fake_vllm (its answers read from vLLM 0.24.0's
+source, not recorded: see its docstring): the command line, health at /health and /v1/models, /version and the
+dev-mode /server_info, the /metrics acceptance counters over a request, a clean stop by SIGTERM to the API
+server, a failed start reported with vLLM's own root cause; and a Matrix of vLLM arms run by the real CLI."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.helpers import ROOT
+from toolkit.engines import vllm
+from toolkit.errors import ToolFailure, ToolkitError
+from toolkit.serve import launcher_for
+from toolkit.serve.vllm import VLLMProcessLauncher, acceptance_counters, render_args
+from toolkit.specs import load_spec
+
+FAKE_VLLM = ROOT / "tests" / "data" / "fake_vllm"
+FAKE_ENV = {"PYTHONPATH": str(FAKE_VLLM)}
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}'
+
+
+def chat(base_url: str, model: str, max_tokens: int) -> list[dict]:
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens,
+            "stream": True, "stream_options": {"include_usage": True}}
+    req = urllib.request.Request(base_url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read().decode()
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+def test_the_command_line() -> None:
+    assert render_args({"model": "/m", "max-num-seqs": 8, "enable-prefix-caching": False, "enforce-eager": True,
+                        "served-model-name": ["a", "b"]}) == [
+        "/m", "--max-num-seqs", "8", "--no-enable-prefix-caching", "--enforce-eager", "--served-model-name", "a", "b"]
+    spec = load_spec(ROOT / "envs" / "vllm-0.24.0-pair.yaml")
+    srv = launcher_for(spec, "eagle3", kind="process", python="/py", port=8123)
+    assert isinstance(srv, VLLMProcessLauncher) and srv.model == "pair-target"
+    assert srv.command[:6] == ["/py", "-m", "vllm.entrypoints.cli.main", "serve", "/tmp/toolkit-pair/target",
+                               "--served-model-name"]
+    assert srv.command[-4:] == ["--port", "8123", "--host", "127.0.0.1"]
+    assert srv.reads == {"/tmp/toolkit-pair/target", "/tmp/toolkit-pair/draft"}
+    assert srv.env == {"HF_HUB_OFFLINE": "1"}
+    with pytest.raises(ToolkitError) as e:  # no vLLM image yet: the container launcher is refused by name
+        launcher_for(spec, "eagle3", kind="docker", image="x:1")
+    assert "engine 'vllm' does not run under launcher 'docker'" in e.value.message and "process" in e.value.hint
+
+
+def test_start_health_acceptance_and_stop(tmp_path: Path) -> None:
+    args = {"model": "/models/t", "served-model-name": "t", "speculative-config": NGRAM}
+    with VLLMProcessLauncher(args, python=sys.executable, log_path=tmp_path / "v.log",
+                             env={**FAKE_ENV, "VLLM_SERVER_DEV_MODE": "1"}) as srv:
+        srv.wait_healthy(60)
+        before = acceptance_counters(srv.base_url)
+        chunks = chat(srv.base_url, "t", 20)
+        after = acceptance_counters(srv.base_url)
+        info = srv.info()
+    # the stream: the role first, tokens of one step per chunk, the finish on the last token's, the usage
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length" and chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"]["completion_tokens"] == 20
+    steps = len(chunks) - 2
+    assert steps < 20  # several tokens in one chunk: what the client sees of speculation
+    got = vllm.acceptance_length(before, after)
+    assert got["steps"] == steps and got["accept_length"] == pytest.approx(20 / steps) and got["requests"] == 1
+    assert info["engine_version"] == "0.24.0-fake" and info["server_info_read"]
+    assert info["speculative"]["method"] == "ngram" and info["max_running_requests"] == 256
+    assert srv.stop_info()["signals"] == ["SIGTERM to the leader"] and srv.stop_info()["exit_code"] == 0
+
+
+def test_a_failed_start_says_vllms_root_cause(tmp_path: Path) -> None:
+    srv = VLLMProcessLauncher({"model": "/m", "crash-after-start": True}, python=sys.executable,
+                              log_path=tmp_path / "v.log", env=FAKE_ENV)
+    with pytest.raises(ToolFailure) as e:
+        srv.wait_healthy(60)
+    assert "vllm exited with code 1 during start-up" in e.value.message
+    assert "ValueError: simulated: the draft model's vocabulary differs" in e.value.message
+    assert "See root cause above" not in e.value.message
+
+
+def test_an_unknown_flag_at_the_server(tmp_path: Path) -> None:
+    srv = VLLMProcessLauncher({"model": "/m", "no-such-flag": 1}, python=sys.executable,
+                              log_path=tmp_path / "v.log", env=FAKE_ENV)
+    with pytest.raises(ToolFailure) as e:
+        srv.wait_healthy(60)
+    assert "code 2" in e.value.message and "unrecognized arguments: --no-such-flag 1" in e.value.message
+
+
+ENV = textwrap.dedent("""\
+    kind: Environment
+    name: vllm-fake
+    engine: vllm
+    packages:
+      - {name: vllm, version: 0.24.0}
+    servers:
+      baseline: &b
+        model: /models/target
+        served-model-name: target
+        max-num-seqs: 64
+      eagle3:
+        <<: *b
+        speculative-config: '{"method": "eagle3", "model": "/models/draft", "num_speculative_tokens": 3}'
+      ngram:
+        <<: *b
+        speculative-config: '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
+    """)
+
+
+@pytest.mark.slow
+def test_a_matrix_of_vllm_arms(tmp_path: Path) -> None:
+    """The runner takes vLLM arms through the registry alone (no runner edit): each arm launched, measured and
+    stopped one after another. The cells' acceptance is not read yet: bench/acceptance.py reads SGLang's
+    counter names (the engine's acceptance_counts has vLLM's), so the arms carry the methodology warning."""
+    (tmp_path / "env.yaml").write_text(ENV)
+    target = json.dumps({"kind": "local", "launcher": "process", "python": sys.executable, "env": FAKE_ENV})
+    (tmp_path / "m.yaml").write_text(textwrap.dedent(f"""\
+        kind: Matrix
+        name: vf
+        environment: env.yaml
+        arms: [baseline, eagle3, ngram]
+        target: {target}
+        workloads: [coding]
+        api: chat
+        concurrency: [1, 4]
+        output_len: 12
+        requests: 8
+        warmup: 1
+        """))
+    r = run_cli("bench", "matrix", str(tmp_path / "m.yaml"), "--results", str(tmp_path / "results"), "--json",
+                env={"TOOLKIT_CACHE_DIR": str(tmp_path / "cache")}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["status"] == "complete" and len(out["cells"]) == 6
+    manifest = json.loads((Path(out["run"]) / "manifest.json").read_text())
+    assert manifest["arms"]["eagle3"]["command"].startswith(
+        f"{sys.executable} -m vllm.entrypoints.cli.main serve /models/target --served-model-name target")
+    assert "--speculative-config" in manifest["arms"]["ngram"]["command"]

@@ -1,0 +1,146 @@
+"""vLLM's process launcher: `vllm serve MODEL --flag value ...` where vLLM is installed (the target's `python`,
+run as `python -m vllm.entrypoints.cli.main`, the module the `vllm` script calls), its log to a file, healthy
+when /health answers 200 and /v1/models lists the name it serves, stopped by SIGTERM to the API server, and
+its own last error line when it dies. Also the vLLM helpers a runner could call between cells: /version,
+/server_info (dev mode only), /metrics.
+
+Read from vLLM 0.24.0's source (no GPU run of it yet):
+- entrypoints/cli/main.py: the `vllm` console script's `main`; `serve` takes MODEL as its positional.
+- entrypoints/launcher.py:95-125: SIGINT and SIGTERM to the API server set its shutdown event; it stops the
+  engine client (drain, or abort with shutdown_timeout 0), so the engine core processes end with it: the
+  leader alone is signalled, the group only if it has not exited within STOP_WAIT_S.
+- entrypoints/serve/instrumentator/basic.py: /version -> {"version": ...}; /health is 200 once the engine
+  core answers; entrypoints/serve/dev/server_info/api_router.py: /server_info only with VLLM_SERVER_DEV_MODE=1.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from toolkit.engines import vllm
+from toolkit.errors import ToolFailure
+from toolkit.serve.base import ProcessLauncher, free_port, http_get
+from toolkit.serve.sglang import parse_metrics
+
+STOP_SIGNAL = signal.SIGTERM
+STOP_WAIT_S = 30.0   # a drain waits for running requests; the runner stops a server between cells, idle
+MODELS_PATH = "/v1/models"
+
+
+def render_args(args: dict) -> list[str]:
+    """`{model: M, max-num-seqs: 64, enable-prefix-caching: false, x: true}` ->
+    `M --max-num-seqs 64 --no-enable-prefix-caching --x`: MODEL first (positional); false is the flag's
+    --no- form (vLLM's on/off flags are BooleanOptionalAction; the preset check refuses false for one without)."""
+    args = dict(args)
+    out: list[str] = [str(args.pop(vllm.MODEL))] if vllm.MODEL in args else []
+    for key, value in args.items():
+        if value is True:
+            out.append(f"--{key}")
+        elif value is False:
+            out.append(f"--no-{key}")
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)]
+        else:
+            out += [f"--{key}", str(value)]
+    return out
+
+
+def vllm_command(args: dict, python: str = "python") -> list[str]:
+    return [python, "-m", "vllm.entrypoints.cli.main", "serve", *render_args(args)]
+
+
+def _with_port(args: dict, port: int | None, host: str) -> tuple[dict, int]:
+    """The preset's own port wins (the command line stays exactly the preset); else a free one."""
+    args = dict(args)
+    if "port" in args:
+        return args, int(args["port"])
+    args["port"] = port or free_port()
+    args.setdefault("host", host)
+    return args, int(args["port"])
+
+
+class VLLMProcessLauncher(ProcessLauncher):
+    name = "vllm"
+    stop_signal, stop_group = STOP_SIGNAL, False  # the API server ends its engine core itself
+
+    def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
+                 log_path: Path | None = None, env: dict | None = None):
+        args, port = _with_port(args, port, "127.0.0.1")
+        log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-vllm-")) / "server.log"
+        super().__init__(vllm_command(args, python or sys.executable), log_path=log_path, env=env, port=port,
+                         stop_timeout_s=STOP_WAIT_S)
+        self.model = vllm.served_name(args)
+        self.reads = set(vllm.meaning(args).reads)
+
+    def last_error(self, log: str) -> str | None:
+        return vllm.last_error_line(log)
+
+    def wait_healthy(self, timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> None:
+        """/health 200 (the engine core answers), then /v1/models listing the served name (the front end
+        routes requests), both before the deadline and while the process lives."""
+        t0 = time.monotonic()
+        super().wait_healthy(timeout_s, progress)
+        url = self.base_url + MODELS_PATH
+        while True:
+            self.check_alive(during="start-up")
+            status, body = http_get(url, timeout=2.0)
+            if status == 200 and served_models(body) and (self.model is None or self.model in served_models(body)):
+                return
+            if time.monotonic() - t0 > timeout_s:
+                tail = self.log_tail(20)
+                self.stop()
+                raise ToolFailure(f"vllm answered /health but {url} did not list {self.model!r} within "
+                                  f"{timeout_s:.0f} s (last status {status or 'unreachable'})",
+                                  hint=f"last lines of its log:\n{tail}")
+            time.sleep(0.2)
+
+    def server_info(self) -> dict:
+        return server_info(self.base_url)
+
+    def info(self) -> dict:
+        info = self.server_info()
+        return {**super().info(), **vllm.server_state(info), "server_info": info}
+
+
+def served_models(body: bytes) -> list[str]:
+    try:
+        return [m.get("id") for m in json.loads(body).get("data", []) if isinstance(m, dict)]
+    except (ValueError, AttributeError):
+        return []
+
+
+def server_info(base_url: str) -> dict:
+    """/version merged with /server_info?config_format=json where the server has it (dev mode): {} when it
+    answers neither."""
+    out: dict = {}
+    status, body = http_get(base_url + "/version", timeout=5)
+    if status == 200:
+        try:
+            out.update(json.loads(body))
+        except ValueError:
+            pass
+    status, body = http_get(base_url + "/server_info?config_format=json", timeout=5)
+    if status == 200:
+        try:
+            got = json.loads(body)
+            out["vllm_config"] = got.get("vllm_config") if isinstance(got, dict) else None
+        except ValueError:
+            pass
+    return out
+
+
+def metrics_snapshot(base_url: str) -> dict[str, float]:
+    """Prometheus /metrics as {"name{labels}": value}; {} when absent (--disable-log-stats)."""
+    status, body = http_get(base_url + "/metrics", timeout=10)
+    return parse_metrics(body.decode(errors="replace")) if status == 200 else {}
+
+
+def acceptance_counters(base_url: str) -> dict[str, float] | None:
+    """The server's spec-decode counters now (toolkit.engines.vllm.acceptance_counters)."""
+    return vllm.acceptance_counters(metrics_snapshot(base_url))
