@@ -126,7 +126,9 @@ def test_a_job_that_fails_to_start_names_its_log_tail(slurm, tmp_path):
 
 
 def test_a_job_cancelled_mid_cell_fails_its_cells_and_the_rest_completes(slurm, tmp_path):
-    spec = matrix(tmp_path, "slurm-scancel", cells="duration_s: 20", concurrency="[1]")
+    # each cell lasts 8 s: ample for the scancel below (polled every 0.5 s) to land mid-cell, and the ngram
+    # arm's cell after it is not longer than it has to be
+    spec = matrix(tmp_path, "slurm-scancel", cells="duration_s: 8", concurrency="[1]")
     proc = _start(spec, tmp_path / "results")
     try:
         def serving():  # the baseline job's server has answered a request of the first cell
@@ -191,7 +193,9 @@ def test_ctrl_c_leaves_no_job_and_resume_submits_only_what_is_missing(slurm, tmp
 
 
 def test_kill_9_the_job_ends_itself_or_resume_cancels_it(slurm, tmp_path):
-    spec = matrix(tmp_path, "slurm-kill", arms=("baseline",), cells="duration_s: 30", concurrency="[1]")
+    # the toolkit is killed as soon as the job's server is up (polled every 0.5 s), long before its cell of
+    # 8 s (after a warm-up request) could end; the last resume runs that one cell to the end
+    spec = matrix(tmp_path, "slurm-kill", arms=("baseline",), cells="duration_s: 8", concurrency="[1]")
     jobs = tmp_path / "jobs"
 
     def running_job(after: set[str]) -> str | None:
