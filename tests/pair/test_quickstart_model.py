@@ -20,9 +20,6 @@ from toolkit.results import compact
 
 MODEL = ROOT / "toolkit" / "_data" / "quickstart-model"
 ENV = ROOT / "envs" / "local-cpu-pair.yaml"
-KNOWN = ("the shipped target (500 steps on 2 contended CPU cores, loss 3.43) is undertrained: its greedy coding and "
-         "agentic answers loop on newlines and <|assistant|>, so n-gram acceptance is coding 1.59 < encyclopedic "
-         "1.72 (2026-12-06); retrain with more steps (or on a GPU) and drop these xfails")
 
 
 def test_the_shipped_model_is_the_quickstart_recipe_small_and_pinned():
@@ -47,7 +44,6 @@ def test_the_shipped_model_is_the_quickstart_recipe_small_and_pinned():
     assert load_spec(ROOT / "envs" / "matrices" / "quickstart.yaml").model.environment == "../local-cpu-pair.yaml"
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN)
 def test_greedy_answers_are_no_loops_in_any_domain():
     """The trained target's greedy answers to the bundled prompts are text, not one token repeated: the
     acceptance differences below come from the prompts, not from a degenerate model."""
@@ -68,7 +64,6 @@ def test_greedy_answers_are_no_loops_in_any_domain():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=KNOWN)
 def test_ngram_acceptance_differs_by_domain_on_the_engine(tmp_path: Path):
     """A reduced quickstart on the real embedded engine (< 60 s on 2 cores): the n-gram arm's acceptance
     (accepted tokens per step, the engine's own count) is higher on coding than on encyclopedic prompts."""
