@@ -345,9 +345,9 @@ class Matrix(StrictModel):
     output_len: PositiveInt = Field(128, description="max output tokens per request")
     requests: PositiveInt | None = Field(None, description="measured requests per cell")
     duration_s: Positive | dict[int, Positive] | None = Field(
-        None, description="or: measure each cell for this long (seconds); per concurrency level as "
-                                "{LEVEL: SECONDS}, e.g. {1: 20, 16: 30}: a level takes the value of the highest "
-                                "listed level at or below it (docs/bench.md)")
+        None, description="seconds each cell is measured for (instead of `requests`), e.g. 30, or per "
+                                "concurrency level {LEVEL: SECONDS}, e.g. {1: 20, 16: 30}: a level takes the value "
+                                "of the highest listed level at or below it (docs/bench.md)")
     warmup: Annotated[int, Field(ge=0)] | Literal["concurrency"] = Field(
         2, description="requests per cell sent first and excluded from the figures; `concurrency`: as many as "
                        "the cell's concurrency, all at once, so the server has run a full batch of the cell's "
