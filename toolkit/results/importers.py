@@ -25,7 +25,7 @@ from pathlib import Path
 from toolkit.engines import sglang
 from toolkit.schema.manifest import ArmRecord, Manifest, SourceRecord
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
-from toolkit.errors import ToolkitError
+from toolkit.errors import ToolkitError, did_you_mean
 from toolkit.numbers import problem
 from toolkit.results.archive import ArchiveWriter
 
@@ -267,7 +267,9 @@ def _read_all(paths: list[Path], fmt: str, arms: list[str] | None,
               baseline: str | None) -> tuple[dict[str, list[dict]], str]:
     """arm -> the runs of its file (in the files' order), and the baseline arm; bad input refused."""
     if fmt not in FORMATS:
-        raise ToolkitError(f"unknown format {fmt!r}", hint="sglang (bench_serving JSON lines) or vllm (bench serve JSON)")
+        raise ToolkitError(f"--format: unknown format {fmt!r}",
+                           hint=did_you_mean(fmt, list(FORMATS)) or "sglang (bench_serving JSON lines) or vllm (bench "
+                           "serve JSON)")
     if not paths:
         raise ToolkitError("no result file given", hint="toolkit results import FILE... --format sglang|vllm")
     if arms and len(arms) != len(paths):

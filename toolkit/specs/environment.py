@@ -277,7 +277,7 @@ class Environment(StrictModel):
     def spec_errors(self) -> list[tuple[tuple, str, str]]:
         """Mistakes found after validation, each at its own line (load_spec raises the first): a
         generation_config key the embedded engine's transformers does not have would be silently ignored."""
-        from toolkit.specs.genconfig import unknown_key
+        from toolkit.specs.genconfig import bad_value, refused, unknown_key
 
         if not engines.get(self.engine).reads_generation_config:
             return []
@@ -285,9 +285,12 @@ class Environment(StrictModel):
         for arm, params in self.request_params.items():
             gen = params.get("generation_config")
             for key in gen if isinstance(gen, dict) else []:
-                bad = unknown_key(str(key))
+                bad = unknown_key(str(key)) or bad_value(str(key), gen[key])
                 if bad:
                     out.append((("request_params", arm, "generation_config", key), *bad))
+            whole = refused(gen) if isinstance(gen, dict) and not out else None
+            if whole:
+                out.append((("request_params", arm, "generation_config", whole[0]), *whole[1:]))
         return out
 
     @property
