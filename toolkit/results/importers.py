@@ -118,9 +118,18 @@ def _bad_run(r: dict) -> str | None:
             return f"{key}: {r[key]!r} is not a whole number"
     if why := problem(r["duration"], inclusive=True):
         return f"duration: {why}"
+    if r["duration"] == 0 and (r.get("completed") or 0) > 0:
+        return f"duration: 0 seconds for {r['completed']} completed request(s): no rate can be taken from it"
+    if r.get("max_concurrency") is not None and (why := problem(r["max_concurrency"], lower=1, inclusive=True,
+                                                                integer=True)):
+        return f"max_concurrency: {why}"
     ttfts = r.get("ttfts")
     if ttfts is None:
         return None
+    counted = (r.get("completed") or 0) + (r.get("failed") or 0)
+    if isinstance(ttfts, list) and counted > len(ttfts):
+        return (f"completed{' + failed' if r.get('failed') else ''} is {counted}, but the per-request lists hold "
+                f"{len(ttfts)} requests: more requests counted than recorded")
     present = {k: r[k] for k in LISTS if r.get(k) is not None}
     for key, values in present.items():
         if not isinstance(values, list):
@@ -279,7 +288,9 @@ def _read_all(paths: list[Path], fmt: str, arms: list[str] | None,
     for path in paths:
         runs = _load(path, fmt)
         if not runs:
-            raise ToolkitError("no benchmark runs in the file", file=path)
+            raise ToolkitError("no benchmark runs in the file", file=path,
+                               hint="give the file the tool wrote after a finished benchmark (it is empty, or "
+                                    "holds only blank lines)")
         loaded.append(runs)
     names = list(arms) if arms else [_arm_name(runs, fmt) for runs in loaded]
     dup = sorted({a for a in names if names.count(a) > 1})
