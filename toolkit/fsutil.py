@@ -23,8 +23,10 @@ def same_file(out: str | Path, *inputs: str | Path) -> Path | None:
     """The input that `out` would overwrite (the same file under another name too), else None: a command
     refuses to write its output over what it reads (`trace-import t.jsonl -o t.jsonl` lost the original)."""
     for src in inputs:
+        if os.path.realpath(out) == os.path.realpath(src):  # `sub/../t.jsonl` too, `sub` not there yet
+            return Path(src)
         try:
-            if Path(out).exists() and Path(src).exists() and os.path.samefile(out, src):
+            if Path(out).exists() and Path(src).exists() and os.path.samefile(out, src):  # a hard link
                 return Path(src)
         except OSError:
             continue
