@@ -206,3 +206,35 @@ def test_validate_warns_of_an_unset_api_key_variable(tmp_path: Path) -> None:
     r = run_cli("validate", str(m))
     assert r.returncode == 0 and "TOOLKIT_TEST_NO_SUCH_KEY is not set" in r.stderr, r.stderr
     assert "the run refuses to start without it" in r.stderr
+
+
+# `python -m toolkit.loadgen URL ...`: argparse took .inf, nan, 0 and negatives, and exited 0 with every request
+# failed (status failed in its JSON); an unwritable --records was a traceback after the cell ran
+LOADGEN = {
+    "--speed inf": (["--trace", "done.jsonl", "--speed", "inf"], 2, "argument --speed: inf is not a finite number"),
+    "--rate nan": (["--rate", "nan"], 2, "argument --rate: nan is not a finite number"),
+    "--burstiness -1": (["--rate", "1", "--arrival", "gamma", "--burstiness", "-1"], 2,
+                        "argument --burstiness: -1 is out of range"),
+    "--concurrency 0": (["--concurrency", "0"], 2, "argument --concurrency: 0 is out of range"),
+    "--requests -1": (["--requests", "-1"], 2, "argument --requests: -1 is out of range"),
+    "--output-len 1.5": (["--output-len", "1.5"], 2, "argument --output-len: '1.5' is not a whole number"),
+    "--records below a file": (["--requests", "1", "--records", "afile/r.jsonl"], 2,
+                               "afile: is a file, where a folder must be"),
+    "every request failed": (["--requests", "2"], 1, "no request succeeded (2 of 2 failed)"),
+}
+
+
+@pytest.mark.parametrize("case", list(LOADGEN))
+def test_the_load_generators_command_line(seat: Path, case: str) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:  # a port nothing listens on: every request is refused
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    args, code, says = LOADGEN[case]
+    r = subprocess.run([sys.executable, "-m", "toolkit.loadgen", url, *args], cwd=seat, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == code and "Traceback" not in r.stderr and says in r.stderr, (case, r.returncode, r.stderr)
+    assert (seat / "afile").read_text() == "a file, not a folder\n"
