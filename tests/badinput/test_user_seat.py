@@ -142,7 +142,14 @@ CASES: dict[str, tuple[list[str], int, list[str], str]] = {
     "num_beam_groups 0": (["validate", "env-beamgroups.yaml"], 2, ["env-beamgroups.yaml:12:", "num_beam_groups 0"],
                           "remove it for the default"),
     "matrix naming a Hosts spec as environment": (["validate", "m-hosts.yaml"], 2,
-                                                  ["h.yaml:1: expected an Environment spec"], "`kind: Environment`"),
+                                                  ["m-hosts.yaml:3:1: environment: h.yaml is not an Environment spec"],
+                                                  "`kind: Environment`"),
+    "matrix naming a folder as environment": (["validate", "m-folder.yaml"], 2,
+                                              ["m-folder.yaml:3:1: environment: results is a folder"],
+                                              "name the file inside it"),
+    "output_len beyond any context": (["validate", "m-outlen.yaml"], 2,
+                                      ["m-outlen.yaml:7:1: output_len: 100000000 is out of range"],
+                                      "allowed: a whole number from 1 to 16777216"),
     # archives that do not verify
     "pack a damaged run": (["results", "pack", "{bad}", "-o", "packs"], 2, ["does not verify", "nothing packed"],
                            "`toolkit results verify"),
@@ -176,6 +183,8 @@ def _args(seat: Path, args: list[str]) -> list[str]:
 def test_a_users_mistake_is_one_clean_error(seat: Path, case: str) -> None:
     args, code, says, hint = CASES[case]
     (seat / "m-hosts.yaml").write_text(MATRIX.replace("env.yaml", "h.yaml"))
+    (seat / "m-folder.yaml").write_text(MATRIX.replace("env.yaml", "results"))
+    (seat / "m-outlen.yaml").write_text(MATRIX.replace("requests: 2", "output_len: 100000000"))
     before = {p: p.read_bytes() for p in seat.iterdir() if p.is_file()}
     r = run_cli(*_args(seat, args), cwd=seat, timeout=300)
     text = r.stderr + r.stdout

@@ -519,7 +519,7 @@ def load_spec(path: str | Path, expect: str | None = None) -> LoadedSpec:
                         column=m.column if m else None)
     if expect and kind != expect:
         m = marks.find(("kind",))
-        raise SpecError(f"expected {'an' if expect[0] in 'AEIOU' else 'a'} {expect} spec, this is a {kind}",
+        raise SpecError(f"expected {'an' if expect[0] in 'AEIOU' else 'a'} {expect} spec, this is a {kind} spec",
                         file=path, line=m.line if m else None,
                         hint=f"name a file that starts with `kind: {expect}`"
                              + (" (an Environment spec holds the arms' server presets)" if expect == "Environment"
