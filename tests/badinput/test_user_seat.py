@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -186,7 +187,12 @@ def test_a_users_mistake_is_one_clean_error(seat: Path, case: str) -> None:
     (seat / "m-folder.yaml").write_text(MATRIX.replace("env.yaml", "results"))
     (seat / "m-outlen.yaml").write_text(MATRIX.replace("requests: 2", "output_len: 100000000"))
     before = {p: p.read_bytes() for p in seat.iterdir() if p.is_file()}
+    outputs = [seat / "packs", seat / "twice.jsonl", seat / "rep"]
+    existed = {p for p in outputs if p.exists()}
     r = run_cli(*_args(seat, args), cwd=seat, timeout=300)
+    made = [p for p in outputs if p.exists() and p not in existed]
+    for p in made:  # gone again, so that the next case is judged on its own
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
     text = r.stderr + r.stdout
     assert r.returncode == code and "Traceback" not in text, (case, r.returncode, text[-3000:])
     for words in says:
@@ -194,8 +200,10 @@ def test_a_users_mistake_is_one_clean_error(seat: Path, case: str) -> None:
     assert f"hint: {hint}" in text or (hint and hint in text.split("hint: ", 1)[-1]) or (
         not hint and "Invalid value for" in text), (case, hint, text[-3000:])
     after = {p: p.read_bytes() for p in seat.iterdir() if p.is_file()}
+    for p in set(before) - set(after) | {p for p in before if after.get(p) != before[p]}:
+        p.write_bytes(before[p])  # put back, so that the next case is judged on its own
     assert after == before, (case, "a file the user had was changed or removed")
-    assert not (seat / "packs").exists() and not (seat / "twice.jsonl").exists() and not (seat / "rep").exists()
+    assert not made, (case, "written although refused", made)
 
 
 def test_a_first_conversion_still_works_and_an_unreadable_cell_is_clean_under_force(seat: Path) -> None:
