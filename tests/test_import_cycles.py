@@ -20,9 +20,10 @@ PKG = ROOT / "toolkit"
 
 # packages the shared types may use: they import no stage (engine knowledge is facts, not a stage)
 SCHEMA_MAY_IMPORT = {"toolkit", "toolkit.errors", "toolkit.engines"}
-# what the load generator may use: the shared types, errors, endpoints and settings; never bench, spec, results or tune
+# what the load generator may use: the shared types, errors, endpoints and settings, and the ground floor's one
+# rule for numbers (its command line's options) and atomic writer (its --records); never bench, spec, results or tune
 LOADGEN_MAY_IMPORT = {"toolkit", "toolkit.errors", "toolkit.endpoints", "toolkit.schema", "toolkit.settings",
-                      "toolkit.loadgen"}
+                      "toolkit.numbers", "toolkit.fsutil", "toolkit.loadgen"}
 # Every package's floor, lowest first. A package imports only packages on floors below its own: never one
 # above (that would run back up the house) and never a neighbour on its own floor (neighbours stand side by
 # side, so each reads without the other). A new package needs a floor here before the test passes.

@@ -12,7 +12,7 @@ import typer
 
 from toolkit import __version__
 from toolkit.console import JsonOpt, emit_json, err, out, warn
-from toolkit.errors import ToolkitError
+from toolkit.errors import ToolkitError, did_you_mean
 
 app = typer.Typer(
     name="toolkit",
@@ -101,7 +101,7 @@ def schema(
     schemas = json_schemas()
     if kind is not None:
         if kind not in schemas:
-            raise ToolkitError(f"unknown kind {kind!r}", hint=f"one of {', '.join(schemas)}")
+            raise ToolkitError(f"unknown kind {kind!r}", hint=did_you_mean(kind, list(schemas)) or f"one of {', '.join(schemas)}")
         schemas = {kind: schemas[kind]}
     if out_dir:
         for k, s in schemas.items():
@@ -142,10 +142,14 @@ def render_hosts_cmd(
     out_file: Annotated[Optional[Path], typer.Option("-o", "--out", help="write the inventory here (default: stdout)")] = None,
 ) -> None:
     """Render a Hosts spec into the Ansible inventory that `toolkit provision host` uses."""
+    from toolkit.fsutil import same_file
     from toolkit.provision.inventory import render_inventory
     from toolkit.specs import load_spec
 
     inv = render_inventory(load_spec(spec, expect="Hosts"))
+    if out_file and same_file(out_file, spec):
+        raise ToolkitError(f"{out_file}: -o is the Hosts spec being rendered: writing there would replace it",
+                           hint="give another -o, e.g. -o inventory.yml")
     if out_file:
         out.print(f"wrote {inv.write(out_file)}")
     else:

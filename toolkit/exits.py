@@ -14,7 +14,9 @@ raised into its exit (`toolkit` and `python -m toolkit.gpu` both run through `ru
 
 from __future__ import annotations
 
-from toolkit.errors import ToolkitError, os_error
+import re
+
+from toolkit.errors import ToolkitError, did_you_mean, os_error
 
 OK = 0
 FAILED = 1
@@ -71,8 +73,24 @@ def run_command(app, argv: list[str] | None, prog_name: str) -> int:
     except exits as exc:
         return getattr(exc, "exit_code", OK)
     except usage_errors as exc:
+        _choice_hint(exc)
         exc.show()
         return exc.exit_code
     except (KeyboardInterrupt, *aborts):
         err.print("interrupted", markup=False)
         return INTERRUPTED
+
+
+def _choice_hint(exc: Exception) -> None:
+    """An option of fixed values (an Enum-typed Typer option) given another: Typer's words are pydantic's
+    ("Value error, 'rule' is not one of 'rules', 'embedding', 'both'."); the one place that words it as every
+    other error, with a did-you-mean (or the values) as its hint."""
+    message = getattr(exc, "message", None)
+    if not isinstance(message, str):
+        return
+    message = message.removeprefix("Value error, ")
+    m = re.fullmatch(r"'(.*)' is not one of (.*?)\.?", message, flags=re.S)
+    if m:
+        choices = re.findall(r"'((?:[^'\\]|\\.)*)'", m.group(2))
+        message += "\n  hint: " + (did_you_mean(m.group(1), choices) or f"write one of: {', '.join(choices)}")
+    exc.message = message

@@ -4,6 +4,7 @@ becomes `path: what is wrong` at the command line's boundary (toolkit.errors.os_
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -18,8 +19,26 @@ def folder_not_file(path: Path) -> str | None:
     return f"{path} is a folder, expected a file" if Path(path).is_dir() else None
 
 
+def same_file(out: str | Path, *inputs: str | Path) -> Path | None:
+    """The input that `out` would overwrite (the same file under another name too), else None: a command
+    refuses to write its output over what it reads (`trace-import t.jsonl -o t.jsonl` lost the original)."""
+    for src in inputs:
+        if os.path.realpath(out) == os.path.realpath(src):  # `sub/../t.jsonl` too, `sub` not there yet
+            return Path(src)
+        try:
+            if Path(out).exists() and Path(src).exists() and os.path.samefile(out, src):  # a hard link
+                return Path(src)
+        except OSError:
+            continue
+    return None
+
+
 def write_atomic(path: str | Path, data: bytes | str, mode: int = 0o644) -> Path:
+    """Write a file whole or not at all. A folder at `path` is an IsADirectoryError naming it (the rename
+    onto it said "device or resource busy" of the temporary file's name), worded by toolkit.errors.os_error."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

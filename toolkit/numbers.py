@@ -62,6 +62,25 @@ def parser(*, lower: float, inclusive: bool, integer: bool = False):
     return parse
 
 
+def argtype(*, lower: float, inclusive: bool, integer: bool = False):
+    """The same rule as an argparse `type=` (`python -m toolkit.loadgen`): a bad value is argparse's usage
+    error naming the option, exit 2."""
+
+    def parse(text: str):
+        import argparse
+
+        try:
+            value: object = int(text.strip()) if integer else float(text.strip())
+        except ValueError:
+            value = text
+        why = problem(value, lower=lower, inclusive=inclusive, integer=integer)
+        if why:
+            raise argparse.ArgumentTypeError(why)
+        return value
+
+    return parse
+
+
 positive = parser(lower=0.0, inclusive=False, integer=False)
 non_negative = parser(lower=0.0, inclusive=True, integer=False)
 positive_int = parser(lower=1, inclusive=True, integer=True)

@@ -83,7 +83,8 @@ def matrix_cmd(
 @app.command("noise")
 def noise_cmd(
     spec: Annotated[Path, typer.Argument(help="a Matrix spec: its arms, workloads and levels are what gets calibrated")],
-    launches: Annotated[int, typer.Option("--launches", min=2, help="server launches per arm")] = 3,
+    launches: Annotated[int, typer.Option("--launches", parser=parser(lower=2, inclusive=True, integer=True),
+                                           help="server launches per arm")] = 3,
     results: Annotated[Path, typer.Option("--results", help="archive root: the calibration goes to "
                                           "RESULTS/<matrix>/<run-id>/, where diff and reproduce look for it")]
     = Path("results"),

@@ -457,7 +457,14 @@ def load_environment(spec: LoadedSpec) -> LoadedSpec:
     if not isinstance(spec.model, Matrix):
         raise SpecError(f"{spec.path} is a {spec.kind} spec; bench matrix needs a Matrix", file=spec.path)
     m: Matrix = spec.model
-    env_spec = load_spec(spec.path_of(("environment",), m.environment), expect="Environment")
+    env_path = spec.path_of(("environment",), m.environment, file=True)
+    try:
+        env_spec = load_spec(env_path, expect="Environment")
+    except SpecError as exc:
+        if exc.message.startswith("expected an Environment spec") and Path(exc.file) == env_path:
+            raise spec.error(("environment",), f"{m.environment} is not an Environment spec: "
+                             f"{exc.message.split(', ', 1)[-1]}", hint=exc.hint) from None
+        raise
     missing = [a for a in m.arms if a not in env_spec.model.servers]
     if missing:
         presets = list(env_spec.model.servers)

@@ -20,8 +20,9 @@ from toolkit.extras import require_extra, require_module
 from toolkit.specs import LoadedSpec
 
 
-def external_endpoints(plan: RunPlan) -> list[endpoints.Endpoint]:
-    """The endpoints of an external target, keys read from the environment (not registered)."""
+def external_endpoints(plan: RunPlan, keys: bool = True) -> list[endpoints.Endpoint]:
+    """The endpoints of an external target, keys read from the environment (not registered; `keys=False`:
+    not read, for `toolkit validate`, which may run where the run's secrets are not set)."""
     t = plan.m.target
     if t.kind != "external":
         return []
@@ -31,7 +32,7 @@ def external_endpoints(plan: RunPlan) -> list[endpoints.Endpoint]:
     for url in urls:
         ep = endpoints.Endpoint(url, ca_bundle=ca if url.startswith("https://") else None, api_key_env=t.api_key_env)
         try:
-            ep = ep.with_key_from_env()
+            ep = ep.with_key_from_env() if keys else ep
         except ToolkitError as exc:
             raise plan.spec.error(("target", "api_key_env"), exc.message, exc.hint) from None
         if ep.tls:

@@ -18,6 +18,10 @@ PROMPT_LOOKUP = "prompt_lookup_num_tokens"
 NGRAM_SIZE = "max_matching_ngram_size"
 ASSISTANT = "assistant_model"
 GENERATION_CONFIG = "generation_config"
+# generation_config counts generate() takes that must be at least 1: 0 or less failed every request of the arm
+# (`num_beams: 0` validated, and each request ended in a generation error); toolkit.specs.genconfig checks them
+GENERATE_COUNTS = ("num_beams", "num_beam_groups", "num_return_sequences", "max_new_tokens", "max_length",
+                   PROMPT_LOOKUP, "num_assistant_tokens")
 CONTINUOUS_BATCHING = "continuous-batching"
 # what a Slurm job of it adds to the server's environment: offline, as toolkit.serve.transformers.TransformersLauncher
 # sets it (the weights are on the shared file system)

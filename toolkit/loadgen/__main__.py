@@ -10,7 +10,12 @@ from toolkit.loadgen.cell import run_cell
 from toolkit.loadgen.client import PATHS
 from toolkit.loadgen.load import CellLoad
 from toolkit.loadgen.share import run
+from toolkit.numbers import argtype
 from toolkit.schema.records import Prompt
+
+
+POSITIVE = argtype(lower=0.0, inclusive=False)  # finite, > 0: .inf, nan and negatives are usage errors (exit 2)
+POSITIVE_INT = argtype(lower=1, inclusive=True, integer=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,31 +28,31 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m toolkit.loadgen", description=main.__doc__)
     ap.add_argument("url")
     ap.add_argument("--api", default="chat", choices=sorted(PATHS))
-    ap.add_argument("--concurrency", type=int, default=None,
+    ap.add_argument("--concurrency", type=POSITIVE_INT, default=None,
                     help="requests in flight (closed loop, default 1); with --trace a cap (default: none)")
-    ap.add_argument("--requests", type=int, default=16)
-    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--requests", type=POSITIVE_INT, default=16)
+    ap.add_argument("--output-len", type=POSITIVE_INT, default=128)
     ap.add_argument("--prompt", default="hi")
-    ap.add_argument("--prompts", type=int, default=1,
+    ap.add_argument("--prompts", type=POSITIVE_INT, default=1,
                     help="N distinct prompts, 'PROMPT #i' (ids p0..pN-1): with N >= requests every request is "
                          "told apart, by a server's log or a benchmark pairing it with the server's view")
     ap.add_argument("--model", default="m")
-    ap.add_argument("--workers", type=int, default=None,
+    ap.add_argument("--workers", type=POSITIVE_INT, default=None,
                     help="processes to spread the load over (default: enough for the expected chunk rate, "
                          "one when it is small)")
     ap.add_argument("--usage", action="store_true",
                     help="ask for per-chunk usage (stream_options), as the matrix runner does; default: a "
                          "plain body, the reference client's")
     ap.add_argument("--records", help="also write every record (JSON lines) to this file")
-    ap.add_argument("--rate", type=float, default=None, help="open loop: requests per second (the concurrency "
+    ap.add_argument("--rate", type=POSITIVE, default=None, help="open loop: requests per second (the concurrency "
                                                              "is then the cap on requests in flight)")
     ap.add_argument("--arrival", default="poisson", choices=["poisson", "gamma", "constant"],
                     help="open loop: the arrival process (docs/bench.md#open-loop-load-rates)")
-    ap.add_argument("--burstiness", type=float, default=1.0, help="--arrival gamma: the shape B (1: Poisson)")
+    ap.add_argument("--burstiness", type=POSITIVE, default=1.0, help="--arrival gamma: the shape B (1: Poisson)")
     ap.add_argument("--seed", type=int, default=0, help="open loop: the schedule's seed")
     ap.add_argument("--trace", help="replay this trace (JSON lines, docs/loadgen.md#traces): request i sent at its "
                                     "timestamp, prompts synthesized to input_length where the trace has no text")
-    ap.add_argument("--speed", type=float, default=1.0, help="with --trace: time scaling (2.0 = twice as fast)")
+    ap.add_argument("--speed", type=POSITIVE, default=1.0, help="with --trace: time scaling (2.0 = twice as fast)")
     a = ap.parse_args(argv)
     params = {} if a.usage else {"stream_options": None, "temperature": None}
     if a.trace:
@@ -69,10 +74,20 @@ def main(argv: list[str] | None = None) -> None:
     out["chunks"] = sum(len(r.chunk_ms) for r in recs)
     gaps = itl_values(recs, "chunk")
     out["itl_chunk_p50"] = float(__import__("numpy").median(gaps)) if len(gaps) else None
-    if a.records:
-        with open(a.records, "w") as f:
-            f.writelines(r.model_dump_json() + "\n" for r in recs)
     print(json.dumps(out))
+    if a.records:
+        from toolkit.errors import os_error
+        from toolkit.fsutil import write_atomic
+
+        try:
+            write_atomic(a.records, "".join(r.model_dump_json() + "\n" for r in recs))
+        except OSError as exc:
+            e = os_error(exc, "write --records")
+            print(f"error: {e}", file=__import__("sys").stderr)
+            raise SystemExit(e.exit_code) from None
+    if s.status == "failed":  # no request succeeded: a failed cell, whatever the client saw (README, exit codes)
+        print(f"error: {s.reason}", file=__import__("sys").stderr)
+        raise SystemExit(1)
 
 
 def _trace_load(a, params: dict) -> tuple[list[Prompt], CellLoad]:

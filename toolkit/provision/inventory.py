@@ -39,11 +39,7 @@ class Inventory:
         if path.is_dir():
             raise ToolkitError(f"{path} is a folder: -o names the inventory file to write",
                                hint=f"give a file name, e.g. -o {path / 'inventory.yml'}")
-        try:
-            return write_atomic(path, self.text, mode=0o600)
-        except OSError as exc:
-            raise ToolkitError(f"cannot write {path}: {exc.strerror or exc}",
-                               hint="a part of the path is a file, or not writable: give another -o") from None
+        return write_atomic(path, self.text, mode=0o600)  # an OSError: `path: what is wrong` (errors.os_error)
 
 
 def _check_vars(spec: LoadedSpec, keypath: tuple, mapping: dict) -> None:

@@ -20,6 +20,7 @@ import gzip
 import json
 import os
 import secrets
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -247,12 +248,18 @@ class Archive:
         path = self.path / "cells" / f"{key}.jsonl.gz"
         if not path.exists():
             raise ToolkitError(f"no records for cell {key}", file=path)
-        with gzip.open(path, "rt") as f:
-            for i, line in enumerate(f, 1):
-                try:
-                    yield RequestRecord.model_validate_json(line)
-                except ValidationError as exc:
-                    raise ToolkitError(f"record {i} is malformed: {exc.errors()[0]['msg']}", file=path, line=i) from None
+        try:
+            with gzip.open(path, "rt") as f:
+                for i, line in enumerate(f, 1):
+                    try:
+                        yield RequestRecord.model_validate_json(line)
+                    except ValidationError as exc:
+                        raise ToolkitError(f"record {i} is malformed: {exc.errors()[0]['msg']}", file=path,
+                                           line=i) from None
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:  # not gzip, cut short, not text
+            raise ToolkitError(f"the cell's records cannot be read ({exc}): the file was truncated or replaced",
+                               file=path, hint=f"`toolkit results verify {self.path}` lists every problem; restore "
+                                               "the run folder from a copy") from None
 
     def columns(self, key: str) -> dict[str, np.ndarray]:
         """Per-request numeric columns of a cell (from the .npz; derived from the records if it is absent)."""

@@ -385,8 +385,17 @@ def pack_cmd(runs: Annotated[list[str], typer.Argument(help="finished runs or tu
     run that does not live in git is published. `results verify` reads it as it is; `results import
     --format toolkit` unpacks it under --root once it verifies. The same run packs to the same bytes."""
     from toolkit.results.bundle import pack
+    from toolkit.results.verify import discover, errors, verify_folder
 
-    made = [pack(Path(r) if Path(r).is_dir() else resolve_run(r, root), out_dir) for r in runs]
+    folders = [Path(r) if Path(r).is_dir() else resolve_run(r, root) for r in runs]
+    for folder in folders:  # a tarball of a damaged archive would carry the damage to whoever imports it
+        problems = [p for f in discover(folder) for p in errors(verify_folder(f))]
+        if problems:
+            more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+            raise ToolkitError(f"{folder.name} does not verify: {problems[0]}{more}; nothing packed", file=folder,
+                               hint=f"`toolkit results verify {folder}` lists every problem; restore the folder "
+                                    "from a copy, then pack it")
+    made = [pack(folder, out_dir) for folder in folders]
     if json_out:
         emit_json([str(p) for p in made])
     else:

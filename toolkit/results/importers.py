@@ -25,7 +25,7 @@ from pathlib import Path
 from toolkit.engines import sglang
 from toolkit.schema.manifest import ArmRecord, Manifest, SourceRecord
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
-from toolkit.errors import ToolkitError
+from toolkit.errors import ToolkitError, did_you_mean
 from toolkit.numbers import problem
 from toolkit.results.archive import ArchiveWriter
 
@@ -118,9 +118,18 @@ def _bad_run(r: dict) -> str | None:
             return f"{key}: {r[key]!r} is not a whole number"
     if why := problem(r["duration"], inclusive=True):
         return f"duration: {why}"
+    if r["duration"] == 0 and (r.get("completed") or 0) > 0:
+        return f"duration: 0 seconds for {r['completed']} completed request(s): no rate can be taken from it"
+    if r.get("max_concurrency") is not None and (why := problem(r["max_concurrency"], lower=1, inclusive=True,
+                                                                integer=True)):
+        return f"max_concurrency: {why}"
     ttfts = r.get("ttfts")
     if ttfts is None:
         return None
+    counted = (r.get("completed") or 0) + (r.get("failed") or 0)
+    if isinstance(ttfts, list) and counted > len(ttfts):
+        return (f"completed{' + failed' if r.get('failed') else ''} is {counted}, but the per-request lists hold "
+                f"{len(ttfts)} requests: more requests counted than recorded")
     present = {k: r[k] for k in LISTS if r.get(k) is not None}
     for key, values in present.items():
         if not isinstance(values, list):
@@ -267,7 +276,9 @@ def _read_all(paths: list[Path], fmt: str, arms: list[str] | None,
               baseline: str | None) -> tuple[dict[str, list[dict]], str]:
     """arm -> the runs of its file (in the files' order), and the baseline arm; bad input refused."""
     if fmt not in FORMATS:
-        raise ToolkitError(f"unknown format {fmt!r}", hint="sglang (bench_serving JSON lines) or vllm (bench serve JSON)")
+        raise ToolkitError(f"--format: unknown format {fmt!r}",
+                           hint=did_you_mean(fmt, list(FORMATS)) or "sglang (bench_serving JSON lines) or vllm (bench "
+                           "serve JSON)")
     if not paths:
         raise ToolkitError("no result file given", hint="toolkit results import FILE... --format sglang|vllm")
     if arms and len(arms) != len(paths):
@@ -277,7 +288,9 @@ def _read_all(paths: list[Path], fmt: str, arms: list[str] | None,
     for path in paths:
         runs = _load(path, fmt)
         if not runs:
-            raise ToolkitError("no benchmark runs in the file", file=path)
+            raise ToolkitError("no benchmark runs in the file", file=path,
+                               hint="give the file the tool wrote after a finished benchmark (it is empty, or "
+                                    "holds only blank lines)")
         loaded.append(runs)
     names = list(arms) if arms else [_arm_name(runs, fmt) for runs in loaded]
     dup = sorted({a for a in names if names.count(a) > 1})

@@ -341,7 +341,7 @@ def parse_slo(specs: list[str], attainment: float | None = None, base: Objective
     for s in specs:
         m = re.fullmatch(r"\s*([A-Za-z0-9_]+)\.([A-Za-z0-9_]+)\s*=\s*([^\s=]+)\s*", s)
         if not m:
-            raise ToolkitError(f"--slo {s!r}: expected {SLO_FORMAT}")
+            raise ToolkitError(f"--slo {s!r}: expected {SLO_FORMAT}", hint="e.g. --slo tpot_ms.p90=30 --slo ttft_ms.p99=500")
         metric, bound, value = m.groups()
         if metric not in OBJECTIVE_SAMPLES:
             close = difflib.get_close_matches(metric.lower(), list(OBJECTIVE_SAMPLES), n=1, cutoff=0.5)
@@ -357,12 +357,17 @@ def parse_slo(specs: list[str], attainment: float | None = None, base: Objective
         try:
             limit = float(value)
         except ValueError:
-            raise ToolkitError(f"--slo {s!r}: {value!r} is not a number of milliseconds") from None
+            raise ToolkitError(f"--slo {s!r}: {value!r} is not a number of milliseconds",
+                               hint="limits are milliseconds > 0, e.g. tpot_ms.p90=30") from None
         if not math.isfinite(limit):
             raise ToolkitError(f"--slo {s!r}: {value!r} is not a finite number of milliseconds",
                                hint="limits are milliseconds > 0, e.g. tpot_ms.p90=30")
+        if limit <= 0:
+            raise ToolkitError(f"--slo {s!r}: {value} is out of range: a limit must be greater than 0 (milliseconds)",
+                               hint="limits are milliseconds > 0, e.g. tpot_ms.p90=30")
         if bound in block.get(metric, {}):
-            raise ToolkitError(f"--slo {s!r}: {metric}.{bound} is given twice")
+            raise ToolkitError(f"--slo {s!r}: {metric}.{bound} is given twice",
+                               hint=f"give --slo {metric}.{bound}=MS once")
         block.setdefault(metric, {})[bound] = limit
     if attainment is not None:
         block["attainment"] = attainment

@@ -180,4 +180,9 @@ def convert_mooncake(src: str | Path) -> list[str]:
         out.append(json.dumps(row))
     if not out:
         raise ToolkitError("the Mooncake trace has no requests", file=src)
+    if not any(_ms_like(obj) for _, obj in _json_lines(src, "the Mooncake trace")):
+        raise ToolkitError("this looks like a trace already converted (every timestamp in seconds, as the toolkit "
+                           "writes them; Mooncake's are whole milliseconds): converting it again would divide its "
+                           "times by 1000 once more", file=src, line=1,
+                           hint=f"use it as it is: `--trace {src}` or `workloads: [{{trace: {src.name}}}]`")
     return out

@@ -401,10 +401,12 @@ def _own_check(err: dict) -> SpecValueError | None:
     return exc if isinstance(exc, SpecValueError) else None
 
 
-def _where_of(err: dict, data: Any, marks: Marks, path: Path) -> tuple[tuple, Mark | None]:
+def _where_of(err: dict, data: Any, marks: Marks, path: Path, model: Any = None) -> tuple[tuple, Mark | None]:
     loc = _walk(err, data)[0]
     if err["type"] == "missing":
         return loc, marks.find(loc[:-1])
+    if hasattr(model, "written_at"):  # a value the model put there: where the file wrote it (a host's defaults)
+        loc = model.written_at(tuple(err["loc"]), data) or loc
     own = _own_check(err)
     if own is not None:  # the key the check names: the first of its keys the file has
         at = next((loc + k for k in own.keys if loc + k in marks), loc + own.keys[0])
@@ -442,11 +444,26 @@ def _named_key(err: dict, data: Any, loc: tuple) -> tuple | None:
     return None
 
 
+def _form_hint(model: type[BaseModel], loc: tuple, err: dict, data: Any) -> str:
+    """The hint of last resort, for an error no rule above words (a field validator's plain ValueError, a
+    constraint pydantic reports in its own words): the form the key takes, from the description on its field
+    or its type (every validated field has one with an example: tests/badinput/test_field_hints.py)."""
+    on_key = err["loc"][-1:] == ("[key]",)  # a mapping's key, e.g. a server flag's name
+    field = _walk(err, data)[0]  # the field's place in the model (`loc`: the file's, e.g. a host's defaults)
+    for at in (field[:-1] + ("[key]",) if on_key else field, tuple(err["loc"])):
+        _, _, description = _field_at(model, at)
+        if description:
+            return f"expected {description}"
+    kind = getattr(model.model_fields.get("kind"), "annotation", None)
+    name = get_args(kind)[0] if get_origin(kind) is Literal else model.__name__
+    return f"`toolkit schema {name}` describes what `{loc[-1] if loc else name}` takes"
+
+
 def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, marks: Marks, path: Path) -> SpecError:
     raw = exc.errors()
     errors = _meant(raw, data)
     first = errors[0]
-    loc, mark = _where_of(first, data, marks, path)
+    loc, mark = _where_of(first, data, marks, path, model)
     msg = _describe(first)
     hint = None
     if _own_check(first) is not None:
@@ -469,16 +486,18 @@ def validation_error(exc: ValidationError, model: type[BaseModel], data: Any, ma
             f"expected a value matching {(first.get('ctx') or {}).get('pattern')}"
     elif _value_hint(model, loc, first, raw, data):
         hint = _value_hint(model, loc, first, raw, data)
-    elif "expected" in msg or "Input should" in first["msg"]:
+    elif first["type"] in SHAPE_ERRORS or first["type"].endswith(("_type", "_parsing")) \
+            or first.get("alternatives"):
         types_, _, _ = _field_at(model, loc)
         quote = str in types_ and _shape(first.get("input")) == "number"  # `5` where a string may be: '5'
         hint = "fix the value's type" + (" (quote it to make it a string)" if quote else "")
+    hint = hint or _form_hint(model, loc, first, data)
     more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     where = _dotted(loc)
     text = f"{where}: {msg}{more}" if where else f"{msg}{more}"
     also = []
     for e in errors[1:]:
-        eloc, emark = _where_of(e, data, marks, path)
+        eloc, emark = _where_of(e, data, marks, path, model)
         at = f"{emark.file}:{emark.line}" if emark else str(path)
         also.append(f"{at}: {_dotted(eloc) + ': ' if eloc else ''}{_describe(e)}")
     return SpecError(text, hint=hint, file=mark.file if mark else path, line=mark.line if mark else None,
@@ -500,7 +519,11 @@ def load_spec(path: str | Path, expect: str | None = None) -> LoadedSpec:
                         column=m.column if m else None)
     if expect and kind != expect:
         m = marks.find(("kind",))
-        raise SpecError(f"expected a {expect} spec, this is a {kind}", file=path, line=m.line if m else None)
+        raise SpecError(f"expected {'an' if expect[0] in 'AEIOU' else 'a'} {expect} spec, this is a {kind} spec",
+                        file=path, line=m.line if m else None,
+                        hint=f"name a file that starts with `kind: {expect}`"
+                             + (" (an Environment spec holds the arms' server presets)" if expect == "Environment"
+                                else ""))
     model_cls = KINDS[kind]
     try:
         model = model_cls.model_validate(data)

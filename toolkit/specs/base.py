@@ -67,7 +67,8 @@ def _check_arg_value(value: Any) -> Any:
     raise ValueError(f"an argument value must be a string, number, boolean or a list of them, not {type(value).__name__}")
 
 
-ArgValue = Annotated[Any, BeforeValidator(_check_arg_value)]
+ArgValue = Annotated[Any, BeforeValidator(_check_arg_value), Field(
+    description="a flag's value: a string, a finite number, `true` for an on/off flag, or a list of them, e.g. 0.85")]
 
 FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -82,5 +83,7 @@ def _check_flag_name(key: str) -> str:
     return key
 
 
-FlagName = Annotated[str, AfterValidator(_check_flag_name)]
+FlagName = Annotated[str, AfterValidator(_check_flag_name), Field(
+    description="a flag's name as on the command line without its leading dashes: lower-case, digits and '-', "
+                "e.g. mem-fraction-static")]
 ServerArgs = dict[FlagName, ArgValue]

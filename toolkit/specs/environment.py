@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 from toolkit import engines
 from toolkit.errors import SpecValueError, did_you_mean
 from toolkit.engines import sglang as sglang_engine
-from toolkit.specs.base import ArgValue, Hash, Name, ServerArgs, Sha256, StrictModel
+from toolkit.specs.base import ArgValue, Hash, Name, Positive, ServerArgs, Sha256, StrictModel
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 IMAGE_RE = re.compile(r"^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?$")
@@ -119,7 +119,7 @@ class DummyConfig(StrictModel):
     kv_heads: int = Field(8, ge=1)
     vocab_size: int = Field(32000, ge=256, description="the tokenizer's target size")
     max_position_embeddings: int = Field(16384, ge=128, description="the context length SGLang serves")
-    rope_theta: float = 500000.0
+    rope_theta: Positive = 500000.0
     dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
 
     @model_validator(mode="after")
@@ -167,7 +167,8 @@ class Environment(StrictModel):
         "sglang", description="sglang: a built image; transformers: the embedded CPU engine (`transformers serve`); "
                               "vllm: `vllm serve` where vLLM is installed (its version pinned under `packages:`)",
         json_schema_extra={"enum": list(engines.BUILTIN)})  # any registered engine (toolkit/engines/__init__.py)
-    base_image: str | None = Field(None, description="base image, e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04[@sha256:...]")
+    base_image: str | None = Field(None, description="an image reference, e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04, optionally "
+                                      "pinned: @sha256:<64 lower-case hex digits>")
     cuda: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$", description="MAJOR.MINOR, e.g. 13.0")] | None = Field(None, description="CUDA version, e.g. 13.0")
     python: Annotated[str, Field(pattern=r"^3\.[0-9]+$", description="3.MINOR, e.g. 3.12")] = "3.12"
     apt_packages: list[str] = Field(default_factory=list, description="extra Debian/Ubuntu packages")
@@ -175,7 +176,7 @@ class Environment(StrictModel):
     sglang: SGLang | None = None
     flashinfer: Version | None = Field(None, description="flashinfer-python version")
     build_args: dict[str, str] = Field(default_factory=dict, description="Docker build args, e.g. TORCH_CUDA_ARCH_LIST")
-    env: dict[str, str] = Field(default_factory=dict, description="runtime environment variables of the image")
+    env: dict[str, str] = Field(default_factory=dict, description="runtime environment variables of the image, e.g. NCCL_DEBUG: WARN")
     ca_bundle: CABundle | None = None
     model: Model | None = Field(None, description="transformers engine run locally: the model it serves (an "
                                                   "external target serves its own: no `model:` needed)")
@@ -277,7 +278,7 @@ class Environment(StrictModel):
     def spec_errors(self) -> list[tuple[tuple, str, str]]:
         """Mistakes found after validation, each at its own line (load_spec raises the first): a
         generation_config key the embedded engine's transformers does not have would be silently ignored."""
-        from toolkit.specs.genconfig import unknown_key
+        from toolkit.specs.genconfig import bad_value, refused, unknown_key
 
         out = list(engines.get(self.engine).spec_errors(self))
         if not engines.get(self.engine).reads_generation_config:
@@ -285,9 +286,12 @@ class Environment(StrictModel):
         for arm, params in self.request_params.items():
             gen = params.get("generation_config")
             for key in gen if isinstance(gen, dict) else []:
-                bad = unknown_key(str(key))
+                bad = unknown_key(str(key)) or bad_value(str(key), gen[key])
                 if bad:
                     out.append((("request_params", arm, "generation_config", key), *bad))
+            whole = refused(gen) if isinstance(gen, dict) and not out else None
+            if whole:
+                out.append((("request_params", arm, "generation_config", whole[0]), *whole[1:]))
         return out
 
     @property

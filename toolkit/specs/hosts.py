@@ -21,7 +21,8 @@ class Host(StrictModel):
     address: str = Field(description="IP address or DNS name")
     port: int = Field(22, ge=1, le=65535)
     user: str | None = None
-    key: str | None = Field(None, description="path of the SSH private key (never its contents)")
+    key: str | None = Field(None, description="the path of the SSH private key file (never the key itself), "
+                                                   "e.g. ~/.ssh/id_ed25519")
     groups: list[Name] = Field(default_factory=list)
     gpus: GPUs | None = None
     vars: dict[str, Any] = Field(default_factory=dict, description="per-host Ansible variables")
@@ -57,6 +58,16 @@ class Hosts(StrictModel):
             data["hosts"] = {name: ({**data["defaults"], **h} if isinstance(h, dict) else h)
                              for name, h in data["hosts"].items()}
         return data
+
+    @classmethod
+    def written_at(cls, loc: tuple, data: Any) -> tuple | None:
+        """Where the file wrote a host's value that `defaults:` gave it (hosts.a.key -> defaults.key), so that an
+        error in it is shown at its line."""
+        if len(loc) >= 3 and loc[0] == "hosts" and isinstance(data, dict) and isinstance(data.get("defaults"), dict):
+            host = (data.get("hosts") or {}).get(loc[1])
+            if isinstance(host, dict) and loc[2] not in host and loc[2] in data["defaults"]:
+                return ("defaults",) + tuple(loc[2:])
+        return None
 
     def group(self, name: str) -> dict[str, Host]:
         if name == "all":

@@ -12,6 +12,7 @@ from pydantic_core import PydanticKnownError
 
 from toolkit.errors import SpecValueError, did_you_mean
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
+from toolkit.schema.trace import MAX_TOKENS
 from toolkit.specs.base import Hash, Name, NonNegative, Positive, PositiveInt, StrictModel
 from toolkit.specs.slurm import SlurmJob
 
@@ -343,12 +344,13 @@ class Matrix(StrictModel):
                                                      "holds")] = Field(
         None, description="open loop, instead of `rates:`: {points: N}: probe the baseline's synchronous and "
                           "saturation rates, then N rates between them for every arm (docs/bench.md)")
-    output_len: PositiveInt = Field(128, description="max output tokens per request")
+    output_len: PositiveInt = Field(128, le=MAX_TOKENS, description="max output tokens per request (at most "
+                                                                     "2**24: more than any model's context)")
     requests: PositiveInt | None = Field(None, description="measured requests per cell")
     duration_s: Positive | dict[int, Positive] | None = Field(
-        None, description="or: measure each cell for this long (seconds); per concurrency level as "
-                                "{LEVEL: SECONDS}, e.g. {1: 20, 16: 30}: a level takes the value of the highest "
-                                "listed level at or below it (docs/bench.md)")
+        None, description="seconds each cell is measured for (instead of `requests`), e.g. 30, or per "
+                                "concurrency level {LEVEL: SECONDS}, e.g. {1: 20, 16: 30}: a level takes the value "
+                                "of the highest listed level at or below it (docs/bench.md)")
     warmup: Annotated[int, Field(ge=0)] | Literal["concurrency"] = Field(
         2, description="requests per cell sent first and excluded from the figures; `concurrency`: as many as "
                        "the cell's concurrency, all at once, so the server has run a full batch of the cell's "

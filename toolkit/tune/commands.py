@@ -114,8 +114,13 @@ def _writer_ready(out_env: Path) -> None:
         raise ToolkitError("--out: writing the tuned environment needs ruamel.yaml, which is not installed here",
                            hint="install the toolkit with its dependencies (README, docs/install.md), or "
                                 "`pip install 'ruamel.yaml>=0.18,<0.20'`")
+    if out_env.parent.exists() and not out_env.parent.is_dir():
+        raise ToolkitError(f"--out {out_env}: {out_env.parent} is a file, not a folder",
+                           hint="give --out a path in a folder, e.g. --out envs/tuned.yaml")
     if not out_env.parent.is_dir():
         raise ToolkitError(f"--out {out_env}: the folder {out_env.parent} does not exist", hint="create it first")
+    if out_env.is_dir():
+        raise ToolkitError(f"--out {out_env}: is a folder", hint=f"give a file name, e.g. --out {out_env / 'tuned.yaml'}")
 
 
 def _write_back(env_spec, res: TuneResult, out_env: Path) -> Path:

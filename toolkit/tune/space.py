@@ -22,7 +22,7 @@ from typing import Any
 
 from toolkit import engines
 from toolkit.engines import KnobInfo, sglang, transformers
-from toolkit.errors import did_you_mean
+from toolkit.errors import SpecError, did_you_mean
 from toolkit.specs import LoadedSpec
 
 SGLANG_KNOBS, TRANSFORMERS_KNOBS = sglang.FACTS.knobs, transformers.FACTS.knobs
@@ -92,9 +92,16 @@ def check_matrix(mspec: LoadedSpec) -> None:
     """Everything a run of this Matrix refuses before it starts (`toolkit validate` calls it): what
     bench.plan.check_matrix checks (target, workloads), then the `tune:` block as `bench tune` checks it.
     It lives here, on the tuner's floor, because the tuner sits above bench."""
-    from toolkit.bench.plan import check_matrix as check_run
+    from toolkit.bench.plan import check_matrix as check_run, plan_target
+    from toolkit.bench.targets import external_endpoints
 
     check_tune(mspec, check_run(mspec))
+    plan = plan_target(mspec)
+    external_endpoints(plan, keys=False)  # an external target's CA bundle that does not load
+    try:
+        external_endpoints(plan)  # the API key's variable: unset here is a warning (validate may run elsewhere)
+    except SpecError as exc:
+        mspec.warnings.append(f"{exc.message}: the run refuses to start without it ({exc.hint})")
 
 
 def check_tune(mspec: LoadedSpec, env_spec: LoadedSpec) -> None:

@@ -113,9 +113,13 @@ def trace_import(
 
     Example: toolkit bench trace-import conversation_trace.jsonl --from mooncake -o trace.jsonl"""
     from toolkit.console import out
-    from toolkit.fsutil import write_atomic
+    from toolkit.errors import ToolkitError
+    from toolkit.fsutil import same_file, write_atomic
     from toolkit.schema.trace import convert_mooncake
 
+    if same_file(output, file):
+        raise ToolkitError(f"{output}: -o is the trace being converted: writing there would replace the original",
+                           hint=f"give another -o, e.g. -o {Path(output).with_suffix('')}.toolkit.jsonl")
     lines = convert_mooncake(file)
     write_atomic(output, "\n".join(lines) + "\n")  # its folder made where missing; never half a file
     n = len(lines)
