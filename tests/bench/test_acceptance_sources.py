@@ -24,7 +24,7 @@ from aiohttp import web
 
 from tests.conftest import ROOT, run_cli
 from tests.helpers import served
-from toolkit.bench.acceptance import counters
+from toolkit.engines.sglang import acceptance_counters as counters
 from toolkit.schema.metrics import ACCEPT_SOURCES
 from toolkit.serve.sglang import parse_metrics
 from toolkit.results import compact

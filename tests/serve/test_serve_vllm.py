@@ -116,8 +116,8 @@ ENV = textwrap.dedent("""\
 @pytest.mark.slow
 def test_a_matrix_of_vllm_arms(tmp_path: Path) -> None:
     """The runner takes vLLM arms through the registry alone (no runner edit): each arm launched, measured and
-    stopped one after another. The cells' acceptance is not read yet: bench/acceptance.py reads SGLang's
-    counter names (the engine's acceptance_counts has vLLM's), so the arms carry the methodology warning."""
+    stopped one after another; the speculative cells' acceptance read from vLLM's /metrics counters through the
+    engine (Engine.acceptance_counts), the baseline's none."""
     (tmp_path / "env.yaml").write_text(ENV)
     target = json.dumps({"kind": "local", "launcher": "process", "python": sys.executable, "env": FAKE_ENV})
     (tmp_path / "m.yaml").write_text(textwrap.dedent(f"""\
@@ -142,3 +142,8 @@ def test_a_matrix_of_vllm_arms(tmp_path: Path) -> None:
     assert manifest["arms"]["eagle3"]["command"].startswith(
         f"{sys.executable} -m vllm.entrypoints.cli.main serve /models/target --served-model-name target")
     assert "--speculative-config" in manifest["arms"]["ngram"]["command"]
+    from toolkit.results import compact
+    summary = json.loads(compact.read_text(Path(out["run"]) / "summary.json"))
+    acc = {(c["arm"], c["concurrency"]): (c["metrics"].get("accept_length") or {}).get("mean") for c in summary["cells"]}
+    assert all(acc[a, c] and acc[a, c] > 1 for a in ("eagle3", "ngram") for c in (1, 4)), acc
+    assert acc["baseline", 1] is None, acc

@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit import engines
-from toolkit.engines import sglang
 
 SETTLE_S = 5.0  # how long the counters may lag the last request the client saw end
 LOG_LINE = re.compile(rb"toolkit-serve: request done tokens=(\d+) steps=(\d+)")
-TOKENS, STEPS, REQUESTS = sglang.ACCEPT_TOKENS, sglang.ACCEPT_STEPS, sglang.ACCEPT_REQUESTS
+KEYS = ("tokens", "steps", "requests")  # Engine.acceptance_counts' shape (toolkit/engines/base.py)
 
 
 @dataclass
@@ -73,22 +72,20 @@ def _wait(read, done, deadline_s: float):
     return value
 
 
-counters = sglang.acceptance_counters  # the engine reads its own counters (toolkit/engines/sglang.py)
+class MetricsProbe(Probe):
+    """The engine's /metrics counters over the measured phase (Engine.acceptance_counts: SGLang's, vLLM's), else
+    the average the server reports since the flush (/server_info, where the engine has one)."""
 
-
-class SGLangProbe(Probe):
-    """/metrics counters over the measured phase, else /server_info's average since the flush."""
-
-    def __init__(self, base_url: str, flushed: bool, warmup: int):
-        self.base_url, self.flushed, self.warmup = base_url, flushed, warmup
+    def __init__(self, base_url: str, engine: str, flushed: bool, warmup: int):
+        self.base_url, self.engine, self.flushed, self.warmup = base_url, engines.get(engine), flushed, warmup
         self.t0: dict[str, float] | None = None
         self.t1: dict[str, float] | None = None
 
     def _read(self) -> dict[str, float] | None:
-        from toolkit.serve.sglang import metrics_snapshot
+        from toolkit.serve import metrics_snapshot
 
         try:
-            return counters(metrics_snapshot(self.base_url))
+            return self.engine.acceptance_counts(metrics_snapshot(self.base_url))
         except Exception:  # noqa: BLE001 - no figure from this source; the others are tried
             return None
 
@@ -99,22 +96,22 @@ class SGLangProbe(Probe):
         if self.t0 is None:
             return
         t0 = self.t0  # the warmup's requests must be counted before the measured phase's start is taken
-        self.t1 = _wait(self._read, lambda c: c is None or c[REQUESTS] - t0[REQUESTS] >= self.warmup, SETTLE_S)
+        self.t1 = _wait(self._read, lambda c: c is None or c["requests"] - t0["requests"] >= self.warmup, SETTLE_S)
 
     def result(self, n_requests: int) -> ServerAcceptance | None:
         if self.t1 is not None:
             t1 = self.t1
-            t2 = _wait(self._read, lambda c: c is None or c[REQUESTS] - t1[REQUESTS] >= n_requests, SETTLE_S)
+            t2 = _wait(self._read, lambda c: c is None or c["requests"] - t1["requests"] >= n_requests, SETTLE_S)
             if t2 is not None:
-                d = {k: t2[n] - t1[n] for k, n in (("tokens", TOKENS), ("steps", STEPS), ("requests", REQUESTS))}
+                d = {k: t2[k] - t1[k] for k in KEYS}
                 if d["steps"] > 0 and d["tokens"] >= 0:
                     return ServerAcceptance("server-metrics", d["tokens"] / d["steps"], d)
         if not self.flushed:
             return None
-        from toolkit.serve.sglang import server_info, server_state
+        from toolkit.serve import server_info
 
         try:
-            avg = server_state(server_info(self.base_url)).get("avg_spec_accept_length")
+            avg = self.engine.server_state(server_info(self.base_url)).get("avg_spec_accept_length")
         except Exception:  # noqa: BLE001 - no figure
             return None
         return ServerAcceptance("server-info", float(avg)) if avg else None
@@ -157,11 +154,12 @@ class LogProbe(Probe):
 
 
 def probe_for(launcher, engine: str, *, speculative: bool, flushed: bool | None, warmup: int) -> Probe:
-    """The probe for one cell of an arm: SGLang's counters for a speculative SGLang arm, the log for the
-    embedded engine (every arm: the baseline reads 1 token per step), nothing otherwise."""
+    """The probe for one cell of an arm: the engine's /metrics counters for a speculative arm of an engine that
+    counts there (SGLang, vLLM), the log for the embedded engine (every arm: the baseline reads 1 token per step),
+    nothing otherwise."""
     source = engines.get(engine).acceptance
     if source == "metrics" and speculative:
-        return SGLangProbe(launcher.base_url, flushed is True, warmup)
+        return MetricsProbe(launcher.base_url, engine, flushed is True, warmup)
     log = getattr(launcher, "log_path", None)
     if source == "log" and log is not None:
         return LogProbe(log)

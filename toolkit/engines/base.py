@@ -69,7 +69,7 @@ class Engine:
     def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
         """Its counters in one shape, for the difference over a cell: {"tokens", "steps", "requests"}, cumulative,
         so that d(tokens) / d(steps) is the cell's tokens per verification step and d(requests) the requests the
-        difference holds; None without them. (bench/acceptance.py still reads SGLang's names itself.)"""
+        difference holds; None without them (bench/acceptance.py reads every engine through this)."""
         return None
 
     def spec_errors(self, env: Any) -> list[tuple[tuple, str, str | None]]:
