@@ -3,7 +3,7 @@ someone else serves, Slurm jobs). Arms on one slot run one after another; slots 
 on separate hardware may. The target kind's adapter (toolkit.targets) makes them.
 
     slots = plan_slots(spec, engine="sglang", hosts_spec=hosts)   # toolkit.bench.plan.plan_run calls it
-    slots[0].target                  # LocalTarget(gpus='0,1') | HostTarget(host, spec, hosts_path) | ExternalTarget(urls) ...
+    slots[0].target                  # the kind's own: LocalTarget(gpus='0,1'), HostTarget(host, ...), ExternalTarget(urls)
     slots[0].target.record()         # what the manifest's slots[].target says
 """
 
@@ -12,13 +12,8 @@ from __future__ import annotations
 from toolkit import targets
 from toolkit.specs import LoadedSpec
 from toolkit.targets import Slot, SlotTarget, shares_hardware
-from toolkit.targets.external import ExternalTarget
-from toolkit.targets.hosts import HostTarget
-from toolkit.targets.local import LocalTarget
-from toolkit.targets.slurm import SlurmTarget, slurm_jobs_default
 
-__all__ = ["ExternalTarget", "HostTarget", "LocalTarget", "Slot", "SlotTarget", "SlurmTarget", "plan_slots",
-           "shares_hardware", "slurm_jobs_default"]
+__all__ = ["Slot", "SlotTarget", "plan_slots", "shares_hardware"]
 
 
 def plan_slots(spec: LoadedSpec, engine: str | None = None, hosts_spec: LoadedSpec | None = None) -> list[Slot]:

@@ -13,9 +13,8 @@ from __future__ import annotations
 from toolkit import endpoints
 from toolkit.bench.plan import RunPlan, plan_target
 from toolkit.specs import LoadedSpec
-from toolkit.targets.external import external_endpoints
 
-__all__ = ["external_endpoints", "prepare_target"]
+__all__ = ["prepare_target"]
 
 
 def prepare_target(plan: RunPlan | LoadedSpec) -> list[endpoints.Endpoint]:

@@ -56,6 +56,7 @@ class Launcher(Protocol):
     hardware: dict | None  # what its server loads ({host, gpus}) once it runs; None: the slot's hardware
     jit_cache: Any  # the kept compile cache (toolkit.serve.jitcache.JitCache), judged warm at the start; None
     cell_step: Callable[..., list] | None  # sends a cell from beside the server (a job step); None: from here
+    log_path: Path | None  # where the toolkit keeps the server's log (None: it keeps none here)
 
     def archive_files(self) -> dict[str, str]: ...  # {archive path: text} written once it started ({}: none)
     def launch_facts(self) -> dict: ...  # what the launch record keeps of where it ran and how it ended ({})

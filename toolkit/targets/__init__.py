@@ -24,8 +24,8 @@ from toolkit.targets.base import Slot, SlotTarget, Target, deal, shares_hardware
 _REGISTRY: dict[str, Target] = {t.kind: t for t in (local.TARGET, hosts.TARGET, external.TARGET, slurm.TARGET)}
 BUILTIN: tuple[str, ...] = tuple(_REGISTRY)  # the kinds shipped with the toolkit (the Matrix's schema lists them)
 
-__all__ = ["BUILTIN", "Slot", "SlotTarget", "Target", "deal", "get", "lookup", "names", "register",
-           "shares_hardware", "unregister"]
+__all__ = ["BUILTIN", "Slot", "SlotTarget", "Target", "deal", "from_option", "get", "lookup", "names",
+           "register", "shares_hardware", "unregister"]
 
 
 def register(target: Target) -> Target:
@@ -57,3 +57,14 @@ def get(kind: str) -> Target:
         raise ToolkitError(f"unknown target kind {kind!r}",
                            hint=f"did you mean {close[0]!r}?" if close else f"kinds: {', '.join(names())}")
     return t
+
+
+def from_option(text: str) -> dict:
+    """The Matrix `target:` that a `--target` option means (`local`, an http(s) URL, a Hosts spec PATH[:GROUP]):
+    the first registered kind that reads it as its own."""
+    for t in _REGISTRY.values():
+        got = t.from_option(text)
+        if got is not None:
+            return got
+    raise ToolkitError(f"--target {text}: no target kind reads it", hint="give `local`, an http(s) URL, or a "
+                       "Hosts spec PATH[:GROUP]")

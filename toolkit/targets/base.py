@@ -80,6 +80,11 @@ class Target:
         require_embedded(plan)
         return []
 
+    def from_option(self, text: str) -> dict | None:
+        """The Matrix `target:` that `--target TEXT` (bench reproduce) means, where TEXT names one of this kind;
+        else None."""
+        return None
+
     def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
         """How the slot's target becomes the arm's launcher (the keywords `launcher` takes)."""
         raise NotImplementedError

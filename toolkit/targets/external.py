@@ -74,6 +74,9 @@ class External(Target):
         """Its URLs registered (keys, CA bundles); nothing else runs here."""
         return [endpoints.register(ep) for ep in external_endpoints(plan)]
 
+    def from_option(self, text: str) -> dict | None:
+        return {"kind": "external", "url": text} if text.startswith(("http://", "https://")) else None
+
     def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
         return {"log_path": Path(log_dir) / f"{arm}.log", "kind": "external", "url": slot.target.urls[arm]}
 

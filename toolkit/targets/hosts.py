@@ -54,6 +54,14 @@ class Hosts(Target):
             require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")
         return []
 
+    def from_option(self, text: str) -> dict | None:
+        """A Hosts spec, PATH[:GROUP] (anything not a URL: a URL of another scheme was refused before)."""
+        if text == "local" or "://" in text:
+            return None
+        path, _, group = text.partition(":")
+        hosts = load_spec(path, expect="Hosts")
+        return {"kind": "hosts", "hosts": str(hosts.path.resolve()), "group": group or "all"}
+
     def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
         t = slot.target
         return engine_kwargs(plan, arm, {"log_path": Path(log_dir) / f"{arm}.log"},

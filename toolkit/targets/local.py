@@ -49,6 +49,9 @@ class Local(Target):
             client(timeout=30)  # the local engine answers, or a one-line error now
         return []
 
+    def from_option(self, text: str) -> dict | None:
+        return {"kind": "local"} if text == "local" else None
+
     def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
         return engine_kwargs(plan, arm, {"log_path": Path(log_dir) / f"{arm}.log"}, gpus=slot.target.gpus)
 
