@@ -44,6 +44,8 @@ FLOORS: list[tuple[str, set[str]]] = [
      {"toolkit.results", "toolkit.image", "toolkit.gpu", "toolkit.serve", "toolkit.pair"}),
     ("provisioning (uses gpu's probes)", {"toolkit.provision"}),
     ("Slurm jobs (serve's launchers as batch jobs)", {"toolkit.slurm"}),
+    ("where arms run: one Target per kind (local, hosts, external, slurm), making serve's and slurm's launchers",
+     {"toolkit.targets"}),
     ("the benchmark (drives loadgen, serve, image, provision; writes through results)", {"toolkit.bench"}),
     ("the tuner (runs bench matrices)", {"toolkit.tune"}),
     ("the command line", {"toolkit.cli"}),

@@ -160,7 +160,6 @@ def probe_for(launcher, engine: str, *, speculative: bool, flushed: bool | None,
     source = engines.get(engine).acceptance
     if source == "metrics" and speculative:
         return MetricsProbe(launcher.base_url, engine, flushed is True, warmup)
-    log = getattr(launcher, "log_path", None)
-    if source == "log" and log is not None:
-        return LogProbe(log)
+    if source == "log" and launcher.log_path is not None:
+        return LogProbe(launcher.log_path)
     return Probe()

@@ -66,14 +66,8 @@ def make_launcher(plan: RunPlan, slot: Slot, arm: str, log_dir: Path, launch: in
 
 
 def _launcher_for(plan: RunPlan, arm: str, kw: dict):
-    """toolkit.serve.launcher_for, or for a Slurm target the job's launcher (toolkit.slurm sits above serve)."""
-    if kw.get("kind") == "slurm":
-        from toolkit.slurm.launcher import slurm_launcher
-
-        return slurm_launcher(plan.env_spec, arm, **kw)
-    from toolkit.serve import launcher_for
-
-    return launcher_for(plan.env_spec, plan.preset_name(arm), **kw)
+    """The arm's launcher, as the target kind makes it (toolkit.targets)."""
+    return plan.target.launcher(plan, arm, kw)
 
 
 class ArmRunner:
@@ -100,7 +94,7 @@ class ArmRunner:
             return
         if not self._start(cells):
             return
-        hardware = getattr(self.launcher, "hardware", None) or self.slot.hardware  # a Slurm job's node and GPUs
+        hardware = self.launcher.hardware or self.slot.hardware  # where a batch job's server came up
         self.record["machine"] = launch_machine(hardware, self.slot.name)
         window = {"slot": self.slot.name, "hardware": hardware, "start": time.time(), "end": None,
                   "arm": self.arm, "launch": self.launch}
@@ -123,10 +117,10 @@ class ArmRunner:
             if self.ledger.progress:
                 self.ledger.progress.arm_starting(self.arm)
             launcher.start()
-            for name, text in getattr(launcher, "archive_files", dict)().items():  # a Slurm job's script
+            for name, text in launcher.archive_files().items():  # e.g. a batch job's script
                 self.ledger.write_file(name, text)
-            self._note_job()  # a Slurm job's id, into the manifest the moment it exists
-            cache = getattr(launcher, "jit_cache", None)  # toolkit.serve.jitcache: judged warm just before the start
+            self._note_job()  # e.g. a batch job's id, into the manifest the moment it exists
+            cache = launcher.jit_cache  # toolkit.serve.jitcache: judged warm just before the start
             if cache is not None:
                 self.record.update(warm_start=cache.warm, jit_cache=str(cache.folder))
             progress = self.ledger.progress
@@ -186,7 +180,7 @@ class ArmRunner:
         info = self.launcher.info()
         preset = self.plan.env_spec.model.servers[self.plan.preset_name(self.arm)]
         meaning = preset_meaning(self.plan.env_spec.model, self.plan.preset_name(self.arm))
-        info["external"] = self.slot.target.kind == "external"
+        info["external"] = not self.plan.target.starts_servers
         info["speculative_algorithm"] = meaning.algorithm
         eng = get(self.plan.engine)
         if not eng.reports_server_info:
@@ -256,9 +250,9 @@ class ArmRunner:
         probe.start()
         on_record = self.ledger.progress.on_record(cell) if self.ledger.progress else None
         telemetry = _telemetry_start()
-        step = getattr(launcher, "cell_step", None)  # a Slurm job's: the load generator runs beside its server
+        step = launcher.cell_step  # e.g. a batch job's: the load generator runs beside its server
         # the host's load over the cell (a busy host is a methodology warning); not where the load generator
-        # runs on another machine (a Slurm job step): sampling this one would judge the wrong host
+        # runs on another machine (a job step): sampling this one would judge the wrong host
         load = HostLoad().start() if step is None else None
         t0 = time.monotonic()
         who = dict(model=launcher.model, arm=cell.arm, domain=cell.domain, repeat=cell.repeat, on_record=on_record,
@@ -325,10 +319,8 @@ class ArmRunner:
         """How the stop went (signals sent, escalations) into the launch record; an escalation is also a
         warning on the arm (a methodology check)."""
         notes = self.launcher.stop_info()
-        facts = getattr(self.launcher, "launch_facts", None)  # where a Slurm job ran and how it ended
-        if facts is not None:
-            self.record.update(facts())
-            self._note_job()
+        self.record.update(self.launcher.launch_facts())  # e.g. where a batch job ran and how it ended
+        self._note_job()
         if notes:
             self.record["stop"] = notes
         if notes.get("warnings"):
@@ -337,10 +329,9 @@ class ArmRunner:
                 info["stop_warnings"] = [*info.get("stop_warnings", []), *notes["warnings"]]
 
     def _note_job(self) -> None:
-        """A Slurm job as it is now (submitted, running on its node, ended) into the manifest's slurm.jobs."""
-        job = getattr(self.launcher, "job_record", lambda launch: None)(self.launch)
-        if job is not None:
-            self.ledger.note_job(job, self.launcher.job.loadgen)
+        """The launch as it is now into the manifest, where the target kind records one (a Slurm job: submitted,
+        running on its node, ended, in slurm.jobs)."""
+        self.ledger.amend_manifest(lambda manifest: self.plan.target.note_launch(manifest, self.launcher, self.launch))
 
     def _archive_log(self) -> None:
         """The server's log: its start-up (to the first answered health check) and its last lines; where the

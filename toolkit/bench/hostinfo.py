@@ -76,17 +76,13 @@ def local_fingerprint() -> dict:
 
 def host_fingerprint(slots) -> dict:
     """This machine's fingerprint, plus the provisioned fingerprint of every host the arms run on."""
+    from toolkit import targets
+
     out = {"controller": local_fingerprint(), "hosts": {}}
     for s in slots:
-        if s.target.kind == "hosts":  # toolkit.bench.slots.HostTarget
-            fp = None
-            try:
-                from toolkit.provision.fingerprint import load_fingerprint
-
-                fp = load_fingerprint(s.target.host)
-            except ImportError:
-                pass
-            out["hosts"][s.target.host] = fp or {"missing": "no fingerprint: run `toolkit provision host` first"}
+        got = targets.get(s.target.kind).host_fingerprint(s)  # a provisioned host's (kind hosts)
+        if got is not None:
+            out["hosts"][got[0]] = got[1]
     return scrub(out)
 
 

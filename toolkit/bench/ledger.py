@@ -75,20 +75,16 @@ class Ledger:
         with self.lock:
             self.warmups[record["arm"]] = record
 
-    def note_job(self, job: dict, loadgen: str) -> None:
-        """A Slurm job (toolkit.schema.manifest.SlurmJobRecord) into the manifest's slurm.jobs, at once: when
-        submitted (a toolkit killed with -9 still names it, and --resume cancels it), again when it ran and ended."""
-        from toolkit.schema.manifest import SlurmJobRecord, SlurmRecord
-
-        new = SlurmJobRecord.model_validate(job)
+    def amend_manifest(self, change) -> None:
+        """`change(manifest)`: (field, new value) or None, applied to the manifest at once, under the lock (a
+        target's launch record: a batch job is named the moment it is submitted, so --resume can cancel it); once
+        SHA256SUMS is being written, nothing (the launch record keeps it)."""
         with self.lock:
-            if self.closed:  # SHA256SUMS is being written: the launch record keeps how the job ended
+            if self.closed:
                 return
-            rec = self.writer.manifest.slurm or SlurmRecord(loadgen=loadgen)  # a run from before the field
-            jobs = list(rec.jobs)
-            at = next((i for i, j in enumerate(jobs) if j.job_id == new.job_id), len(jobs))
-            jobs[at:at + 1] = [new]
-            self.writer.amend_manifest("slurm", rec.model_copy(update={"jobs": jobs}))
+            got = change(self.writer.manifest)
+            if got is not None:
+                self.writer.amend_manifest(*got)
 
     def close(self) -> None:
         """No more manifest changes: the run is being finalized."""

@@ -31,7 +31,7 @@ from toolkit.bench.hostload import active_run
 from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import RunPlan, plan_run, run_manifest
-from toolkit.bench.slots import ExternalTarget, Slot
+from toolkit.bench.slots import Slot
 from toolkit.engines import preset_meaning
 from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
@@ -76,11 +76,7 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
     writer = ArchiveWriter.resume(resume) if resume else None
     if writer is not None:
         plan.resume(writer.manifest, writer.done_cells())
-        if plan.m.target.kind == "slurm":  # jobs a killed run left behind: cancelled before any is resubmitted
-            from toolkit.slurm.launcher import cancel_recorded
-
-            for job_id in cancel_recorded(writer.path, writer.manifest):
-                log(f"cancelled Slurm job {job_id}, left running by the run being resumed")
+        plan.target.resume(writer.path, writer.manifest, log)  # e.g. Slurm jobs a killed run left behind
     if writer is None:  # before any server starts: what this run can find (docs/results.md#power-before-spending)
         from toolkit.bench.power import plan_power
 
@@ -110,10 +106,7 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
                     manifest = run_manifest(plan, commands)
                     if purpose:
                         manifest = manifest.model_copy(update={"purpose": purpose})
-                    if plan.m.target.kind == "slurm":  # the scripts now; the jobs as they are submitted (Ledger)
-                        from toolkit.slurm.render import manifest_record
-
-                        manifest = manifest.model_copy(update={"slurm": manifest_record(plan.spec, plan.env_spec)})
+                    manifest = manifest.model_copy(update=plan.target.manifest_record(plan))  # e.g. job scripts
                     writer = archive_run(results_root, plan, manifest, origin)  # + inputs/
                     if probed is not None:
                         probed.archive(writer)
@@ -309,7 +302,7 @@ def _install_interrupts(stopping: threading.Event, hold: threading.Event | None 
 def shared_server(plan: RunPlan) -> set[str]:
     """Arms served by the baseline's own server (external URLs equal to the baseline's, e.g. bench tune's shared
     server): they and the baseline are one launch, so their speed-ups carry no launch noise between them."""
-    urls = {a: u for s in plan.slots if isinstance(s.target, ExternalTarget) for a, u in s.target.urls.items()}
+    urls = {a: u for s in plan.slots for a, u in plan.target.served_urls(s).items()}
     base = urls.get(plan.m.baseline_arm)
     return {a for a, u in urls.items() if base is not None and u == base and a != plan.m.baseline_arm}
 
@@ -333,7 +326,7 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
                                        arm_info=ledger.arm_info, flushed=ledger.flushed,
                                        representativeness=plan.representativeness, windows=ledger.windows,
                                        dummy_arms=[a for a in m.arms if plan.is_dummy(a, ledger.arm_info.get(a))])
-    if m.launches > 1 and any(isinstance(s.target, ExternalTarget) for s in plan.slots):
+    if m.launches > 1 and not plan.target.starts_servers:
         checks.append({"check": "launches-of-external-servers", "severity": "warning",
                        "message": f"launches: {m.launches} against external servers: the toolkit does not start them, "
                                   "so their launches are not relaunches and the launch noise is not sampled"})

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit import engines
+from toolkit import engines, targets
 from toolkit.engines import preset_meaning, sglang
 from toolkit.errors import SpecError, ToolkitError, did_you_mean
 from toolkit.loadgen.load import CellLoad
@@ -25,7 +25,7 @@ from toolkit.schema.manifest import BuildRecord, Manifest
 from toolkit.schema.records import Prompt
 from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
-from toolkit.bench.slots import ExternalTarget, HostTarget, LocalTarget, Slot, SlurmTarget, plan_slots
+from toolkit.bench.slots import Slot, plan_slots
 from toolkit.specs.environment import Environment
 from toolkit.specs.matrix import Matrix
 
@@ -245,6 +245,11 @@ class RunPlan:
         return self.env.engine
 
     @property
+    def target(self) -> targets.Target:
+        """The target kind's adapter (toolkit.targets): slots, launchers, preflight, resume cleanup, manifest record."""
+        return targets.get(self.m.target.kind)
+
+    @property
     def cells_planned(self) -> int:
         """Cells the run is to measure: every launch round planned, or the rounds a `launches_auto` run
         stopped after (`stopped_after`)."""
@@ -328,7 +333,7 @@ class RunPlan:
         s = self.synthetic.get(arm)
         if s is not None:
             return s.accept_len
-        if not engines.get(self.engine).synthetic_acceptance or self.m.target.kind == "external":
+        if not engines.get(self.engine).synthetic_acceptance or not self.target.starts_servers:
             return None
         if not preset_meaning(self.env, self.preset_name(arm)).speculative:
             return None
@@ -337,38 +342,13 @@ class RunPlan:
     def is_dummy(self, arm: str, info: dict | None = None) -> bool:
         """Does this arm serve random weights? Of a server the toolkit did not start (an external target) only
         what the server says about itself counts (`info`: its arm facts, SGLang's load_format)."""
-        if self.m.target.kind == "external":
+        if not self.target.starts_servers:
             return sglang.server_says_dummy(info)  # the arm facts keep /server_info's load_format
         return preset_meaning(self.env, self.preset_name(arm)).dummy_weights
 
     def launcher_kwargs(self, slot: Slot, arm: str, log_dir: Path) -> dict:
-        """How the slot's target becomes a launcher (toolkit.serve.launcher_for): local engine, external URL,
-        or a Docker engine (local or a host's, over ssh)."""
-        t = slot.target
-        kw: dict = {"log_path": Path(log_dir) / f"{arm}.log"}
-        if isinstance(t, ExternalTarget):
-            return {**kw, "kind": "external", "url": t.urls[arm]}
-        if isinstance(t, SlurmTarget):  # toolkit.slurm.launcher.slurm_launcher: the arm's rendered job script
-            from toolkit.slurm.render import render_jobs
-
-            return {**kw, "kind": "slurm", "job": render_jobs(self.spec, self.env_spec, [arm])[0]}
-        gpus = t.gpus if isinstance(t, LocalTarget) else None
-        target = self.m.target
-        if engines.get(self.engine).embedded:  # toolkit.serve starts it from the Environment's model
-            return kw
-        if target.launcher == "process":
-            env = {**target.env, **self.synthetic_env(arm)}
-            if gpus:
-                env["CUDA_VISIBLE_DEVICES"] = gpus
-            return {**kw, "kind": "process", "python": target.python, "env": env}
-        kw.update(kind="docker", image=self.build.image if self.build else None)
-        if self.synthetic_env(arm):  # over the Environment's env: (toolkit.serve.launcher_for)
-            kw["env"] = self.synthetic_env(arm)
-        if gpus:
-            kw["gpus"] = gpus.split(",")
-        if isinstance(t, HostTarget):
-            kw.update(address=t.spec.address, docker_url=t.docker_url)
-        return kw
+        """How the slot's target becomes the arm's launcher: the target kind's keywords (toolkit.targets)."""
+        return self.target.launcher_kwargs(self, slot, arm, log_dir)
 
     def resume(self, resumed: Manifest, done: set[str]) -> None:
         """Resuming a run: only the cells it lacks, its image and launch rounds; the same matrix spec."""
@@ -481,13 +461,10 @@ def plan_target(spec: LoadedSpec) -> RunPlan:
     declared, declared_spec = spec.model, spec
     spec, synthetic = expand_synthetic(spec, env_spec)  # the arms as they run
     paths = resolve_paths(spec, env_spec)
-    kind = spec.model.target.kind
-    hosts_spec = load_spec(paths.hosts, expect="Hosts" if kind == "hosts" else None) if paths.hosts else None
+    target = targets.get(spec.model.target.kind)
+    hosts_spec = load_spec(paths.hosts, expect="Hosts" if target.reads_hosts_spec else None) if paths.hosts else None
     slots = plan_slots(spec, env_spec.model.engine, hosts_spec)
-    if kind == "slurm":
-        from toolkit.slurm.render import check_slurm
-
-        check_slurm(declared_spec, env_spec)
+    target.check(declared_spec, env_spec)
     return RunPlan(spec, env_spec, {}, slots, {}, paths=paths, hosts_spec=hosts_spec, synthetic=synthetic,
                    declared=declared)
 

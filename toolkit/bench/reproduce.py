@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import yaml
 
-from toolkit import engines
+from toolkit import engines, targets
 from toolkit.bench.inputs import Origin, check_outside, materialize
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, open_archive
@@ -237,14 +237,7 @@ def check_target(target: str) -> None:
 
 def _retarget(spec: LoadedSpec, target: str) -> tuple[LoadedSpec, DriftRecord]:
     """The matrix with its target replaced: `local`, an http(s) URL, or a Hosts spec (PATH[:GROUP])."""
-    if target == "local":
-        new: dict = {"kind": "local"}
-    elif target.startswith(("http://", "https://")):
-        new = {"kind": "external", "url": target}
-    else:
-        path, _, group = target.partition(":")
-        hosts = load_spec(path, expect="Hosts")
-        new = {"kind": "hosts", "hosts": str(hosts.path.resolve()), "group": group or "all"}
+    new = targets.from_option(target)  # the first kind that reads it as its own
     data = spec.model.model_dump(mode="json", exclude_none=True)
     old = data["target"]
     data["target"] = new

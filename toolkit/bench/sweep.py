@@ -120,7 +120,7 @@ def _probe_cell(plan: RunPlan, launcher, cell: Cell, kind: str) -> tuple[CellSum
     load, workload, prompts = plan.load(cell), plan.workloads[cell.domain], plan.prompts(cell)
     who = dict(model=launcher.model, arm=cell.arm, domain=cell.domain, repeat=0,
                check_alive=lambda: launcher.check_alive(during=f"the sweep's {kind} probe"))
-    step = getattr(launcher, "cell_step", None)  # a Slurm job's: the load generator runs beside its server
+    step = launcher.cell_step  # e.g. a batch job's: the load generator runs beside its server
     records = (step(f"probe-{kind}", load, prompts, **who) if step is not None
                else run(run_cell(launcher.base_url, load, prompts, **who)))
     summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency, repeat=0,

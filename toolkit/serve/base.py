@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 import weakref
 from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from toolkit.errors import ToolFailure
 from toolkit.fsutil import tail_lines
@@ -50,6 +50,17 @@ class Launcher(Protocol):
     def log_text(self) -> str | None: ...  # the whole log kept by the toolkit (None: log_tail is all there is)
     def stop_info(self) -> dict: ...  # how the last stop went: signals sent, warnings, exit code
     def exit_code(self) -> int | None: ...  # None while running (or not managed)
+
+    # Optional capabilities, with BaseLauncher's no-op defaults: a launcher that has none of them (a local
+    # process, a container, an external URL) inherits them; a batch job's (toolkit.slurm) gives them all.
+    hardware: dict | None  # what its server loads ({host, gpus}) once it runs; None: the slot's hardware
+    jit_cache: Any  # the kept compile cache (toolkit.serve.jitcache.JitCache), judged warm at the start; None
+    cell_step: Callable[..., list] | None  # sends a cell from beside the server (a job step); None: from here
+    log_path: Path | None  # where the toolkit keeps the server's log (None: it keeps none here)
+
+    def archive_files(self) -> dict[str, str]: ...  # {archive path: text} written once it started ({}: none)
+    def launch_facts(self) -> dict: ...  # what the launch record keeps of where it ran and how it ended ({})
+    def job_record(self, launch: int) -> dict | None: ...  # the batch job as the manifest lists it (None)
 
 
 _LIVE: "weakref.WeakSet[BaseLauncher]" = weakref.WeakSet()
@@ -261,6 +272,20 @@ class BaseLauncher:
 
     def flush_cache(self) -> bool | None:
         """Nothing to reset, unless an engine's launcher knows how (SGLang: /flush_cache)."""
+        return None
+
+    # -- optional capabilities (the Launcher protocol's): none, unless a launcher has them
+    hardware: dict | None = None
+    jit_cache = None
+    cell_step: Callable[..., list] | None = None
+
+    def archive_files(self) -> dict[str, str]:
+        return {}
+
+    def launch_facts(self) -> dict:
+        return {}
+
+    def job_record(self, launch: int) -> dict | None:  # noqa: ARG002 - a batch job's launcher has one
         return None
 
     def __enter__(self):

@@ -291,7 +291,7 @@ class SGLangSlurmLauncher(SGLangMixin, SlurmLauncher):
 
 
 def slurm_launcher(env_spec, preset: str, *, job: JobScript, log_path: Path | None = None, **_) -> SlurmLauncher:
-    """The launcher of one arm's job (toolkit.bench.plan.RunPlan.launcher_kwargs renders `job`)."""
+    """The launcher of one arm's job (toolkit.targets.slurm.Slurm.launcher_kwargs renders `job`)."""
     cls = SGLangSlurmLauncher if engines.get(env_spec.model.engine).reports_server_info else SlurmLauncher
     return cls(job, log_path=log_path)
 

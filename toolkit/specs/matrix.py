@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
-from pydantic_core import PydanticKnownError
+from pydantic_core import PydanticCustomError, PydanticKnownError
 
 from toolkit.errors import SpecValueError, did_you_mean
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
@@ -18,6 +18,10 @@ from toolkit.specs.slurm import SlurmJob
 
 
 SWEEP_PROBE_SLOTS = 256  # a duration-sized sweep's throughput probe without max_concurrency: requests in flight
+# the target kinds shipped with the toolkit, and those a Matrix accepts: these and any toolkit.targets.register
+# adds (the targets sit floors above the spec, so they tell it their names)
+BUILTIN_TARGET_KINDS: tuple[str, ...] = ("local", "hosts", "external", "slurm")
+TARGET_KINDS: set[str] = set(BUILTIN_TARGET_KINDS)
 OPEN_LOOP_SLOTS = 4096  # `rates:` without `max_concurrency`: requests in flight at most, more than any cell here sends
 
 
@@ -28,7 +32,8 @@ class Target(StrictModel):
     another arm loads the same GPU says nothing about either. Side by side only on separate GPU sets.
     """
 
-    kind: Literal["local", "hosts", "external", "slurm"] = "local"
+    # any registered kind (toolkit/targets/__init__.py registers another here); the schema lists the built-in ones
+    kind: str = Field("local", json_schema_extra={"enum": list(BUILTIN_TARGET_KINDS)})
     launcher: Literal["docker", "process", "container"] = Field(
         "docker", description="sglang engine, kind local: a container from the built image (docker) or a plain "
                               "process where SGLang is installed (a venv); kind slurm: process (the default) or "
@@ -59,6 +64,16 @@ class Target(StrictModel):
                                                         "matrix holds")] = Field(
         None, description="kind slurm: partition, account, time limit, GPUs, nodes, sbatch options, container "
                           "(docs/slurm.md)")
+
+    @field_validator("kind")
+    @classmethod
+    def _registered_kind(cls, v: str) -> str:
+        """A registered target kind; another is refused as a Literal would be (the values, a did-you-mean)."""
+        if v not in TARGET_KINDS:
+            names = [repr(n) for n in (*BUILTIN_TARGET_KINDS, *sorted(TARGET_KINDS - set(BUILTIN_TARGET_KINDS)))]
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": " or ".join([", ".join(names[:-1]), names[-1]])})
+        return v
 
     @model_validator(mode="after")
     def _fields(self) -> "Target":

@@ -93,7 +93,7 @@ def check_matrix(mspec: LoadedSpec) -> None:
     bench.plan.check_matrix checks (target, workloads), then the `tune:` block as `bench tune` checks it.
     It lives here, on the tuner's floor, because the tuner sits above bench."""
     from toolkit.bench.plan import check_matrix as check_run, plan_target
-    from toolkit.bench.targets import external_endpoints
+    from toolkit.targets.external import external_endpoints
 
     check_tune(mspec, check_run(mspec))
     plan = plan_target(mspec)

@@ -1,0 +1,152 @@
+"""What a target kind is to the runner: one `Target` object per kind of place a matrix's arms run (this
+machine, hosts of a Hosts spec, URLs someone else serves, Slurm jobs), asked by bench instead of comparing
+`target.kind` with a name. Each kind (local.py, hosts.py, external.py, slurm.py) gives its adapter here; the
+registry is toolkit/targets/__init__.py.
+
+    t = targets.get(matrix.target.kind)
+    t.slots(spec, engine, hosts_spec)    [Slot] with their arms: where arms run, side by side or in turn
+    t.check(spec, env_spec)              what the plan refuses of the spec beyond its schema (Slurm: job folder)
+    t.preflight(plan)                    what this machine needs before an archive exists (extras, clients)
+    t.launcher_kwargs(plan, slot, arm, log_dir), t.launcher(plan, arm, kw)   one arm's launcher, not started
+    t.resume(run_dir, manifest, log)     what a killed run left behind, cleaned before --resume goes on
+    t.manifest_record(plan)              manifest fields of its own ({} for most kinds)
+    t.note_launch(manifest, launcher, launch)   a launch into the manifest as it happens (a batch job's id)
+
+A plan is read by its attributes (spec, env_spec, m, engine, paths, build, preset_name, synthetic_env): the
+targets sit below bench (tests/test_import_cycles.py) and never import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from toolkit import engines
+from toolkit.extras import require_extra
+
+
+class SlotTarget(Protocol):
+    """Where one slot's arms run, typed per kind (LocalTarget, HostTarget, ...): its kind and its manifest record."""
+
+    kind: str
+
+    def record(self) -> dict: ...
+
+
+@dataclass
+class Slot:
+    """Where arms run one after another. `hardware` names what the slot's arms load ({host, gpus}): slots
+    whose hardware overlaps must not be measured at the same time."""
+
+    name: str
+    target: Any  # a SlotTarget
+    arms: list[str] = field(default_factory=list)
+    hardware: dict = field(default_factory=dict)
+
+
+def shares_hardware(a: dict, b: dict) -> bool:
+    """Do two slots' hardware overlap? Same host, and the same GPUs (or all of them) on it."""
+    if not a or not b or a.get("host") != b.get("host"):
+        return False
+    ga, gb = a.get("gpus", "all"), b.get("gpus", "all")
+    return ga == "all" or gb == "all" or bool(set(str(ga).split(",")) & set(str(gb).split(",")))
+
+
+def deal(slots: list[Slot], arms: list[str]) -> list[Slot]:
+    """The arms dealt round-robin over the slots; the slots that got any."""
+    for i, arm in enumerate(arms):
+        slots[i % len(slots)].arms.append(arm)
+    return [s for s in slots if s.arms]
+
+
+class Target:
+    """One kind of place arms run. Defaults: the toolkit starts the servers, through toolkit.serve."""
+
+    kind: str = ""
+    starts_servers: bool = True  # False: servers someone else started (the toolkit neither starts nor flushes them)
+    reads_hosts_spec: bool = False  # `target.hosts` is a Hosts spec the plan loads
+
+    def slots(self, spec, engine: str | None, hosts_spec) -> list[Slot]:
+        """The run's slots with their arms (`spec`: the Matrix as it runs; `hosts_spec`: its Hosts spec, or None)."""
+        raise NotImplementedError
+
+    def check(self, spec, env_spec) -> None:
+        """What the plan refuses of the Matrix as written (`spec`) beyond its schema; nothing by default."""
+
+    def preflight(self, plan) -> list:
+        """What this machine needs for the run, checked before the archive exists: the embedded engine's extra
+        by default. Returns the endpoints it registered (toolkit.endpoints)."""
+        require_embedded(plan)
+        return []
+
+    def from_option(self, text: str) -> dict | None:
+        """The Matrix `target:` that `--target TEXT` (bench reproduce) means, where TEXT names one of this kind;
+        else None."""
+        return None
+
+    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
+        """How the slot's target becomes the arm's launcher (the keywords `launcher` takes)."""
+        raise NotImplementedError
+
+    def launcher(self, plan, arm: str, kw: dict):
+        """The arm's launcher (toolkit.serve.Launcher), made but not started."""
+        from toolkit.serve import launcher_for
+
+        return launcher_for(plan.env_spec, plan.preset_name(arm), **kw)
+
+    def resume(self, run_dir: Path, manifest, log: Callable[[str], None]) -> None:
+        """Clean what a killed run of this archive left behind, before the resumed run starts anything."""
+
+    def manifest_record(self, plan) -> dict:
+        """Manifest fields of this kind's own ({field: value}), written when the archive is made."""
+        return {}
+
+    def note_launch(self, manifest, launcher, launch: int) -> tuple[str, Any] | None:
+        """(manifest field, new value) that records a launch as it is now, or None: nothing to record."""
+        return None
+
+    def served_urls(self, slot: Slot) -> dict[str, str]:
+        """{arm: URL} of servers someone else started ({}: the toolkit starts them)."""
+        return {}
+
+    def host_fingerprint(self, slot: Slot) -> tuple[str, dict] | None:
+        """(name, provisioned fingerprint) of the host a slot's arms run on, where one is kept; else None."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<Target {self.kind}>"
+
+
+def require_embedded(plan) -> None:
+    """The embedded engine (it runs in the toolkit's Python) needs a model and the `local` extra."""
+    env_spec = plan.env_spec
+    env = env_spec.model
+    if not engines.get(env.engine).embedded:
+        return
+    if env.model is None:
+        raise env_spec.error(("engine",), "the embedded engine runs here (target local) and this environment "
+                             "names no model for it", hint="add `model: {dummy: {}}` (random weights) or "
+                             "`model: {path: DIR}`; a server of your own is a target of kind external")
+    require_extra("local", "the embedded CPU engine (engine: transformers)")
+
+
+def engine_kwargs(plan, arm: str, kw: dict, gpus: str | None = None, docker: dict | None = None) -> dict:
+    """The keywords of a server the toolkit starts on a machine's engine: the embedded engine (toolkit.serve
+    starts it from the Environment's model), a process (target.launcher: process) or a container; `gpus`: the
+    GPU set it sees; `docker`: where its Docker engine is (a host's, over ssh)."""
+    target = plan.m.target
+    if engines.get(plan.engine).embedded:
+        return kw
+    if target.launcher == "process":
+        env = {**target.env, **plan.synthetic_env(arm)}
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = gpus
+        return {**kw, "kind": "process", "python": target.python, "env": env}
+    kw.update(kind="docker", image=plan.build.image if plan.build else None)
+    if plan.synthetic_env(arm):  # over the Environment's env: (toolkit.serve.launcher_for)
+        kw["env"] = plan.synthetic_env(arm)
+    if gpus:
+        kw["gpus"] = gpus.split(",")
+    kw.update(docker or {})
+    return kw
