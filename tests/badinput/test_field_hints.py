@@ -56,6 +56,7 @@ VALIDATED: list[tuple[str, tuple, Any, str]] = [
     ("Environment", ("servers", "baseline", "port"), math.inf, "finite"),
     ("Environment", ("request_params", "ngram", "top_k"), math.nan, "finite"),
     ("Hosts", ("hosts", "a", "key"), "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n", "~/.ssh/id_ed25519"),
+    ("Matrix", ("target", "kind"), "locl", "did you mean 'local'?"),
     ("Hosts", ("defaults", "key"), "-----BEGIN OPENSSH PRIVATE KEY-----", "~/.ssh/id_ed25519"),
 ]
 
