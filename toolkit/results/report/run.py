@@ -124,6 +124,19 @@ def _matrix_facts(spec: dict, sweep: SweepRecord | None = None) -> list[list[str
     return [[k, str(v)] for k, v in rows if v not in (None, "", [])]
 
 
+def weights_fact(env: dict | None) -> str | None:
+    """What the run's weights were, from its Environment: random (a dummy model: the run proves a path, not an
+    answer), or trained and pinned by sha256 (checked before every start); None where the spec says neither."""
+    env = env or {}
+    if (env.get("model") or {}).get("dummy") or env.get("dummy_models"):
+        return "RANDOM (a dummy model): acceptance and speed-ups prove the path, not an answer"
+    pins = env.get("weights") or {}
+    if pins:
+        return ("real (trained), pinned by sha256 and checked before each start: "
+                + ", ".join(f"{name} {digest[:12]}" for name, digest in sorted(pins.items())))
+    return None
+
+
 def _derived(d: Derived | dict | None) -> Derived:
     return d if isinstance(d, Derived) else Derived.model_validate(d or {})
 
@@ -146,6 +159,7 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
     facts = [["run", f"{f['matrix']}/{f['run_id']}"], ["status", status_text(f["status"], f.get("why"))],
              ["started / finished", f"{f['started_at'] or '-'} / {f['finished_at'] or '-'}"],
              ["environment", f"{f['environment'] or '-'} (hash {f['env_hash'] or '-'})"],
+             *([["weights", w]] if (w := weights_fact(m.environment.resolved if m.environment else None)) else []),
              ["image", image or "-"], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
              ["toolkit", f"{m.toolkit.version or '-'} {m.toolkit.git_sha or ''}".strip()],
              ["source", f["source"]]] + _matrix_facts(spec, m.sweep)
