@@ -126,7 +126,7 @@ def test_slurm_nodes_on_the_embedded_engine_is_refused_by_validate(tmp_path: Pat
 
 def test_a_container_launcher_on_the_embedded_engine_is_refused_by_validate(tmp_path: Path) -> None:
     m = write_matrix(tmp_path, SLURM + "  launcher: container\n  slurm: {container_image: x.sif}\n")
-    _refused(m, 10, "runs as a process", "launcher: process")
+    _refused(m, 10, "does not run under launcher 'container'", "one of process")
 
 
 def test_the_run_plan_refuses_the_slurm_workdir_too(tmp_path: Path) -> None:

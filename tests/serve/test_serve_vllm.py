@@ -147,3 +147,30 @@ def test_a_matrix_of_vllm_arms(tmp_path: Path) -> None:
     acc = {(c["arm"], c["concurrency"]): (c["metrics"].get("accept_length") or {}).get("mean") for c in summary["cells"]}
     assert all(acc[a, c] and acc[a, c] > 1 for a in ("eagle3", "ngram") for c in (1, 4)), acc
     assert acc["baseline", 1] is None, acc
+
+
+@pytest.mark.parametrize("target, line, words", [
+    ("{kind: local}", "target:", "does not run under launcher 'docker' (the target's default)"),
+    ("{kind: local, launcher: docker}", "target:", "does not run under launcher 'docker'"),
+    ("{kind: slurm, launcher: process, slurm: {partition: p}}", "target:", "a Slurm job cannot run engine 'vllm'"),
+])
+def test_validate_refuses_a_target_vllm_cannot_run_on(tmp_path: Path, target: str, line: str, words: str) -> None:
+    """What the run would refuse at its launch (no container launcher for vLLM, no Slurm job rendering) is
+    refused by `toolkit validate` first, at the target's line, with the launchers vLLM has."""
+    (tmp_path / "env.yaml").write_text(ENV)
+    (tmp_path / "m.yaml").write_text(textwrap.dedent(f"""\
+        kind: Matrix
+        name: vt
+        environment: env.yaml
+        arms: [baseline, eagle3]
+        workloads: [coding]
+        concurrency: [1]
+        requests: 2
+        target: {target}
+        """))
+    r = run_cli("validate", str(tmp_path / "m.yaml"))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert words in r.stderr and "m.yaml:8" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    ok = (tmp_path / "m.yaml").read_text().replace(target, '{kind: local, launcher: process}')
+    (tmp_path / "ok.yaml").write_text(ok)
+    assert run_cli("validate", str(tmp_path / "ok.yaml")).returncode == 0

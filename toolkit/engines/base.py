@@ -35,6 +35,7 @@ class Engine:
     # the server reports itself (/server_info, /metrics, /flush_cache): read into the arm facts and the report
     reports_server_info: bool = False
     spans_nodes: bool = False          # a Slurm job of several nodes
+    slurm_jobs: bool = False           # toolkit/slurm renders its server command into a job script
     exclusive_gpus: bool = False       # two arms on the same GPUs disturb each other (no `parallel`)
     synthetic_acceptance: bool = False  # a forced acceptance length (the Matrix's `synthetic_acceptance:`)
     reads_generation_config: bool = False  # its arms differ by per-request generation_config (transformers' keys)

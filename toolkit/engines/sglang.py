@@ -247,6 +247,7 @@ class SGLangEngine(Engine):
     name = "sglang"
     facts = FACTS
     launchers = frozenset({"docker", "process", "container"})
+    slurm_jobs = True
     builds_image = True
     reports_server_info = True
     spans_nodes = True

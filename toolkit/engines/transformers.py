@@ -58,6 +58,7 @@ class TransformersEngine(Engine):
     name = "transformers"
     facts = FACTS
     launchers = frozenset({"process"})
+    slurm_jobs = True
     embedded = True
     reads_generation_config = True
     knob_separator = "_"

@@ -82,9 +82,12 @@ def check_slurm(spec: LoadedSpec, env_spec: LoadedSpec) -> Path:
     if t.slurm.nodes > 1 and not eng.spans_nodes:
         raise spec.error(("target", "slurm", "nodes"), "only SGLang spans nodes (--nnodes)",
                          hint="the embedded engine runs on one node: drop `nodes:`")
+    if not eng.slurm_jobs:
+        raise spec.error(("target", "kind"), f"a Slurm job cannot run engine {eng.name!r} yet: its server command "
+                         "is not rendered into job scripts", hint="run it on a `local` target (launcher: process)")
     if not eng.supports_launcher(t.launcher):
-        raise spec.error(("target", "launcher"), "the embedded engine (engine: transformers) runs as a process "
-                         "in the job", hint="set `launcher: process`; containers run SGLang images")
+        raise spec.error(("target", "launcher"), f"engine {eng.name!r} does not run under launcher {t.launcher!r} "
+                         "in a job", hint=f"set `launcher:` to one of {', '.join(sorted(eng.launchers))}")
     return workdir_of(spec)
 
 

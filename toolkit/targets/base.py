@@ -72,7 +72,15 @@ class Target:
         raise NotImplementedError
 
     def check(self, spec, env_spec) -> None:
-        """What the plan refuses of the Matrix as written (`spec`) beyond its schema; nothing by default."""
+        """What the plan refuses of the Matrix as written (`spec`) beyond its schema: by default, a launcher the
+        engine does not run under (where this kind starts servers; the embedded engine ignores the launcher)."""
+        eng = engines.get(env_spec.model.engine)
+        launcher = spec.model.target.launcher
+        if self.starts_servers and not eng.embedded and not eng.supports_launcher(launcher):
+            where = ("target", "launcher") if "launcher" in spec.model.target.model_fields_set else ("target",)
+            raise spec.error(where, f"engine {eng.name!r} does not run under launcher {launcher!r}"
+                             + ("" if where[-1] == "launcher" else " (the target's default)"),
+                             hint=f"set the target's `launcher:` to one of {', '.join(sorted(eng.launchers))}")
 
     def preflight(self, plan) -> list:
         """What this machine needs for the run, checked before the archive exists: the embedded engine's extra
