@@ -174,3 +174,25 @@ def test_validate_refuses_a_target_vllm_cannot_run_on(tmp_path: Path, target: st
     ok = (tmp_path / "m.yaml").read_text().replace(target, '{kind: local, launcher: process}')
     (tmp_path / "ok.yaml").write_text(ok)
     assert run_cli("validate", str(tmp_path / "ok.yaml")).returncode == 0
+
+
+def test_bench_tune_refuses_a_vllm_arm_at_its_space(tmp_path: Path) -> None:
+    """The tuner's flag rules are SGLang's: a vLLM arm's knobs are refused at `tune.space`, not checked
+    against the wrong engine's rules."""
+    (tmp_path / "env.yaml").write_text(ENV)
+    (tmp_path / "m.yaml").write_text(textwrap.dedent("""\
+        kind: Matrix
+        name: vt
+        environment: env.yaml
+        arms: [baseline, eagle3]
+        workloads: [coding]
+        concurrency: [1]
+        requests: 2
+        target: {kind: local, launcher: process}
+        tune:
+          space:
+            eagle3:
+              max-num-seqs: [8, 16]
+        """))
+    r = run_cli("validate", str(tmp_path / "m.yaml"))
+    assert r.returncode == 2 and "does not know engine 'vllm'" in r.stderr and "m.yaml:11" in r.stderr, r.stderr

@@ -36,6 +36,7 @@ class Engine:
     reports_server_info: bool = False
     spans_nodes: bool = False          # a Slurm job of several nodes
     slurm_jobs: bool = False           # toolkit/slurm renders its server command into a job script
+    tunes_server_flags: bool = False   # bench tune knows its server flags' rules (toolkit/tune/space.py)
     exclusive_gpus: bool = False       # two arms on the same GPUs disturb each other (no `parallel`)
     synthetic_acceptance: bool = False  # a forced acceptance length (the Matrix's `synthetic_acceptance:`)
     reads_generation_config: bool = False  # its arms differ by per-request generation_config (transformers' keys)

@@ -248,6 +248,7 @@ class SGLangEngine(Engine):
     facts = FACTS
     launchers = frozenset({"docker", "process", "container"})
     slurm_jobs = True
+    tunes_server_flags = True
     builds_image = True
     reports_server_info = True
     spans_nodes = True

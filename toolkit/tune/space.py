@@ -20,7 +20,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit import engines
+from toolkit import engines, targets
 from toolkit.engines import KnobInfo, sglang, transformers
 from toolkit.errors import SpecError, did_you_mean
 from toolkit.specs import LoadedSpec
@@ -80,8 +80,13 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
             if v in seen[:i]:
                 raise mspec.error(_where(arm, knob, i), f"{knob} lists {v} twice: each value is one trial",
                                   hint="remove the second one")
-    space = (_transformers if engines.get(env.engine).reads_generation_config else _sglang)(mspec, env, arm, knobs)
-    if space.level == "server" and m.target.kind == "external":
+    eng = engines.get(env.engine)
+    if not eng.reads_generation_config and not eng.tunes_server_flags:
+        raise mspec.error(("tune", "space", arm), f"bench tune does not know engine {eng.name!r}'s flags yet (which "
+                          "values its server rewrites or refuses)", hint="tune an SGLang or embedded-engine arm, "
+                          "or compare presets with `toolkit bench matrix`")
+    space = (_transformers if eng.reads_generation_config else _sglang)(mspec, env, arm, knobs)
+    if space.level == "server" and not targets.get(m.target.kind).starts_servers:
         raise mspec.error(("target",), f"tuning {', '.join(space.knobs)} restarts the server for every "
                           "trial, and an external target's servers were started by someone else",
                           hint="tune server flags on a target the toolkit launches (local or hosts)")
