@@ -297,11 +297,13 @@ async def send_one(pool: Pool, path: str, api: Api, body: bytes, rec: RequestRec
     if rec.error is not None and secrets:  # an API key echoed back by the server is masked
         rec.error = _redact(rec.error, secrets)
     end = _perf()
-    rec.chunk_ms = [(t - sent) * 1000.0 for t in st.times]
+    # times to the microsecond (the clock's jitter and the event loop's are larger): full float digits made a
+    # c=64 cell's raw records ~4x larger compressed, for no information (docs/lab/pair.md, third sitting)
+    rec.chunk_ms = [round((t - sent) * 1000.0, 3) for t in st.times]
     rec.chunk_tokens = st.tokens
     if st.times:
         rec.ttft_ms = rec.chunk_ms[0]
-    rec.e2e_ms = (end - sent) * 1000.0
+    rec.e2e_ms = round((end - sent) * 1000.0, 3)
     rec.input_tokens = st.input_tokens
     if api == "generate":
         rec.tokens_source = "meta_info"
