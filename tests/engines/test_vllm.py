@@ -15,7 +15,7 @@ from tests.conftest import run_cli
 from toolkit import engines
 from toolkit.engines import preset_meaning, vllm, vllm_flags
 from toolkit.errors import ToolkitError
-from toolkit.serve.sglang import parse_metrics
+from toolkit.serve.base import parse_metrics
 from toolkit.specs import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent.parent

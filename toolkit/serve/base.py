@@ -445,3 +445,31 @@ class ExternalLauncher(BaseLauncher):
 
     def log_tail(self, n: int = 40) -> str:
         return ""
+
+
+def metrics_snapshot(base_url: str) -> dict[str, float]:
+    """Prometheus /metrics as {"name{labels}": value}; {} when absent (SGLang: without --enable-metrics;
+    vLLM: with --disable-log-stats)."""
+    status, body = http_get(base_url + "/metrics", timeout=10)
+    return parse_metrics(body.decode(errors="replace")) if status == 200 else {}
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text format -> {"name{labels}": value}. Label values may hold spaces; a sample may end
+    with a timestamp, which is dropped."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        close = line.rfind("}")
+        if close >= 0:
+            name, rest = line[:close + 1], line[close + 1:]
+        else:
+            name, _, rest = line.partition(" ")
+        fields = rest.split()
+        try:
+            out[name.strip()] = float(fields[0])
+        except (IndexError, ValueError):
+            continue
+    return out

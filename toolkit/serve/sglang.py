@@ -19,7 +19,8 @@ from pathlib import Path
 
 from toolkit.engines import sglang
 from toolkit.fsutil import tail_lines
-from toolkit.serve.base import BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get
+from toolkit.serve.base import (BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get,  # noqa: F401
+                                metrics_snapshot, parse_metrics)
 from toolkit.serve.jitcache import JitCache
 from toolkit.serve.stopping import ForceQuit, ShutdownDone
 
@@ -345,33 +346,6 @@ def preset_mismatches(preset: dict, info: dict) -> list[dict]:
             continue
         if not _same(want, info[name]):
             out.append({"flag": flag, "preset": want, "server": info[name]})
-    return out
-
-
-def metrics_snapshot(base_url: str) -> dict[str, float]:
-    """Prometheus /metrics as {"name{labels}": value} (needs --enable-metrics); {} when absent."""
-    status, body = http_get(base_url + "/metrics", timeout=10)
-    return parse_metrics(body.decode(errors="replace")) if status == 200 else {}
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text format -> {"name{labels}": value}. Label values may hold spaces; a sample may end
-    with a timestamp, which is dropped."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        close = line.rfind("}")
-        if close >= 0:
-            name, rest = line[:close + 1], line[close + 1:]
-        else:
-            name, _, rest = line.partition(" ")
-        fields = rest.split()
-        try:
-            out[name.strip()] = float(fields[0])
-        except (IndexError, ValueError):
-            continue
     return out
 
 

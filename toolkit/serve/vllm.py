@@ -25,8 +25,7 @@ from typing import Callable
 
 from toolkit.engines import vllm
 from toolkit.errors import ToolFailure
-from toolkit.serve.base import ProcessLauncher, free_port, http_get
-from toolkit.serve.sglang import parse_metrics
+from toolkit.serve.base import ProcessLauncher, free_port, http_get, metrics_snapshot
 
 STOP_SIGNAL = signal.SIGTERM
 STOP_WAIT_S = 30.0   # a drain waits for running requests; the runner stops a server between cells, idle
@@ -133,12 +132,6 @@ def server_info(base_url: str) -> dict:
         except ValueError:
             pass
     return out
-
-
-def metrics_snapshot(base_url: str) -> dict[str, float]:
-    """Prometheus /metrics as {"name{labels}": value}; {} when absent (--disable-log-stats)."""
-    status, body = http_get(base_url + "/metrics", timeout=10)
-    return parse_metrics(body.decode(errors="replace")) if status == 200 else {}
 
 
 def acceptance_counters(base_url: str) -> dict[str, float] | None:
