@@ -107,7 +107,7 @@ def test_a_port_the_job_picks_when_the_preset_has_none(tmp_path):
                     .replace("  kind: local\n", f"  kind: slurm\n  slurm: {{workdir: {tmp_path}}}\n"))
     r = run_cli("render", "slurm", str(path))
     assert r.returncode == 0, r.stderr
-    assert '--host 0.0.0.0 --port "${PORT}"' in r.stdout and "candidate=$((20000 + RANDOM % 40000))" in r.stdout
+    assert '--host 0.0.0.0 --port "${PORT}"' in r.stdout and "candidate=$((10000 + RANDOM % (EPHEMERAL - 10002)))" in r.stdout
     assert "export HF_HUB_OFFLINE=1" in r.stdout
 
 
