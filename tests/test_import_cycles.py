@@ -31,6 +31,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("ground: imports no toolkit package",
      {"toolkit", "toolkit._data", "toolkit.errors", "toolkit.fsutil", "toolkit.numbers", "toolkit.settings",
       "toolkit.signals"}),
+    ("the registry of named plug-ins (engines, target kinds): errors alone", {"toolkit.registry"}),
     ("what the engines mean (SGLang's flags, the embedded engine's generation_config): facts the spec, "
      "the shared types and every stage ask", {"toolkit.engines"}),
     ("the shared types and leaf helpers",

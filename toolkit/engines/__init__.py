@@ -16,17 +16,17 @@ request_params, model).
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from toolkit.engines import sglang, transformers, vllm
 from toolkit.engines.base import Engine
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
-from toolkit.errors import ToolkitError
+from toolkit.registry import Registry
 
-_REGISTRY: dict[str, Engine] = {e.name: e for e in (sglang.ENGINE, transformers.ENGINE, vllm.ENGINE)}
+ENGINES: Registry[Engine] = Registry("engine", "engines",
+                                    {e.name: e for e in (sglang.ENGINE, transformers.ENGINE, vllm.ENGINE)})
 # the engines shipped with the toolkit (the Environment's schema lists them)
-BUILTIN: tuple[str, ...] = tuple(_REGISTRY)
+BUILTIN: tuple[str, ...] = ENGINES.builtin
 
 __all__ = ["BUILTIN", "Engine", "EngineFacts", "KnobInfo", "PresetMeaning", "engine_facts", "get", "lookup",
            "names", "preset_meaning", "register", "unregister"]
@@ -34,32 +34,18 @@ __all__ = ["BUILTIN", "Engine", "EngineFacts", "KnobInfo", "PresetMeaning", "eng
 
 def register(engine: Engine) -> Engine:
     """Make `engine` known by its name (replacing one of that name); returns it."""
-    _REGISTRY[engine.name] = engine
-    return engine
+    return ENGINES.register(engine.name, engine)
 
 
-def unregister(name: str) -> None:
-    if name in BUILTIN:
-        raise ToolkitError(f"engine {name!r} ships with the toolkit and stays registered")
-    _REGISTRY.pop(name, None)
-
-
-def names() -> list[str]:
-    return list(_REGISTRY)
+unregister, names = ENGINES.unregister, ENGINES.names
 
 
 def lookup(name: str | None) -> Engine | None:
     """The engine of that name, or None (an archive may name an engine this toolkit does not know)."""
-    return _REGISTRY.get(name) if name else None
+    return ENGINES.lookup(name)
 
 
-def get(name: str) -> Engine:
-    eng = lookup(name)
-    if eng is None:
-        close = difflib.get_close_matches(str(name), names(), n=1, cutoff=0.6)
-        raise ToolkitError(f"unknown engine {name!r}",
-                           hint=f"did you mean {close[0]!r}?" if close else f"engines: {', '.join(names())}")
-    return eng
+get = ENGINES.get
 
 
 def engine_facts(engine: str) -> EngineFacts:

@@ -14,15 +14,15 @@ It sits on a floor of its own above the launchers it makes (toolkit.serve, toolk
 
 from __future__ import annotations
 
-import difflib
-
 from toolkit.errors import ToolkitError
+from toolkit.registry import Registry
 from toolkit.specs import matrix as matrix_spec
 from toolkit.targets import external, hosts, local, slurm
 from toolkit.targets.base import Slot, SlotTarget, Target, deal, shares_hardware
 
-_REGISTRY: dict[str, Target] = {t.kind: t for t in (local.TARGET, hosts.TARGET, external.TARGET, slurm.TARGET)}
-BUILTIN: tuple[str, ...] = tuple(_REGISTRY)  # the kinds shipped with the toolkit (the Matrix's schema lists them)
+TARGETS: Registry[Target] = Registry("target kind", "kinds",
+                                    {t.kind: t for t in (local.TARGET, hosts.TARGET, external.TARGET, slurm.TARGET)})
+BUILTIN: tuple[str, ...] = TARGETS.builtin  # the kinds shipped with the toolkit (the Matrix's schema lists them)
 
 __all__ = ["BUILTIN", "Slot", "SlotTarget", "Target", "deal", "from_option", "get", "lookup", "names",
            "register", "shares_hardware", "unregister"]
@@ -30,39 +30,22 @@ __all__ = ["BUILTIN", "Slot", "SlotTarget", "Target", "deal", "from_option", "ge
 
 def register(target: Target) -> Target:
     """Make `target` known by its kind (replacing one of that kind), to the runner and the Matrix spec; returns it."""
-    _REGISTRY[target.kind] = target
     matrix_spec.TARGET_KINDS.add(target.kind)
-    return target
+    return TARGETS.register(target.kind, target)
 
 
 def unregister(kind: str) -> None:
-    if kind in BUILTIN:
-        raise ToolkitError(f"target kind {kind!r} ships with the toolkit and stays registered")
-    _REGISTRY.pop(kind, None)
+    TARGETS.unregister(kind)
     matrix_spec.TARGET_KINDS.discard(kind)
 
 
-def names() -> list[str]:
-    return list(_REGISTRY)
-
-
-def lookup(kind: str | None) -> Target | None:
-    return _REGISTRY.get(kind) if kind else None
-
-
-def get(kind: str) -> Target:
-    t = lookup(kind)
-    if t is None:
-        close = difflib.get_close_matches(str(kind), names(), n=1, cutoff=0.6)
-        raise ToolkitError(f"unknown target kind {kind!r}",
-                           hint=f"did you mean {close[0]!r}?" if close else f"kinds: {', '.join(names())}")
-    return t
+names, lookup, get = TARGETS.names, TARGETS.lookup, TARGETS.get
 
 
 def from_option(text: str) -> dict:
     """The Matrix `target:` that a `--target` option means (`local`, an http(s) URL, a Hosts spec PATH[:GROUP]):
     the first registered kind that reads it as its own."""
-    for t in _REGISTRY.values():
+    for t in TARGETS:
         got = t.from_option(text)
         if got is not None:
             return got
