@@ -161,15 +161,13 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
         by_cell[(domain, conc)][arm] = sent
     timed = matrix.duration_s is not None
     for (domain, conc), arms in sorted(by_cell.items()):
-        seqs = {arm: sorted((k, p) for k, ids in runs.items() for p in ids) for arm, runs in arms.items() if runs}
-        if timed and seqs:
-            # cells sized by time: every arm sends the same prompts in the same order and stops when the time is
-            # up, so a faster arm sends more; per repeat and launch the arms must agree on the first requests,
-            # as many as the slowest arm sent (the pairs)
-            keys = {k for runs in arms.values() for k in runs}
-            common = {k: min(len(runs.get(k, [])) for runs in arms.values() if runs) for k in keys}
-            seqs = {arm: sorted((k, p) for k, ids in runs.items() for p in ids[:common[k]])
-                    for arm, runs in arms.items() if runs}
+        arms = {arm: runs for arm, runs in arms.items() if runs}
+        # cells sized by time: every arm sends the same prompts in the same order and stops when the time is up,
+        # so a faster arm sends more; per repeat and launch the arms must agree on the first requests, as many as
+        # the slowest arm sent (the pairs). Sized by requests: on all of them.
+        sent = {k: min(len(runs.get(k, [])) for runs in arms.values()) if timed else None
+                for runs in arms.values() for k in runs}
+        seqs = {arm: sorted((k, p) for k, ids in runs.items() for p in ids[:sent[k]]) for arm, runs in arms.items()}
         if len({tuple(s) for s in seqs.values()}) > 1:
             add("arms-saw-different-prompts",
                 f"{domain} at {f'rate {conc:g} req/s' if isinstance(conc, float) else f'concurrency {conc}'}: arms "

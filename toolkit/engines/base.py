@@ -64,10 +64,6 @@ class Engine:
         """The arm facts a running server's /server_info gives ({} for an engine that has none)."""
         return {}
 
-    def acceptance_counters(self, metrics: dict[str, float]) -> dict[str, float] | None:
-        """Its acceptance counters in a /metrics sample (acceptance "metrics"), else None."""
-        return None
-
     def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
         """Its counters in one shape, for the difference over a cell: {"tokens", "steps", "requests"}, cumulative,
         so that d(tokens) / d(steps) is the cell's tokens per verification step and d(requests) the requests the

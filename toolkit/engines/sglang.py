@@ -264,9 +264,6 @@ class SGLangEngine(Engine):
     def server_state(self, info: dict | None) -> dict:
         return server_state(info)
 
-    def acceptance_counters(self, metrics: dict[str, float]) -> dict[str, float] | None:
-        return acceptance_counters(metrics)
-
     def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
         c = acceptance_counters(metrics)
         return None if c is None else {"tokens": c[ACCEPT_TOKENS], "steps": c[ACCEPT_STEPS],

@@ -236,9 +236,6 @@ class VLLMEngine(Engine):
     def server_state(self, info: dict | None) -> dict:
         return server_state(info)
 
-    def acceptance_counters(self, metrics: dict[str, float]) -> dict[str, float] | None:
-        return acceptance_counters(metrics)
-
     def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
         return acceptance_counts(metrics)
 
