@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Issue 41 on the GPU, phase 2: the pair served by SGLang 0.5.17 through the toolkit (docs/lab/pair.md).
 #   bash benchmarks/pair_gpu/run.sh [DEST]     (after train.sh, or with the pair unpacked at /tmp/toolkit-pair)
+#   ENV_SPEC=envs/sglang-0.5.17-8b.yaml MATRICES=... bash benchmarks/pair_gpu/run.sh [DEST]
+#                                              (another Environment: its dummy models are made, no pair is needed)
 # The wheel set must be unpacked in /tmp/site already (benchmarks/sglang_h200/unpack.py, one part per call).
 # MATRICES (default benchmarks/pair_gpu/matrix-pair.yaml) run one after another; each is verified and reported.
+# REPRODUCE (runs under results/, MATRIX/RUN-ID) are replayed after them (an A/A pair across machines).
 # Writes DEST/log.txt, DEST/run.tar.gz (results + reports), DONE.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 DEST=${1:-/tmp/pair-out}
-SCRIPT=benchmarks/pair_gpu/run.sh ENV_SPEC=envs/sglang-0.5.17-pair.yaml MAKE_MODELS=0
+PAIR_SPEC=envs/sglang-0.5.17-pair.yaml
+SCRIPT=benchmarks/pair_gpu/run.sh ENV_SPEC=${ENV_SPEC:-$PAIR_SPEC}
+MAKE_MODELS=$([ "$ENV_SPEC" = "$PAIR_SPEC" ] && echo 0 || echo 1)
 source benchmarks/sglang_h200/setup.sh
+if [ "$ENV_SPEC" = "$PAIR_SPEC" ]; then
 [ -e /tmp/toolkit-pair/draft/config.json ] || { echo "no pair at /tmp/toolkit-pair: run train.sh first"; exit 1; }
 # the pair's record (recipe, losses, the drafter's own acceptance, every file's sha256) beside the runs; a finished
 # run folder is never touched (its SHA256SUMS would no longer verify)
@@ -24,7 +30,8 @@ pins = subprocess.run([sys.executable, "-m", "toolkit.pair", "pin", "/tmp/toolki
 open(path, "w").write(text.rstrip("\n") + "\n# pinned by benchmarks/pair_gpu/run.sh from the trained pair\n" + pins)
 print(pins, end="")
 PY
-for MATRIX in ${MATRICES:-benchmarks/pair_gpu/matrix-pair.yaml}; do
+fi
+for MATRIX in ${MATRICES-benchmarks/pair_gpu/matrix-pair.yaml}; do
   stamp "the matrix ($MATRIX)"
   tk bench matrix "$MATRIX" --results "$RESULTS"; echo "bench matrix rc=$?"
   RUN=$(ls -td "$RESULTS"/$(sed -n 's/^name: *//p' "$MATRIX")/*/ 2>/dev/null | head -1); RUN=${RUN%/}
@@ -32,6 +39,18 @@ for MATRIX in ${MATRICES:-benchmarks/pair_gpu/matrix-pair.yaml}; do
     tk results verify "$RUN" --root "$RESULTS"; echo "verify rc=$?"
     tk results show "$RUN" --root "$RESULTS" | head -120
     tk results report "$RUN" --root "$RESULTS" -o "$REPORTS/$(basename "$RUN")" || echo "(report failed: make it here)"
+  fi
+  tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports 2>/dev/null)
+done
+# REPRODUCE: archived runs (MATRIX/RUN-ID under the checkout's results/) replayed here with `results reproduce`:
+# the second half of an A/A pair across machines (docs/lab/pair.md)
+for REF in ${REPRODUCE:-}; do
+  stamp "replay of $REF"
+  mkdir -p "$RESULTS/$(dirname "$REF")" && cp -a "results/$REF" "$RESULTS/$REF"
+  tk results reproduce "$REF" --results "$RESULTS"; echo "reproduce rc=$?"
+  NEW=$(ls -td "$RESULTS/$(dirname "$REF")"/*/ | head -1); NEW=${NEW%/}
+  if [ "$NEW" != "$RESULTS/$REF" ]; then
+    tk results report "$NEW" --root "$RESULTS" -o "$REPORTS/$(basename "$NEW")" || echo "(report failed: make it here)"
   fi
   tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports 2>/dev/null)
 done
