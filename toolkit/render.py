@@ -18,7 +18,7 @@ from toolkit import __version__
 from toolkit.errors import SpecError, ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.patches import read_patch
-from toolkit.resources import data_dir
+from toolkit.resources import ENGINE_TEMPLATES, data_dir
 from toolkit import engines
 from toolkit.specs import LoadedSpec, check_patch_hashes, referenced_files, sha256_file, spec_hash
 from toolkit.specs.environment import Environment
@@ -55,11 +55,13 @@ def jinja_env() -> jinja2.Environment:
 def template_version() -> str:
     """Hash of every template file: part of each spec hash, so a template change invalidates caches. Not the
     Slurm job scripts' (templates/slurm/): they build no image and start no differently configured server,
-    and each run archives the scripts it submitted, so a change there must not miss every cached image."""
+    and each run archives the scripts it submitted, so a change there must not miss every cached image. Not
+    one engine's own (templates/engines/NAME/): those are hashed into that engine's Environments alone
+    (toolkit.specs.spec_hash)."""
     h = hashlib.sha256()
     templates = data_dir("templates")
     for f in sorted(templates.rglob("*")):
-        if f.is_file() and f.relative_to(templates).parts[0] != "slurm":
+        if f.is_file() and f.relative_to(templates).parts[0] not in ("slurm", ENGINE_TEMPLATES):
             h.update(f.relative_to(templates).as_posix().encode() + b"\0")
             h.update(f.read_bytes())
     return h.hexdigest()[:16]
@@ -140,11 +142,17 @@ def render_env(spec: LoadedSpec) -> Rendered:
         "warnings": list(spec.warnings),
     }
     dockerfile = None
-    if engines.get(env.engine).builds_image:
-        dockerfile = jinja_env().get_template("Dockerfile.j2").render(
+    eng = engines.get(env.engine)
+    if eng.builds_image:
+        if env.base_image is None:  # an engine that also runs without an image (vllm as a process)
+            raise spec.error(("engine",), f"an image of engine {eng.name!r} is built on `base_image`, and this "
+                             "environment names none", hint="add `base_image: nvidia/cuda:13.0.1-devel-ubuntu24.04` "
+                             "(pinned with @sha256:... once it is pulled) and `cuda: \"13.0\"`")
+        dockerfile = jinja_env().get_template(eng.image_template).render(
             env=env, spec_hash=h, toolkit_version=__version__, patches=patches, ca=ca,
             pip_lines=[pip_install_line(p) for p in env.packages],
-            sglang_req=_sglang_requirement(env), labels=_static_labels(env, h, patches),
+            sglang_req=_sglang_requirement(env) if env.sglang else None,
+            labels=_static_labels(env, h, patches, eng.name, eng.pinned_version(env) or ""),
         )
     return Rendered(spec=spec, hash=h, dockerfile=dockerfile, context_files=context, lock=lock)
 
@@ -158,16 +166,17 @@ def _sglang_requirement(env: Environment) -> str:
     return f"sglang{extras}=={sg.version}"
 
 
-def _static_labels(env: Environment, h: str, patches: list[dict]) -> dict[str, str]:
-    """Labels that follow from the spec alone; time and git revision are added at build time."""
+def _static_labels(env: Environment, h: str, patches: list[dict], engine: str, version: str) -> dict[str, str]:
+    """Labels that follow from the spec alone; time and git revision are added at build time. `version`: the
+    engine's pinned version (`dev.toolkit.<engine>-version`)."""
     ref, _, digest = (env.base_image or "").partition("@")
     labels = {
         "org.opencontainers.image.title": env.name,
-        "org.opencontainers.image.version": env.sglang.version if env.sglang else "",
+        "org.opencontainers.image.version": version,
         "org.opencontainers.image.base.name": ref,
         "dev.toolkit.spec-hash": h,
         "dev.toolkit.spec-name": env.name,
-        "dev.toolkit.sglang-version": env.sglang.version if env.sglang else "",
+        f"dev.toolkit.{engine}-version": version,
         "dev.toolkit.cuda": env.cuda or "",
     }
     if digest:

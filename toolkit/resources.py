@@ -61,3 +61,15 @@ def _extract(tree, name: str) -> Path:
     except OSError:  # another process got there first
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+ENGINE_TEMPLATES = "engines"  # templates/engines/NAME/: one engine's own templates (its image's Dockerfile)
+
+
+def engine_templates(engine: str) -> list[Path]:
+    """The files of templates/engines/<engine>/, sorted ([] for an engine without a folder of its own). They
+    belong to that engine's Environments alone: toolkit.render.template_version leaves the folder out, and
+    toolkit.specs.spec_hash adds an Environment's own engine's, so a vLLM template change keeps every SGLang
+    image's cache (and an SGLang one, the vLLM images')."""
+    folder = data_dir("templates") / ENGINE_TEMPLATES / engine
+    return sorted(f for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else []

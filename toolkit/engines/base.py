@@ -10,6 +10,8 @@ engine (sglang.py, transformers.py) gives its facts here; the registry is toolki
     eng.spec_errors(env)             mistakes its Environment has before any server starts ([] by default)
     eng.acceptance                   where a cell's acceptance is read: "metrics" (the server's counters,
                                      speculative arms), "log" (its log, every arm) or None
+    eng.server_command(args, python) the exact server command of a preset (process, container and Slurm job)
+    eng.image_template               the Dockerfile template its image is rendered from (templates/), or None
 
 Launchers live in toolkit.serve (a floor above): an Engine names them by kind, never imports them.
 """
@@ -29,9 +31,15 @@ class Engine:
     # runs in the toolkit's own Python (its `local` extra) from the Environment's `model:`, whatever the
     # target's launcher says; its server command is the toolkit's own (toolkit.serve)
     embedded: bool = False
-    # the toolkit builds it an image from a pinned source (Dockerfile, patch and flag preflight, build record,
-    # the Environment's base_image and engine section)
+    # the toolkit builds it an image (toolkit render env / build env: a Dockerfile from `image_template`, the
+    # content-hash cache, a build record); its Matrix arms run in that image under `launcher: docker`
     builds_image: bool = False
+    image_template: str | None = None  # under templates/; an engine's own folder templates/engines/NAME/ is hashed
+                                       # into its Environments' spec hash alone (toolkit.specs.spec_hash)
+    requires_image: bool = False       # every Environment of it names its image (base_image and its engine section)
+    # where its presets' flags are checked: "build" (against its pinned source, fetched: toolkit build env and
+    # bench tune), "load" (when the spec loads, from a table shipped with the toolkit), None (not at all)
+    flag_check: str | None = None
     # the server reports itself (/server_info, /metrics, /flush_cache): read into the arm facts and the report
     reports_server_info: bool = False
     spans_nodes: bool = False          # a Slurm job of several nodes
@@ -59,6 +67,19 @@ class Engine:
     def meaning(self, env: Any, arm: str) -> PresetMeaning:
         """What preset `arm` of Environment `env` means to this engine (an unknown arm: a plain preset)."""
         raise NotImplementedError
+
+    def server_command(self, args: dict, python: str) -> list[str]:
+        """The exact command that serves preset `args` with this `python` (what a process, a container or a
+        Slurm job runs); engines whose server is the toolkit's own (embedded) have none here."""
+        raise NotImplementedError(f"engine {self.name!r} has no server command of its own")
+
+    def served_name(self, args: dict) -> str | None:
+        """The model name requests to a server of preset `args` carry (None: the server's only model)."""
+        return None
+
+    def pinned_version(self, env: Any) -> str | None:
+        """The engine version an Environment pins (its image's, where it builds one); None when it pins none."""
+        return None
 
     def server_state(self, info: dict | None) -> dict:
         """The arm facts a running server's /server_info gives ({} for an engine that has none)."""

@@ -6,6 +6,7 @@
     FACTS.knobs                  the server flags the tuner may search (each value is a server launch)
     CAP_LINE, SERVER_INFO_SPEC_FIELDS   how the server says so itself (its log, its /server_info)
     STARTUP_MARKS                the start-up's phases as its log shows them (toolkit.serve.logs.startup_phases)
+    command(args, python)        the exact `python -m sglang.launch_server --flag value ...` of a preset
     server_state(info)           the arm facts its /server_info gives (bench's runner; results' import)
     acceptance_counters(metrics) its /metrics acceptance counters (tokens, verify steps, requests)
     ENGINE                       the Engine the registry returns for `engine: sglang` (toolkit/engines/base.py)
@@ -110,6 +111,25 @@ def meaning(preset: dict[str, Any]) -> PresetMeaning:
 def model_folders(preset: dict[str, Any]) -> list[tuple[str, str]]:
     """(flag, folder) of each model folder the preset reads: the model and a draft model."""
     return [(f, preset[f]) for f in (MODEL, DRAFT_MODEL) if isinstance(preset.get(f), str)]
+
+
+def render_args(args: dict[str, Any]) -> list[str]:
+    """`{tp-size: 8, trust-remote-code: true, x: false, l: [a, b]}` -> `--tp-size 8 --trust-remote-code --l a b`."""
+    out: list[str] = []
+    for key, value in args.items():
+        if value is True:
+            out.append(f"--{key}")
+        elif value is False:
+            continue
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)]
+        else:
+            out += [f"--{key}", str(value)]
+    return out
+
+
+def command(args: dict[str, Any], python: str = "python") -> list[str]:
+    return [python, "-m", "sglang.launch_server", *render_args(args)]
 
 
 def model_path(preset: dict[str, Any]) -> str | None:
@@ -250,6 +270,9 @@ class SGLangEngine(Engine):
     slurm_jobs = True
     tunes_server_flags = True
     builds_image = True
+    image_template = "Dockerfile.j2"
+    requires_image = True
+    flag_check = "build"
     reports_server_info = True
     spans_nodes = True
     exclusive_gpus = True
@@ -260,6 +283,15 @@ class SGLangEngine(Engine):
 
     def meaning(self, env: Any, arm: str) -> PresetMeaning:
         return meaning(env.servers.get(arm, {}) or {})
+
+    def server_command(self, args: dict, python: str) -> list[str]:
+        return command(args, python)
+
+    def served_name(self, args: dict) -> str | None:
+        return served_name(args)
+
+    def pinned_version(self, env: Any) -> str | None:
+        return env.sglang.version if getattr(env, "sglang", None) else None
 
     def server_state(self, info: dict | None) -> dict:
         return server_state(info)

@@ -10,6 +10,7 @@ vllm/v1/spec_decode/metrics.py, vllm/entrypoints/...); no GPU run of it has been
     acceptance_counters(metrics) its /metrics spec-decode counters (accepted tokens, draft tokens, drafts, requests)
     acceptance_counts(metrics)   the same as {tokens, steps, requests}, the shape every engine gives
     acceptance_length(c0, c1)    1 + accepted / drafts between two samples: tokens per verification step
+    command(args, python)        `python -m vllm.entrypoints.cli.main serve MODEL --flag ...` (process, container, job)
     server_state(info)           the arm facts of /version and, in dev mode, /server_info?config_format=json
     last_error_line(log)         vLLM's own last word in a crashed server's log (not its "see root cause above")
     ENGINE                       the Engine the registry returns for `engine: vllm` (toolkit/engines/base.py)
@@ -89,6 +90,29 @@ def meaning(preset: dict[str, Any]) -> PresetMeaning:
     return PresetMeaning("vllm", speculative=m is not None, algorithm=m, cap=int(cap) if cap is not None else None,
                          dummy_weights=preset.get(LOAD_FORMAT) == DUMMY_LOAD_FORMAT,
                          reads=frozenset(folder for _, folder in model_folders(preset)))
+
+
+def render_args(args: dict[str, Any]) -> list[str]:
+    """`{model: M, max-num-seqs: 64, enable-prefix-caching: false, x: true}` ->
+    `M --max-num-seqs 64 --no-enable-prefix-caching --x`: MODEL first (positional); false is the flag's
+    --no- form (vLLM's on/off flags are BooleanOptionalAction; the preset check refuses false for one without)."""
+    args = dict(args)
+    out: list[str] = [str(args.pop(MODEL))] if MODEL in args else []
+    for key, value in args.items():
+        if value is True:
+            out.append(f"--{key}")
+        elif value is False:
+            out.append(f"--no-{key}")
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)]
+        else:
+            out += [f"--{key}", str(value)]
+    return out
+
+
+def command(args: dict[str, Any], python: str = "python") -> list[str]:
+    """`python -m vllm.entrypoints.cli.main serve MODEL --flag ...`: the module the `vllm` script calls."""
+    return [python, "-m", "vllm.entrypoints.cli.main", "serve", *render_args(args)]
 
 
 def served_name(preset: dict[str, Any]) -> str | None:
@@ -225,13 +249,29 @@ def last_error_line(log: str) -> str | None:
 class VLLMEngine(Engine):
     name = "vllm"
     facts = FACTS
-    launchers = frozenset({"process"})  # an image and a container launcher: not yet (docs/engines.md)
+    # a process where vLLM is installed; a container of the image `toolkit build env` builds (docker), or of
+    # a Slurm target's image (container); the Slurm job's server command is `command` (docs/engines.md)
+    launchers = frozenset({"process", "docker", "container"})
+    builds_image = True
+    image_template = "engines/vllm/Dockerfile.j2"  # vllm (and torch) as the Environment's `packages:` pin them
+    slurm_jobs = True
+    tunes_server_flags = True   # knob values checked against the pinned vLLM's parser table (toolkit/tune/space.py)
+    flag_check = "load"
     exclusive_gpus = True
     knob_separator = "-"
     acceptance = "metrics"
 
     def meaning(self, env: Any, arm: str) -> PresetMeaning:
         return meaning(env.servers.get(arm, {}) or {})
+
+    def server_command(self, args: dict, python: str) -> list[str]:
+        return command(args, python)
+
+    def served_name(self, args: dict) -> str | None:
+        return served_name(args)
+
+    def pinned_version(self, env: Any) -> str | None:
+        return pinned_version(env)
 
     def server_state(self, info: dict | None) -> dict:
         return server_state(info)

@@ -1,5 +1,9 @@
 """`toolkit build env`: spec -> preflight -> render + hash -> (cache hit | docker build -> smoke) -> record.
 
+The preflight is the engine's: SGLang's flags and patches against its pinned source (flag_check "build",
+toolkit/image/preflight.py); an engine whose flags were checked when the spec loaded (vllm, flag_check
+"load") has nothing left to fetch, and its smoke check is the pinned packages' versions in the image.
+
 A bad patch or preset never reaches the engine: preflight runs first and touches no Docker. The one
 exception is an unchanged spec whose build record says its preflight passed: then the engine is asked
 for the image labelled with that spec hash, and a hit ends the command (a cache hit, well under 2 s).
@@ -14,7 +18,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from toolkit import __version__
+from toolkit import __version__, engines
 from toolkit.image.preflight import preflight
 from toolkit.image.records import builds_dir, find_build_record, write_build_record
 from toolkit.gitinfo import git_revision
@@ -36,13 +40,27 @@ def _plan(spec, rendered, report) -> dict:
         "spec": str(spec.path), "name": env.name, "spec_hash": h,
         "image": f"{image_repo(env.name)}:{h[:12]}", "tags": [f"{image_repo(env.name)}:{h[:12]}",
                                                               f"{image_repo(env.name)}:latest"],
-        "base_image": env.base_image, "sglang": env.sglang.version, "sglang_source": env.sglang.source,
+        "base_image": env.base_image, "engine": env.engine,
+        "engine_version": engines.get(env.engine).pinned_version(env),
+        "sglang": env.sglang.version if env.sglang else None, "sglang_source": env.sglang.source if env.sglang else None,
         "build_args": dict(env.build_args), "presets": sorted(env.servers),
         "patches": [{"name": p["name"], "sha256": p["sha256"], "layout": p["layout"], "files": p["files"],
                      "fuzz": p.get("fuzz", 0), "hunks": p.get("hunks", [])}
                     for p in (report.patches if report else [])],
         "warnings": list(spec.warnings) + (report.warnings if report else []),
     }
+
+
+def checked_at_load(spec) -> dict:
+    """The preflight of an engine whose presets were checked when the spec loaded (flag_check "load"): what
+    was checked, and each preset's server command in the image."""
+    env = spec.model
+    eng = engines.get(env.engine)
+    return {"engine": eng.name, "engine_version": eng.pinned_version(env), "flag_mode": "load",
+            "flag_mode_reason": f"checked when the spec loaded, against {eng.name} {eng.pinned_version(env)}'s "
+                                "own parser (docs/engines.md)",
+            "presets": {name: eng.server_command(dict(args), "python") for name, args in env.servers.items()},
+            "patches": [], "warnings": []}
 
 
 def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, push: str | None = None,
@@ -69,15 +87,17 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
                 rec["pushed"] = docker_api.push(client, hits[0].id, push, image_repo(spec.name), h[:12])
             return {"cache_hit": True, "seconds": round(time.monotonic() - t0, 3), "plan": previous["plan"],
                     "preflight": previous["preflight"], "record": rec}
-    report = preflight(spec, flag_mode=flag_mode, log=log)
+    eng = engines.get(spec.model.engine)
+    report = preflight(spec, flag_mode=flag_mode, log=log) if eng.flag_check == "build" else None
     plan = _plan(spec, rendered, report)
-    result = {"cache_hit": False, "plan": plan, "preflight": report.to_dict()}
+    checked = report.to_dict() if report else checked_at_load(spec)
+    result = {"cache_hit": False, "plan": plan, "preflight": checked}
     if check:
         result["seconds"] = round(time.monotonic() - t0, 3)
         return result
 
     from toolkit import docker_api
-    from toolkit.image.smoke import run_smoke
+    from toolkit.image.smoke import run_smoke, run_version_smoke
 
     client = docker_api.client()
     hits = [] if no_cache else docker_api.images_with_label(client, SPEC_HASH_LABEL, h)
@@ -88,23 +108,26 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
         revision = hits[0].labels.get("org.opencontainers.image.revision", "unknown")
     else:
         image_id, build_seconds, log_path, created, revision = _build(client, spec, rendered, plan, report,
-                                                                     no_cache, log, on_step)
+                                                                     checked["flag_mode"], no_cache, log, on_step)
     image = client.images.get(image_id)
     for tag in plan["tags"]:
         repo, _, t = tag.rpartition(":")
         image.tag(repo, t)
     log(f"smoke check in a container from {plan['tags'][0]}")
-    smoke = run_smoke(client, image_id, spec.model, report)
+    smoke = (run_smoke(client, image_id, spec.model, report) if report else
+             run_version_smoke(client, image_id, {p.name: p.version for p in spec.model.packages}))
+    patches = report.patches if report else []
     record = {
         "kind": "BuildRecord", "image_id": image_id, "tags": plan["tags"], "spec": str(spec.path.resolve()),
-        "spec_name": spec.name, "spec_hash": h, "sglang_version": spec.model.sglang.version,
-        "patches": {p["name"]: p["sha256"] for p in report.patches}, "labels": {**image.labels},
+        "spec_name": spec.name, "spec_hash": h, "engine": eng.name, "engine_version": eng.pinned_version(spec.model),
+        "sglang_version": spec.model.sglang.version if spec.model.sglang else None,
+        "patches": {p["name"]: p["sha256"] for p in patches}, "labels": {**image.labels},
         # per patch: the fuzz the spec allowed and the hunks that used an offset or fuzz (empty: exact)
-        "patch_fuzz": {p["name"]: {"allowed": p.get("fuzz", 0), "hunks": p.get("hunks", [])} for p in report.patches},
+        "patch_fuzz": {p["name"]: {"allowed": p.get("fuzz", 0), "hunks": p.get("hunks", [])} for p in patches},
         "created": created, "revision": revision, "adopted": bool(hits),
         "build_seconds": round(build_seconds, 1), "duration_seconds": round(time.monotonic() - t0, 1),
         "log": str(log_path) if log_path else None, "no_cache": no_cache, "smoke": smoke, "plan": plan,
-        "preflight": report.to_dict(),
+        "preflight": checked,
     }
     if smoke["failures"]:  # no record is written, so the next run builds again instead of a cache hit
         raise ToolFailure("smoke check of the image failed:\n  " + "\n  ".join(smoke["failures"]),
@@ -116,7 +139,7 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
     return result
 
 
-def _build(client, spec, rendered, plan, report, no_cache, log, on_step):
+def _build(client, spec, rendered, plan, flag_mode, no_cache, log, on_step):
     """docker build of the rendered context; returns (image id, seconds, log path, created, revision)."""
     from toolkit import docker_api
 
@@ -129,7 +152,7 @@ def _build(client, spec, rendered, plan, report, no_cache, log, on_step):
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     labels = {"org.opencontainers.image.created": created,
               "org.opencontainers.image.revision": git_revision(spec.path.resolve()) or "unknown",
-              "dev.toolkit.toolkit-version": __version__, "dev.toolkit.flag-check": report.flag_mode}
+              "dev.toolkit.toolkit-version": __version__, "dev.toolkit.flag-check": flag_mode}
     if base_id:
         labels["dev.toolkit.base.image-id"] = base_id
     log_path = builds_dir() / "logs" / f"{spec.name}-{rendered.hash[:12]}-{created.replace(':', '')}.log"

@@ -45,7 +45,7 @@ def base_cmd(
 
 @app.command("env")
 def env_cmd(
-    spec: Annotated[Path, typer.Argument(help="an Environment spec with `engine: sglang`")],
+    spec: Annotated[Path, typer.Argument(help="an Environment spec of an engine with an image (sglang, vllm)")],
     check: Annotated[bool, typer.Option("--check", help="preflight and print the plan; touch no Docker engine")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="build every layer again, ignore the spec-hash cache")] = False,
     push: Annotated[Optional[str], typer.Option("--push", metavar="REGISTRY",
@@ -61,6 +61,8 @@ def env_cmd(
     patch, hunk, file and line; `fuzz: N` on a patch in the spec allows N), byte-compile every
     touched file (a syntax error names file and line), verify patch sha256s, and check every server
     preset's flags and values against that SGLang + patches (names exact, closest flag suggested).
+    vLLM: its presets were checked when the spec loaded (against the pinned vLLM's parser table); the
+    Dockerfile installs the spec's `packages:` (torch, vllm) and the smoke check reads their versions.
 
     Then: render + spec hash; an image labelled with that hash is a cache hit. Otherwise a docker
     build (host network, streamed progress, OCI labels), a smoke check in a container, and a build
@@ -70,6 +72,7 @@ def env_cmd(
     Examples:
       toolkit build env envs/sglang-cu13-blackwell.yaml --check
       toolkit build env envs/test/sglang-cpu-test.yaml --json
+      toolkit build env envs/vllm-0.24.0-pair.yaml --check
     """
     from toolkit.image.builder import build_env
 
@@ -120,14 +123,11 @@ def _print_result(result: dict, check: bool) -> None:
         warn(w)
     out.print(f"spec       {plan['spec']}  ({plan['name']})")
     out.print(f"spec hash  {plan['spec_hash']}")
-    out.print(f"sglang     {pf['sglang_version']} ({pf['source']}), {len(pf['patches'])} patch(es) apply and compile")
-    for p in pf["patches"]:
-        fuzz = f", fuzz allowed: {p['fuzz']}" if p.get("fuzz") else ""
-        out.print(f"  patch    {p['name']}  sha256:{p['sha256'][:16]}…  {p['layout']} layout, "
-                  f"{len(p['files'])} file(s){fuzz}")
-    out.print(f"flags      {pf['flag_mode']} check, {pf['flag_count']} flags; presets ok: {', '.join(plan['presets'])}")
-    if pf.get("flag_mode_reason") and pf["flag_mode"] == "static":
-        out.print(f"           ({pf['flag_mode_reason']})")
+    if pf["flag_mode"] == "load":  # an engine checked when its spec loaded (vllm)
+        out.print(f"{pf['engine']:<10} {pf['engine_version']}; flags {pf['flag_mode_reason']}")
+        out.print(f"presets    ok: {', '.join(plan['presets'])}")
+    else:
+        _print_sglang(plan, pf)
     if check:
         out.print(f"plan       build {plan['image']} FROM {plan['base_image']} (no Docker touched: --check)")
         return
@@ -137,13 +137,27 @@ def _print_result(result: dict, check: bool) -> None:
     else:
         smoke = rec["smoke"]
         out.print(f"built      {', '.join(rec['tags'])}  {rec['image_id'][:19]}  in {rec['build_seconds']:.0f} s")
-        out.print(f"smoke      sglang {smoke.get('sglang_version')}, {smoke.get('patched_files_checked', 0)} patched "
-                  f"file(s) verified, presets parsed by SGLang: {smoke.get('presets_parsed_by_sglang')}")
+        if "versions" in smoke:
+            out.print("smoke      " + ", ".join(f"{k} {v}" for k, v in smoke["versions"].items()) + " installed")
+        else:
+            out.print(f"smoke      sglang {smoke.get('sglang_version')}, {smoke.get('patched_files_checked', 0)} "
+                      f"patched file(s) verified, presets parsed by SGLang: {smoke.get('presets_parsed_by_sglang')}")
         for note in smoke.get("notes", []):
             out.print(f"           note: {note}")
         out.print(f"log        {rec['log']}")
     if rec.get("pushed"):
         out.print(f"pushed     {rec['pushed']}")
+
+
+def _print_sglang(plan: dict, pf: dict) -> None:
+    out.print(f"sglang     {pf['sglang_version']} ({pf['source']}), {len(pf['patches'])} patch(es) apply and compile")
+    for p in pf["patches"]:
+        fuzz = f", fuzz allowed: {p['fuzz']}" if p.get("fuzz") else ""
+        out.print(f"  patch    {p['name']}  sha256:{p['sha256'][:16]}…  {p['layout']} layout, "
+                  f"{len(p['files'])} file(s){fuzz}")
+    out.print(f"flags      {pf['flag_mode']} check, {pf['flag_count']} flags; presets ok: {', '.join(plan['presets'])}")
+    if pf.get("flag_mode_reason") and pf["flag_mode"] == "static":
+        out.print(f"           ({pf['flag_mode_reason']})")
 
 
 @app.command("parser-deps")

@@ -2,7 +2,8 @@
 the SGLang version equals the pin, every patched file carries the patch's added lines, the presets'
 flags exist in the image's own SGLang (static read of the installed package; SGLang's own parser too
 when the image has its dependencies), `import sglang` works when the image installed its deps, and,
-with GPUs on the host, torch sees CUDA.
+with GPUs on the host, torch sees CUDA. An image of an engine checked when its spec loads (vllm): its pinned
+packages' versions (run_version_smoke).
 """
 
 from __future__ import annotations
@@ -95,6 +96,49 @@ def added_lines(patches: list[dict]) -> dict[str, list[str]]:
     return out
 
 
+VERSIONS = r"""
+import importlib.metadata, json, os
+pins, res = json.loads(os.environ["TOOLKIT_SMOKE"]), {"versions": {}, "failures": [], "notes": []}
+for name, pin in pins.items():
+    base = name.split("[", 1)[0]
+    try:
+        got = importlib.metadata.version(base)
+    except importlib.metadata.PackageNotFoundError:
+        got = None
+    res["versions"][base] = got
+    if got is None or got.split("+", 1)[0] != pin:  # a local build label (2.11.0+cu130) is that version
+        res["failures"].append(f"{base} in the image is {got or 'not installed'}, the spec pins {pin}")
+print("MARK" + json.dumps(res))
+"""
+
+
+def run_version_smoke(client, image: str, pins: dict[str, str]) -> dict:
+    """The smoke check of an image whose engine's flags were checked when its spec loaded (vllm): every pinned
+    package is installed at its pin (read from its metadata, not imported: vLLM's import probes for a GPU);
+    with GPUs on the host, torch sees CUDA."""
+    from toolkit.docker_api import run_python
+
+    code, output = run_python(client, image, VERSIONS.replace("MARK", MARK), {"TOOLKIT_SMOKE": json.dumps(pins)})
+    line = next((ln for ln in output.splitlines() if ln.startswith(MARK)), None)
+    if line is None:
+        raise ToolFailure(f"smoke check in {image} did not finish (exit {code}):\n" + "\n".join(output.splitlines()[-15:]))
+    return _cuda(client, image, json.loads(line[len(MARK):]))
+
+
+def _cuda(client, image: str, res: dict) -> dict:
+    from toolkit.docker_api import run_python
+
+    if shutil.which("nvidia-smi"):
+        gcode, gout = run_python(client, image, "import torch; assert torch.cuda.is_available(); "
+                                 "print(torch.cuda.device_count(), torch.cuda.get_device_name(0))", {}, gpus=True)
+        res["cuda"] = gout.strip().splitlines()[-1] if gout.strip() else f"exit {gcode}"
+        if gcode != 0:
+            res["failures"].append(f"CUDA check failed: {res['cuda']}")
+    else:
+        res["notes"].append("no GPU on this host: CUDA check skipped")
+    return res
+
+
 def run_smoke(client, image: str, env, report) -> dict:
     from toolkit.docker_api import run_python
 
@@ -108,13 +152,4 @@ def run_smoke(client, image: str, env, report) -> dict:
     line = next((ln for ln in output.splitlines() if ln.startswith(MARK)), None)
     if line is None:
         raise ToolFailure(f"smoke check in {image} did not finish (exit {code}):\n" + "\n".join(output.splitlines()[-15:]))
-    res = json.loads(line[len(MARK):])
-    if shutil.which("nvidia-smi"):
-        gcode, gout = run_python(client, image, "import torch; assert torch.cuda.is_available(); "
-                                 "print(torch.cuda.device_count(), torch.cuda.get_device_name(0))", {}, gpus=True)
-        res["cuda"] = gout.strip().splitlines()[-1] if gout.strip() else f"exit {gcode}"
-        if gcode != 0:
-            res["failures"].append(f"CUDA check failed: {res['cuda']}")
-    else:
-        res["notes"].append("no GPU on this host: CUDA check skipped")
-    return res
+    return _cuda(client, image, json.loads(line[len(MARK):]))

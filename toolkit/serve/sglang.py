@@ -53,23 +53,8 @@ SHUTDOWN_DONE = ShutdownDone("kill_process_tree called: parent_pid={pid}, includ
                              "its shutdown was done (launch_server's kill_process_tree of its children)")
 
 
-def render_sglang_args(args: dict) -> list[str]:
-    """`{tp-size: 8, trust-remote-code: true, x: false, l: [a, b]}` -> `--tp-size 8 --trust-remote-code --l a b`."""
-    out: list[str] = []
-    for key, value in args.items():
-        if value is True:
-            out.append(f"--{key}")
-        elif value is False:
-            continue
-        elif isinstance(value, list):
-            out += [f"--{key}", *map(str, value)]
-        else:
-            out += [f"--{key}", str(value)]
-    return out
-
-
-def sglang_command(args: dict, python: str = "python") -> list[str]:
-    return [python, "-m", "sglang.launch_server", *render_sglang_args(args)]
+# the preset's command line is the engine's to say (toolkit/engines/sglang.py)
+render_sglang_args, sglang_command = sglang.render_args, sglang.command
 
 
 def _with_port(args: dict, port: int | None, host: str | None) -> tuple[dict, int]:

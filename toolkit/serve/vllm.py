@@ -32,26 +32,8 @@ STOP_WAIT_S = 30.0   # a drain waits for running requests; the runner stops a se
 MODELS_PATH = "/v1/models"
 
 
-def render_args(args: dict) -> list[str]:
-    """`{model: M, max-num-seqs: 64, enable-prefix-caching: false, x: true}` ->
-    `M --max-num-seqs 64 --no-enable-prefix-caching --x`: MODEL first (positional); false is the flag's
-    --no- form (vLLM's on/off flags are BooleanOptionalAction; the preset check refuses false for one without)."""
-    args = dict(args)
-    out: list[str] = [str(args.pop(vllm.MODEL))] if vllm.MODEL in args else []
-    for key, value in args.items():
-        if value is True:
-            out.append(f"--{key}")
-        elif value is False:
-            out.append(f"--no-{key}")
-        elif isinstance(value, list):
-            out += [f"--{key}", *map(str, value)]
-        else:
-            out += [f"--{key}", str(value)]
-    return out
-
-
-def vllm_command(args: dict, python: str = "python") -> list[str]:
-    return [python, "-m", "vllm.entrypoints.cli.main", "serve", *render_args(args)]
+# the preset's command line is the engine's to say (toolkit/engines/vllm.py)
+render_args, vllm_command = vllm.render_args, vllm.command
 
 
 def _with_port(args: dict, port: int | None, host: str) -> tuple[dict, int]:

@@ -589,7 +589,9 @@ def check_patch_hashes(spec: LoadedSpec) -> dict[str, str]:
 
 
 def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
-    """sha256 over the canonical resolved spec, the bytes of every referenced file and the template version.
+    """sha256 over the canonical resolved spec, the bytes of every referenced file and the template version
+    (with a template version, an Environment's also covers its own engine's templates, templates/engines/NAME/:
+    toolkit.resources.engine_templates).
 
     Key order, comments and formatting do not change it; one byte of a referenced file does.
     """
@@ -600,6 +602,12 @@ def spec_hash(spec: LoadedSpec, template_version: str = "") -> str:
         h.update(f"\0{key}\0".encode())
         h.update(sha256_file(f).encode() if f.is_file() else b"<dir>")
     h.update(b"\0template\0" + template_version.encode())
+    if template_version and isinstance(spec.model, Environment):
+        from toolkit.resources import data_dir, engine_templates
+
+        root = data_dir("templates")
+        for f in engine_templates(spec.model.engine):  # none for an engine without a folder: its hash holds
+            h.update(b"\0" + f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 
 

@@ -234,7 +234,7 @@ class Environment(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Environment":
-        if engines.get(self.engine).builds_image:
+        if engines.get(self.engine).requires_image:
             if self.base_image is None:
                 raise SpecValueError("an sglang environment needs `base_image`", key=["engine", "kind"],
                                      hint="add `base_image:` (e.g. nvidia/cuda:13.0.1-devel-ubuntu24.04), or set "
@@ -307,7 +307,7 @@ class Environment(StrictModel):
             if generation_config_keys() is None:
                 out.append("generation_config keys were not checked: transformers is not installed here "
                            '(pip install "toolkit[local]")')
-        if engines.get(self.engine).builds_image and not self.pinned:
+        if engines.get(self.engine).builds_image and self.base_image is not None and not self.pinned:
             out.append(f"base image {self.base_image} is not pinned by digest: builds may change underneath you "
                        "(append @sha256:... to pin it)")
         known = set(self.dummy_models or {})
