@@ -46,8 +46,10 @@ def env_with(tmp_path: Path, key: str, value: str, version: str = "0.24.0") -> P
 
 def test_vllm_is_registered() -> None:
     eng = engines.get("vllm")
-    assert eng.name == "vllm" and eng.acceptance == "metrics" and not eng.embedded and not eng.builds_image
-    assert eng.supports_launcher("process") and not eng.supports_launcher("docker") and eng.level == "server"
+    assert eng.name == "vllm" and eng.acceptance == "metrics" and not eng.embedded and eng.builds_image
+    assert eng.launchers == {"process", "docker", "container"} and eng.level == "server"
+    assert eng.slurm_jobs and eng.tunes_server_flags and eng.flag_check == "load" and not eng.requires_image
+    assert not eng.spans_nodes  # --nnodes and its kin are SGLang's: a vLLM job is one node
     assert "vllm" in engines.BUILTIN
 
 
@@ -79,7 +81,9 @@ def test_the_table_is_vllm_0_24_0s_own_parser() -> None:
 def test_the_committed_environment_validates() -> None:
     r = run_cli("validate", str(PAIR))
     assert r.returncode == 0, r.stderr
-    assert load_spec(PAIR).warnings == []
+    # the flags pass; the one warning is its image's base, unpinned as every committed GPU Environment's is
+    [warning] = load_spec(PAIR).warnings
+    assert warning.startswith("base image nvidia/cuda:13.0.1-devel-ubuntu24.04 is not pinned by digest")
 
 
 @pytest.mark.parametrize("key, value, line, said, hint", [

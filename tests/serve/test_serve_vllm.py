@@ -6,6 +6,7 @@ server, a failed start reported with vLLM's own root cause; and a Matrix of vLLM
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import textwrap
 import urllib.request
@@ -18,7 +19,7 @@ from tests.helpers import ROOT
 from toolkit.engines import vllm
 from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.serve import launcher_for
-from toolkit.serve.vllm import VLLMProcessLauncher, acceptance_counters, render_args
+from toolkit.serve.vllm import VLLMDockerLauncher, VLLMProcessLauncher, acceptance_counters, render_args
 from toolkit.specs import load_spec
 
 FAKE_VLLM = ROOT / "tests" / "data" / "fake_vllm"
@@ -48,9 +49,16 @@ def test_the_command_line() -> None:
     assert srv.command[-4:] == ["--port", "8123", "--host", "127.0.0.1"]
     assert srv.reads == {"/tmp/toolkit-pair/target", "/tmp/toolkit-pair/draft"}
     assert srv.env == {"HF_HUB_OFFLINE": "1"}
-    with pytest.raises(ToolkitError) as e:  # no vLLM image yet: the container launcher is refused by name
-        launcher_for(spec, "eagle3", kind="docker", image="x:1")
-    assert "engine 'vllm' does not run under launcher 'docker'" in e.value.message and "process" in e.value.hint
+    # in a container of its image: the same command with the image's python, the Environment's env
+    box = launcher_for(spec, "eagle3", kind="docker", image="toolkit/vllm-0.24.0-pair:abc", port=8124, gpus=["0"])
+    assert isinstance(box, VLLMDockerLauncher) and box.model == "pair-target" and box.image.endswith(":abc")
+    assert box.command[:5] == ["python3", "-m", "vllm.entrypoints.cli.main", "serve", "/tmp/toolkit-pair/target"]
+    assert box.command[-4:] == ["--port", "8124", "--host", "127.0.0.1"] and box.base_url == "http://127.0.0.1:8124"
+    assert box.env == {"HF_HUB_OFFLINE": "1"} and box.gpus == ["0"] and box.stop_signal == signal.SIGTERM
+    assert box.stop_timeout_s == 30 and box.jit_cache is None
+    with pytest.raises(ToolkitError) as e:  # no image: where to get one
+        launcher_for(spec, "eagle3", kind="docker")
+    assert "no image for environment 'vllm-0.24.0-pair'" in e.value.message and "build env" in e.value.hint
 
 
 def test_start_health_acceptance_and_stop(tmp_path: Path) -> None:
@@ -83,6 +91,52 @@ def test_a_failed_start_says_vllms_root_cause(tmp_path: Path) -> None:
     assert "vllm exited with code 1 during start-up" in e.value.message
     assert "ValueError: simulated: the draft model's vocabulary differs" in e.value.message
     assert "See root cause above" not in e.value.message
+
+
+FAKE_IMAGE = "toolkit-test/fake-vllm:1"
+
+
+@pytest.fixture(scope="module")
+def fake_vllm_image(docker_client, base_image) -> str:
+    docker_client.images.build(path=str(FAKE_VLLM), tag=FAKE_IMAGE, network_mode="host", rm=True)
+    return FAKE_IMAGE
+
+
+@pytest.mark.slow
+def test_a_container_runs_exactly_the_preset(docker_client, fake_vllm_image, tmp_path: Path) -> None:
+    """VLLMDockerLauncher: a container of the image runs the preset's command as the process launcher does (the
+    image's python), is healthy when /health and /v1/models answer, reads its /metrics acceptance, says what
+    it is, stops with SIGTERM to the API server (exit 0, not docker's SIGKILL) and is removed; a failed start
+    gives vLLM's own root cause from the container's log."""
+    args = {"model": "/models/t", "served-model-name": "t", "speculative-config": NGRAM}
+    srv = VLLMDockerLauncher(fake_vllm_image, args, gpus=None, shm_size="1g", ulimits={"stack": 67108864},
+                             mounts={str(tmp_path): "/models"}, env={"VLLM_SERVER_DEV_MODE": "1"},
+                             log_path=tmp_path / "v.log")
+    with srv:
+        c = docker_client.containers.get(srv.info()["container"])
+        expected = ["python3", "-m", "vllm.entrypoints.cli.main", "serve", "/models/t", "--served-model-name", "t",
+                    "--speculative-config", NGRAM, "--port", str(srv.port), "--host", "127.0.0.1"]
+        assert c.attrs["Config"]["Cmd"] == expected == srv.command and c.attrs["HostConfig"]["IpcMode"] == "host"
+        before = acceptance_counters(srv.base_url)
+        chat(srv.base_url, "t", 12)
+        got = vllm.acceptance_length(before, acceptance_counters(srv.base_url))
+        info = srv.info()
+    assert got["requests"] == 1 and got["accept_length"] > 1
+    assert info["engine_version"] == "0.24.0-fake" and info["speculative"]["method"] == "ngram"
+    assert info["image"] == fake_vllm_image and info["launcher"] == "VLLMDockerLauncher"
+    assert srv.stop_info()["exit_code"] == 0 and srv.stop_info()["warnings"] == []
+    assert srv.stop_info()["signals"] == ["SIGTERM to the container's main process"]
+    assert not [x for x in docker_client.containers.list(all=True) if x.id == c.id], "container left behind"
+    assert "FAKE-VLLM-ARGV" in (tmp_path / "v.log").read_text()
+    crash = VLLMDockerLauncher(fake_vllm_image, {"model": "/m", "crash-after-start": True}, gpus=None,
+                               shm_size="1g", ulimits={"stack": 67108864}, log_path=tmp_path / "crash.log")
+    try:
+        with pytest.raises(ToolFailure) as e:
+            crash.wait_healthy(60)
+    finally:
+        crash.stop()
+    assert "vllm container exited with code 1 during start-up" in e.value.message
+    assert "ValueError: simulated: the draft model's vocabulary differs" in e.value.message
 
 
 def test_an_unknown_flag_at_the_server(tmp_path: Path) -> None:

@@ -17,10 +17,10 @@ from toolkit.serve.jitcache import CONTAINER_ROOT, JitCache, gpu_model
 from toolkit.serve.sglang import (SGLangDockerLauncher, SGLangExternalLauncher, SGLangProcessLauncher, flush_cache,
                                   metrics_snapshot, server_info)
 from toolkit.serve.transformers import TransformersLauncher
-from toolkit.serve.vllm import VLLMProcessLauncher
+from toolkit.serve.vllm import VLLMDockerLauncher, VLLMProcessLauncher
 
 __all__ = ["Launcher", "BaseLauncher", "ProcessLauncher", "ExternalLauncher", "TransformersLauncher",
-           "SGLangDockerLauncher", "SGLangExternalLauncher", "SGLangProcessLauncher", "VLLMProcessLauncher", "launcher_for", "model_dir_for",
+           "SGLangDockerLauncher", "SGLangExternalLauncher", "SGLangProcessLauncher", "VLLMDockerLauncher", "VLLMProcessLauncher", "launcher_for", "model_dir_for",
            "free_port", "server_info", "metrics_snapshot", "flush_cache", "kept_cache", "PROCESS_LAUNCHERS",
            "register_process_launcher"]
 
@@ -58,8 +58,9 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
                  log_path: Path | None = None, **kw: Any) -> Launcher:
     """The launcher for one arm. `env_spec` is a LoadedSpec of an Environment; `preset` one of its servers.
 
-    kind: "external" (url), for sglang "docker" (default; image, docker_url "ssh://host", gpus, mounts,
-    shm_size, network) or "process" (python: the engine's PROCESS_LAUNCHERS entry, sglang and vllm);
+    kind: "external" (url), "docker" (default: the engine's CONTAINER_LAUNCHERS entry, sglang and vllm; image,
+    docker_url "ssh://host", gpus, mounts, shm_size, network) or "process" (python: the engine's
+    PROCESS_LAUNCHERS entry, sglang and vllm);
     transformers engines always run locally.
     """
     env = env_spec.model
@@ -86,19 +87,33 @@ def launcher_for(env_spec, preset: str, *, kind: str | None = None, url: str | N
         launcher = factory(env_spec, args, port=port, log_path=log_path, **kw)
         launcher.pinned_weights = checked_weights(env_spec, launcher.reads)
         return launcher
-    if not eng.supports_launcher(kind or "docker"):
+    if not eng.supports_launcher(kind or "docker") or eng.name not in CONTAINER_LAUNCHERS:
         raise ToolkitError(f"engine {eng.name!r} does not run under launcher {kind or 'docker'!r}",
                            hint="its launchers: " + ", ".join(sorted(eng.launchers))
                                 + " (set the Matrix target's `launcher: process` and its `python:`)")
     if not image:
         raise ToolkitError(f"no image for environment {env.name!r}",
                            hint="build it with `toolkit build env SPEC` and pass the image from its build record")
+    factory = CONTAINER_LAUNCHERS[eng.name]
+    return factory(env_spec, image, args, docker_url=docker_url, port=port, log_path=log_path,
+                   env={**env.env, **kw.pop("env", {})}, **kw)
+
+
+def _sglang_container(env_spec, image: str, args: dict, *, docker_url: str | None, **kw: Any) -> Launcher:
     gpus = kw.get("gpus")
     # a remote engine's folders are on its host, not here: its caches stay in the container (not kept)
     cache = None if docker_url else kept_cache(env_spec, ",".join(gpus) if isinstance(gpus, list) else None,
                                                inside=CONTAINER_ROOT)
-    return SGLangDockerLauncher(image, args, docker_url=docker_url, port=port, log_path=log_path,
-                                env={**env.env, **kw.pop("env", {})}, jit_cache=cache, **kw)
+    return SGLangDockerLauncher(image, args, docker_url=docker_url, jit_cache=cache, **kw)
+
+
+def _vllm_container(env_spec, image: str, args: dict, **kw: Any) -> Launcher:
+    return VLLMDockerLauncher(image, args, **kw)
+
+
+# the container launcher of each engine whose image the toolkit builds (target `launcher: docker`), by the
+# engine's name: factory(env_spec, image, preset args, docker_url=, port=, log_path=, env=, gpus=, ...)
+CONTAINER_LAUNCHERS: dict[str, Any] = {"sglang": _sglang_container, "vllm": _vllm_container}
 
 
 def _sglang_process(env_spec, args: dict, *, port: int | None, log_path: Path | None, **kw: Any) -> Launcher:

@@ -1,7 +1,8 @@
-"""vLLM's process launcher: `vllm serve MODEL --flag value ...` where vLLM is installed (the target's `python`,
+"""vLLM's launchers: a process, `vllm serve MODEL --flag value ...` where vLLM is installed (the target's `python`,
 run as `python -m vllm.entrypoints.cli.main`, the module the `vllm` script calls), its log to a file, healthy
 when /health answers 200 and /v1/models lists the name it serves, stopped by SIGTERM to the API server, and
-its own last error line when it dies. Also the vLLM helpers a runner could call between cells: /version,
+its own last error line when it dies; or a container of the image `toolkit build env` built, running the same
+command (VLLMDockerLauncher, toolkit/serve/container.py). Also the vLLM helpers a runner could call between cells: /version,
 /server_info (dev mode only), /metrics.
 
 Read from vLLM 0.24.0's source (no GPU run of it yet):
@@ -26,6 +27,7 @@ from typing import Callable
 from toolkit.engines import vllm
 from toolkit.errors import ToolFailure
 from toolkit.serve.base import ProcessLauncher, free_port, http_get, metrics_snapshot
+from toolkit.serve.container import ContainerLauncher
 
 STOP_SIGNAL = signal.SIGTERM
 STOP_WAIT_S = 30.0   # a drain waits for running requests; the runner stops a server between cells, idle
@@ -46,25 +48,19 @@ def _with_port(args: dict, port: int | None, host: str) -> tuple[dict, int]:
     return args, int(args["port"])
 
 
-class VLLMProcessLauncher(ProcessLauncher):
-    name = "vllm"
-    stop_signal, stop_group = STOP_SIGNAL, False  # the API server ends its engine core itself
+class VLLMMixin:
+    """What every vLLM server the toolkit starts has: its own last error line, health as /health then
+    /v1/models listing the served name, /version and the dev-mode /server_info."""
 
-    def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
-                 log_path: Path | None = None, env: dict | None = None):
-        args, port = _with_port(args, port, "127.0.0.1")
-        log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-vllm-")) / "server.log"
-        super().__init__(vllm_command(args, python or sys.executable), log_path=log_path, env=env, port=port,
-                         stop_timeout_s=STOP_WAIT_S)
-        self.model = vllm.served_name(args)
-        self.reads = set(vllm.meaning(args).reads)
+    base_url: str
+    model: str | None
 
     def last_error(self, log: str) -> str | None:
         return vllm.last_error_line(log)
 
     def wait_healthy(self, timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> None:
         """/health 200 (the engine core answers), then /v1/models listing the served name (the front end
-        routes requests), both before the deadline and while the process lives."""
+        routes requests), both before the deadline and while the server lives."""
         t0 = time.monotonic()
         super().wait_healthy(timeout_s, progress)
         url = self.base_url + MODELS_PATH
@@ -87,6 +83,34 @@ class VLLMProcessLauncher(ProcessLauncher):
     def info(self) -> dict:
         info = self.server_info()
         return {**super().info(), **vllm.server_state(info), "server_info": info}
+
+
+class VLLMProcessLauncher(VLLMMixin, ProcessLauncher):
+    name = "vllm"
+    stop_signal, stop_group = STOP_SIGNAL, False  # the API server ends its engine core itself
+
+    def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
+                 log_path: Path | None = None, env: dict | None = None):
+        args, port = _with_port(args, port, "127.0.0.1")
+        log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-vllm-")) / "server.log"
+        super().__init__(vllm_command(args, python or sys.executable), log_path=log_path, env=env, port=port,
+                         stop_timeout_s=STOP_WAIT_S)
+        self.model = vllm.served_name(args)
+        self.reads = set(vllm.meaning(args).reads)
+
+
+class VLLMDockerLauncher(VLLMMixin, ContainerLauncher):
+    """vLLM in a container of the image `toolkit build env` built (toolkit/serve/container.py): `python -m
+    vllm.entrypoints.cli.main serve MODEL ...` as its command, `docker stop` sending SIGTERM to the API server
+    (its main process), which ends its engine core itself."""
+
+    name = "vllm container"
+    engine = vllm.ENGINE
+    stop_signal, stop_wait_s = STOP_SIGNAL, STOP_WAIT_S
+
+    def __init__(self, image: str, args: dict, **kw):
+        super().__init__(image, args, **kw)
+        self.reads = set(vllm.meaning(self.args).reads)
 
 
 def served_models(body: bytes) -> list[str]:
