@@ -225,3 +225,28 @@ def test_kill_9_the_job_ends_itself_or_resume_cancels_it(slurm, tmp_path):
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"cancelled Slurm job {second}, left running by the run being resumed" in resumed.stdout + resumed.stderr
     assert not _ours(slurm, "slurm-kill")
+
+
+def test_vllm_arms_as_slurm_jobs(slurm, tmp_path):
+    """An `engine: vllm` Matrix on the cluster (the fake vLLM of tests/data/fake_vllm as the job's server,
+    launcher process): each arm's job runs the engine's own command (Engine.server_command), and the ngram
+    arm's acceptance is read from the job's vLLM /metrics counters, as on a local target."""
+    from tests.serve.test_serve_vllm import ENV, FAKE_ENV
+
+    (tmp_path / "env.yaml").write_text(ENV)
+    target = json.dumps({"kind": "slurm", "launcher": "process", "python": sys.executable, "env": FAKE_ENV,
+                         "slurm": {"workdir": str(tmp_path / "jobs")}})
+    spec = tmp_path / "vs.yaml"
+    spec.write_text(f"kind: Matrix\nname: slurm-vllm\nenvironment: env.yaml\narms: [baseline, ngram]\n"
+                    f"target: {target}\nworkloads: [coding]\napi: chat\nconcurrency: [1]\noutput_len: 12\n"
+                    "requests: 6\nwarmup: 1\nseed: 0\n")
+    result = run_matrix(load_spec(spec), results_root=tmp_path / "results", log=lambda _: None)
+    assert result.status == "complete", result.why
+    manifest = open_archive(result.path).manifest
+    scripts = manifest.slurm.scripts
+    assert f"exec {sys.executable} -m vllm.entrypoints.cli.main serve /models/target" in scripts["ngram"]
+    assert "--speculative-config" in scripts["ngram"] and "--speculative-config" not in scripts["baseline"]
+    summary = json.loads(compact.read_text(result.path / "summary.json"))
+    acc = {c["arm"]: (c["metrics"].get("accept_length") or {}).get("mean") for c in summary["cells"]}
+    assert acc["ngram"] and acc["ngram"] > 1 and acc["baseline"] is None, acc
+    assert not _ours(slurm, "slurm-vllm")

@@ -134,3 +134,38 @@ def test_loadgen_is_a_job_step_unless_the_spec_says_and_the_default_keeps_the_ha
     assert plan_slots(here, engine="sglang")[0].target.record()["loadgen"] == "submit-host"
     assert "loadgen" not in _hash_doc(default.model)["target"]["slurm"]  # a spec from before the field: same hash
     assert _hash_doc(here.model)["target"]["slurm"]["loadgen"] == "submit-host"
+
+
+VLLM_PAIR = ROOT / "envs" / "vllm-0.24.0-pair.yaml"
+
+
+def vllm_matrix(tmp: Path, target: str, name: str = "vp") -> Path:
+    path = tmp / f"{name}.yaml"
+    path.write_text(f"kind: Matrix\nname: {name}\nenvironment: {VLLM_PAIR}\narms: [baseline, eagle3]\n"
+                    f"target:\n{target}workloads: [coding]\nconcurrency: [1]\noutput_len: 8\nrequests: 4\n")
+    return path
+
+
+def test_a_vllm_job_runs_the_engines_own_command(tmp_path):
+    """The job script's server command is the engine's (Engine.server_command): `vllm serve MODEL` for a vLLM
+    Environment, as a process and in a container; its hash and env like SGLang's; one node only."""
+    process = vllm_matrix(tmp_path, PROCESS.replace("sglang/bin", "vllm/bin").replace("gpus_per_arm: 8", "gpus_per_arm: 1"))
+    r = run_cli("render", "slurm", str(process), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "out" / "tk-vp-eagle3.sbatch").read_text()
+    assert f"export TOOLKIT_ENV_HASH={spec_hash(load_spec(VLLM_PAIR), template_version())}" in text
+    assert "export HF_HUB_OFFLINE=1" in text.splitlines() and "#SBATCH --gpus=1" in text.splitlines()
+    assert ("exec /shared/venvs/vllm/bin/python -m vllm.entrypoints.cli.main serve /tmp/toolkit-pair/target "
+            "--served-model-name pair-target --gpu-memory-utilization 0.7 --max-num-seqs 64 --speculative-config "
+            """'{"method": "eagle3", "model": "/tmp/toolkit-pair/draft", "num_speculative_tokens": 3}' """
+            '--host 0.0.0.0 --port "${PORT}"') in text
+    assert "engine       vllm, launcher process" in text and "sglang" not in text
+    pyxis = vllm_matrix(tmp_path, PYXIS.replace("registry#org/sglang-cu13-blackwell:0.5.23",
+                                                "registry#org/vllm-0.24.0-pair:a77e50ac64da"), "vpx")
+    r = run_cli("render", "slurm", str(pyxis))
+    assert r.returncode == 0, r.stderr
+    assert ("--container-image='registry#org/vllm-0.24.0-pair:a77e50ac64da' --container-mounts=/models:/models:ro "
+            "python3 -m vllm.entrypoints.cli.main serve /tmp/toolkit-pair/target") in r.stdout
+    two = vllm_matrix(tmp_path, PROCESS.replace("gpus_per_arm: 8", "gpus_per_arm: 2, nodes: 2"), "vp2")
+    r = run_cli("validate", str(two))
+    assert r.returncode == 2 and "only SGLang spans nodes" in r.stderr and "engine 'vllm' runs on one node" in r.stderr

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from toolkit import __version__
 from toolkit import engines
-from toolkit.engines import sglang as sglang_engine
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.gpu.probes import NO_MULTICAST
@@ -81,7 +80,7 @@ def check_slurm(spec: LoadedSpec, env_spec: LoadedSpec) -> Path:
     eng = engines.get(env.engine)
     if t.slurm.nodes > 1 and not eng.spans_nodes:
         raise spec.error(("target", "slurm", "nodes"), "only SGLang spans nodes (--nnodes)",
-                         hint="the embedded engine runs on one node: drop `nodes:`")
+                         hint=f"engine {eng.name!r} runs on one node: drop `nodes:`")
     if not eng.slurm_jobs:
         raise spec.error(("target", "kind"), f"a Slurm job cannot run engine {eng.name!r} yet: its server command "
                          "is not rendered into job scripts", hint="run it on a `local` target (launcher: process)")
@@ -105,13 +104,12 @@ def server_command(spec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> tuple[li
         python = t.python or sys.executable
         return ([python, "-m", "toolkit.serve._tserve", "serve", model_dir, *device, "--host", "0.0.0.0",
                  "--port", PORT, *render_serve_args(args)], model_dir, None)
-    from toolkit.serve.sglang import sglang_command
-
+    eng = engines.get(env.engine)  # its own command line (Engine.server_command): sglang, vllm
     own = int(args["port"]) if "port" in args else None
     args.setdefault("host", "0.0.0.0")
     args.setdefault("port", PORT)
     python = (t.python or sys.executable) if t.launcher == "process" else "python3"
-    return sglang_command(args, python), sglang_engine.served_name(args), own
+    return eng.server_command(args, python), eng.served_name(args), own
 
 
 def sbatch_options(spec: LoadedSpec, job_name: str, workdir: Path) -> list[str]:
