@@ -25,6 +25,7 @@ from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
 
 class Engine:
     name: str = ""
+    title: str = ""                    # its name in a sentence ("SGLang", "vLLM")
     facts: EngineFacts
     # the launcher kinds of a Matrix target it runs under (docker/container: an image; process: a Python)
     launchers: frozenset[str] = frozenset()
@@ -79,6 +80,18 @@ class Engine:
 
     def pinned_version(self, env: Any) -> str | None:
         """The engine version an Environment pins (its image's, where it builds one); None when it pins none."""
+        return None
+
+    def canonical(self, params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        """What its server would really run for these preset values: (the values, "") or (None, why it refuses);
+        a rewrite the server makes by itself is applied (bench tune merges two spellings of one setting). By
+        default the values as they are."""
+        return dict(params), ""
+
+    def knob_error(self, env: Any, knob: str, value: Any) -> tuple[str, str | None] | None:
+        """What its server's own parser says of flag `knob` set to `value` in Environment `env`, before any
+        launch: (message, hint), or None when it takes it or the engine checks elsewhere (SGLang: against its
+        fetched source in the tune session)."""
         return None
 
     def server_state(self, info: dict | None) -> dict:

@@ -264,7 +264,7 @@ def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
 
 
 class SGLangEngine(Engine):
-    name = "sglang"
+    name, title = "sglang", "SGLang"
     facts = FACTS
     launchers = frozenset({"docker", "process", "container"})
     slurm_jobs = True
@@ -286,6 +286,9 @@ class SGLangEngine(Engine):
 
     def server_command(self, args: dict, python: str) -> list[str]:
         return command(args, python)
+
+    def canonical(self, params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        return canonical(params)
 
     def served_name(self, args: dict) -> str | None:
         return served_name(args)

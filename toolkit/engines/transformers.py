@@ -55,7 +55,7 @@ def meaning(preset: dict[str, Any], request_params: dict | None, model: Any) -> 
 
 
 class TransformersEngine(Engine):
-    name = "transformers"
+    name, title = "transformers", "the embedded engine"
     facts = FACTS
     launchers = frozenset({"process"})
     slurm_jobs = True

@@ -6,6 +6,7 @@ vllm/v1/spec_decode/metrics.py, vllm/entrypoints/...); no GPU run of it has been
                                  (--max-num-seqs when set), dummy weights (--load-format dummy), model folders
     speculative_config(preset)   the --speculative-config JSON as a dict ({} when absent or not JSON)
     pinned_version(env)          the vllm version the Environment pins in `packages:`
+    knob_error(env, knob, value) one tuned value checked against the same parser table (bench tune)
     spec_errors(env)             each preset checked against the pinned vLLM's own parser (toolkit/engines/vllm_flags.py)
     acceptance_counters(metrics) its /metrics spec-decode counters (accepted tokens, draft tokens, drafts, requests)
     acceptance_counts(metrics)   the same as {tokens, steps, requests}, the shape every engine gives
@@ -246,8 +247,21 @@ def last_error_line(log: str) -> str | None:
     return None
 
 
+def knob_error(env: Any, knob: str, value: Any) -> tuple[str, str | None] | None:
+    """What the pinned vLLM's parser says of `--knob value` (bench tune's values, each before any launch):
+    (message, hint), or None when it takes it (or no table ships for that version: spec_warnings says so)."""
+    table = vllm_flags.load_table(pinned_version(env))
+    if table is None:
+        return None
+    if knob == MODEL:
+        return (f"`{MODEL}` is vllm serve's positional MODEL, the served model itself: not a knob",
+                "tune server flags (e.g. max-num-seqs, max-num-batched-tokens) or the speculative config")
+    errors = vllm_flags.check_preset({knob: value}, table)
+    return (errors[0][1], errors[0][2]) if errors else None
+
+
 class VLLMEngine(Engine):
-    name = "vllm"
+    name, title = "vllm", "vLLM"
     facts = FACTS
     # a process where vLLM is installed; a container of the image `toolkit build env` builds (docker), or of
     # a Slurm target's image (container); the Slurm job's server command is `command` (docs/engines.md)
@@ -272,6 +286,9 @@ class VLLMEngine(Engine):
 
     def pinned_version(self, env: Any) -> str | None:
         return pinned_version(env)
+
+    def knob_error(self, env: Any, knob: str, value: Any) -> tuple[str, str | None] | None:
+        return knob_error(env, knob, value)
 
     def server_state(self, info: dict | None) -> dict:
         return server_state(info)

@@ -49,7 +49,7 @@ class TuneSession:
         self.first = t.first_requests or max(2, (self.m.requests or 8) // 4)
         self.confirm_requests = t.confirm_requests or self.m.requests or 32
         self.warnings: list[str] = list(self.space.notes)
-        if engines.get(self.space.engine).builds_image:  # flags checked against its pinned source
+        if engines.get(self.space.engine).flag_check == "build":  # flags checked against its pinned source
             self.warnings += check_sglang_flags(mspec, self.env_spec, self.space, log=log)
         from toolkit.bench.targets import prepare_target
 

@@ -1,5 +1,6 @@
-"""The search space of `toolkit bench tune`: which knobs an engine has, which values it accepts, and
-SGLang's own rules between its speculative flags, all checked before any server starts.
+"""The search space of `toolkit bench tune`: which knobs an engine has, which values it accepts (vLLM: each
+value against the pinned vLLM's own parser table), and SGLang's own rules between its speculative flags, all
+checked before any server starts.
 
     space = check_space(matrix_spec, env_spec, "ngram")
     space.candidates      # distinct settings SGLang (or transformers) would really run, in grid order
@@ -25,7 +26,7 @@ from toolkit.engines import KnobInfo, sglang, transformers
 from toolkit.errors import SpecError, did_you_mean
 from toolkit.specs import LoadedSpec
 
-SGLANG_KNOBS, TRANSFORMERS_KNOBS = sglang.FACTS.knobs, transformers.FACTS.knobs
+TRANSFORMERS_KNOBS = transformers.FACTS.knobs
 STEPS, TOPK, DRAFT = sglang.STEPS, sglang.TOPK, sglang.DRAFT
 
 
@@ -83,9 +84,9 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
     eng = engines.get(env.engine)
     if not eng.reads_generation_config and not eng.tunes_server_flags:
         raise mspec.error(("tune", "space", arm), f"bench tune does not know engine {eng.name!r}'s flags yet (which "
-                          "values its server rewrites or refuses)", hint="tune an SGLang or embedded-engine arm, "
-                          "or compare presets with `toolkit bench matrix`")
-    space = (_transformers if eng.reads_generation_config else _sglang)(mspec, env, arm, knobs)
+                          "values its server rewrites or refuses)", hint="tune an SGLang, vLLM or embedded-engine "
+                          "arm, or compare presets with `toolkit bench matrix`")
+    space = (_transformers if eng.reads_generation_config else _server_flags)(mspec, env, arm, knobs)
     if space.level == "server" and not targets.get(m.target.kind).starts_servers:
         raise mspec.error(("target",), f"tuning {', '.join(space.knobs)} restarts the server for every "
                           "trial, and an external target's servers were started by someone else",
@@ -132,7 +133,7 @@ def _unknown(mspec: LoadedSpec, arm: str, knob: str, catalogue: dict, engine: st
                 "flags to tune" if "-" in knob else "a generation_config key the embedded engine's tuner knows")
         raise mspec.error(_where(arm, knob), f"unknown knob {knob!r}: not {what}",
                           hint=f"did you mean {close[0]!r}?" if close else f"knobs here: {', '.join(names)}")
-    raise mspec.error(_where(arm, knob), f"unknown knob {knob!r}: SGLang's flags are written with dashes "
+    raise mspec.error(_where(arm, knob), f"unknown knob {knob!r}: {eng.title}'s flags are written with dashes "
                       f"and without the leading --", hint=f"did you mean {close[0]!r}?" if close else
                       f"e.g. {', '.join(names[:3])}")
 
@@ -173,16 +174,24 @@ def _tree_reason(draft: int, knobs: dict, preset: dict) -> str:
             "fails at start-up (sglang 0.5.17 srt/speculative/eagle_utils.py:106-110)")
 
 
-def _sglang(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
+def _server_flags(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
+    """Server-flag knobs (SGLang, vLLM): each value as the engine's own parser takes it (Engine.knob_error:
+    vLLM's parser table; SGLang's source is read later, check_sglang_flags), then every combination as the
+    engine would run it (Engine.canonical: SGLang's rules between its speculative flags)."""
+    eng = engines.get(env.engine)
     preset = dict(env.servers[arm])
     for knob, values in knobs.items():
         if "_" in knob:
-            _unknown(mspec, arm, knob, SGLANG_KNOBS, "sglang")
-        info = SGLANG_KNOBS.get(knob)
+            _unknown(mspec, arm, knob, eng.knobs, eng.name)
+        for i, v in enumerate(values):  # in the parser's own words first, where the engine has them
+            said = eng.knob_error(env, knob, v)
+            if said:
+                raise mspec.error(_where(arm, knob, i), f"{knob}: {v!r}: {said[0]}", hint=said[1])
+        info = eng.knobs.get(knob)
         if info is not None:
             _ints(mspec, arm, knob, values, info)
-        elif difflib.get_close_matches(knob, list(SGLANG_KNOBS), n=1, cutoff=0.85):
-            _unknown(mspec, arm, knob, SGLANG_KNOBS, "sglang")  # a near miss of a known flag: say so now
+        elif difflib.get_close_matches(knob, list(eng.knobs), n=1, cutoff=0.85):
+            _unknown(mspec, arm, knob, eng.knobs, eng.name)  # a near miss of a known flag: say so now
     names = list(knobs)
     seen: dict[str, dict] = {}
     used: dict[tuple[str, int], bool] = {}
@@ -190,7 +199,7 @@ def _sglang(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
     rewritten = refused = 0
     for combo in itertools.product(*(list(enumerate(knobs[k])) for k in names)):
         given = {k: v for k, (_, v) in zip(names, combo)}
-        canon, reason = sglang.canonical({**preset, **given})
+        canon, reason = eng.canonical({**preset, **given})
         if canon is None:
             refused += 1
             for k, (i, _) in zip(names, combo):
@@ -218,8 +227,8 @@ def _sglang(mspec: LoadedSpec, env, arm: str, knobs: dict[str, list]) -> Space:
     if refused:
         notes.append(f"{refused} combination(s) SGLang refuses were left out (the rules: docs/tune.md)")
     if not seen:
-        raise mspec.error(("tune", "space", arm), "no combination of these values is one SGLang accepts")
-    return Space(arm, "sglang", sglang.FACTS.level, names, list(seen.values()), notes, base={k: preset.get(k) for k in names})
+        raise mspec.error(("tune", "space", arm), f"no combination of these values is one {eng.title} accepts")
+    return Space(arm, eng.name, eng.level, names, list(seen.values()), notes, base={k: preset.get(k) for k in names})
 
 
 def check_sglang_flags(mspec: LoadedSpec, env_spec: LoadedSpec, space: Space, log=print) -> list[str]:
