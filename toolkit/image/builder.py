@@ -107,7 +107,7 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
         created = hits[0].labels.get("org.opencontainers.image.created", "")
         revision = hits[0].labels.get("org.opencontainers.image.revision", "unknown")
     else:
-        image_id, build_seconds, log_path, created, revision = _build(client, spec, rendered, plan, report,
+        image_id, build_seconds, log_path, created, revision = _build(client, spec, rendered, plan,
                                                                      checked["flag_mode"], no_cache, log, on_step)
     image = client.images.get(image_id)
     for tag in plan["tags"]:
