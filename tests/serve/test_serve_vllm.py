@@ -292,9 +292,10 @@ def test_bench_tune_on_vllm_arms(tmp_path: Path) -> None:
     (tmp_path / "env.yaml").write_text(ENV)
     target = json.dumps({"kind": "local", "launcher": "process", "python": sys.executable, "env": FAKE_ENV})
     (tmp_path / "m.yaml").write_text(TUNED % (target, "max-num-seqs: [8, 32]"))
+    out = tmp_path / "tuned.yaml"
     r = run_cli("bench", "tune", str(tmp_path / "m.yaml"), "--arm", "ngram", "--budget", "2", "--json",
-                "--results", str(tmp_path / "results"), env={"TOOLKIT_CACHE_DIR": str(tmp_path / "cache")},
-                timeout=900)
+                "--out", str(out), "--write-anyway", "--results", str(tmp_path / "results"),
+                env={"TOOLKIT_CACHE_DIR": str(tmp_path / "cache")}, timeout=900)
     assert r.returncode in (0, 3), r.stderr[-3000:]
     res = json.loads(r.stdout)
     assert res["status"] == "complete" and res["confirmation"]["cells"], res
@@ -302,3 +303,7 @@ def test_bench_tune_on_vllm_arms(tmp_path: Path) -> None:
     seen = {a["command"].split("--max-num-seqs ")[1].split()[0] for arms in commands for name, a in arms.items()
             if name != "baseline" and "--max-num-seqs " in a["command"]}
     assert {"8", "32"} <= seen, seen
+    # the winner written back into a copy of the vLLM Environment, which validates against vLLM's parser again
+    tuned = load_spec(out).model.servers["ngram"]
+    own = load_spec(tmp_path / "env.yaml").model.servers["ngram"]
+    assert tuned["max-num-seqs"] in (8, 32) and tuned["speculative-config"] == own["speculative-config"]
