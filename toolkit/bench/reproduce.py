@@ -192,8 +192,8 @@ def _engine_version(m: Manifest, derived: Any, engine: str) -> str | None:
     for info in derived.arm_info.values():
         if info.engine_version:
             return info.engine_version
-    if engines.get(engine).builds_image and m.build and m.build.sglang_version:
-        return m.build.sglang_version
+    if engines.get(engine).builds_image and m.build and m.build.served_version:
+        return m.build.served_version
     return m.host.primary.engines.get(engine)
 
 
@@ -214,7 +214,7 @@ def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
     v0 = _engine_version(original.manifest, original.derived, env.engine)
     built = engines.get(env.engine).builds_image  # its version: the image's
     if built:
-        v1 = (build.sglang_version if build else None) or now.host.primary.engines.get(env.engine)
+        v1 = (build.served_version if build else None) or now.host.primary.engines.get(env.engine)
     else:
         v1 = now.host.primary.engines.get(env.engine)
     if v0 != v1 and (v1 is not None or not built):  # an image of unknown version: see notes

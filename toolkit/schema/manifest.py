@@ -128,8 +128,16 @@ class BuildRecord(_Open):
     labels: dict[str, str] | None = None
     spec_hash: str | None = None
     sglang_version: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
     patches: list[Any] | dict[str, Any] | None = None
     revision: str | None = None
+
+    @property
+    def served_version(self) -> str | None:
+        """The engine version the image serves: `engine_version` (every engine's build record since vLLM
+        images), else `sglang_version` (SGLang records before it)."""
+        return self.engine_version or self.sglang_version
 
     @property
     def image(self) -> str | None:
