@@ -108,6 +108,7 @@ def test_a_recoded_run_verifies_says_so_and_reads_within_its_rounding(recoded) -
         out_a = run_cli("results", *args, a.name, "--root", ".", cwd=a.parents[1])
         out_b = run_cli("results", *args, b.name, "--root", ".", cwd=b.parents[1])
         assert out_a.returncode == out_b.returncode == 0 and out_a.stdout == out_b.stdout, out_b.stderr
+        assert "re-encoded" not in out_a.stderr and "note: run" in out_b.stderr and "re-encoded" in out_b.stderr
     r = run_cli("results", "verify", str(b))
     assert r.returncode == 0 and "re-encoded" in r.stdout
 
@@ -168,3 +169,14 @@ def test_a_run_that_does_not_verify_is_not_recoded(tmp_path: Path) -> None:
     assert gz.exists() and not (run / RECODED).exists()
     r = run_cli("results", "recode", str(run))
     assert r.returncode == 1 and "refused" in r.stderr
+
+
+def test_a_recoded_run_travels_as_a_tarball(recoded, tmp_path: Path) -> None:
+    from toolkit.results.bundle import import_tarball, pack
+
+    _, b = recoded
+    tarball = pack(b, tmp_path / "packs")
+    dest = import_tarball(tarball, tmp_path / "imported")
+    assert sorted(p.name for p in (dest / "cells").glob(f"*{COMPACT}")) == sorted(
+        p.name for p in (b / "cells").glob(f"*{COMPACT}"))
+    assert errors(verify_run(dest)) == [] and load_recoded(dest) == load_recoded(b)

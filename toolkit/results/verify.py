@@ -291,13 +291,15 @@ def open_verified(path: str | Path, allow_unverified: bool = False, warn=None):
     content, the request records included: a record edited with its SHA256SUMS rewritten is refused too);
     else a ToolkitError naming the archive and its first problem (exit 2). With allow_unverified (--force) it
     is read anyway: a loud UNVERIFIED warning with each problem goes to `warn` first, and the archive carries
-    the problems (`archive.unverified`) so that every output made from it says UNVERIFIED (mark_unverified)."""
+    the problems (`archive.unverified`) so that every output made from it says UNVERIFIED (mark_unverified).
+    A warning (its records re-encoded, RECODED.json) goes to `warn` as a note: the run is read, never silently."""
     from toolkit.results.archive import open_archive
 
     path = Path(path)
     # a temp file is a write in progress (a run being watched) or an interrupted one: never read, so no reason
     # to refuse the archive
-    problems = [p for p in errors(verify_run(path)) if not is_temp(p.file.rsplit("/", 1)[-1])]
+    found = verify_run(path)
+    problems = [p for p in errors(found) if not is_temp(p.file.rsplit("/", 1)[-1])]
     if problems and not allow_unverified:
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
         raise ToolkitError(f"run {path.name} does not verify: {problems[0]}{more}", file=path,
@@ -308,6 +310,10 @@ def open_verified(path: str | Path, allow_unverified: bool = False, warn=None):
         warn(f"WARNING: run {path} does not verify (UNVERIFIED); its figures are not to be trusted:")
         for p in problems:
             warn(f"  {p}")
+    if warn is not None:  # nothing wrong, but said: records re-encoded at a stated rounding (RECODED.json)
+        for p in found:
+            if p.severity == "warning":
+                warn(f"note: run {path.name}: {p.file}: {p.message}")
     archive = open_archive(path)
     archive.unverified = [str(p) for p in problems]
     return archive
