@@ -120,9 +120,21 @@ def wait_for(cond, timeout_s: float, what: str):
 
 
 def archive_bytes(folder: Path) -> bytes:
-    """Every file under folder as a reader sees it (NAME.gz and *.jsonl.gz decompressed: runs are compacted at
-    finalize), concatenated: what a test searches for a secret or a kept string."""
+    """Every file under folder as a reader sees it (NAME.gz, *.jsonl.gz and the records codec's *.rec.xz
+    decompressed: runs are compacted at finalize), concatenated: what a test searches for a secret or a kept
+    string."""
     import gzip
+    import lzma
 
-    return b"".join(gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+    return b"".join(gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else
+                    lzma.decompress(p.read_bytes()) if p.name.endswith(".xz") else p.read_bytes()
                     for p in sorted(Path(folder).rglob("*")) if p.is_file())
+
+
+def record_dicts(run: Path, key: str) -> list[dict]:
+    """A cell's records as the JSON objects the run wrote (cells/<key>.jsonl.gz or .rec.xz, as finalize left it)."""
+    import json
+
+    from toolkit.results.records import read_records, records_path
+
+    return [json.loads(r.model_dump_json(exclude_defaults=True)) for r in read_records(records_path(run / "cells", key))]

@@ -13,7 +13,6 @@ speculative arm that gets none carries a methodology warning naming it and sayin
 from __future__ import annotations
 
 import asyncio
-import gzip
 import json
 import re
 import textwrap
@@ -23,7 +22,7 @@ import pytest
 from aiohttp import web
 
 from tests.conftest import ROOT, run_cli
-from tests.helpers import served
+from tests.helpers import record_dicts, served
 from toolkit.engines.sglang import acceptance_counters as counters
 from toolkit.schema.metrics import ACCEPT_SOURCES
 from toolkit.serve.sglang import parse_metrics
@@ -145,8 +144,7 @@ def test_chat_cells_carry_the_servers_acceptance(tmp_path: Path, replay) -> None
         assert c["metrics"]["accept_length"]["p50"] == pytest.approx(META["spec_accept_length"])
         assert c["metrics"]["accept_length"]["n"] == 8
         # the wire carried no steps: no per-request figure, and none invented
-        recs = [json.loads(ln) for ln in gzip.decompress((run / "cells" / f"eagle3-threshold__coding__c{c['concurrency']}"
-                                                          f"__r0.jsonl.gz").read_bytes()).splitlines()]
+        recs = record_dicts(run, f"eagle3-threshold__coding__c{c['concurrency']}__r0")
         assert not any("spec_verify_ct" in r for r in recs) and "req_accept_length" not in c["metrics"]
     assert rp.finished == 2 * (8 + 2)
     checks = {c["check"] for c in summary["derived"]["methodology"]}
@@ -206,8 +204,7 @@ def test_embedded_engine_cells_carry_tokens_per_step(tmp_path: Path) -> None:
     for arm in ("baseline", "ngram"):
         c = by[arm]
         assert c["status"] == "ok" and c["accept_source"] == "server-log"
-        recs = [json.loads(ln) for ln in gzip.decompress((run / "cells" / f"{arm}__coding__c1__r0.jsonl.gz")
-                                                         .read_bytes()).splitlines()]
+        recs = record_dicts(run, f"{arm}__coding__c1__r0")
         measured = [r for r in recs if not r.get("warmup")]
         # the server's count over exactly the measured requests: its tokens are the client's, warmup left out
         assert c["accept_counts"]["requests"] == len(measured) == 4

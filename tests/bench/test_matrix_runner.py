@@ -40,10 +40,15 @@ def tree_digest(run: Path) -> dict[str, tuple[str, int]]:
 
 
 def logical_digest(run: Path) -> dict[str, str]:
-    """sha256 of each file as readers see it (NAME for a compacted NAME.gz, decompressed)."""
+    """sha256 of each file as readers see it (NAME for a compacted NAME.gz, decompressed; a cell's records,
+    either form, as cells/<key>.records: the JSON lines they give)."""
+    from toolkit.results.records import cell_key_of, plain_lines, read_records
+
     out = {}
     for p in sorted(run.rglob("*")):
-        if p.is_file() and p.name not in ("SHA256SUMS", "SHA256SUMS.orig"):
+        if p.is_file() and p.parent.name == "cells" and cell_key_of(p):
+            out[f"cells/{cell_key_of(p)}.records"] = hashlib.sha256(plain_lines(read_records(p))).hexdigest()
+        elif p.is_file() and p.name not in ("SHA256SUMS", "SHA256SUMS.orig", "RECODED.json"):
             rel = str(p.relative_to(run))
             plain = rel.endswith(".gz") and not rel.endswith(".jsonl.gz")
             out[rel[:-3] if plain else rel] = hashlib.sha256(compact.read_bytes(run / rel[:-3]) if plain

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tests.helpers import served
+from tests.helpers import record_dicts, served
 from toolkit.loadgen import CellLoad, run_cell
 from toolkit.schema.records import Prompt
 from toolkit.serve.sglang import parse_metrics, preset_mismatches, server_state
@@ -188,9 +188,10 @@ def test_the_archived_h200_run_holds_what_issue_13_asks():
     assert len(cap) == 1 and cap[0]["severity"] == "error" and "arm ngram" in cap[0]["message"]
     assert d["arm_info"]["ngram"]["max_running_requests_source"] == "server_info"
     for arm in ("eagle3", "ngram", "eagle3-threshold"):
-        for f in (run / "cells").glob(f"{arm}__*.jsonl.gz"):
-            recs = [json.loads(x) for x in gzip.decompress(f.read_bytes()).splitlines()]
-            assert recs and all(r["accept_length"] >= 1 for r in recs if not r.get("error")), f.name
+        keys = [p.name[: -len(".json")] for p in compact.glob(run / "cells", f"{arm}__*.json")]
+        for key in keys:
+            recs = record_dicts(run, key)
+            assert recs and all(r["accept_length"] >= 1 for r in recs if not r.get("error")), key
 
 
 def test_the_threshold_patch_switched_on_the_real_server():

@@ -16,6 +16,7 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import SCHEMA_VERSION, ArchiveWriter, cell_key, open_archive
 from toolkit.results.facts import list_runs
 from toolkit.results.verify import verify_run
+from toolkit.results.records import load_recoded, plain_lines, read_records, records_path
 from tests.synthetic import make_records, manifest_for, summarize, write_run
 
 ARMS = {"baseline": ["python", "-m", "sglang.launch_server"]}
@@ -43,10 +44,13 @@ def test_roundtrip_records_columns_and_checksums(tmp_path):
     assert len(cols["ttft_ms"]) == len(measured) == 30
     assert np.allclose(cols["e2e_ms"], [r.e2e_ms for r in measured], rtol=1e-6)
     sums = (w.path / "SHA256SUMS").read_text()
-    for rel in ("manifest.json", "summary.json", "report.md", "logs/baseline.log", f"cells/{key}.jsonl.gz",
+    for rel in ("manifest.json", "summary.json", "report.md", "logs/baseline.log", f"cells/{key}.rec.xz",
                 f"cells/{key}.npz", f"cells/{key}.json"):
         assert f"  {rel}\n" in sums or f"  {rel}.gz\n" in sums  # compacted at finalize: the stored bytes
     assert "  summary.json.gz\n" in sums and verify_run(w.path) == []
+    # records at the microsecond are written in the records codec at finalize, exactly (RECODED.json says so)
+    assert not (w.path / f"cells/{key}.jsonl.gz").exists()
+    assert [f.exact for f in load_recoded(w.path).files.values()] == [True]
 
 
 def test_concurrent_creates_never_collide(tmp_path):
@@ -82,7 +86,8 @@ def test_cells_written_once_resume_partial_and_complete_is_final(tmp_path):
     r.finalize("complete", derived={})
     a = open_archive(w.path)
     assert a.status == "complete" and len(a.summary.cells) == 2
-    assert (w.path / f"cells/{cell_key('baseline', 'chat', 1)}.jsonl.gz").read_bytes() == before
+    key1 = cell_key("baseline", "chat", 1)  # resume kept its records; finalize stored them in the codec, exactly
+    assert plain_lines(read_records(records_path(w.path / "cells", key1))) == gzip.decompress(before)
     assert verify_run(w.path) == []
 
     with pytest.raises(ToolkitError, match="complete"):

@@ -284,7 +284,7 @@ async def send_one(pool: Pool, path: str, api: Api, body: bytes, rec: RequestRec
     """POST `body` to `path`, stream the answer, fill `rec` (its send_s is set here, relative to t0)."""
     st = _Stream(api)
     sent = _perf()
-    rec.send_s = sent - t0
+    rec.send_s = round(sent - t0, 6)  # to the microsecond, as the chunk times below
     try:
         rec.status, err = await pool.post(path, body, st)
         if rec.status != 200:

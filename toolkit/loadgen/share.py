@@ -113,7 +113,7 @@ class Share:
                                             lag_ms=None, chunk_ms=[], chunk_tokens=[], rate=self.load.rate)
         await send_one(self.pool, self.url, self.api, self.body(p), rec, self.t0)
         if scheduled is not None:  # open loop: how late it left, from the send time itself
-            rec.lag_ms = (self.t0 + rec.send_s - scheduled) * 1000.0
+            rec.lag_ms = round((self.t0 + rec.send_s - scheduled) * 1000.0, 3)
         self.records.append(rec)
         if self.on_record is not None:
             self.on_record(rec)

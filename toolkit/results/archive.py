@@ -20,7 +20,6 @@ import gzip
 import json
 import os
 import secrets
-import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,6 +39,7 @@ from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, l
 from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
 from toolkit.checksums import folder_files, write_sums
 from toolkit.results.compact import exists, finish, glob, read_text
+from toolkit.results.records import iter_records, plain_lines, records_exist, records_path
 from toolkit.signals import signals_held
 from toolkit.scrub import referenced_vars, scrub, scrub_text, secret_values
 
@@ -139,7 +139,7 @@ class ArchiveWriter:
                                hint="cells are written once; resume writes only the missing ones (done_cells())")
         summary = summary.model_copy(update={k: scrub_text(getattr(summary, k), self.secrets)
                                              for k in ("reason", "log_tail") if getattr(summary, k)})
-        lines = b"".join(r.model_dump_json(exclude_defaults=True).encode() + b"\n" for r in records)
+        lines = plain_lines(records)
         write_atomic(base.parent / f"{key}.jsonl.gz", gzip.compress(lines, compresslevel=6, mtime=0))
         write_atomic(base.parent / f"{key}.npz", save_columns(columns_from_records(records)))
         write_atomic(base.with_suffix(".json"), summary.model_dump_json(indent=2) + "\n")
@@ -245,28 +245,23 @@ class Archive:
         return self.summary.derived if self.summary else Derived()
 
     def iter_records(self, key: str) -> Iterator[RequestRecord]:
-        path = self.path / "cells" / f"{key}.jsonl.gz"
+        """A cell's records, plain (<key>.jsonl.gz) or re-encoded (<key>.rec.xz: toolkit.results.records)."""
+        path = records_path(self.path / "cells", key)
         if not path.exists():
             raise ToolkitError(f"no records for cell {key}", file=path)
         try:
-            with gzip.open(path, "rt") as f:
-                for i, line in enumerate(f, 1):
-                    try:
-                        yield RequestRecord.model_validate_json(line)
-                    except ValidationError as exc:
-                        raise ToolkitError(f"record {i} is malformed: {exc.errors()[0]['msg']}", file=path,
-                                           line=i) from None
-        except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:  # not gzip, cut short, not text
-            raise ToolkitError(f"the cell's records cannot be read ({exc}): the file was truncated or replaced",
-                               file=path, hint=f"`toolkit results verify {self.path}` lists every problem; restore "
-                                               "the run folder from a copy") from None
+            yield from iter_records(path)
+        except ToolkitError as exc:  # not gzip/xz, cut short, not text, or a record off the schema
+            raise ToolkitError(f"the cell's records cannot be read: {exc.message}", file=path, line=exc.line,
+                               hint=f"`toolkit results verify {self.path}` lists every problem; restore "
+                                    "the run folder from a copy") from None
 
     def columns(self, key: str) -> dict[str, np.ndarray]:
         """Per-request numeric columns of a cell (from the .npz; derived from the records if it is absent)."""
         path = self.path / "cells" / f"{key}.npz"
         if path.exists():
             return load_columns(path)
-        if (self.path / "cells" / f"{key}.jsonl.gz").exists():
+        if records_exist(self.path / "cells", key):
             return columns_from_records(list(self.iter_records(key)))
         return {c: np.empty(0, np.float32) for c in COLUMNS}
 

@@ -214,6 +214,31 @@ def compact_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
         raise typer.Exit(1)
 
 
+@app.command("recode")
+def recode_cmd(runs: Annotated[list[str], typer.Argument(help="runs whose request records to re-encode (named: "
+                                                               "never everything by default)")],
+               root: Root = Path("results")) -> None:
+    """Re-encode a finished run's request records (cells/<key>.jsonl.gz -> <key>.rec.xz: times as integer
+    microseconds, xz), recorded in the run's RECODED.json: the sha256 of each file it replaced, whether the
+    re-encoding is exact, else the rounding (1 us). Columns, summaries and every other file are kept; verify
+    checks the records against them within that rounding and says the run was re-encoded. A run that does
+    not verify, or was interrupted, is refused (exit 1). Running it again changes nothing."""
+    from toolkit.results.recode import recode
+
+    bad = 0
+    for r in runs:
+        p = Path(r) if Path(r).is_dir() else resolve_run(r, root)
+        try:
+            done = recode(p)
+        except ToolkitError as exc:
+            bad += 1
+            err.print(f"refused {p}: {exc.message}", markup=False)
+            continue
+        out.print(f"{p}: {len(done)} records file(s) re-encoded", markup=False)
+    if bad:
+        raise typer.Exit(1)
+
+
 def _open(ref: str, root: Path, allow_unverified: bool):
     """A run for show, report, diff and slo: read only when it verifies (toolkit.results.verify.open_verified)."""
     from toolkit.results.verify import open_verified

@@ -28,10 +28,11 @@ from pathlib import Path
 from toolkit.checksums import NAME as SUMS, ORIG, check_sums, folder_files, is_run_archive, write_sums
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import sha256_file, write_atomic
+from toolkit.results.records import reencode
 
 COMPACT_MIN = 1024
 GZ = ".gz"
-KEPT = ("manifest.json", "tune.json")
+KEPT = ("manifest.json", "tune.json", "RECODED.json")
 STORE = "inputs/sha256"  # a tune session's inputs, once for all its runs, by content (toolkit.bench.inputs)
 
 
@@ -129,12 +130,16 @@ def share_inputs(run: Path, store: Path) -> list[str]:
 
 
 def finish(folder: Path) -> list[str]:
-    """Compact a folder just finalized (its SHA256SUMS freshly written by the caller, so not checked again);
-    an interrupted run is left plain (nothing is raised): resume completes it."""
+    """Compact a folder just finalized (its SHA256SUMS freshly written by the caller, so not checked again),
+    and write a run's records in the codec (cells/<key>.rec.xz, RECODED.json: exact) where decoding gives
+    the very lines the run wrote; an interrupted run is left plain (nothing is raised): resume completes it."""
     folder = Path(folder)
     if is_run_archive(folder) and _interrupted(folder):
         return []
-    return _compact_one(folder, check=False)
+    done = _compact_one(folder, check=False)
+    if is_run_archive(folder):  # records in the codec where it holds them exactly (toolkit.results.records)
+        done += reencode(folder, exact_only=True)
+    return done
 
 
 def _interrupted(folder: Path) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 from toolkit.errors import ToolkitError
 from toolkit.schema.eligibility import Eligibility, stall_check
 from toolkit.schema.keys import level_label
+from toolkit.results.records import records_exist
 from toolkit.schema.manifest import Crossover, Derived, Speedup
 from toolkit.schema.records import CellSummary
 
@@ -274,7 +275,7 @@ def judged_cells(a) -> list[CellSummary]:
         return hit
     out = []
     for key, c in a.cell_map.items():
-        if c.status == "ok" and "stall" not in c.checked and (a.path / "cells" / f"{key}.jsonl.gz").exists():
+        if c.status == "ok" and "stall" not in c.checked and records_exist(a.path / "cells", key):
             try:
                 chk = stall_check(list(a.iter_records(key)))
             except ToolkitError:  # unreadable records: `results verify` names them; no stall is claimed

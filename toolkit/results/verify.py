@@ -20,9 +20,7 @@ UNVERIFIED in every output (docs/results.md says why).
 
 from __future__ import annotations
 
-import gzip
 import json
-import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -33,6 +31,8 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import archive_files, sha256_file
 from toolkit.results.compact import exists, glob, read_text
 from toolkit.results.consistency import check_cell
+from toolkit.results.records import (RECODED, Recoded, load_recoded, read_records, recoded_problems, records_path,
+                                     tolerance_for)
 from toolkit.schema.columns import COLUMNS, OLD_NAMES, load_columns
 from toolkit.schema.keys import STATUSES, cell_key
 from toolkit.schema.manifest import load_derived, load_manifest
@@ -96,24 +96,17 @@ def _stored_inputs(path: Path, manifest: dict | None, problems: list[Problem]) -
 
 
 def _records(path: Path, rel: str, problems: list[Problem]) -> list[RequestRecord] | None:
-    """Every record of a cell (gzip's CRC catches truncation; each line must match the schema); None when
-    the file cannot be read whole."""
-    out: list[RequestRecord] = []
+    """Every record of a cell, either form (toolkit.results.records: gzip's CRC and xz's check catch
+    truncation; each line must match the schema); None when the file cannot be read whole."""
     try:
-        with gzip.open(path, "rb") as f:
-            for i, line in enumerate(f, 1):
-                try:
-                    out.append(RequestRecord.model_validate_json(line))
-                except ValidationError as exc:
-                    problems.append(Problem(rel, f"record {i} does not match the schema: {exc.errors()[0]['msg']}"))
-                    return None
-    except (EOFError, OSError, zlib.error) as exc:
-        problems.append(Problem(rel, f"cannot be decompressed to the end ({exc}): truncated or corrupted"))
+        return read_records(path)
+    except ToolkitError as exc:
+        problems.append(Problem(rel, exc.message))
         return None
-    return out
 
 
-def _cells(path: Path, problems: list[Problem], records: bool = True, imported: bool = False) -> dict[str, dict]:
+def _cells(path: Path, problems: list[Problem], records: bool = True, imported: bool = False,
+           recoded: Recoded | None = None) -> dict[str, dict]:
     cells = {}
     for p in glob(path / "cells", "*.json"):
         key, rel = p.name[: -len(".json")], f"cells/{p.name}"
@@ -126,10 +119,10 @@ def _cells(path: Path, problems: list[Problem], records: bool = True, imported: 
             problems.append(Problem(rel, f"does not match the CellSummary schema: {exc.errors()[0]['msg']}"))
             continue
         cells[key] = summary.model_dump(mode="json")
-        gz, npz = path / "cells" / f"{key}.jsonl.gz", path / "cells" / f"{key}.npz"
+        gz, npz = records_path(path / "cells", key), path / "cells" / f"{key}.npz"
         recs = _records(gz, f"cells/{gz.name}", problems) if gz.exists() and records else None
         if not gz.exists():
-            problems.append(Problem(f"cells/{key}.jsonl.gz", "missing (its cell summary exists)"))
+            problems.append(Problem(f"cells/{gz.name}", "missing (its cell summary exists)"))
         cols = None
         if npz.exists():
             try:
@@ -145,7 +138,8 @@ def _cells(path: Path, problems: list[Problem], records: bool = True, imported: 
 
             with np.load(npz, allow_pickle=False) as z:
                 old = not any(new in z.files for new in OLD_NAMES.values())
-            for which, msg in check_cell(summary, recs, cols, old_columns=old, imported=imported):
+            tol = tolerance_for(recoded, f"cells/{gz.name}")
+            for which, msg in check_cell(summary, recs, cols, old_columns=old, imported=imported, tol_ms=tol):
                 problems.append(Problem(f"cells/{npz.name}" if which == "npz" else rel,
                                         f"{msg}: the records, columns and summary of cell {key} disagree (edited?)"))
     return cells
@@ -173,7 +167,8 @@ def verify_run(path: str | Path, records: bool = True) -> list[Problem]:
     _stored_inputs(path, manifest, problems)
     source = (manifest or {}).get("source") if isinstance(manifest, dict) else None
     imported = isinstance(source, dict) and source.get("format") not in (None, "toolkit")
-    cells = _cells(path, problems, records, imported)
+    recoded = _recoded(path, problems)
+    cells = _cells(path, problems, records, imported, recoded)
     if summary is not None:
         if summary.get("status") not in STATUSES:
             problems.append(Problem("summary.json", f"status {summary.get('status')!r} is not one of {STATUSES}"))
@@ -200,6 +195,27 @@ def verify_run(path: str | Path, records: bool = True) -> list[Problem]:
     for tmp in path.rglob(".*.tmp"):
         problems.append(Problem(tmp.relative_to(path).as_posix(), "left-over temporary file of an interrupted write"))
     return problems
+
+
+def _recoded(path: Path, problems: list[Problem]) -> Recoded | None:
+    """The run's RECODED.json (its records re-encoded by `toolkit results recode`): checked, and said as a
+    warning, since the records below the stated rounding are not the run's own any more."""
+    try:
+        rec = load_recoded(path)
+    except ToolkitError as exc:
+        problems.append(Problem(RECODED, exc.message))
+        return None
+    if rec is None:
+        return None
+    problems.extend(Problem(rel, msg) for rel, msg in recoded_problems(path, rec))
+    lossy = sum(1 for f in rec.files.values() if not f.exact)
+    if lossy:
+        problems.append(Problem(RECODED, f"records of {lossy} cell(s) re-encoded with times rounded to "
+                                         f"{rec.precision_ms} ms ({rec.recoded_at}): checked within that rounding "
+                                         "against the run's own columns and summaries; the originals' sha256s are "
+                                         "kept, not their bytes",
+                                "warning"))
+    return rec
 
 
 # -- other folders, discovery, and the readers' gate
@@ -275,13 +291,15 @@ def open_verified(path: str | Path, allow_unverified: bool = False, warn=None):
     content, the request records included: a record edited with its SHA256SUMS rewritten is refused too);
     else a ToolkitError naming the archive and its first problem (exit 2). With allow_unverified (--force) it
     is read anyway: a loud UNVERIFIED warning with each problem goes to `warn` first, and the archive carries
-    the problems (`archive.unverified`) so that every output made from it says UNVERIFIED (mark_unverified)."""
+    the problems (`archive.unverified`) so that every output made from it says UNVERIFIED (mark_unverified).
+    A warning (its records re-encoded, RECODED.json) goes to `warn` as a note: the run is read, never silently."""
     from toolkit.results.archive import open_archive
 
     path = Path(path)
     # a temp file is a write in progress (a run being watched) or an interrupted one: never read, so no reason
     # to refuse the archive
-    problems = [p for p in errors(verify_run(path)) if not is_temp(p.file.rsplit("/", 1)[-1])]
+    found = verify_run(path)
+    problems = [p for p in errors(found) if not is_temp(p.file.rsplit("/", 1)[-1])]
     if problems and not allow_unverified:
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
         raise ToolkitError(f"run {path.name} does not verify: {problems[0]}{more}", file=path,
@@ -292,6 +310,10 @@ def open_verified(path: str | Path, allow_unverified: bool = False, warn=None):
         warn(f"WARNING: run {path} does not verify (UNVERIFIED); its figures are not to be trusted:")
         for p in problems:
             warn(f"  {p}")
+    if warn is not None:  # nothing wrong, but said: records re-encoded at a stated rounding (RECODED.json)
+        for p in found:
+            if p.severity == "warning":
+                warn(f"note: run {path.name}: {p.file}: {p.message}")
     archive = open_archive(path)
     archive.unverified = [str(p) for p in problems]
     return archive
