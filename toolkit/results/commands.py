@@ -73,7 +73,8 @@ def list_cmd(root: Root = Path("results"),
              matrix: Annotated[Optional[str], typer.Option("--matrix", help="only runs of this matrix")] = None,
              json_out: Json = False) -> None:
     """The archived runs, newest first: when, matrix, env hash, host, GPU, arms, status. Corrupt runs are
-    listed with their error; the others still list."""
+    listed with their error; the others still list. A run whose SHA256SUMS does not match shows as
+    UNVERIFIED (tampered: FILE); `results verify` makes the full check."""
     from toolkit.results.facts import list_runs
     from toolkit.results.report import build_list_report, emit
 
