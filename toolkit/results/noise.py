@@ -246,7 +246,7 @@ class NoiseModel:
 def calibration_view(root: Path | None, *archives: Archive, objectives=None,
                      refused: list[str] | None = None) -> LaunchView | None:
     """The calibration for the first archive that has one under root (only looked for when a side of the
-    comparison has a single launch); `refused`: why a busy-host one was not used (find_calibration)."""
+    comparison has a single launch); `refused`: why one was not used (a busy host, an older hash: refusal)."""
     if root is None:
         return None
     hashes = [a.manifest.environment.hash for a in archives]
