@@ -20,7 +20,8 @@ from toolkit.targets import Slot, Target, deal
 
 from tests.helpers import write_matrix
 
-BENCH = Path(__file__).resolve().parent.parent.parent / "toolkit" / "bench"
+TOOLKIT = Path(__file__).resolve().parent.parent.parent / "toolkit"
+RUNNERS = [TOOLKIT / "bench", TOOLKIT / "tune"]  # the runner and the tuner that drives it
 KINDS = r"(local|hosts|external|slurm)"
 # a target kind compared with a name, a slot target or launcher told apart by its class, a kind's own module
 # imported, a launcher's capability found by getattr: the Target (plan.target) or the Launcher protocol is asked
@@ -32,15 +33,16 @@ BRANCHES = [
     re.compile(r"isinstance\([^,]+,\s*\(?[\w., ]*(Target|Launcher)\b"),
     re.compile(r"\bfrom toolkit\.(slurm|targets\.\w+)\b|\bimport toolkit\.slurm\b"),
     re.compile(r"getattr\(\s*(self\.)?launcher\s*,"),
+    re.compile(rf"[\"']kind[\"']\s*:\s*[\"']{KINDS}[\"']"),  # a target made by naming its kind
 ]
 
 
-def test_no_target_kind_branch_in_bench() -> None:
+def test_no_target_kind_branch_in_bench_or_tune() -> None:
     found = []
-    for path in sorted(BENCH.rglob("*.py")):
+    for path in sorted(p for d in RUNNERS for p in d.rglob("*.py")):
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if any(p.search(line) for p in BRANCHES):
-                found.append(f"{path.relative_to(BENCH.parent.parent)}:{n}: {line.strip()}")
+                found.append(f"{path.relative_to(TOOLKIT.parent)}:{n}: {line.strip()}")
     assert not found, "ask the Target (plan.target, toolkit.targets.get(kind)) instead:\n" + "\n".join(found)
 
 
@@ -48,7 +50,8 @@ def test_the_pattern_list_catches_a_branch() -> None:
     for line in ('if plan.m.target.kind == "slurm":', "if t.kind != 'external':", 'if kind in ("local", "hosts"):',
                  'return {**kw, "kind": "slurm"} if x == "slurm" else kw', "if isinstance(t, ExternalTarget):",
                  "if isinstance(launcher, (SlurmLauncher, Foo)):", "from toolkit.slurm.launcher import slurm_launcher",
-                 'step = getattr(launcher, "cell_step", None)', 'getattr(self.launcher, "hardware", None)'):
+                 'step = getattr(launcher, "cell_step", None)', 'getattr(self.launcher, "hardware", None)',
+                 'return {"kind": "external", "urls": {a: url for a in arms}}', "t.get('kind') == 'external'"):
         assert any(p.search(line) for p in BRANCHES), line
 
 
@@ -158,3 +161,38 @@ def test_a_registered_fourth_target_runs_a_matrix(tmp_path: Path, fake_cloud) ->
     for arm in ("baseline", "ngram"):  # the launcher's capabilities, asked through the protocol
         assert (result.path / f"cloud/{arm}.txt").read_text() == f"{arm} placed by the fake cloud\n"
     assert not errors(verify_run(result.path)), textwrap.indent("\n".join(map(str, verify_run(result.path))), "  ")
+
+
+@pytest.mark.slow
+def test_a_registered_fourth_target_runs_a_matrix_through_the_cli(tmp_path: Path, fake_cloud) -> None:
+    """The same kind, registered in this process (the registry has no plug-in loader), through the real Typer app
+    of `toolkit bench matrix`: its spec validated, its slots run and archived, the run verified by the CLI too."""
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+    from toolkit.results.archive import open_archive
+
+    m = write_matrix(tmp_path, MATRIX)
+    out = CliRunner().invoke(app, ["bench", "matrix", str(m), "--results", str(tmp_path / "results")])
+    assert out.exit_code == 0, out.output
+    (run,) = sorted((tmp_path / "results").glob("*/*/manifest.json"))
+    manifest = open_archive(run.parent).manifest
+    assert [s.target for s in manifest.slots] == [{"kind": "fakecloud", "region": "eu"},
+                                                 {"kind": "fakecloud", "region": "us"}]
+    assert fake_cloud.preflights == 1 and (run.parent / "cloud/ngram.txt").is_file()
+    verified = CliRunner().invoke(app, ["results", "verify", str(run.parent)])
+    assert verified.exit_code == 0, verified.output
+
+
+def test_tune_asks_the_adapter_for_its_generated_matrices_target() -> None:
+    """What bench tune's generated matrices are sent to (toolkit/tune/servers.py), asked of the adapters."""
+    assert targets.get("local").runs_here and not any(targets.get(k).runs_here for k in ("hosts", "external", "slurm"))
+    assert targets.serving({"a": "http://h:1"}) == {"kind": "external", "urls": {"a": "http://h:1"}}
+    ext = targets.get("external")
+    assert ext.for_arms({"kind": "external", "url": "http://one"}, {"t1": "base", "base": "base"}) == \
+        {"kind": "external", "urls": {"t1": "http://one", "base": "http://one"}}
+    assert ext.for_arms({"kind": "external", "urls": {"base": "http://b", "spec": "http://s"}, "independent": True},
+                        {"trial-1": "spec", "base": "base"}) == \
+        {"kind": "external", "urls": {"trial-1": "http://s", "base": "http://b"}, "independent": True}
+    local = {"kind": "local", "gpus": ["0"]}
+    assert targets.get("local").for_arms(local, {"t1": "base"}) == local

@@ -80,7 +80,8 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
     if writer is None:  # before any server starts: what this run can find (docs/results.md#power-before-spending)
         from toolkit.bench.power import plan_power
 
-        log(plan_power(plan.hashes.get("environment"), plan.m.planned_launches, plan.m.requests, results_root))
+        log(plan_power(plan.hashes.get("environment"), plan.m.planned_launches, plan.m.requests, results_root,
+                       env_name=plan.env_spec.model.name))
     if build is not None:
         plan.build = build
     if origin is not None and origin.build is not None:

@@ -18,24 +18,6 @@ CHANGE_PCT = 10.0
 METRICS = ("ttft_ms", "tpot_ms")
 
 
-def _calibration(root: Path, env_hash: str | None):
-    """The newest complete noise-calibration archive of this environment (hash) under root, or None."""
-    from toolkit.results.archive import open_archive
-    from toolkit.results.noise import _manifest, _status
-
-    if not env_hash or not Path(root).is_dir():
-        return None
-    for manifest in sorted(Path(root).glob("*/*/manifest.json"), key=lambda p: p.parent.name, reverse=True):
-        raw = _manifest(manifest.parent)
-        if raw and raw.get("purpose") == "noise-calibration" and (raw.get("environment") or {}).get("hash") == env_hash \
-                and _status(manifest.parent) == "complete":
-            try:
-                return open_archive(manifest.parent)
-            except Exception:  # noqa: BLE001 - a corrupt run is no calibration; `results verify` names it
-                continue
-    return None
-
-
 def _noisiest(view, metric: str) -> Noise | None:
     arms = sorted({g[0] for g in view.groups})
     found = [n for n in (view.noise(a, metric) for a in arms) if n is not None]
@@ -55,17 +37,19 @@ def _request_var(view, metric: str) -> float | None:
 
 
 def plan_power(env_hash: str | None, launches: int, requests: int | None, root: Path,
-               change_pct: float = CHANGE_PCT) -> str:
+               change_pct: float = CHANGE_PCT, env_name: str | None = None) -> str:
     """The plan's power line: per metric the launches per arm that find a change_pct change at POWER (two-sided
     alpha, log-ratio scale, each cell's own launch variance), the requests per launch beyond which more requests
     no longer help, the planned run's minimum detectable effect (its launches a side), and across machines;
-    the launch CV's source named."""
+    the launch CV's source named. A calibration the verdicts would refuse (a busy host; an older hash of the
+    Environment `env_name`: toolkit.results.noise.refusal) is not used, and the line says why."""
     from toolkit.results.cells import CellReader
-    from toolkit.results.noise import LaunchView
+    from toolkit.results.noise import LaunchView, newest_calibration
 
-    cal = _calibration(root, env_hash)
+    refused: list[str] = []
+    cal = newest_calibration(root, env_hash, env_name, refused=refused)
     view = LaunchView(CellReader(cal), source=f"calibration {cal.run_id}") if cal is not None else None
-    parts, source = [], (view.source if view is not None else DEFAULT.text())
+    parts, source = [], "; ".join([view.source if view is not None else DEFAULT.text(), *refused])
     for metric in METRICS:
         noise = (_noisiest(view, metric) if view is not None else None) or DEFAULT
         need = launches_needed(noise, change_pct)

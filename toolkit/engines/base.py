@@ -53,6 +53,7 @@ class Engine:
     dummy_weight_seed: int | None = None  # dummy weights it fills itself from this fixed seed
     acceptance: str | None = None      # "metrics", "log" or None (see the module's docstring)
     job_env: dict[str, str] = {}       # what a batch job of it adds to the server's environment
+    top_k_off: tuple[int, ...] = (-1, 0)  # a request body's top_k values that turn top-k off (toolkit/specs/sampling.py)
 
     @property
     def knobs(self) -> dict[str, KnobInfo]:

@@ -265,6 +265,7 @@ def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
 
 class SGLangEngine(Engine):
     name, title = "sglang", "SGLang"
+    top_k_off = (-1,)  # SamplingParams.verify: "top_k must be -1 (disable), or at least 1"
     facts = FACTS
     launchers = frozenset({"docker", "process", "container"})
     slurm_jobs = True

@@ -73,7 +73,8 @@ def list_cmd(root: Root = Path("results"),
              matrix: Annotated[Optional[str], typer.Option("--matrix", help="only runs of this matrix")] = None,
              json_out: Json = False) -> None:
     """The archived runs, newest first: when, matrix, env hash, host, GPU, arms, status. Corrupt runs are
-    listed with their error; the others still list."""
+    listed with their error; the others still list. A run whose SHA256SUMS does not match shows as
+    UNVERIFIED (tampered: FILE); `results verify` makes the full check."""
     from toolkit.results.facts import list_runs
     from toolkit.results.report import build_list_report, emit
 
@@ -316,8 +317,9 @@ def diff_cmd(
         how = f"one-sided tests at {result.alpha:g}" + (f", Holm-adjusted over {size}" if correction == "holm" else "")
         if result.cross_machine:
             how += "; the runs ran on different machines: the machine level included"
-        for why in result.calibration_refused:  # a single-launch gate never leans on a busy host's calibration
-            err.print(f"{why}: the gate uses the default floor instead", markup=False)
+        for why in result.calibration_refused:  # never a busy host's or another hash's calibration
+            err.print(f"{why}" if result.calibration else f"{why}: the gate uses the default floor instead",
+                      markup=False)
         if regressions:
             err.print(f"{len(regressions)} significant regression(s) worse than {fail_on_regression:g}% with "
                       f"confidence ({how}):", markup=False)

@@ -457,13 +457,14 @@ def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives,
                  refused: list[str] | None = None) -> tuple[LaunchView, LaunchView, NoiseModel]:
     """The two runs launch by launch, and a calibration where some arm has one launch on both sides
     (`calibration`: "auto" looks under A's and B's results roots, an Archive is used as given, None: none).
-    A calibration made on a busy host is never used, given or found: its reason goes to `refused`."""
+    A calibration made on a busy host, or for another environment hash than both runs', is never used, given or
+    found: its reason goes to `refused` (toolkit.results.noise.refusal)."""
     va, vb = LaunchView(ra), LaunchView(rb)
     cal = None
     arms = {g[0] for g in va.groups} & {g[0] for g in vb.groups}
     if calibration is not None and any(own_df(va.arm_launches(x), vb.arm_launches(x)) < CLAIM_DF for x in arms):
         if isinstance(calibration, Archive):
-            why = refusal(calibration)
+            why = refusal(calibration, ra.archive, rb.archive)
             if why is None:
                 cal = LaunchView(CellReader(calibration, objectives), source=f"calibration {calibration.run_id}")
             elif refused is not None:
@@ -472,7 +473,7 @@ def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives,
             roots = list(dict.fromkeys(p.path.resolve().parent.parent for p in (ra.archive, rb.archive)))
             for root in roots:
                 cal = cal or calibration_view(root, ra.archive, rb.archive, objectives=objectives, refused=refused)
-    if cal is not None and refused:
+    if cal is not None and refused:  # refused ones are newer: the search goes newest first
         refused[:] = [f"{r}; {cal.source} (older) used instead" for r in dict.fromkeys(refused)]
     return va, vb, NoiseModel(va, vb, cal)
 

@@ -79,7 +79,10 @@ def run_facts(a: Archive) -> dict:
 
 
 def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[dict]:
-    """Key facts of every run under root (newest first). A corrupt run is listed with its error."""
+    """Key facts of every run under root (newest first). A corrupt run is listed with its error; `unverified`:
+    the files whose SHA256SUMS line does not match (tampered, truncated; `results verify` checks the rest)."""
+    from toolkit.results.verify import verify_sums
+
     root = Path(root)
     rows = []
     for manifest in sorted(root.glob("*/*/manifest.json")):
@@ -87,7 +90,9 @@ def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[d
         if matrix and run.parent.name != matrix:
             continue
         try:
-            rows.append(run_facts(open_archive(run)))
+            a = open_archive(run)
+            rows.append({**run_facts(a), "unverified": [str(p) for p in verify_sums(run, a.status if a.summary
+                                                                                     else None)]})
         except ToolkitError as exc:
             rows.append({"path": str(run), "run_id": run.name, "matrix": run.parent.name, "status": "corrupt",
                          "error": exc.message})

@@ -15,18 +15,22 @@ A calibration made on a busy host (a cell of it with a `busy-host` check: toolki
 of other load, steal or another toolkit run while it ran) is refused: its launch noise is the other work's, and
 a verdict that used it would be as lenient as that load was large (issue 42: one was ±2504 %). find_calibration
 skips it for an older clean one and says why in `refused`; the verdicts print that reason beside the fallback.
+So is a calibration older than the environment hash: one of the same Environment (manifest `environment.name`)
+made for another hash than the runs judged (`stale`): the spec changed since, and its noise is the old one's.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from pathlib import Path
 
 from toolkit.results.archive import Archive, open_archive
 from toolkit.results.compact import read_text
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.launches import MachineVar, Noise, launch_noise, logs
+from toolkit.schema.manifest import NOISE_CALIBRATION
 
 Key = tuple[str, str]  # arm, metric
 
@@ -113,39 +117,76 @@ def busy_host(archive: Archive) -> str | None:
             f"{first.message})")
 
 
-def refusal(cal: Archive) -> str | None:
-    """Why a noise calibration may not be used by a verdict (None: it may)."""
+def stale(cal: Archive, hashes: Collection[str | None]) -> str | None:
+    """Why a calibration is older than the environment it would judge (None: it is not): it was made for
+    another hash than every judged run's. A calibration measures one Environment as it was hashed; once the
+    spec changed (a flag, a version, a preset), its launch noise is the old environment's."""
+    had = cal.manifest.environment.hash
+    judged = sorted({h for h in hashes if h})
+    if not judged or had in judged:
+        return None
+    name = cal.manifest.environment.name or "?"
+    runs = " or ".join(h[:12] for h in judged)
+    return (f"calibration {cal.run_id} refused: it was made for environment {name} hash {(had or 'none')[:12]}, "
+            f"the runs judged are hash {runs} (the Environment changed since it was calibrated); re-run "
+            "`toolkit bench noise MATRIX` for this environment, or give the verdict a margin of its own "
+            "(`bench reproduce --tolerance PCT`) or runs that measure their own noise (`launches: 3`)")
+
+
+def refusal(cal: Archive, *judged: Archive) -> str | None:
+    """Why a noise calibration may not be used by a verdict on `judged` (None: it may): made on a busy host,
+    or made for another environment hash than every judged run's (`stale`)."""
     why = busy_host(cal)
-    return f"calibration {cal.run_id} refused: {why}" if why else None
+    if why:
+        return f"calibration {cal.run_id} refused: {why}"
+    return stale(cal, [a.manifest.environment.hash for a in judged]) if judged else None
 
 
-def find_calibration(root: Path, archive: Archive, refused: list[str] | None = None) -> Archive | None:
-    """The newest complete noise-calibration run under root made with the archive's environment (hash) on its
-    GPU model (as `results list` names it), other than the archive itself. One made on a busy host is skipped
-    (`refusal`), its reason appended to `refused`."""
+def newest_calibration(root: Path, env_hash: str | None, env_name: str | None = None, gpu: str | None = None,
+                       *, exclude: Path | None = None, refused: list[str] | None = None,
+                       judged: Collection[str | None] = ()) -> Archive | None:
+    """The newest complete noise-calibration run under root made with env_hash (on the GPU model `gpu`, as
+    `results list` names it; None: any), other than `exclude`. Skipped with the reason appended to `refused`:
+    one made on a busy host, and one of the same Environment (`env_name`) made for another hash than
+    env_hash and `judged` (the other hashes a comparison judges: those are found for their own runs)."""
     from toolkit.results.facts import host_view
 
-    env = archive.manifest.environment.hash
-    gpu = host_view(archive.manifest.host.primary).get("gpus")
-    if not env:
+    if not env_hash or not Path(root).is_dir():
         return None
+    ok = {env_hash, *(h for h in judged if h)}
     for manifest in sorted(Path(root).glob("*/*/manifest.json"), key=lambda p: p.parent.name, reverse=True):
         run = manifest.parent
         raw = _manifest(run)
-        if (not raw or raw.get("purpose") != "noise-calibration" or (raw.get("environment") or {}).get("hash") != env
-                or run.resolve() == Path(archive.path).resolve() or _status(run) != "complete"):
+        if not raw or raw.get("purpose") != NOISE_CALIBRATION or _status(run) != "complete" \
+                or (exclude is not None and run.resolve() == Path(exclude).resolve()):
             continue
+        env = raw.get("environment") or {}
+        mine = env.get("hash") == env_hash
+        if not mine and (env.get("hash") in ok or not env_name or env.get("name") != env_name):
+            continue  # another run's hash, or another Environment: not this one's calibration
         try:
             cal = open_archive(run)
         except Exception:  # noqa: BLE001 - a corrupt run is no calibration; `results verify` names it
             continue
-        if host_view(cal.manifest.host.primary).get("gpus") == gpu:
-            why = refusal(cal)
-            if why is None:
-                return cal
-            if refused is not None:
-                refused.append(why)
+        if gpu is not None and host_view(cal.manifest.host.primary).get("gpus") != gpu:
+            continue
+        why = refusal(cal) or (None if mine else stale(cal, ok))
+        if why is None:
+            return cal
+        if refused is not None:
+            refused.append(why)
     return None
+
+
+def find_calibration(root: Path, archive: Archive, refused: list[str] | None = None,
+                     judged: Collection[str | None] = ()) -> Archive | None:
+    """The newest usable noise calibration of the archive's environment (hash) and GPU model under root
+    (newest_calibration); refused ones (busy host, an older hash of the same Environment) go to `refused`."""
+    from toolkit.results.facts import host_view
+
+    env = archive.manifest.environment
+    return newest_calibration(root, env.hash, env.name, host_view(archive.manifest.host.primary).get("gpus"),
+                              exclude=Path(archive.path), refused=refused, judged=judged)
 
 
 class NoiseModel:
@@ -205,14 +246,16 @@ class NoiseModel:
 def calibration_view(root: Path | None, *archives: Archive, objectives=None,
                      refused: list[str] | None = None) -> LaunchView | None:
     """The calibration for the first archive that has one under root (only looked for when a side of the
-    comparison has a single launch); `refused`: why a busy-host one was not used (find_calibration)."""
+    comparison has a single launch); `refused`: why one was not used (a busy host, an older hash: refusal)."""
     if root is None:
         return None
+    hashes = [a.manifest.environment.hash for a in archives]
     for arch in archives:
-        cal = find_calibration(root, arch, refused)
+        cal = find_calibration(root, arch, refused, judged=hashes)
         if cal is not None:
             return LaunchView(CellReader(cal, objectives), source=f"calibration {cal.run_id}")
     return None
 
 
-__all__ = ["LaunchView", "NoiseModel", "busy_host", "calibration_view", "find_calibration", "refusal"]
+__all__ = ["LaunchView", "NoiseModel", "busy_host", "calibration_view", "find_calibration", "newest_calibration",
+           "refusal", "stale"]

@@ -70,11 +70,15 @@ def _json(path: Path, problems: list[Problem], rel: str):
 
 
 def _checksums(path: Path, status: str | None, problems: list[Problem]) -> None:
+    problems.extend(verify_sums(path, status))
+
+
+def verify_sums(path: Path, status: str | None) -> list[Problem]:
+    """The checksum part of verify_run alone (`results list` makes it for every run): each file that SHA256SUMS
+    does not match, or SHA256SUMS missing from a finalized run (`status`: summary.json's; None: not finalized)."""
     if not (path / SUMS).exists():
-        if status is not None:
-            problems.append(Problem(SUMS, "missing although the run was finalized"))
-        return
-    problems.extend(Problem(rel, msg) for rel, msg in check_sums(path))
+        return [Problem(SUMS, "missing although the run was finalized")] if status is not None else []
+    return [Problem(rel, msg) for rel, msg in check_sums(path)]
 
 
 def _stored_inputs(path: Path, manifest: dict | None, problems: list[Problem]) -> None:

@@ -279,14 +279,23 @@ class Environment(StrictModel):
         """Mistakes found after validation, each at its own line (load_spec raises the first): a
         generation_config key the embedded engine's transformers does not have would be silently ignored."""
         from toolkit.specs.genconfig import bad_value, refused, unknown_key
+        from toolkit.specs.sampling import bad_sampling
 
-        out = list(engines.get(self.engine).spec_errors(self))
-        if not engines.get(self.engine).reads_generation_config:
+        eng = engines.get(self.engine)
+        out = list(eng.spec_errors(self))
+        for arm, params in self.request_params.items():  # sampling values of the request body, in range: at its
+            for key, value in params.items():           # top level or in a section of it (SGLang's sampling_params)
+                inner = value.items() if isinstance(value, dict) and key != "generation_config" else ()
+                for where, k, v in [((key,), key, value), *(((key, k), k, v) for k, v in inner)]:
+                    bad = bad_sampling(str(k), v, eng.top_k_off)
+                    if bad:
+                        out.append((("request_params", arm, *where), *bad))
+        if not eng.reads_generation_config:
             return out
         for arm, params in self.request_params.items():
             gen = params.get("generation_config")
             for key in gen if isinstance(gen, dict) else []:
-                bad = unknown_key(str(key)) or bad_value(str(key), gen[key])
+                bad = unknown_key(str(key)) or bad_value(str(key), gen[key]) or bad_sampling(str(key), gen[key])
                 if bad:
                     out.append((("request_params", arm, "generation_config", key), *bad))
             whole = refused(gen) if isinstance(gen, dict) and not out else None

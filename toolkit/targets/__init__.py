@@ -25,7 +25,7 @@ TARGETS: Registry[Target] = Registry("target kind", "kinds",
 BUILTIN: tuple[str, ...] = TARGETS.builtin  # the kinds shipped with the toolkit (the Matrix's schema lists them)
 
 __all__ = ["BUILTIN", "Slot", "SlotTarget", "Target", "deal", "from_option", "get", "lookup", "names",
-           "register", "shares_hardware", "unregister"]
+           "register", "serving", "shares_hardware", "unregister"]
 
 
 def register(target: Target) -> Target:
@@ -51,3 +51,13 @@ def from_option(text: str) -> dict:
             return got
     raise ToolkitError(f"--target {text}: no target kind reads it", hint="give `local`, an http(s) URL, or a "
                        "Hosts spec PATH[:GROUP]")
+
+
+def serving(urls: dict[str, str]) -> dict:
+    """The Matrix `target:` that sends each arm to a URL already served ({arm: URL}): the first registered kind
+    for servers someone else started (Target.serving)."""
+    for t in TARGETS:
+        got = t.serving(urls)
+        if got is not None:
+            return got
+    raise ToolkitError("no target kind sends arms to URLs already served", hint="register one whose `serving` does")

@@ -10,6 +10,7 @@ registry is toolkit/targets/__init__.py.
     t.launcher_kwargs(plan, slot, arm, log_dir), t.launcher(plan, arm, kw)   one arm's launcher, not started
     t.resume(run_dir, manifest, log)     what a killed run left behind, cleaned before --resume goes on
     t.manifest_record(plan)              manifest fields of its own ({} for most kinds)
+    t.serving(urls), t.for_arms(target, {new: old})   the `target:` of a generated matrix (bench tune's)
     t.note_launch(manifest, launcher, launch)   a launch into the manifest as it happens (a batch job's id)
 
 A plan is read by its attributes (spec, env_spec, m, engine, paths, build, preset_name, synthetic_env): the
@@ -66,6 +67,7 @@ class Target:
     kind: str = ""
     starts_servers: bool = True  # False: servers someone else started (the toolkit neither starts nor flushes them)
     reads_hosts_spec: bool = False  # `target.hosts` is a Hosts spec the plan loads
+    runs_here: bool = False  # its servers run on this machine: one server started here can stand in for its arms'
 
     def slots(self, spec, engine: str | None, hosts_spec) -> list[Slot]:
         """The run's slots with their arms (`spec`: the Matrix as it runs; `hosts_spec`: its Hosts spec, or None)."""
@@ -92,6 +94,21 @@ class Target:
         """The Matrix `target:` that `--target TEXT` (bench reproduce) means, where TEXT names one of this kind;
         else None."""
         return None
+
+    def endpoints(self, plan, keys: bool = True) -> list:
+        """The endpoints (toolkit.endpoints) of URLs this kind sends requests to that someone else serves, checked
+        (a CA bundle loads; keys read from the environment unless `keys=False`), not registered; [] by default."""
+        return []
+
+    def serving(self, urls: dict[str, str]) -> dict | None:
+        """The Matrix `target:` that sends each arm to a URL already served ({arm: URL}), where this kind is the
+        one for servers someone else started; else None."""
+        return None
+
+    def for_arms(self, target: dict, arms: dict[str, str]) -> dict:
+        """The `target:` (a Matrix's, as a dict) of a generated matrix whose arms each stand for an arm of the
+        original ({new arm: original arm}, e.g. a tune's trials): unchanged, unless the kind names arms."""
+        return target
 
     def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
         """How the slot's target becomes the arm's launcher (the keywords `launcher` takes)."""

@@ -80,6 +80,18 @@ class External(Target):
     def from_option(self, text: str) -> dict | None:
         return {"kind": "external", "url": text} if text.startswith(("http://", "https://")) else None
 
+    def endpoints(self, plan, keys: bool = True) -> list:
+        return external_endpoints(plan, keys)
+
+    def serving(self, urls: dict[str, str]) -> dict | None:
+        return {"kind": self.kind, "urls": dict(urls)}
+
+    def for_arms(self, target: dict, arms: dict[str, str]) -> dict:
+        """Each new arm sent to its original arm's URL (`urls`, else the one `url`)."""
+        urls = target.get("urls") or {}
+        rest = {k: v for k, v in target.items() if k not in ("url", "urls")}
+        return {**rest, "urls": {new: urls.get(old, target.get("url")) for new, old in arms.items()}}
+
     def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
         return {"log_path": Path(log_dir) / f"{arm}.log", "kind": "external", "url": slot.target.urls[arm]}
 

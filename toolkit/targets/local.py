@@ -24,6 +24,7 @@ class LocalTarget:
 
 class Local(Target):
     kind = "local"
+    runs_here = True
 
     def slots(self, spec, engine: str | None, hosts_spec) -> list[Slot]:
         m = spec.model

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from toolkit import engines
+from toolkit import engines, targets
 from toolkit.schema.tune import SharedServer
 from toolkit.specs import LoadedSpec
 from toolkit.tune import specs
@@ -22,8 +22,10 @@ SHARED_BY = "every run of this session (request-level knobs)"
 
 
 def shares_one_server(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str, level: str) -> bool:
+    """Do every run's arms go to one server the session starts here? Request-level knobs, on a target whose
+    servers run on this machine (the adapter's `runs_here`), the embedded engine, the baseline's preset."""
     m, env = mspec.model, env_spec.model
-    return (level == "request" and m.target.kind == "local" and engines.get(env.engine).embedded
+    return (level == "request" and targets.get(m.target.kind).runs_here and engines.get(env.engine).embedded
             and env.servers[m.baseline_arm] == env.servers[arm])
 
 
@@ -49,14 +51,12 @@ class Servers:
         """The `target:` of a generated matrix whose arms are these."""
         if self.shared:
             url = self._url()
-            return {"kind": "external", "urls": {a: url for a in arms}}
+            return targets.serving({a: url for a in arms})
         m = self.mspec.model
-        t = specs.user_target(self.mspec)
-        if t.get("kind") == "external":  # request-level knobs on someone else's server: the arm's URL
-            urls = dict(m.target.urls) or {a: m.target.url for a in m.arms}
-            t.pop("url", None)
-            t["urls"] = {a: urls.get(a, urls.get(self.arm)) for a in arms}
-        return t
+        # each run's arm stands for the matrix's arm of that name, else for the tuned arm (a kind that names
+        # arms, e.g. URLs someone else serves, sends it to that arm's server: Target.for_arms)
+        return targets.get(m.target.kind).for_arms(specs.user_target(self.mspec),
+                                                   {a: a if a in m.arms else self.arm for a in arms})
 
     def _url(self) -> str:
         from toolkit.serve import free_port, launcher_for

@@ -99,13 +99,13 @@ def check_matrix(mspec: LoadedSpec) -> None:
     bench.plan.check_matrix checks (target, workloads), then the `tune:` block as `bench tune` checks it.
     It lives here, on the tuner's floor, because the tuner sits above bench."""
     from toolkit.bench.plan import check_matrix as check_run, plan_target
-    from toolkit.targets.external import external_endpoints
 
     check_tune(mspec, check_run(mspec))
     plan = plan_target(mspec)
-    external_endpoints(plan, keys=False)  # an external target's CA bundle that does not load
+    target = targets.get(mspec.model.target.kind)
+    target.endpoints(plan, keys=False)  # a CA bundle of the target's URLs that does not load
     try:
-        external_endpoints(plan)  # the API key's variable: unset here is a warning (validate may run elsewhere)
+        target.endpoints(plan)  # the API key's variable: unset here is a warning (validate may run elsewhere)
     except SpecError as exc:
         mspec.warnings.append(f"{exc.message}: the run refuses to start without it ({exc.hint})")
 

@@ -145,7 +145,7 @@ def _noise_blocks(r: DiffResult) -> list:
     """Which launch noise each arm's verdicts used (docs/results.md#launch-noise), arms with the same grouped."""
     if not r.noise:
         return []
-    refused = [f"{why}: not used, its launch noise is the other load's" for why in r.calibration_refused]
+    refused = [f"{why}: not used" for why in r.calibration_refused]
     groups: dict[tuple, list[str]] = {}
     for arm, x in r.noise.items():
         groups.setdefault((x["launches_a"], x["launches_b"], x["source"]), []).append(arm)

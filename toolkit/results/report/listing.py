@@ -16,9 +16,13 @@ def build_list_report(rows: list[dict]) -> Report:
         if x.get("status") == "corrupt":
             out.append([f"{x['matrix']}/{x['run_id']}", "-", "CORRUPT", "-", "-", "-", x.get("error", ""), "-"])
             continue
-        status = x["status"] + (" (interrupted)" if x.get("interrupted") else
+        status = x["status"] + (" (interrupted)" if x.get("interrupted") or x["status"] == "incomplete" else
                                 f" ({x['cells_failed']} failed)" if x["status"] == "partial" and x.get("cells_failed")
                                 else "")
+        bad = x.get("unverified") or []
+        if bad:  # a tampered or truncated file: whatever summary.json says, the figures are not to be trusted
+            first = bad[0].split(":", 1)[0]
+            status = f"UNVERIFIED (tampered: {first}{f' +{len(bad) - 1} more' if len(bad) > 1 else ''}) {status}"
         out.append([f"{x['matrix']}/{x['run_id']}", (x.get("started_at") or "-")[:19].replace("T", " "), status,
                     x.get("env_hash") or "-", x.get("host") or "-", x.get("gpu") or "-",
                     ",".join(x.get("arms") or []) or "-", str(x.get("cells", 0))])
