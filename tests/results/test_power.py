@@ -6,7 +6,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from toolkit.results.launches import (MachineVar, Noise, cell_noise, compare, launches_needed, machine_prior,
+from toolkit.stats import (MachineVar, Noise, cell_noise, compare, launches_needed, machine_prior,
                                       machine_var_from_pairs, mde_pct, power, requests_per_launch, with_machine)
 
 

@@ -13,7 +13,7 @@ import pytest
 from toolkit.results.archive import open_archive
 from tests.synthetic import manifest_for, write_run
 from toolkit.results.diff import diff_runs, holm
-from toolkit.results.stats import mwu_asymptotic
+from toolkit.stats import mwu_asymptotic
 from toolkit.schema.metrics import REQUEST_METRICS as SAMPLED
 
 BASE = ["python", "-m", "sglang.launch_server", "--tp", "8"]

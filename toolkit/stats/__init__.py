@@ -1,0 +1,40 @@
+"""The statistics of the toolkit, in one place: pure math on numbers (no archive, no spec, no stage), each
+function defined once, its statistics stated in its docstring. Every stage that judges a figure calls it:
+`results diff` and `reproduce` (tests, margins, equivalence), the paired speed-ups and their verdicts, SLO
+certainty, `bench noise`/power, and tune's scores. It imports no toolkit package (tests/test_import_cycles.py
+FLOORS); tests/test_stats_home.py fails when a second definition appears elsewhere.
+
+    scale.py     the log-ratio scale and its distributions: quantile, upper_tail (t, normal), satterthwaite,
+                 logs, geomean, delta_pct, cv_of_var, floor_pct, beyond_margin, se_of_interval, error_interval
+    samples.py   per-request samples: median_ci, quantile_ci (order statistics, exact binomial), wilson,
+                 mann_whitney / mwu_asymptotic, fisher_p, rate, paired_bootstrap_ratio
+    launches.py  the launch as the unit: Noise, launch_noise (pooled, Satterthwaite df), cell_noise, the defaults,
+                 MachineVar (the machine level), machine_prior, machine_var_from_pairs, with_machine
+    compare.py   on the log ratio: compare (t/Welch), combine (weighted geometric mean, a shared variance once),
+                 of_interval, tost_p (TOST equivalence), exceeds_p / beyond_p (one-sided beyond a margin),
+                 from_delta, interval, stein_interval (Stein's two-stage), widen
+    power.py     power (noncentral t), launches_needed, requests_per_launch, mde_pct
+    multiple.py  holm (Holm step-down, derived duplicates adjusted in their member's place)
+
+Import from the package: `from toolkit.stats import compare, Noise`.
+"""
+
+from toolkit.stats.compare import (Comparison, beyond_p, combine, compare, exceeds_p, from_delta, interval,
+                                   of_interval, stein_interval, tost_p, widen)
+from toolkit.stats.launches import (DEFAULT, DEFAULT_FLOOR_PCT, DEFAULT_LAUNCH_CV, MACHINE_PRIOR_CV, SHARED,
+                                    MachineVar, Noise, cell_noise, launch_noise, machine_prior,
+                                    machine_var_from_pairs, with_machine)
+from toolkit.stats.multiple import holm
+from toolkit.stats.power import MAX_LAUNCHES, launches_needed, mde_pct, power, requests_per_launch
+from toolkit.stats.samples import (BOOTSTRAP, MIN_SAMPLES, fisher_p, mann_whitney, median_ci, mwu_asymptotic,
+                                   paired_bootstrap_ratio, quantile_ci, rate, wilson)
+from toolkit.stats.scale import (ALPHA, POWER, beyond_margin, cv_of_var, delta_pct, error_interval, floor_pct,
+                                 geomean, logs, quantile, satterthwaite, se_of_interval, upper_tail)
+
+__all__ = ["ALPHA", "BOOTSTRAP", "DEFAULT", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "MACHINE_PRIOR_CV", "MAX_LAUNCHES",
+           "MIN_SAMPLES", "POWER", "SHARED", "Comparison", "MachineVar", "Noise", "beyond_margin", "beyond_p",
+           "cell_noise", "combine", "compare", "cv_of_var", "delta_pct", "error_interval", "exceeds_p", "fisher_p",
+           "floor_pct", "from_delta", "geomean", "holm", "interval", "launch_noise", "launches_needed", "logs",
+           "machine_prior", "machine_var_from_pairs", "mann_whitney", "mde_pct", "median_ci", "mwu_asymptotic",
+           "of_interval", "paired_bootstrap_ratio", "power", "quantile", "quantile_ci", "rate", "requests_per_launch",
+           "satterthwaite", "se_of_interval", "stein_interval", "tost_p", "upper_tail", "widen", "wilson"]
