@@ -1,4 +1,4 @@
-"""The server launch as the unit of replication (toolkit/results/launches.py, docs/results.md#launch-noise).
+"""The server launch as the unit of replication (toolkit/stats/, docs/results.md#launch-noise).
 
 Acceptance: with a synthetic two-level generator (tests/synthetic.py: a known between-launch CV, requests
 log-normal within a launch), over hundreds of simulated A/A comparisons the false-alarm rate per metric-

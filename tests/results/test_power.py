@@ -1,4 +1,4 @@
-"""Power before spending and the machine level (toolkit/results/launches.py): the formulas against a seeded
+"""Power before spending and the machine level (toolkit/stats/): the formulas against a seeded
 simulation of the tests they describe."""
 
 import math

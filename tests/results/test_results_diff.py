@@ -1,6 +1,6 @@
 """Diff: a known slowdown is found with the right sign, equal runs give `~`, gating exit codes,
 refusals (too few samples, not comparable), unmatched cells, and the environment diff. The runs have
-three server launches per arm (the launch is the unit: toolkit/results/launches.py); single-launch
+three server launches per arm (the launch is the unit: toolkit/stats/); single-launch
 pairs and their default floor are tests/results/test_launch_noise.py's."""
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
 from toolkit.results.noise import LaunchView, NoiseModel, calibration_view, refusal
 from toolkit.stats import (ALPHA, DEFAULT, DEFAULT_FLOOR_PCT, MIN_SAMPLES, Comparison, beyond_margin, cell_noise, combine,
-                           compare, cv_of_var, delta_pct, exceeds_p, fisher_p, floor_pct, from_delta, geomean, holm, logs,
-                           mann_whitney)
+                           compare, cv_of_var, delta_pct, exceeds_p, fisher_p, floor_pct, from_delta, geomean, holm, log_of_pct,
+                           logs, mann_whitney, pct_of_log)
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
 from toolkit.schema.records import Stat
 from toolkit.schema.slo import Objectives
@@ -262,12 +262,12 @@ def _floor_verdict(m: MetricDiff, arm_log: float | None, floor_pct: float) -> tu
     """One launch a side, launch noise unknown: a change is called only beyond the floor, arm-wide (the
     arm's geometric mean over its cells beyond it in the same direction: a relaunch moves single cells far
     more than whole arms) and with the per-request test agreeing."""
-    fl = math.log1p(floor_pct / 100.0)
-    x = math.log1p(m.delta_pct / 100.0) if m.delta_pct is not None and m.delta_pct > -100 else None
+    fl = log_of_pct(floor_pct)
+    x = log_of_pct(m.delta_pct) if m.delta_pct is not None and m.delta_pct > -100 else None
     if x is None or abs(x) <= fl:
         return "inconclusive", f"one launch per side, launch noise unknown: within the default floor ±{floor_pct:g}%"
     if arm_log is None or abs(arm_log) <= fl or (arm_log > 0) != (x > 0):
-        arm = "-" if arm_log is None else f"{math.expm1(arm_log) * 100:+.1f}%"
+        arm = "-" if arm_log is None else f"{pct_of_log(arm_log):+.1f}%"
         return "inconclusive", (f"one launch per side, launch noise unknown: beyond the ±{floor_pct:g}% floor in this "
                                 f"cell, not arm-wide (the arm over its cells: {arm})")
     return _verdict(m.metric, m.delta_pct, m.p_adj, m.a_n, m.b_n), ""
@@ -331,7 +331,7 @@ def _arm_changes(cells: list[CellDiff]) -> dict[tuple[str, str], float]:
     for c in cells:
         for m in c.metrics.values():
             if c.comparable and m.delta_pct is not None and m.delta_pct > -100:
-                acc.setdefault((c.arm, m.metric), []).append(math.log1p(m.delta_pct / 100.0))
+                acc.setdefault((c.arm, m.metric), []).append(log_of_pct(m.delta_pct))
     return {k: sum(v) / len(v) for k, v in acc.items()}
 
 

@@ -20,13 +20,12 @@ skips it for an older clean one and says why in `refused`; the verdicts print th
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from toolkit.results.archive import Archive, open_archive
 from toolkit.results.compact import read_text
 from toolkit.results.cells import CellReader, Group
-from toolkit.stats import MachineVar, Noise, launch_noise, logs
+from toolkit.stats import MachineVar, Noise, geomean_of_logs, launch_noise, logs
 
 Key = tuple[str, str]  # arm, metric
 
@@ -78,7 +77,7 @@ class LaunchView:
         if not figs:
             return {}
         common = set.intersection(*(set(f) for f in figs))
-        return {la: math.exp(sum(f[la] for f in figs) / len(figs)) for la in sorted(common)}
+        return {la: geomean_of_logs([f[la] for f in figs]) for la in sorted(common)}
 
     def arm_noise(self, arm: str, metric: str) -> Noise | None:
         """The noise of a launch's geometric mean over the arm's cells (what a geomean comparison varies by)."""

@@ -5,7 +5,7 @@ certainty, `bench noise`/power, and tune's scores. It imports no toolkit package
 FLOORS); tests/test_stats_home.py fails when a second definition appears elsewhere.
 
     scale.py     the log-ratio scale and its distributions: quantile, upper_tail (t, normal), satterthwaite,
-                 logs, geomean, delta_pct, cv_of_var, floor_pct, beyond_margin, se_of_interval, error_interval
+                 logs, log_of_pct, pct_of_log, geomean, geomean_of_logs, delta_pct, cv_of_var, floor_pct, beyond_margin, se_of_interval, error_interval
     samples.py   per-request samples: median_ci, quantile_ci (order statistics, exact binomial), wilson,
                  mann_whitney / mwu_asymptotic, fisher_p, rate, paired_bootstrap_ratio
     launches.py  the launch as the unit: Noise, launch_noise (pooled, Satterthwaite df), cell_noise, the defaults,
@@ -29,12 +29,15 @@ from toolkit.stats.power import MAX_LAUNCHES, launches_needed, mde_pct, power, r
 from toolkit.stats.samples import (BOOTSTRAP, MIN_SAMPLES, fisher_p, mann_whitney, median_ci, mwu_asymptotic,
                                    paired_bootstrap_ratio, quantile_ci, rate, wilson)
 from toolkit.stats.scale import (ALPHA, POWER, beyond_margin, cv_of_var, delta_pct, error_interval, floor_pct,
-                                 geomean, logs, quantile, satterthwaite, se_of_interval, upper_tail)
+                                 geomean, geomean_of_logs, log_of_pct, logs, pct_of_log, quantile, satterthwaite,
+                                 se_of_interval, upper_tail)
 
-__all__ = ["ALPHA", "BOOTSTRAP", "DEFAULT", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "MACHINE_PRIOR_CV", "MAX_LAUNCHES",
-           "MIN_SAMPLES", "POWER", "SHARED", "Comparison", "MachineVar", "Noise", "beyond_margin", "beyond_p",
-           "cell_noise", "combine", "compare", "cv_of_var", "delta_pct", "error_interval", "exceeds_p", "fisher_p",
-           "floor_pct", "from_delta", "geomean", "holm", "interval", "launch_noise", "launches_needed", "logs",
-           "machine_prior", "machine_var_from_pairs", "mann_whitney", "mde_pct", "median_ci", "mwu_asymptotic",
-           "of_interval", "paired_bootstrap_ratio", "power", "quantile", "quantile_ci", "rate", "requests_per_launch",
-           "satterthwaite", "se_of_interval", "stein_interval", "tost_p", "upper_tail", "widen", "wilson"]
+__all__ = ["ALPHA", "BOOTSTRAP", "DEFAULT", "DEFAULT_FLOOR_PCT", "DEFAULT_LAUNCH_CV", "MACHINE_PRIOR_CV",
+           "MAX_LAUNCHES", "MIN_SAMPLES", "POWER", "SHARED", "beyond_margin", "beyond_p", "cell_noise",
+           "combine", "compare", "Comparison", "cv_of_var", "delta_pct", "error_interval", "exceeds_p",
+           "fisher_p", "floor_pct", "from_delta", "geomean", "geomean_of_logs", "holm", "interval",
+           "launch_noise", "launches_needed", "log_of_pct", "logs", "machine_prior",
+           "machine_var_from_pairs", "MachineVar", "mann_whitney", "mde_pct", "median_ci",
+           "mwu_asymptotic", "Noise", "of_interval", "paired_bootstrap_ratio", "pct_of_log", "power",
+           "quantile", "quantile_ci", "rate", "requests_per_launch", "satterthwaite", "se_of_interval",
+           "stein_interval", "tost_p", "upper_tail", "widen", "wilson", "with_machine"]

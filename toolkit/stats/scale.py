@@ -66,12 +66,27 @@ def delta_pct(a: float | None, b: float | None) -> float | None:
     return (b - a) / abs(a) * 100.0
 
 
+def log_of_pct(pct: float) -> float:
+    """A change in percent as a log ratio: log(1 + pct / 100) (pct > -100)."""
+    return math.log1p(pct / 100.0)
+
+
+def pct_of_log(d: float) -> float:
+    """A log ratio as a change in percent: 100 (e^d - 1)."""
+    return 100.0 * math.expm1(d)
+
+
+def geomean_of_logs(xs: list[float]) -> float:
+    """The geometric mean of figures given by their logs: exp(mean of xs) (xs not empty)."""
+    return math.exp(sum(xs) / len(xs))
+
+
 def geomean(values: list[float]) -> float | None:
     """The geometric mean of the positive finite values, exp(mean log); None when there are none."""
     vals = [v for v in values if v is not None and math.isfinite(v) and v > 0]
     if not vals:
         return None
-    return float(math.exp(sum(math.log(v) for v in vals) / len(vals)))
+    return float(geomean_of_logs([math.log(v) for v in vals]))
 
 
 def floor_pct(cv: float, alpha: float = ALPHA) -> float:
