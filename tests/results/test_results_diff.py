@@ -12,9 +12,9 @@ import pytest
 
 from toolkit.results.archive import open_archive
 from tests.synthetic import manifest_for, write_run
-from toolkit.results.diff import diff_runs, holm
-from toolkit.stats import mwu_asymptotic
+from toolkit.results.diff import diff_runs
 from toolkit.schema.metrics import REQUEST_METRICS as SAMPLED
+from toolkit.stats import holm, mwu_asymptotic
 
 BASE = ["python", "-m", "sglang.launch_server", "--tp", "8"]
 SPEC = BASE + ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]

@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from toolkit.results.diff import DEFAULT_FLOOR, TOO_FEW_LAUNCHES, DiffResult, family, holm
-from toolkit.stats import ALPHA, beyond_margin, beyond_p, from_delta, tost_p
+from toolkit.results.diff import DEFAULT_FLOOR, TOO_FEW_LAUNCHES, DiffResult, family
+from toolkit.stats import ALPHA, beyond_margin, beyond_p, from_delta, holm, tost_p
 
 # The margin of `reproduced within ±X %` when none is given (--tolerance): declared before any data. 10 %: a
 # replay that moved a metric by more than a tenth did not reproduce it, whatever the noise; a noisier replay
