@@ -27,11 +27,11 @@ Requests are not independent samples of "the arm", launches are. So:
   calibration's) and for the arm's geometric mean (its launch-to-launch variance, arm_var);
 - the machine as a level above the launch (`MachineVar`): two runs on different machines differ by their
   machines' effects as well, which launches on one machine never average away; `compare(..., machine=)`
-  (toolkit/stats/compare.py) adds twice the between-machine variance (a prior per metric, `machine_prior`, or
+  (toolkit/stats/comparisons.py) adds twice the between-machine variance (a prior per metric, `machine_prior`, or
   one estimated from committed cross-machine A/A pairs, `machine_var_from_pairs`).
 
-What is done with the noise is toolkit/stats/compare.py (tests and intervals on the log ratio) and
-toolkit/stats/power.py (power, launches needed, minimum detectable effect).
+What is done with the noise is toolkit/stats/comparisons.py (tests and intervals on the log ratio) and
+toolkit/stats/planning.py (power, launches needed, minimum detectable effect).
 
 With one launch on a side its launch variance cannot be seen from the run: the caller uses the other
 side's, a calibration run's (`toolkit bench noise`), or, where there is none, the default launch CV

@@ -3,6 +3,8 @@
 - Intervals: the median's and any quantile's distribution-free CI from order statistics chosen with the exact
   binomial distribution (`median_ci`, `quantile_ci`); a share's Wilson score interval (`wilson`); a paired
   ratio of sums with a percentile bootstrap over the pairs (`paired_bootstrap_ratio`).
+- scipy is imported where a function needs it: the shared types read these intervals, and the load generator,
+  which imports them, starts without loading scipy.
 - Tests: the two-sided Mann-Whitney U test of two samples (`mann_whitney`, `mwu_asymptotic`); Fisher's exact
   test of two shares (`fisher_p`). With fewer than MIN_SAMPLES on either side no significance is called.
 """
@@ -12,7 +14,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats as sps
 
 MIN_SAMPLES = 10
 LEVEL = 0.95
@@ -22,6 +23,8 @@ BOOTSTRAP = 2000
 
 def mann_whitney(a: np.ndarray, b: np.ndarray) -> float | None:
     """Two-sided p-value; None when either side has fewer than MIN_SAMPLES."""
+    from scipy import stats as sps
+
     if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
         return None
     if np.all(a == a[0]) and np.all(b == b[0]) and a[0] == b[0]:
@@ -44,6 +47,8 @@ def mwu_asymptotic(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided Mann-Whitney U p-value, normal approximation with tie and continuity correction: the
     number scipy's `method="asymptotic"` gives, from one integer sort of (value, sample) keys instead of
     an argsort-based ranking. Values are compared as float32 (what the archive stores)."""
+    from scipy import stats as sps
+
     n1, n2 = len(a), len(b)
     n = n1 + n2
     keys = np.sort(np.concatenate([_sort_keys(a, 0), _sort_keys(b, 1)]))
@@ -70,12 +75,16 @@ def mwu_asymptotic(a: np.ndarray, b: np.ndarray) -> float:
 def fisher_p(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
     """Two-sided p-value of Fisher's exact test of two shares, k_a of n_a against k_b of n_b (the 2x2 table
     [[k_a, n_a - k_a], [k_b, n_b - k_b]])."""
+    from scipy import stats as sps
+
     return float(sps.fisher_exact([[k_a, n_a - k_a], [k_b, n_b - k_b]]).pvalue)
 
 
 def median_ci(x: np.ndarray, level: float = LEVEL) -> tuple[float | None, float | None]:
     """95% CI of the median: [X(k), X(n-k+1)] (order statistics) with the largest k whose binomial tail
     P(B <= k-1), B ~ Bin(n, 1/2), is at most (1 - level) / 2. None below 6 samples (at 95%). O(n)."""
+    from scipy import stats as sps
+
     n = len(x)
     if n == 0:
         return None, None
@@ -93,6 +102,8 @@ def quantile_ci(x: np.ndarray, q: float, level: float = LEVEL) -> tuple[float | 
     """95% CI of the q-quantile (0 < q < 1), distribution-free like median_ci: [X(l), X(u)] (1-based order
     statistics), l the largest with P(B <= l-1) <= tail and u the smallest with P(B >= u) <= tail, B ~ Bin(n, q).
     None where the sample is too small for such an interval (a p90 needs n >= 36, a p99 n >= 368)."""
+    from scipy import stats as sps
+
     n = len(x)
     if n == 0:
         return None, None

@@ -1,4 +1,4 @@
-"""Power before spending: the probability a planned comparison (toolkit/stats/compare.py `compare`, the two-sided
+"""Power before spending: the probability a planned comparison (toolkit/stats/comparisons.py `compare`, the two-sided
 t-test of the log ratio) finds a given change, the launches and requests it needs, and the smallest change it
 detects (minimum detectable effect).
 """
