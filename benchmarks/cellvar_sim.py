@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolkit.results.launches import ALPHA, cell_noise, compare, interval, launch_noise  # noqa: E402
+from toolkit.stats import ALPHA, cell_noise, compare, interval, launch_noise  # noqa: E402
 
 CELLS = [(d, c) for d in ("chat", "code") for c in (1, 4, 16)]
 MEDIAN_SD = 1.25 * 0.25 / math.sqrt(200)  # a launch's median of 200 requests, log sd 0.25 within a launch

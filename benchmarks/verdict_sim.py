@@ -27,7 +27,7 @@ from tests.synthetic import write_run  # noqa: E402
 from toolkit.results.archive import open_archive  # noqa: E402
 from toolkit.results.diff import DiffResult, diff_runs  # noqa: E402
 from toolkit.results.equivalence import DEFAULT_MARGIN_PCT, judge  # noqa: E402
-from toolkit.results.launches import floor_pct  # noqa: E402
+from toolkit.stats import floor_pct  # noqa: E402
 
 ARM = {"baseline": ["python", "-m", "sglang.launch_server", "--tp", "8"]}
 SHAPE = {"arms": ARM, "domains": ("chat", "code", "math"), "concurrency": (1, 8), "launches": 3, "n": 60}

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "toolkit"
 
 # packages the shared types may use: they import no stage (engine knowledge is facts, not a stage)
-SCHEMA_MAY_IMPORT = {"toolkit", "toolkit.errors", "toolkit.engines"}
+SCHEMA_MAY_IMPORT = {"toolkit", "toolkit.errors", "toolkit.engines", "toolkit.stats"}
 # what the load generator may use: the shared types, errors, endpoints and settings, and the ground floor's one
 # rule for numbers (its command line's options) and atomic writer (its --records); never bench, spec, results or tune
 LOADGEN_MAY_IMPORT = {"toolkit", "toolkit.errors", "toolkit.endpoints", "toolkit.schema", "toolkit.settings",
@@ -31,6 +31,8 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("ground: imports no toolkit package",
      {"toolkit", "toolkit._data", "toolkit.errors", "toolkit.fsutil", "toolkit.numbers", "toolkit.settings",
       "toolkit.signals"}),
+    ("the statistics: pure math on numbers (tests, intervals, combination, power), imports no toolkit package; "
+     "the shared types' intervals and every stage's verdicts call it", {"toolkit.stats"}),
     ("the registry of named plug-ins (engines, target kinds): errors alone", {"toolkit.registry"}),
     ("what the engines mean (SGLang's flags, the embedded engine's generation_config): facts the spec, "
      "the shared types and every stage ask", {"toolkit.engines"}),

@@ -8,7 +8,8 @@ import pytest
 import numpy as np
 
 from toolkit.loadgen.summary import itl_values, summarize
-from toolkit.schema.metrics import METRICS, describe, median_ci
+from toolkit.schema.metrics import METRICS, describe
+from toolkit.stats import median_ci
 from toolkit.schema.records import RequestRecord
 
 

@@ -15,7 +15,7 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import open_archive
 from toolkit.results.diff import TOO_FEW_LAUNCHES, diff_runs
 from toolkit.results.equivalence import judge
-from toolkit.results.launches import ALPHA, cell_noise, interval
+from toolkit.stats import ALPHA, cell_noise, interval
 
 
 def _calibrated(per_cell: dict) -> list:

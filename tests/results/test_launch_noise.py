@@ -1,4 +1,4 @@
-"""The server launch as the unit of replication (toolkit/results/launches.py, docs/results.md#launch-noise).
+"""The server launch as the unit of replication (toolkit/stats/, docs/results.md#launch-noise).
 
 Acceptance: with a synthetic two-level generator (tests/synthetic.py: a known between-launch CV, requests
 log-normal within a launch), over hundreds of simulated A/A comparisons the false-alarm rate per metric-
@@ -22,9 +22,9 @@ import pytest
 from tests.synthetic import two_level, write_run
 from toolkit.results.archive import open_archive
 from toolkit.results.diff import diff_runs
-from toolkit.results.launches import (ALPHA, DEFAULT_FLOOR_PCT, Noise, compare, interval, launch_noise, mde_pct,
+from toolkit.stats import (ALPHA, DEFAULT_FLOOR_PCT, Noise, compare, interval, launch_noise, mde_pct,
                                       tost_p)
-from toolkit.results.stats import mann_whitney
+from toolkit.stats import mann_whitney
 
 CELLS, LAUNCHES, REQUESTS = 6, 3, 200
 REPO = Path(__file__).resolve().parents[2]

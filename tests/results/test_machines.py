@@ -12,7 +12,7 @@ from tests.synthetic import manifest_for, write_run
 from toolkit.bench.hostinfo import launch_machine
 from toolkit.results.archive import open_archive
 from toolkit.results.diff import diff_runs
-from toolkit.results.launches import machine_prior
+from toolkit.stats import machine_prior
 from toolkit.results.machines import (Machine, cross_machines, machine_of, machine_variance, pair_figure,
                                       run_machines)
 
@@ -121,7 +121,7 @@ def test_plan_power_line_names_launches_and_its_source(tmp_path: Path) -> None:
 
 
 def test_single_launch_cross_machine_diff_widens_the_default_floor(tmp_path: Path) -> None:
-    from toolkit.results.launches import DEFAULT_FLOOR_PCT
+    from toolkit.stats import DEFAULT_FLOOR_PCT
 
     a = open_archive(_run(tmp_path / "r", 11, uuid="GPU-1"))
     same = diff_runs(a, open_archive(_run(tmp_path / "r", 12, uuid="GPU-1")), metrics=["tpot_ms"])

@@ -1,4 +1,4 @@
-"""Power before spending and the machine level (toolkit/results/launches.py): the formulas against a seeded
+"""Power before spending and the machine level (toolkit/stats/): the formulas against a seeded
 simulation of the tests they describe."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from toolkit.results.launches import (MachineVar, Noise, cell_noise, compare, launches_needed, machine_prior,
+from toolkit.stats import (MachineVar, Noise, cell_noise, compare, launches_needed, machine_prior,
                                       machine_var_from_pairs, mde_pct, power, requests_per_launch, with_machine)
 
 

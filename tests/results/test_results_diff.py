@@ -1,6 +1,6 @@
 """Diff: a known slowdown is found with the right sign, equal runs give `~`, gating exit codes,
 refusals (too few samples, not comparable), unmatched cells, and the environment diff. The runs have
-three server launches per arm (the launch is the unit: toolkit/results/launches.py); single-launch
+three server launches per arm (the launch is the unit: toolkit/stats/); single-launch
 pairs and their default floor are tests/results/test_launch_noise.py's."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from toolkit.results.archive import open_archive
 from tests.synthetic import manifest_for, write_run
-from toolkit.results.diff import diff_runs, holm
-from toolkit.results.stats import mwu_asymptotic
+from toolkit.results.diff import diff_runs
 from toolkit.schema.metrics import REQUEST_METRICS as SAMPLED
+from toolkit.stats import holm, mwu_asymptotic
 
 BASE = ["python", "-m", "sglang.launch_server", "--tp", "8"]
 SPEC = BASE + ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]

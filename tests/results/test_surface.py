@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import run_cli
 from toolkit.results import surface as sf
+from toolkit.stats import error_interval
 
 
 def _row(acc, c, ratio, lo, hi, domain="coding", arm="eagle3", **kw):
@@ -116,10 +117,10 @@ def test_error_interval_adds_log_half_widths_in_quadrature() -> None:
     # predicted 1.2 in [1.2/e^0.03, 1.2*e^0.03], measured 1.0 in [e^-0.04, e^0.04]: half-widths 0.03 and 0.04 -> 0.05
     import math
 
-    lo, hi = sf.error_interval(1.2, 1.2 * math.exp(-0.03), 1.2 * math.exp(0.03), 1.0, math.exp(-0.04),
+    lo, hi = error_interval(1.2, 1.2 * math.exp(-0.03), 1.2 * math.exp(0.03), 1.0, math.exp(-0.04),
                                math.exp(0.04))
     assert lo == pytest.approx(1.2 * math.exp(-0.05) - 1) and hi == pytest.approx(1.2 * math.exp(0.05) - 1)
-    assert sf.error_interval(1.2, None, 1.3, 1.0, 0.9, 1.1) is None
+    assert error_interval(1.2, None, 1.3, 1.0, 0.9, 1.1) is None
 
 
 @pytest.mark.parametrize("lo,hi,want", [(-10, 14.9, "within"), (-15, 15, "within"), (15.1, 40, "off"),

@@ -17,7 +17,7 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import open_archive
 from toolkit.results.diff import CellDiff, DiffResult, MetricDiff, diff_runs, family, holm
 from toolkit.results.equivalence import DEFAULT_MARGIN_PCT, judge
-from toolkit.results.launches import beyond_margin
+from toolkit.stats import beyond_margin
 from toolkit.results.report.compare import metric_table
 from toolkit.schema.metrics import METRICS
 

@@ -8,7 +8,8 @@ import pytest
 from scipy.stats import binomtest
 
 from toolkit.schema.columns import columns_from_records
-from toolkit.schema.metrics import cell_stats, median_ci, quantile_ci, share, wilson
+from toolkit.schema.metrics import cell_stats, share
+from toolkit.stats import median_ci, quantile_ci, wilson
 from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.schema.slo import Objective, Objectives, evaluate
 

@@ -4,7 +4,7 @@ Speedup of a spec arm over the baseline arm, per domain x concurrency (repeats p
 - `throughput_ratio`: output tok/s of the arm / output tok/s of the baseline (the headline figure).
 - `paired_ratio` with a 95% CI: both arms saw the same prompts in the same order, so the ratio of the
   arms' output rates over those prompts (sum of output tokens / sum of end-to-end seconds) is paired.
-  The unit of replication is the server launch (toolkit/results/launches.py): with two or more launch
+  The unit of replication is the server launch (toolkit/stats/launches.py): with two or more launch
   rounds, one paired ratio per round (both arms saw the same prompts in a round) and a t-interval over the
   rounds, the cell's own variance over its rounds; with one round, the paired bootstrap over prompts
   widened by the launch noise of both servers (a calibration run's, else the default launch CV), and
@@ -46,7 +46,7 @@ def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tup
 
     from toolkit.results.archive import open_archive
     from toolkit.results.cells import CellReader
-    from toolkit.results.launches import DEFAULT, DEFAULT_LAUNCH_CV
+    from toolkit.stats import DEFAULT, DEFAULT_LAUNCH_CV
     from toolkit.results.noise import LaunchView, NoiseModel, find_calibration
 
     if launches > 1:

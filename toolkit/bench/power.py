@@ -1,7 +1,7 @@
 """Power before spending: the line `bench matrix` prints before any server starts, saying how many launches
 (and requests) per arm a comparison needs to find a given change at 80 % power, and what the planned run can
 find (its minimum detectable effect), from the newest noise calibration (`toolkit bench noise`) of the same
-environment under the results root, else the default launch CV. The formulas are toolkit/results/launches.py
+environment under the results root, else the default launch CV. The formulas are toolkit/stats/planning.py
 (power, launches_needed, requests_per_launch, mde_pct); docs/results.md#power-before-spending.
 """
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.results.launches import (ALPHA, DEFAULT, POWER, Noise, launches_needed, machine_prior, mde_pct,
-                                      requests_per_launch)
+from toolkit.stats import (ALPHA, DEFAULT, POWER, Noise, launches_needed, machine_prior, mde_pct,
+                           requests_per_launch)
 
 CHANGE_PCT = 10.0
 METRICS = ("ttft_ms", "tpot_ms")

@@ -3,11 +3,11 @@
 Cells match on (arm, domain, concurrency, output_len); repeats and launches are pooled for the figures
 shown. For each metric of the registry (toolkit/schema/metrics.py) the A and B figures as `results show`
 reads them (toolkit/results/cells.py), the change in percent, and a verdict whose unit of replication is
-the server launch (toolkit/results/launches.py, docs/results.md#launch-noise):
+the server launch (toolkit/stats/launches.py, docs/results.md#launch-noise):
 
 - launch noise known (a side with two or more launches, or a calibration run of this GPU and
   environment): a t-test of the log-ratio of the per-launch figures, with the cell's own launch variance
-  (both runs' launches pooled, `launches.cell_noise`; a cell of one launch a side: the calibration's pool
+  (both runs' launches pooled, `toolkit.stats.cell_noise`; a cell of one launch a side: the calibration's pool
   over the arm's cells); every metric kind is tested this way, cell and chunk figures included;
 - one launch a side and no calibration: request metrics keep the per-request test (Mann-Whitney U;
   shares: Fisher), but a change is called only beyond the default floor (DEFAULT_FLOOR_PCT) in the cell
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from bisect import bisect_left
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 
@@ -36,10 +35,10 @@ from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
-from toolkit.results.launches import (DEFAULT, DEFAULT_FLOOR_PCT, Comparison, beyond_margin, cell_noise, combine,
-                                      compare, exceeds_p, floor_pct, from_delta, logs)
 from toolkit.results.noise import LaunchView, NoiseModel, calibration_view, refusal
-from toolkit.results.stats import ALPHA, MIN_SAMPLES, delta_pct, geomean, mann_whitney
+from toolkit.stats import (ALPHA, DEFAULT, DEFAULT_FLOOR_PCT, MIN_SAMPLES, Comparison, beyond_margin, cell_noise, combine,
+                           compare, cv_of_var, delta_pct, exceeds_p, fisher_p, floor_pct, from_delta, geomean, holm, log_of_pct,
+                           logs, mann_whitney, pct_of_log)
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
 from toolkit.schema.records import Stat
 from toolkit.schema.slo import Objectives
@@ -55,7 +54,7 @@ TOO_FEW_LAUNCHES = ("too few launches for a claim at the family's (Holm) level: 
 
 
 def own_df(launches_a: int, launches_b: int) -> int:
-    """The df of a cell's own launch variance (launches.cell_noise) from its launches on each side."""
+    """The df of a cell's own launch variance (toolkit.stats.cell_noise) from its launches on each side."""
     return max(launches_a - 1, 0) + max(launches_b - 1, 0)
 
 
@@ -263,12 +262,12 @@ def _floor_verdict(m: MetricDiff, arm_log: float | None, floor_pct: float) -> tu
     """One launch a side, launch noise unknown: a change is called only beyond the floor, arm-wide (the
     arm's geometric mean over its cells beyond it in the same direction: a relaunch moves single cells far
     more than whole arms) and with the per-request test agreeing."""
-    fl = math.log1p(floor_pct / 100.0)
-    x = math.log1p(m.delta_pct / 100.0) if m.delta_pct is not None and m.delta_pct > -100 else None
+    fl = log_of_pct(floor_pct)
+    x = log_of_pct(m.delta_pct) if m.delta_pct is not None and m.delta_pct > -100 else None
     if x is None or abs(x) <= fl:
         return "inconclusive", f"one launch per side, launch noise unknown: within the default floor ±{floor_pct:g}%"
     if arm_log is None or abs(arm_log) <= fl or (arm_log > 0) != (x > 0):
-        arm = "-" if arm_log is None else f"{math.expm1(arm_log) * 100:+.1f}%"
+        arm = "-" if arm_log is None else f"{pct_of_log(arm_log):+.1f}%"
         return "inconclusive", (f"one launch per side, launch noise unknown: beyond the ±{floor_pct:g}% floor in this "
                                 f"cell, not arm-wide (the arm over its cells: {arm})")
     return _verdict(m.metric, m.delta_pct, m.p_adj, m.a_n, m.b_n), ""
@@ -299,12 +298,10 @@ def compare_metric(metric: str, sa: Stat, sb: Stat, xa: np.ndarray | None, xb: n
 
 def fisher(sa: Stat, sb: Stat) -> float | None:
     """Two-sided Fisher exact p-value of two shares (k of n on each side); None below MIN_SAMPLES."""
-    from scipy.stats import fisher_exact
-
     if sa.n < MIN_SAMPLES or sb.n < MIN_SAMPLES or sa.p50 is None or sb.p50 is None:
         return None
     ka, kb = round(sa.p50 * sa.n), round(sb.p50 * sb.n)
-    return float(fisher_exact([[ka, sa.n - ka], [kb, sb.n - kb]]).pvalue)
+    return fisher_p(ka, sa.n, kb, sb.n)
 
 
 def run_objectives(a: Archive, b: Archive, given: Objectives | None) -> tuple[Objectives | None, str]:
@@ -318,38 +315,6 @@ def run_objectives(a: Archive, b: Archive, given: Objectives | None) -> tuple[Ob
     if oa is not None and ob is not None and oa.block() != ob.block():
         return oa, f"A and B carry different objectives; both are judged by A's ({oa.text()}); B's: {ob.text()}"
     return (oa, "A's objectives") if oa is not None else (ob, "B's objectives") if ob is not None else (None, "")
-
-
-def _holm_steps(ps: list[float]) -> list[float]:
-    """Holm's adjusted p of each of the sorted p-values ps."""
-    steps, running = [], 0.0
-    for rank, p in enumerate(ps):
-        running = max(running, min(1.0, (len(ps) - rank) * p))
-        steps.append(running)
-    return steps
-
-
-def holm(pvalues: list[float], stands_for: list[int | None] | None = None) -> list[float]:
-    """Holm-Bonferroni adjusted p-values (controls the chance of any false alarm across the family).
-    `stands_for[i]`: None when test i is a member of the family (default: all are); else the index of the
-    member it repeats (a metric that tracks another: `family`), and test i is adjusted as if it took that
-    member's place: it adds no test to the family."""
-    stands_for = stands_for or [None] * len(pvalues)
-    members = [i for i, j in enumerate(stands_for) if j is None]
-    ps = sorted(pvalues[i] for i in members)
-    steps = _holm_steps(ps)
-    return [steps[bisect_left(ps, p)] if j is None else _in_place_of(ps, steps, pvalues[j], p)
-            for p, j in zip(pvalues, stands_for)]
-
-
-def _in_place_of(ps: list[float], steps: list[float], p_member: float, p: float) -> float:
-    """Holm's adjusted p of p in the sorted family ps (steps: their adjusted values) with p in the place of
-    the member p_member: the members below both keep their ranks, those between move up one."""
-    m, s, r = len(ps), bisect_left(ps, p_member), bisect_left(ps, p)
-    if r <= s:  # p sorts at rank r, nothing before it moved
-        return max(steps[r - 1] if r else 0.0, min(1.0, (m - r) * p))
-    between = [min(1.0, (m - k + 1) * ps[k]) for k in range(s + 1, r)]
-    return max([steps[s - 1] if s else 0.0, *between, min(1.0, (m - r + 1) * p)])
 
 
 def family(tests: list[tuple[CellDiff, MetricDiff]]) -> list[int | None]:
@@ -366,7 +331,7 @@ def _arm_changes(cells: list[CellDiff]) -> dict[tuple[str, str], float]:
     for c in cells:
         for m in c.metrics.values():
             if c.comparable and m.delta_pct is not None and m.delta_pct > -100:
-                acc.setdefault((c.arm, m.metric), []).append(math.log1p(m.delta_pct / 100.0))
+                acc.setdefault((c.arm, m.metric), []).append(log_of_pct(m.delta_pct))
     return {k: sum(v) / len(v) for k, v in acc.items()}
 
 
@@ -397,13 +362,13 @@ def _launch_test(md: MetricDiff, g: Group, va: LaunchView, vb: LaunchView, model
     default floor rule for request metrics (decided in _apply_correction, after the p-value adjustment)."""
     md.launches_a, md.launches_b = va.launches(g), vb.launches(g)
     fa, fb = va.figures(g, md.metric), vb.figures(g, md.metric)
-    own = cell_noise(fa, fb)  # the cell's own launch variance (launches.py says why not the arm's pool)
+    own = cell_noise(fa, fb)  # the cell's own launch variance (toolkit/stats/launches.py says why not the arm's pool)
     cal = model.calibrated(g[0], md.metric) if own is None or own.df < CLAIM_DF else None
     sides = (cal, cal) if cal is not None else (own, own) if own is not None else model.sides(g[0], md.metric)
     comp = compare(fa, fb, *sides, machine=model.machine_var(md.metric)) if sides is not None else None
     if comp is not None:
         md.p, md.delta_pct, md.df, md.noise, md.se = comp.p, comp.delta_pct, comp.df, comp.source, comp.se
-        md.launch_cv = math.sqrt(math.expm1((sides[0].var + sides[1].var) / 2))
+        md.launch_cv = cv_of_var((sides[0].var + sides[1].var) / 2)
         md.low_pct, md.high_pct = comp.low_pct, comp.high_pct
         md.note = ""
         md.verdict = "~"  # until the adjustment decides
@@ -540,8 +505,8 @@ def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correcti
     _qualify(cells, a, b)
     # one launch a side and no launch noise known: the default floor, widened across machines by the largest
     # between-machine variance of the metrics compared (the floor is one figure for every metric)
-    floor = DEFAULT_FLOOR_PCT if not views[2].machine else floor_pct(math.sqrt(math.expm1(
-        DEFAULT.var + max(v.var for v in views[2].machine.values()))))
+    floor = DEFAULT_FLOOR_PCT if not views[2].machine else floor_pct(cv_of_var(
+        DEFAULT.var + max(v.var for v in views[2].machine.values())))
     size = _apply_correction(cells, correction, floor)
     gm = {}
     for m in metrics:

@@ -17,7 +17,7 @@ and 1 + X (±10 %: -9.1 % to +10 %).
                               per side and no calibration: the launch noise is unknown), or an equivalence test
                               could not run (an arm a calibration lacks: "no equivalence test for arm X: ...")
 
-The statistics are toolkit/results/launches.py's; docs/results.md#reproduce shows the rules with numbers.
+The statistics are toolkit/stats/'s (compare.py: tost_p, beyond_p; multiple.py: holm); docs/results.md#reproduce shows the rules with numbers.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from toolkit.results.diff import DEFAULT_FLOOR, TOO_FEW_LAUNCHES, DiffResult, family, holm
-from toolkit.results.launches import ALPHA, beyond_margin, beyond_p, from_delta, tost_p
+from toolkit.results.diff import DEFAULT_FLOOR, TOO_FEW_LAUNCHES, DiffResult, family
+from toolkit.stats import ALPHA, beyond_margin, beyond_p, from_delta, holm, tost_p
 
 # The margin of `reproduced within ±X %` when none is given (--tolerance): declared before any data. 10 %: a
 # replay that moved a metric by more than a tenth did not reproduce it, whatever the noise; a noisier replay

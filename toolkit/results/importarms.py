@@ -134,8 +134,8 @@ def import_derived(cells: list[CellSummary], records: dict[tuple, list[RequestRe
                    pairing: str, speculative: set[str], arm_info: dict, checks: list[dict]) -> dict:
     """The derived block of a several-arm import: speed-ups (paired or not, as `pairing` says), the verdicts
     the runner makes from them, and the methodology notes. One server launch per file: the paired CIs are
-    widened by the default launch noise of both sides (toolkit/results/launches.py)."""
-    from toolkit.results.launches import DEFAULT_LAUNCH_CV
+    widened by the default launch noise of both sides (toolkit/stats/comparisons.py widen)."""
+    from toolkit.stats import DEFAULT_LAUNCH_CV
     from toolkit.results.speedups import speedups
     from toolkit.results.verdicts import verdicts
 

@@ -1,6 +1,6 @@
 """The machine as a level above the launch: which machine each launch of a run ran on, whether a run's launches
 span machines, whether the two sides of a comparison ran on different machines, and the between-machine
-variance such a comparison adds (the statistics are toolkit/results/launches.py: MachineVar, compare(machine=)).
+variance such a comparison adds (the statistics are toolkit/stats/: MachineVar, compare(machine=)).
 
     run_machines(archive)              # RunMachines: the machines of its launches, per arm, and where that came from
     cross_machines(a, b)               # CrossMachines: same | different | unknown, in words
@@ -14,12 +14,11 @@ GPU identities or a host name is an unknown machine, stated as such.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.results.archive import Archive
-from toolkit.results.launches import MachineVar, logs, machine_prior, machine_var_from_pairs
+from toolkit.stats import MachineVar, logs, machine_prior, machine_var_from_pairs
 from toolkit.schema.manifest import Fingerprint
 
 UNKNOWN = "unknown machine"
@@ -209,7 +208,7 @@ def pair_figure(a: Archive, b: Archive, metric: str, views=None) -> tuple[float,
 def machine_variance(root: Path | None, metrics: list[str]) -> dict[str, MachineVar]:
     """Per metric, the between-machine variance: estimated from the committed cross-machine A/A pairs under root
     (machine_var_from_pairs, one df per pair of machines: runs of the same two machines averaged first), else the
-    default prior (launches.machine_prior). The source says which, and which runs were screened out for a busy
+    default prior (toolkit.stats.machine_prior). The source says which, and which runs were screened out for a busy
     host."""
     busy: list[str] = []
     pairs = _pairs(root, busy) if root is not None and Path(root).is_dir() else []
@@ -237,7 +236,7 @@ def machine_variance(root: Path | None, metrics: list[str]) -> dict[str, Machine
 
 
 def cv_text(v: MachineVar) -> str:
-    return f"{math.sqrt(math.expm1(v.var)):.0%}"
+    return f"{v.cv:.0%}"
 
 
 __all__ = ["CrossMachines", "Machine", "RunMachines", "cross_machines", "fingerprint_machine", "machine_of",

@@ -1,4 +1,4 @@
-"""Launch noise read from archives (the statistics are toolkit/results/launches.py).
+"""Launch noise read from archives (the statistics are toolkit/stats/launches.py).
 
     view = LaunchView(CellReader(archive))
     view.figures(group, "tpot_ms")        # {launch: the launch's median TPOT}
@@ -9,7 +9,7 @@
 Where a comparison's launch noise comes from, in order: measured in the runs (a side with two or more
 launches; a side with one borrows the other's), a calibration run (`toolkit bench noise`: an A/A run of
 the same environment on the same GPU model, found under the same results root), else none (the caller
-falls back to the default floor, toolkit.results.launches.DEFAULT_FLOOR_PCT).
+falls back to the default floor, toolkit.stats.DEFAULT_FLOOR_PCT).
 
 A calibration made on a busy host (a cell of it with a `busy-host` check: toolkit/bench/hostload.py's record
 of other load, steal or another toolkit run while it ran) is refused: its launch noise is the other work's, and
@@ -22,15 +22,14 @@ made for another hash than the runs judged (`stale`): the spec changed since, an
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Collection
 from pathlib import Path
 
 from toolkit.results.archive import Archive, open_archive
 from toolkit.results.compact import read_text
 from toolkit.results.cells import CellReader, Group
-from toolkit.results.launches import MachineVar, Noise, launch_noise, logs
 from toolkit.schema.manifest import NOISE_CALIBRATION
+from toolkit.stats import MachineVar, Noise, geomean_of_logs, launch_noise, logs
 
 Key = tuple[str, str]  # arm, metric
 
@@ -82,7 +81,7 @@ class LaunchView:
         if not figs:
             return {}
         common = set.intersection(*(set(f) for f in figs))
-        return {la: math.exp(sum(f[la] for f in figs) / len(figs)) for la in sorted(common)}
+        return {la: geomean_of_logs([f[la] for f in figs]) for la in sorted(common)}
 
     def arm_noise(self, arm: str, metric: str) -> Noise | None:
         """The noise of a launch's geometric mean over the arm's cells (what a geomean comparison varies by)."""

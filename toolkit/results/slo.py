@@ -83,10 +83,10 @@ def analyse(a: Archive, objectives: Objectives, derived: Derived | None = None) 
 
 def launch_certainty(reader: CellReader, cells: list[CellSlo]) -> None:
     """Cells measured in two or more server launches: each percentile objective's and the attainment's 95% CI
-    becomes the t-interval of the per-launch figures (toolkit/results/launches.py: the cell's own launch
+    becomes the t-interval of the per-launch figures (toolkit/stats/: the cell's own launch
     variance, `cell_noise`), so `certain` (~ when not) says whether a relaunch could move the verdict. A
     single-launch cell keeps the request-level interval. The verdicts themselves stay on point estimates."""
-    from toolkit.results.launches import cell_noise, interval
+    from toolkit.stats import cell_noise, interval
 
     groups = reader.groups()
     per: dict[tuple, dict[int, CellSlo]] = {}

@@ -4,9 +4,9 @@
 - `throughput_ratio`: output tok/s of the arm / output tok/s of the baseline (the headline figure).
 - `paired_ratio` with a 95% CI: both arms saw the same prompts in the same order, so the ratio of the
   arms' output rates over those prompts (sum of output tokens / sum of end-to-end seconds) is paired.
-  The unit of replication is the server launch (toolkit/results/launches.py): with two or more launch
+  The unit of replication is the server launch (toolkit/stats/launches.py): with two or more launch
   rounds, one paired ratio per round and a t-interval over the rounds with the cell's own variance
-  (launches.cell_noise: a pool over the arm's cells is calibrated only on average); with one round, the
+  (toolkit.stats.cell_noise: a pool over the arm's cells is calibrated only on average); with one round, the
   paired bootstrap over prompts widened by the launch noise of both servers.
 - A `launches_auto` run (sequential rounds) reports Stein's two-stage interval instead (`round_interval` with
   `stage1`): the variance of the cell's first `stage1` rounds, which alone decided how many rounds ran, over
@@ -24,17 +24,12 @@ import numpy as np
 
 from toolkit.schema.metrics import cell_throughput
 from toolkit.schema.records import CellSummary, RequestRecord
-
-BOOTSTRAP = 2000
-
-
-def _rate(tokens: np.ndarray, e2e_ms: np.ndarray) -> float:
-    total = e2e_ms.sum()
-    return float(tokens.sum() / (total / 1000.0)) if total > 0 else float("nan")
-
+from toolkit.stats import (BOOTSTRAP, DEFAULT, SHARED, cell_noise, interval, paired_bootstrap_ratio, rate,
+                           stein_interval, widen)
 
 def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0) -> dict:
-    """Ratio of output rates over prompts both arms completed, with a paired-bootstrap 95% CI."""
+    """Ratio of output rates over prompts both arms completed, with a paired-bootstrap 95% CI
+    (toolkit.stats.paired_bootstrap_ratio)."""
     # pair by (repeat, prompt id, occurrence): the same prompt can be sent more than once in a cell
     a_keys = occurrence_keys(measured_ok(arm))
     b_keys = occurrence_keys(measured_ok(base))
@@ -46,14 +41,8 @@ def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int 
     ea = np.array([a_keys[k].e2e_ms for k in common], float)
     tb = np.array([b_keys[k].output_tokens for k in common], float)
     eb = np.array([b_keys[k].e2e_ms for k in common], float)
-    point = _rate(ta, ea) / _rate(tb, eb)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(BOOTSTRAP, n))
-    ra = ta[idx].sum(1) / (ea[idx].sum(1) / 1000.0)
-    rb = tb[idx].sum(1) / (eb[idx].sum(1) / 1000.0)
-    boots = ra / rb
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return {"ratio": point, "ci_low": float(lo), "ci_high": float(hi), "n_pairs": n}
+    point, lo, hi = paired_bootstrap_ratio(ta, ea, tb, eb, seed, BOOTSTRAP)
+    return {"ratio": point, "ci_low": lo, "ci_high": hi, "n_pairs": n}
 
 
 def measured_ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
@@ -77,8 +66,8 @@ def _point(arm: list[RequestRecord], base: list[RequestRecord]) -> float | None:
     common = [k for k in a if k in b]
     if len(common) < 2:
         return None
-    ra = _rate(np.array([a[k].output_tokens for k in common], float), np.array([a[k].e2e_ms for k in common], float))
-    rb = _rate(np.array([b[k].output_tokens for k in common], float), np.array([b[k].e2e_ms for k in common], float))
+    ra = rate(np.array([a[k].output_tokens for k in common], float), np.array([a[k].e2e_ms for k in common], float))
+    rb = rate(np.array([b[k].output_tokens for k in common], float), np.array([b[k].e2e_ms for k in common], float))
     return ra / rb if rb and np.isfinite(ra / rb) else None
 
 
@@ -95,8 +84,6 @@ def launch_paired(arm: list[RequestRecord], base: list[RequestRecord], seed: int
     bootstrap widened by the launch noise of both servers (`noise`: (arm's Noise, baseline's Noise), default:
     the default launch CV for each). Cells of two or more rounds: see speedups (the cell's own variance over
     its rounds)."""
-    from toolkit.results.launches import DEFAULT, widen
-
     pr = paired_ratio(arm, base, seed)
     na, nb = noise or (DEFAULT, DEFAULT)
     if pr["ratio"] is None or pr["ci_low"] is None or pr["ci_low"] <= 0:
@@ -115,36 +102,33 @@ def stage1_rounds(launches: int) -> int:
 
 def round_interval(ratios: dict[int, float], stage1: int | None = None) -> tuple[float, float, float, str] | None:
     """A cell's paired ratios, one per round ({round: ratio}, two or more), as (centre, low, high, how): the
-    geometric mean with a 95 % t-interval. The variance is the cell's own over every round, or with `stage1`
-    (a `launches_auto` run) over its first `stage1` rounds only, with their df (Stein's two-stage interval:
-    the stopping rule saw only that variance, so the rounds it ran say nothing about the mean's error)."""
-    from toolkit.results.launches import cell_noise, interval
-
+    geometric mean with a 95 % t-interval. The variance is the cell's own over every round (toolkit.stats.interval
+    with cell_noise), or with `stage1` (a `launches_auto` run) Stein's two-stage interval (toolkit.stats.
+    stein_interval: the variance of the first `stage1` rounds only, with their df; the stopping rule saw only that
+    variance, so the rounds it ran say nothing about the mean's error)."""
     if stage1 is not None and len(ratios) >= stage1:
-        first = dict(sorted(ratios.items())[:stage1])
-        own = cell_noise(first)
-        how = (f"Stein two-stage t-interval over {len(ratios)} rounds (paired per round; the variance of the "
-               f"first {stage1} rounds, which set the rounds run, df {own.df:.0f})")
-    else:
-        own = cell_noise(ratios)
-        if own is None:
+        got = stein_interval(ratios, stage1)
+        if got is None:
             return None
-        how = (f"t-interval over {len(ratios)} rounds (paired per round; the cell's own launch variance, "
-               f"df {own.df:.0f})")
+        *out, own = got
+        return (*out, f"Stein two-stage t-interval over {len(ratios)} rounds (paired per round; the variance of the "
+                      f"first {stage1} rounds, which set the rounds run, df {own.df:.0f})")
+    own = cell_noise(ratios)
+    if own is None:
+        return None
     out = interval(ratios, own)
-    return (*out, how) if out is not None else None
+    return (*out, f"t-interval over {len(ratios)} rounds (paired per round; the cell's own launch variance, "
+                  f"df {own.df:.0f})") if out is not None else None
 
 
 def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]], baseline: str,
              seed: int = 0, noise: Callable[[str], object] | None = None,
              shared: set[str] = frozenset(), stage1: int | None = None) -> list[dict]:
     """One row per (arm != baseline, domain, concurrency). `records` is keyed by (arm, domain, conc).
-    `noise(arm)`: the launch noise (toolkit.results.launches.Noise) of an arm's output rate, for cells of one
+    `noise(arm)`: the launch noise (toolkit.stats.Noise) of an arm's output rate, for cells of one
     round (a calibration's; default: the default launch CV). `shared`: arms served by the baseline's own
     server (one launch for both: the request bootstrap alone). `stage1`: a `launches_auto` run's first-stage
     rounds (round_interval)."""
-    from toolkit.results.launches import SHARED
-
     by = defaultdict(list)
     for c in cells:
         by[(c.arm, c.domain, c.level)].append(c)

@@ -25,12 +25,12 @@ the table is built here once (`build`), then rendered by `results show`/`report`
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from typing import Any
 
 from toolkit.schema.keys import level_label
+from toolkit.stats import error_interval
 
 POOLED = "pooled"
 GOAL_PCT = 15.0  # the prediction's goal (issue 41): |predicted / measured - 1| within 15 %, fixed before the data
@@ -194,19 +194,6 @@ def crossovers(pred: list[dict]) -> list[dict]:
 
 def _label(r: dict) -> str:
     return level_label(int(r["concurrency"] or 0), r.get("rate"))
-
-
-def error_interval(pred: float, pred_low: float | None, pred_high: float | None, meas: float,
-                   meas_low: float | None, meas_high: float | None) -> tuple[float, float] | None:
-    """The error predicted / measured - 1 as a fraction, its 95% interval (lo, hi): on the log scale, the half-
-    widths of the predicted interval and of the measured CI added in quadrature around ln(pred / meas). None
-    when either interval is missing or not positive."""
-    vals = (pred, pred_low, pred_high, meas, meas_low, meas_high)
-    if any(v is None or not v > 0 for v in vals):
-        return None
-    h = math.hypot((math.log(pred_high) - math.log(pred_low)) / 2, (math.log(meas_high) - math.log(meas_low)) / 2)
-    e = math.log(pred / meas)
-    return math.exp(e - h) - 1, math.exp(e + h) - 1
 
 
 def verdict(low_pct: float | None, high_pct: float | None, goal_pct: float = GOAL_PCT) -> str:

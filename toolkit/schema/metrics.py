@@ -25,7 +25,7 @@ The CI of a median, everywhere: the distribution-free interval between two order
 with the exact binomial distribution (X(k) <= median <= X(n-k+1) holds with probability >= 95% for
 any continuous distribution). Deterministic (no seed, no resampling), O(n), valid for skewed latency
 distributions, and what benchstat reports; with fewer than 6 samples no 95% interval exists and
-none is given.
+none is given (toolkit.stats.median_ci).
 
 A successful measured request: not warmup, no error, an end time. Times are ms after the send.
 """
@@ -39,9 +39,9 @@ from typing import Callable, Iterable, Literal
 import numpy as np
 
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
+from toolkit.stats.samples import median_ci, wilson
 
 MIN_N = {"p90": 10, "p99": 100}  # fewer samples than this: the percentile is marked unreliable
-LEVEL = 0.95
 
 
 @dataclass(frozen=True)
@@ -180,59 +180,7 @@ REQUEST_METRICS: tuple[str, ...] = tuple(m.name for m in REGISTRY if m.kind == "
 SLO_METRICS: tuple[str, ...] = ("goodput_req_s", "goodput_tok_s", "slo_attainment")  # only under objectives
 
 
-# -- statistics
-
-def median_ci(x: np.ndarray, level: float = LEVEL) -> tuple[float | None, float | None]:
-    """95% CI of the median: [X(k), X(n-k+1)] (order statistics) with the largest k whose binomial tail
-    P(B <= k-1), B ~ Bin(n, 1/2), is at most (1 - level) / 2. None below 6 samples (at 95%). O(n)."""
-    n = len(x)
-    if n == 0:
-        return None, None
-    from scipy.stats import binom
-
-    tail = (1 - level) / 2
-    m = int(binom.ppf(tail, n, 0.5))  # the smallest m with P(B <= m) >= tail
-    if binom.cdf(m, n, 0.5) > tail:
-        m -= 1
-    if m < 0:
-        return None, None
-    part = np.partition(x, [m, n - 1 - m])
-    return float(part[m]), float(part[n - 1 - m])
-
-
-def quantile_ci(x: np.ndarray, q: float, level: float = LEVEL) -> tuple[float | None, float | None]:
-    """95% CI of the q-quantile (0 < q < 1), distribution-free like median_ci: [X(l), X(u)] (1-based order
-    statistics), l the largest with P(B <= l-1) <= tail and u the smallest with P(B >= u) <= tail, B ~ Bin(n, q).
-    None where the sample is too small for such an interval (a p90 needs n >= 36, a p99 n >= 368)."""
-    n = len(x)
-    if n == 0:
-        return None, None
-    from scipy.stats import binom
-
-    tail = (1 - level) / 2
-    k = int(binom.ppf(tail, n, q))  # the smallest k with P(B <= k) >= tail
-    lo = k + 1 if binom.cdf(k, n, q) <= tail else k  # 1-based
-    hi = int(binom.ppf(1 - tail, n, q)) + 1
-    if lo < 1 or hi > n:
-        return None, None
-    part = np.partition(np.asarray(x, dtype=np.float64), [lo - 1, hi - 1])
-    return float(part[lo - 1]), float(part[hi - 1])
-
-
-Z95 = 1.959963984540054  # the standard normal's 97.5% point
-
-
-def wilson(k: int, n: int) -> tuple[float | None, float | None]:
-    """95% Wilson score interval of a share k / n: inside [0, 1] and sensible at 0 or n successes (where the
-    textbook p +- z*se interval collapses to a point). None for n = 0."""
-    if n <= 0:
-        return None, None
-    p, z2 = k / n, Z95 * Z95
-    denom = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
+# -- a cell's figures (the intervals are toolkit/stats/samples.py: median_ci, wilson)
 
 def share(k: int, n: int) -> Stat:
     """A share-kind metric's Stat: mean = p50 = k / n with its Wilson interval; n = the requests counted."""

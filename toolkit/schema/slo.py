@@ -5,7 +5,7 @@ An objective bounds one latency of the registry (toolkit/schema/metrics.py) in o
 
     percentile    `tpot_ms: {p90: 50}`: the cell's p90 of the per-request TPOT is at most 50 ms. Judged on
                   the point estimate (numpy's percentile, what `results show` prints), with the quantile's
-                  distribution-free 95% CI beside it (metrics.quantile_ci); `certain` when the whole CI is
+                  distribution-free 95% CI beside it (toolkit.stats.quantile_ci); `certain` when the whole CI is
                   on one side of the limit.
     per request   `ttft_ms: {per_request: 200}`: a request meets it when its own TTFT is at most 200 ms.
                   Goodput counts the requests that met every per-request objective.
@@ -35,7 +35,8 @@ from typing import Any, Iterable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolkit.schema.metrics import figure_of, quantile_ci, wilson
+from toolkit.schema.metrics import figure_of
+from toolkit.stats.samples import quantile_ci, wilson
 from toolkit.schema.records import CellSummary
 
 OBJECTIVE_SAMPLES = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "itl_ms": "itl_req_mean_ms", "e2e_ms": "e2e_ms"}

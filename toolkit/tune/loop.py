@@ -14,7 +14,7 @@ from toolkit.schema.tune import ConfirmationPlan, Rung, RungScore, TuneState
 from toolkit.specs import LoadedSpec, load_spec
 from toolkit.tune import search, specs
 from toolkit.tune.progress import SearchProgress
-from toolkit.tune.report import launch_noise, run_records
+from toolkit.tune.report import rung_noise, run_records
 from toolkit.tune.servers import Servers
 from toolkit.tune.state import matrix_hash
 
@@ -136,7 +136,7 @@ class SearchLoop:
         """After rung k: score its trials on every rung so far; the survivors make rung k+1, or the leader wins."""
         st, rung, baseline = self.state, self.state.rungs[k], self.m.baseline_arm
         per = {t: search.pooled_cells(records, t, baseline, st.again, seed=self.m.seed) for t in rung.trials}
-        noise = launch_noise(self.folder, rung.runs, st.again)
+        noise = rung_noise(self.folder, rung.runs, st.again)
         ran = {t: sum(any(a == t for a, _, _ in recs) for recs in records) for t in rung.trials}
         scores = {t: search.score(cells, search.launch_var(noise, t, baseline, ran[t])) for t, cells in per.items()}
         rung.scores = {t: RungScore(**vars(s)) for t, s in scores.items()}

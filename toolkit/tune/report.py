@@ -45,7 +45,7 @@ def run_records(run_dir: Path) -> dict[tuple, list]:
     return out
 
 
-def launch_noise(folder: Path, runs: list[str], again: str | None):
+def rung_noise(folder: Path, runs: list[str], again: str | None):
     """arm -> Noise where trials ran on servers of their own (no baseline measured again on one shared server):
     the launch is the unit, as in the runner's speed-ups; None on a shared server or with no run."""
     from toolkit.bench import derive
@@ -109,7 +109,7 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
 
     baseline, again, arm, seed = state.baseline, state.again, state.arm, state.seed
     recs = [_merged(folder, runs)]
-    noise = launch_noise(folder, runs, again)
+    noise = rung_noise(folder, runs, again)
     mine = search.pooled_cells(recs, best, baseline, again, seed=seed, noise=noise)
     inc = search.pooled_cells(recs, arm, baseline, again, seed=seed, noise=noise)
     aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}

@@ -11,8 +11,8 @@ a question that is answered.
 Score of a trial: the geometric mean over cells (domain x concurrency) of its paired speedup over the
 baseline (toolkit.bench.derive.paired_ratio: both arms saw the same prompts; decode rates compared on
 the pairs), pooled over the rungs it ran in. Its interval combines the cells' bootstrap intervals in log
-space (independent cells, the width of each 95 % interval taken as 2 x 1.96 standard errors), plus, where
-each trial has a server of its own (server flags), the launch noise of both sides once: a rung is one
+space (toolkit.stats.combine: independent cells, the width of each 95 % interval taken as 2 z standard
+errors), plus, where each trial has a server of its own (server flags), the launch noise of both sides once: a rung is one
 launch per trial, and a request-level interval alone would call a relaunch a better setting (issue 24).
 """
 
@@ -25,8 +25,7 @@ from typing import Iterable
 
 from toolkit.bench.derive import launch_paired, paired_ratio
 from toolkit.schema.records import RequestRecord
-
-Z95 = 1.959964
+from toolkit.stats import combine, of_interval
 
 
 @dataclass(frozen=True)
@@ -95,21 +94,18 @@ def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, 
 
 
 def score(cells: dict[tuple[str, int], dict], launch_var: float = 0.0) -> Score:
-    """`launch_var`: the variance (log scale) the trial's and the baseline's launches add to the geometric mean
-    when they ran on servers of their own. A launch moves every cell of it together, so it is added once, not
-    divided among the cells as the requests' sampling noise is (docs/results.md, launch noise)."""
-    logs, var = [], 0.0
-    for r in cells.values():
-        if not r.get("ratio") or r["ratio"] <= 0:
-            continue
-        logs.append(math.log(r["ratio"]))
-        if r.get("ci_low") and r.get("ci_high") and r["ci_low"] > 0:
-            var += ((math.log(r["ci_high"]) - math.log(r["ci_low"])) / (2 * Z95)) ** 2
-    if not logs:
+    """The geometric mean over cells of the paired ratios, with its 95 % interval: toolkit.stats.combine of the
+    cells (equal weights, each cell's se from its interval, toolkit.stats.of_interval; a cell without one adds
+    none), `launch_var` shared by every cell. `launch_var`: the variance (log scale) the trial's and the
+    baseline's launches add to the geometric mean when they ran on servers of their own. A launch moves every
+    cell of it together, so it is added once, not divided among the cells as the requests' sampling noise is
+    (docs/results.md, launch noise)."""
+    parts = [(of_interval(r["ratio"], r.get("ci_low"), r.get("ci_high")), 1) for r in cells.values()
+             if r.get("ratio") and r["ratio"] > 0]
+    c = combine(parts, shared=(launch_var, math.inf))
+    if c is None:
         return Score(None, None, None, 0)
-    mean = sum(logs) / len(logs)
-    se = math.sqrt(var / len(logs) ** 2 + launch_var)
-    return Score(math.exp(mean), math.exp(mean - Z95 * se), math.exp(mean + Z95 * se), len(logs))
+    return Score(c.ratio, c.low, c.high, len(parts))
 
 
 def launch_var(noise, trial: str, baseline: str, launches: int) -> float:

@@ -8,7 +8,7 @@ from toolkit.results.archive import Archive
 from toolkit.results.diff import CLAIM_DF, DEFAULT_FLOOR, TOO_FEW_LAUNCHES, DiffResult, MetricDiff, own_df
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num, \
     fmt_pct, fmt_share, short
-from toolkit.results.stats import ALPHA, MIN_SAMPLES
+from toolkit.stats import ALPHA, MIN_SAMPLES
 from toolkit.schema.metrics import METRICS
 
 MARK = {"better": "better", "worse": "WORSE"}

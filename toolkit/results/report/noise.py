@@ -1,14 +1,14 @@
 """The launch noise a run can see (`results show`, report.md, `--json` under `noise`): per arm and metric the
 launch-to-launch coefficient of variation (runs with two or more launches per arm), and per cell the
 smallest change a comparison of this run with one like it could detect at the run's alpha and 80% power.
-toolkit/results/launches.py defines every figure; docs/results.md#launch-noise explains them."""
+toolkit/stats/ defines every figure; docs/results.md#launch-noise explains them."""
 
 from __future__ import annotations
 
 import math
 
 from toolkit.results.archive import Archive
-from toolkit.results.launches import (ALPHA, DEFAULT, MAX_LAUNCHES, POWER, launches_needed, machine_prior, mde_pct)
+from toolkit.stats import ALPHA, DEFAULT, MAX_LAUNCHES, POWER, launches_needed, machine_prior, mde_pct
 from toolkit.results.report.model import Heading, Items, Para, Table, fmt_num
 from toolkit.schema.metrics import NAMES
 
