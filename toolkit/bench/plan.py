@@ -276,11 +276,9 @@ class RunPlan:
         """The cells one launch of an arm still has to run (resume: only the missing ones)."""
         return [c for c in self.todo.get(arm, []) if c.launch == launch]
 
-    def sampling(self) -> dict:
-        """A cell summary's `sampling` record (as archives have always had it)."""
-        m = self.m
-        return {"api": m.api, "temperature": m.temperature, "output_len": m.output_len, "seed": m.seed,
-                "warmup": m.warmup, "requests": m.requests, "duration_s": m.duration_s}
+    def sampling(self) -> dict[str, Any]:
+        """A cell summary's `sampling` record: what CellLoad records of the Matrix (CellLoad.recorded)."""
+        return CellLoad.recorded(self.m)
 
     def load(self, cell: Cell) -> CellLoad:
         """What the cell sends: the Matrix's load at its concurrency, with its arm's request parameters; a
