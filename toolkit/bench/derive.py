@@ -24,6 +24,7 @@ from toolkit.results.speedups import (BOOTSTRAP, launch_paired, measured_ok, occ
                                       paired_ratio, speedups)
 from toolkit.results.verdicts import crossovers, never_pays_off, recommended_threshold  # noqa: F401 (re-exported)
 from toolkit.schema.eligibility import MIN_CELL_S, MIN_REQUESTS_PER_SLOT, short_why
+from toolkit.schema.manifest import Timing, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 
 
@@ -68,19 +69,15 @@ def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tup
         {"source": "calibration", "calibration": cal.run_id, **note}
 
 
-def overhead_ratio(timing: dict, slot_arms: list[list[str]]) -> float | None:
+def overhead_ratio(timing: Timing, slot_arms: list[list[str]]) -> float | None:
     """Wall time over the busiest slot's own time (its arms' server starts, stops and cells): slots run
     side by side, so the run can take no less than its longest slot. 1.0 means no runner overhead."""
-    def busy(arms: list[str]) -> float:
-        return sum(timing["launch_s"].get(a, 0.0) + timing["stop_s"].get(a, 0.0)
-                   + timing.get("launch_failed_s", {}).get(a, 0.0) + timing.get("warmup_launch_s", {}).get(a, 0.0)
-                   + timing.get("arm_cells_s", {}).get(a, 0.0) for a in arms)
-
-    longest = max((busy(arms) for arms in slot_arms), default=0.0)
-    return timing["wall_s"] / longest if longest > 0.5 else None  # nothing ran long enough to compare
+    spent = (timing.launch_s, timing.stop_s, timing.launch_failed_s, timing.warmup_launch_s, timing.arm_cells_s)
+    longest = max((sum(d.get(a, 0.0) for d in spent for a in arms) for arms in slot_arms), default=0.0)
+    return timing.wall_s / longest if longest > 0.5 else None  # nothing ran long enough to compare
 
 
-def shared_hardware_overlaps(windows: dict[str, dict]) -> list[tuple[str, str, float]]:
+def shared_hardware_overlaps(windows: dict[str, Window]) -> list[tuple[str, str, float]]:
     """Pairs of arms measured at the same time on shared hardware: (arm a, arm b, seconds of overlap)."""
     from toolkit.bench.slots import shares_hardware
 
@@ -89,9 +86,9 @@ def shared_hardware_overlaps(windows: dict[str, dict]) -> list[tuple[str, str, f
     for i, a in enumerate(arms):
         for b in arms[i + 1:]:
             wa, wb = windows[a], windows[b]
-            if not shares_hardware(wa.get("hardware") or {}, wb.get("hardware") or {}):
+            if not shares_hardware(wa.hardware, wb.hardware):
                 continue
-            start, end = max(wa["start"], wb["start"]), min(wa.get("end") or wa["start"], wb.get("end") or wb["start"])
+            start, end = max(wa.start, wb.start), min(wa.end or wa.start, wb.end or wb.start)
             if end > start:
                 out.append((a, b, end - start))
     return out
@@ -100,7 +97,7 @@ def shared_hardware_overlaps(windows: dict[str, dict]) -> list[tuple[str, str, f
 def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple, list[RequestRecord]],
                        arm_info: dict[str, dict], flushed: dict[str, bool] | None = None,
                        representativeness: list[dict] | None = None,
-                       windows: dict[str, dict] | None = None, dummy_arms: list[str] | None = None) -> list[dict]:
+                       windows: dict[str, Window] | None = None, dummy_arms: list[str] | None = None) -> list[dict]:
     """Problems with how a run measured, each {check, severity, message}. --strict fails on any error."""
     out: list[dict] = []
 
@@ -108,7 +105,7 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
         out.append({"check": check, "severity": severity, "message": message})
 
     for a, b, secs in shared_hardware_overlaps(windows or {}):
-        hw = (windows or {})[a]["hardware"]
+        hw = (windows or {})[a].hardware
         add("arms-overlapped-on-shared-hardware",
             f"arms {a} and {b} were measured at the same time for {secs:.0f} s on the same hardware "
             f"(host {hw.get('host')}, GPUs {hw.get('gpus', 'all')}): each one's figures include the other's load; "

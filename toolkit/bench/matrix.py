@@ -330,10 +330,11 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
         checks.append({"check": "launches-of-external-servers", "severity": "warning",
                        "message": f"launches: {m.launches} against external servers: the toolkit does not start them, "
                                   "so their launches are not relaunches and the launch noise is not sampled"})
-    timing = dict(ledger.timing, arms=ledger.windows)
+    timing = ledger.timing.model_copy()
+    timing.arms = ledger.windows
     if wall_s is not None:
-        timing["wall_s"] = wall_s
-        timing["overhead_ratio"] = derive.overhead_ratio(timing, [s.arms for s in plan.slots])
+        timing.wall_s = wall_s
+        timing.overhead_ratio = derive.overhead_ratio(timing, [s.arms for s in plan.slots])
     derived = Derived.model_validate({
         "baseline": m.baseline_arm,
         **v,

@@ -377,7 +377,10 @@ class StopRecord(_Open):
 
 class LaunchRecord(_Open):
     """One server launch of one arm: when, in which round and place, how long start-up took, and where its
-    /server_info and log are archived."""
+    /server_info and log are archived. Built as the launch goes (toolkit.bench.arm): each field assigned is
+    validated and counts as set (summary.json keeps what was set)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     arm: str
     launch: int = 0
