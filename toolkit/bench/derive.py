@@ -24,14 +24,14 @@ from toolkit.results.speedups import (BOOTSTRAP, launch_paired, measured_ok, occ
                                       paired_ratio, speedups)
 from toolkit.results.verdicts import crossovers, never_pays_off, recommended_threshold  # noqa: F401 (re-exported)
 from toolkit.schema.eligibility import MIN_CELL_S, MIN_REQUESTS_PER_SLOT, short_why
-from toolkit.schema.manifest import Timing, Window
+from toolkit.schema.manifest import Speedup, Timing, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 
 
-def halfwidth_pct(row: dict) -> float | None:
+def halfwidth_pct(row: Speedup) -> float | None:
     """A speed-up row's 95% CI as ±percent of its ratio, on the log scale (the CI is a ratio's: symmetric in
     log space): sqrt(high / low) - 1. None when the row has no CI."""
-    lo, hi = row.get("ci_low"), row.get("ci_high")
+    lo, hi = row.ci_low, row.ci_high
     if not lo or not hi or lo <= 0 or hi <= 0:
         return None
     return (math.sqrt(hi / lo) - 1.0) * 100.0

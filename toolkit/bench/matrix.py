@@ -37,7 +37,7 @@ from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
 from toolkit.results.speedups import stage1_rounds
 from toolkit.schema.keys import level_label, run_status
-from toolkit.schema.manifest import BuildRecord, Derived, status_reason
+from toolkit.schema.manifest import BuildRecord, Derived, Speedup, status_reason
 from toolkit.schema.records import CellSummary
 from toolkit.signals import catch, restore
 from toolkit.specs import LoadedSpec
@@ -234,7 +234,7 @@ def _auto_round_safely(plan: RunPlan, ledger: Ledger, at_round: dict, log: Calla
             "going on to the next round")
 
 
-def auto_decision(rows: list[dict], halfwidth_pct: float, rounds: int, first: int, most: int) -> dict | None:
+def auto_decision(rows: list[Speedup], halfwidth_pct: float, rounds: int, first: int, most: int) -> dict | None:
     """`launches_auto`'s rule, after `rounds` rounds, on speed-up rows whose CIs are Stein's two-stage intervals
     (speedups with `stage1=first`): None before `first` rounds; else {"stop": narrow or at `most`, "stopped":
     "narrow" | "max" | None, "widest_pct", "widest"}. The variance of the first `first` rounds is fixed once they
@@ -244,8 +244,8 @@ def auto_decision(rows: list[dict], halfwidth_pct: float, rounds: int, first: in
     in a round) has no such CI yet: not narrow."""
     if rounds < first:
         return None
-    widths = [(derive.halfwidth_pct(r) if (r.get("rounds") or 0) >= first else None,
-               f"{r['arm']} {r['domain']} {level_label(r['concurrency'], r.get('rate'))}") for r in rows]
+    widths = [(derive.halfwidth_pct(r) if r.rounds >= first else None,
+               f"{r.arm} {r.domain} {level_label(r.concurrency, r.rate)}") for r in rows]
     known = [w for w in widths if w[0] is not None]
     widest = max(known, default=(None, ""))
     narrow = bool(rows) and len(known) == len(widths) and widest[0] <= halfwidth_pct
