@@ -27,7 +27,7 @@ from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import Slot, plan_slots
 from toolkit.specs.environment import Environment
-from toolkit.specs.matrix import Matrix
+from toolkit.specs.matrix import SWEEP_PROBE_SLOTS, Matrix
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,13 @@ def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec) -> None:
             if name in m.arms or name in env.servers:
                 raise spec.error(("synthetic_acceptance",), f"arm {arm} at acceptance {a:g} runs as {name}, "
                                  "already an arm or preset", hint="rename that preset")
+
+
+def probe_concurrency(m: Matrix) -> int:
+    """Requests in flight in a sweep's throughput probe (toolkit.bench.sweep): sweep.probe_concurrency, else
+    max_concurrency, else every measured request at once, else SWEEP_PROBE_SLOTS (a duration-sized cell)."""
+    assert m.sweep is not None
+    return m.sweep.probe_concurrency or m.max_concurrency or m.requests or SWEEP_PROBE_SLOTS
 
 
 def speculative_arms(m: Matrix, env: Environment) -> list[str]:
