@@ -32,6 +32,11 @@ def annotated_dict(fn: ast.AST) -> bool:
     return any(text.startswith(p) for p in ("dict", "Dict", "'dict", '"dict')) or text.startswith("dict|")
 
 
+def annotated_dict_rows(fn: ast.AST) -> bool:
+    """Annotated `-> list[dict...]`: rows that are plain dicts."""
+    return fn.returns is not None and ast.unparse(fn.returns).replace(" ", "").startswith("list[dict")
+
+
 def observed_dict(fn: ast.AST) -> bool:
     """A return of a dict display, a dict comprehension or dict(...) in the function's own body (not a nested one)."""
     stack = list(fn.body)
@@ -49,7 +54,7 @@ def observed_dict(fn: ast.AST) -> bool:
 
 
 def measure() -> dict[str, list[str]]:
-    long, dicts = [], []
+    long, dicts, rows = [], [], []
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(ROOT)
         for fn in functions(path):
@@ -59,7 +64,9 @@ def measure() -> dict[str, list[str]]:
                 long.append(f"{name} ({n} lines)")
             if annotated_dict(fn) or observed_dict(fn):
                 dicts.append(name)
-    return {"long": long, "dicts": dicts, "ledger": ledger_dict_fields()}
+            if annotated_dict_rows(fn):
+                rows.append(name)
+    return {"long": long, "dicts": dicts, "rows": rows, "ledger": ledger_dict_fields()}
 
 
 def ledger_dict_fields() -> list[str]:
@@ -83,9 +90,10 @@ def main(argv: list[str]) -> None:
     got = measure()
     print(f"functions over {LONG} lines in toolkit/bench/: {len(got['long'])}")
     print(f"functions returning a plain dict in toolkit/ (annotated or observed): {len(got['dicts'])}")
+    print(f"functions returning list[dict] rows in toolkit/: {len(got['rows'])}")
     print(f"Ledger fields holding dicts: {len(got['ledger'])}")
     if "--list" in argv:
-        for k in ("long", "dicts", "ledger"):
+        for k in ("long", "dicts", "rows", "ledger"):
             print(f"\n[{k}]")
             print("\n".join(got[k]))
 
