@@ -48,9 +48,9 @@ def test_the_stopping_rule(monkeypatch, r, cis, stop, why) -> None:
     if r >= 2:
         assert asked["stage1"] == 3  # the rows' CIs are Stein's: the variance of the first 3 rounds
     if stop:
-        assert plan.stopped_after == r + 1 and ledger.auto["stopped"] == why and ledger.auto["rounds_run"] == r + 1
-        assert ledger.auto["widest_pct"] == max(derive.halfwidth_pct(x) for x in _rows(*cis))
-        assert ledger.auto["rule"] == "stein-two-stage" and ledger.auto["stage1_rounds"] == 3
+        assert plan.stopped_after == r + 1 and ledger.auto.stopped == why and ledger.auto.rounds_run == r + 1
+        assert ledger.auto.widest_pct == max(derive.halfwidth_pct(x) for x in _rows(*cis))
+        assert ledger.auto.rule == "stein-two-stage" and ledger.auto.stage1_rounds == 3
     else:
         assert plan.stopped_after is None and ledger.auto is None
     assert bool(said) is (r >= 1)  # each round from `launches` on says what the rule saw

@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from toolkit.bench.plan import Cell
-from toolkit.schema.manifest import LaunchRecord, Timing, Window
+from toolkit.schema.manifest import AutoStop, LaunchRecord, Timing, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 
 
@@ -26,7 +26,7 @@ class Ledger:
         self.windows: dict[str, Window] = {}  # arm (+ __l<launch>) -> when it was measured (epoch s), on what hardware
         self.launches: dict[str, list[LaunchRecord]] = {}  # arm -> its server launches, by launch
         self.warmups: dict[str, LaunchRecord] = {}  # arm -> its warm-up launch (warmup true)
-        self.auto: dict | None = None  # launches_auto: why and after which round the run stopped
+        self.auto: AutoStop | None = None  # launches_auto: why and after which round the run stopped
         # the fields set here (and each kind add_time adds) are the ones summary.json holds (exclude_unset)
         self.timing = Timing(launch_s={}, stop_s={}, cells_s=0.0, arm_cells_s={})
         self.closed = False  # set before the archive is finalized: a slot thread still stopping a job writes nothing

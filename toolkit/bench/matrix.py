@@ -37,7 +37,7 @@ from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
 from toolkit.results.speedups import stage1_rounds
 from toolkit.schema.keys import level_label, run_status
-from toolkit.schema.manifest import BuildRecord, Derived, Speedup, status_reason
+from toolkit.schema.manifest import AutoStop, BuildRecord, Derived, Speedup, status_reason
 from toolkit.schema.records import CellSummary
 from toolkit.signals import catch, restore
 from toolkit.specs import LoadedSpec
@@ -313,9 +313,8 @@ def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[st
     if d["stop"]:
         at_round["stop"] = True
         plan.stopped_after = rounds
-        ledger.auto = {"halfwidth_pct": auto.halfwidth_pct, "max": auto.max, "rounds_run": rounds,
-                       "stopped": d["stopped"], "widest_pct": widest[0], "widest": widest[1],
-                       "rule": "stein-two-stage", "stage1_rounds": first}
+        ledger.auto = AutoStop(halfwidth_pct=auto.halfwidth_pct, max=auto.max, rounds_run=rounds, stopped=d["stopped"],
+                               widest_pct=widest[0], widest=widest[1], rule="stein-two-stage", stage1_rounds=first)
     log(f"launches_auto: after round {rounds}, the widest speed-up CI is "
         + (f"±{widest[0]:.1f}% ({widest[1]})" if widest[0] is not None else "not known yet")
         + (f": within ±{auto.halfwidth_pct:g}%, stopping" if narrow else
