@@ -133,6 +133,43 @@ def test_without_the_field_in_cellload_the_matrix_field_is_not_sent(tmp_path, se
     assert res.status == "complete" and bodies and not any("top_p" in b for _, b in bodies)
 
 
+def test_results_diff_names_a_difference_in_a_new_sent_field_without_an_edit_to_diff(tmp_path, server, monkeypatch):
+    """Comparability comes from CellLoad: the same two edits (no change to toolkit/results/diff.py) make each cell
+    record the field, and `results diff` of two runs that sent 0.25 and 0.5 calls every cell not comparable,
+    naming the field; the fields CellLoad declares uncompared (warmup, workers) do not part two runs."""
+    from toolkit.results.archive import open_archive
+    from toolkit.results.diff import diff_runs
+
+    url, _ = server
+    monkeypatch.setitem(spec_mod.KINDS, "Matrix", MatrixWithTopP)
+    monkeypatch.setattr(plan_mod, "CellLoad", CellLoadWithTopP)
+    runs = {}
+    for name, extra in (("a", "top_p: 0.25\n"), ("b", "top_p: 0.5\n"), ("c", "top_p: 0.25\nworkers: 2\n")):
+        (tmp_path / name).mkdir()
+        spec = load_spec(write_specs(tmp_path / name, url, extra), expect="Matrix")
+        res = run_matrix(spec, results_root=tmp_path / name / "results", log=lambda line: None)
+        assert res.status == "complete"
+        runs[name] = open_archive(res.path)
+    assert [c.sampling["top_p"] for c in runs["b"].cells] == [0.5] * 4  # recorded after the fields archives had
+    assert list(runs["a"].cells[0].sampling)[-2:] == ["top_p", "workers"]
+
+    parted = diff_runs(runs["a"], runs["b"])
+    assert parted.cells and all(not c.comparable and "top_p 0.25 vs 0.5" in c.reason for c in parted.cells)
+    same = diff_runs(runs["a"], runs["c"])  # workers 1 vs 2 at c=2: declared uncompared
+    assert same.cells and all(c.comparable for c in same.cells), [c.reason for c in same.cells]
+
+
+def test_the_sampling_record_keeps_the_fields_archives_have_always_had(tmp_path):
+    """Without a new field, CellLoad.recorded is the record archives hold, in its order (byte-identical JSON)."""
+    m = load_spec(write_specs(tmp_path, "http://127.0.0.1:9")).model
+    assert CellLoad.recorded(m) == {"api": "chat", "temperature": 0.0, "output_len": 3, "seed": 0, "warmup": 1,
+                                    "requests": 4, "duration_s": None}
+    assert list(CellLoad.recorded(m)) == ["api", "temperature", "output_len", "seed", "warmup", "requests",
+                                          "duration_s"]
+    assert CellLoad.not_compared() == {"warmup", "workers"}
+    assert list(CellLoadWithTopP.recorded(MatrixWithTopP.model_validate(m.model_dump())))[-1] == "top_p"
+
+
 def test_cellload_of_takes_each_field_from_the_matrix_field_of_its_name(tmp_path):
     m = load_spec(write_specs(tmp_path, "http://127.0.0.1:9")).model
     m = m.model_copy(update={"requests": None, "duration_s": {1: 5.0, 2: 7.5}, "seed": 7, "workers": 3,

@@ -16,6 +16,7 @@ from toolkit.bench import derive
 from toolkit.bench.matrix import _auto_round
 from toolkit.specs.matrix import LaunchesAuto
 from toolkit.results import compact
+from toolkit.schema.manifest import Speedup
 
 
 def _plan(launches: int = 2, halfwidth: float = 10.0, top: int = 5):
@@ -25,7 +26,7 @@ def _plan(launches: int = 2, halfwidth: float = 10.0, top: int = 5):
 
 
 def _rows(*cis, rounds=3):
-    return [{"arm": "ngram", "domain": "coding", "concurrency": c, "ci_low": lo, "ci_high": hi, "rounds": rounds}
+    return [Speedup(arm="ngram", domain="coding", concurrency=c, ci_low=lo, ci_high=hi, rounds=rounds)
             for c, (lo, hi) in enumerate(cis, 1)]
 
 
@@ -47,9 +48,9 @@ def test_the_stopping_rule(monkeypatch, r, cis, stop, why) -> None:
     if r >= 2:
         assert asked["stage1"] == 3  # the rows' CIs are Stein's: the variance of the first 3 rounds
     if stop:
-        assert plan.stopped_after == r + 1 and ledger.auto["stopped"] == why and ledger.auto["rounds_run"] == r + 1
-        assert ledger.auto["widest_pct"] == max(derive.halfwidth_pct(x) for x in _rows(*cis))
-        assert ledger.auto["rule"] == "stein-two-stage" and ledger.auto["stage1_rounds"] == 3
+        assert plan.stopped_after == r + 1 and ledger.auto.stopped == why and ledger.auto.rounds_run == r + 1
+        assert ledger.auto.widest_pct == max(derive.halfwidth_pct(x) for x in _rows(*cis))
+        assert ledger.auto.rule == "stein-two-stage" and ledger.auto.stage1_rounds == 3
     else:
         assert plan.stopped_after is None and ledger.auto is None
     assert bool(said) is (r >= 1)  # each round from `launches` on says what the rule saw
@@ -64,8 +65,9 @@ def test_a_row_short_of_the_first_stage_is_not_narrow(monkeypatch) -> None:
 
 
 def test_halfwidth_is_on_the_log_scale() -> None:
-    assert derive.halfwidth_pct({"ci_low": 0.8, "ci_high": 1.25}) == pytest.approx(25.0)
-    assert derive.halfwidth_pct({"ci_low": None, "ci_high": 1.1}) is None
+    assert derive.halfwidth_pct(Speedup(arm="a", domain="d", concurrency=1, ci_low=0.8, ci_high=1.25)) == \
+        pytest.approx(25.0)
+    assert derive.halfwidth_pct(Speedup(arm="a", domain="d", concurrency=1, ci_low=None, ci_high=1.1)) is None
 
 
 def test_bad_values_are_spec_errors(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from toolkit.bench.matrix import auto_decision
 from toolkit.results.speedups import round_interval, stage1_rounds
+from toolkit.schema.manifest import Speedup
 
 TRUTH = 1.3
 # (launch CV, halfwidth_pct, max): widths a run reaches in the middle of its range, where a stop on a low
@@ -34,11 +35,10 @@ def _replay(rng, cv: float, half: float, top: int, stein: bool, launches: int = 
         rows = []
         for c in range(cells):
             _, lo, hi, _ = round_interval({k: math.exp(x[k, c]) for k in range(n)}, first if stein else None)
-            rows.append({"arm": "spec", "domain": "chat", "concurrency": c + 1, "rounds": n, "ci_low": lo,
-                         "ci_high": hi})
+            rows.append(Speedup(arm="spec", domain="chat", concurrency=c + 1, rounds=n, ci_low=lo, ci_high=hi))
         d = auto_decision(rows, half, n, first, top)
         if d is not None and d["stop"]:
-            return n, [r["ci_low"] <= TRUTH <= r["ci_high"] for r in rows]
+            return n, [r.ci_low <= TRUTH <= r.ci_high for r in rows]
     raise AssertionError("the rule never stopped at max")
 
 

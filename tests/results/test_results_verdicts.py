@@ -18,6 +18,7 @@ from toolkit.schema.eligibility import (MIN_CELL_S, MIN_SAMPLES, Eligibility, bu
                                         stall_check)
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.schema.slo import CellSlo
+from toolkit.schema.manifest import Speedup
 
 H200 = "results/sglang-h200/20261202T190515Z-52c8f2"  # committed: NGRAM capped at 48 by SGLang, c=64 queued
 TUNE = ROOT / "results/quickstart-tune/20261203T083318Z-598b59"  # committed: three confirmation cells DRIFT
@@ -75,9 +76,9 @@ def test_busy_host_threshold() -> None:
 
 # -- crossovers and advice
 
-def rows(ratios: dict[int, tuple[float, float]]) -> list[dict]:
-    return [{"arm": "spec", "baseline": "base", "domain": "coding", "concurrency": c, "throughput_ratio": r,
-             "ci_high": hi} for c, (r, hi) in ratios.items()]
+def rows(ratios: dict[int, tuple[float, float]]) -> list[Speedup]:
+    return [Speedup(arm="spec", baseline="base", domain="coding", concurrency=c, throughput_ratio=r, ci_high=hi)
+            for c, (r, hi) in ratios.items()]
 
 
 def test_a_capped_level_never_makes_a_crossover() -> None:
@@ -107,9 +108,9 @@ def test_never_pays_off_is_never_beside_no_threshold_needed() -> None:
     assert "never pays off in coding" in text and "no threshold needed" not in text
 
 
-def rate_rows(ratios: dict[float, tuple[float, float]]) -> list[dict]:
-    return [{"arm": "spec", "baseline": "base", "domain": "coding", "concurrency": 4096, "rate": q,
-             "throughput_ratio": r, "ci_high": hi} for q, (r, hi) in ratios.items()]
+def rate_rows(ratios: dict[float, tuple[float, float]]) -> list[Speedup]:
+    return [Speedup(arm="spec", baseline="base", domain="coding", concurrency=4096, rate=q, throughput_ratio=r,
+                    ci_high=hi) for q, (r, hi) in ratios.items()]
 
 
 def rate_cell(arm: str, rate: float, in_flight: float, repeat: int = 0) -> CellSummary:

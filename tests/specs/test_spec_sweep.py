@@ -54,7 +54,7 @@ def _record(rates: list[float]) -> SweepRecord:
 
 def test_a_sweep_plans_no_cell_before_its_probes_then_every_arm_at_the_same_rates(tmp_path: Path) -> None:
     from toolkit.bench.plan import plan_run, run_manifest
-    from toolkit.bench.sweep import probe_concurrency
+    from toolkit.bench.plan import probe_concurrency
 
     _, m = write(tmp_path, matrix=SWEEP)
     assert run_cli("validate", str(m)).returncode == 0
@@ -91,7 +91,7 @@ def test_resume_runs_the_recorded_rates_not_new_probes(tmp_path: Path) -> None:
 
 
 def test_probe_concurrency_defaults(tmp_path: Path) -> None:
-    from toolkit.bench.sweep import probe_concurrency
+    from toolkit.bench.plan import probe_concurrency
 
     for text, want in ((MATRIX.replace("concurrency: [1, 2]", "sweep: {points: 2}"), 3),  # every request at once
                        (MATRIX.replace("concurrency: [1, 2]", "sweep: {points: 2, probe_concurrency: 5}"), 5),

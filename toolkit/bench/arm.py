@@ -19,6 +19,7 @@ from toolkit.bench.plan import Cell, RunPlan, Slot
 from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.schema.eligibility import busy_check
 from toolkit.schema.keys import launch_suffix
+from toolkit.schema.manifest import LaunchRecord, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 
 START_TIMEOUT_S = 600
@@ -78,8 +79,8 @@ class ArmRunner:
         self.plan, self.ledger, self.slot, self.arm = plan, ledger, slot, arm
         self.launcher = launcher  # a toolkit.serve.Launcher, or the ToolkitError of making one
         self.launch, self.suffix = launch, launch_suffix(launch)
-        self.record: dict = {"arm": arm, "launch": launch, "position": position, "started_at": time.time(),
-                             "ok": True, "cells": [c.key for c in plan.launch_todo(arm, launch)]}
+        self.record = LaunchRecord(arm=arm, launch=launch, position=position, started_at=time.time(), ok=True,
+                                   cells=[c.key for c in plan.launch_todo(arm, launch)])
 
     def run(self, cells: list[Cell]) -> None:
         try:
@@ -89,24 +90,24 @@ class ArmRunner:
 
     def _run(self, cells: list[Cell]) -> None:
         if isinstance(self.launcher, ToolkitError):
-            self.record.update(ok=False, error=self.launcher.message)
+            self.record.ok, self.record.error = False, self.launcher.message
             self.fail(cells, f"cannot launch arm {self.arm}: {self.launcher.message}", self.launcher.hint or "")
             return
         if not self._start(cells):
             return
         hardware = self.launcher.hardware or self.slot.hardware  # where a batch job's server came up
-        self.record["machine"] = launch_machine(hardware, self.slot.name)
-        window = {"slot": self.slot.name, "hardware": hardware, "start": time.time(), "end": None,
-                  "arm": self.arm, "launch": self.launch}
+        self.record.machine = launch_machine(hardware, self.slot.name)
+        window = Window(slot=self.slot.name, hardware=hardware, start=time.time(), end=None, arm=self.arm,
+                        launch=self.launch)
         self.ledger.set_arm(self.arm, window=window, label=self.arm + self.suffix)
         try:
             self._run_cells(cells)
         finally:
-            window["end"] = time.time()
+            window.end = time.time()
             t0 = time.monotonic()
             self.launcher.stop()
             took = time.monotonic() - t0
-            self.record["stop_s"] = took
+            self.record.stop_s = took
             self.ledger.add_time("stop_s", self.arm, took)
             self._stopped()
             self._archive_log()
@@ -122,22 +123,22 @@ class ArmRunner:
             self._note_job()  # e.g. a batch job's id, into the manifest the moment it exists
             cache = launcher.jit_cache  # toolkit.serve.jitcache: judged warm just before the start
             if cache is not None:
-                self.record.update(warm_start=cache.warm, jit_cache=str(cache.folder))
+                self.record.warm_start, self.record.jit_cache = cache.warm, str(cache.folder)
             progress = self.ledger.progress
             launcher.wait_healthy(timeout_s=START_TIMEOUT_S, progress=(lambda text: progress.arm_waiting(
                 self.arm, text)) if progress else None)
             took = time.monotonic() - t0
             if cache is not None:  # what the start compiled, counted before anything else can add kernels
-                self.record["compiled_files"] = cache.compiled_since_prepare()
+                self.record.compiled_files = cache.compiled_since_prepare()
             self.ledger.set_arm(self.arm, info=self._server_facts())
             self._note_job()  # and the node it runs on
-            self.record["startup_s"] = took
+            self.record.startup_s = took
             self.ledger.add_time("launch_s", self.arm, took)
             return True
         except Exception as exc:  # noqa: BLE001 - a ToolkitError says why; anything else is named with its type
             took = time.monotonic() - t0
             message, hint = _reason(exc)
-            self.record.update(ok=False, error=message, startup_s=None)
+            self.record.ok, self.record.error, self.record.startup_s = False, message, None
             self.ledger.add_time("launch_failed_s", self.arm, took)
             self.fail(cells, f"{message} ({took:.1f} s after launch)", hint or launcher.log_tail(20))
             launcher.stop()
@@ -159,7 +160,7 @@ class ArmRunner:
                                   workload_hash=self.plan.workloads[cell.domain].hash)
                     continue
                 reason, tail = f"server died: {exc.message}", self.launcher.log_tail(20)
-                self.record.update(ok=False, error=reason)
+                self.record.ok, self.record.error = False, reason
                 if not self.ledger.is_done(cell):
                     self.fail([cell], reason, tail, records=getattr(exc, "records", []),
                               workload_hash=self.plan.workloads[cell.domain].hash)
@@ -195,7 +196,7 @@ class ArmRunner:
 
             name = f"servers/{self.arm}{self.suffix}.json"
             self.ledger.write_file(name, _json(scrub(raw)))
-            info["server_info_file"] = self.record["server_info_file"] = name
+            info["server_info_file"] = self.record.server_info_file = name
             info["preset_mismatches"] = preset_mismatches(preset, raw)
             info["max_running_requests_source"] = "server_info"
         elif meaning.cap_implicit:
@@ -319,10 +320,11 @@ class ArmRunner:
         """How the stop went (signals sent, escalations) into the launch record; an escalation is also a
         warning on the arm (a methodology check)."""
         notes = self.launcher.stop_info()
-        self.record.update(self.launcher.launch_facts())  # e.g. where a batch job ran and how it ended
+        for name, value in self.launcher.launch_facts().items():  # e.g. where a batch job ran and how it ended
+            setattr(self.record, name, value)
         self._note_job()
         if notes:
-            self.record["stop"] = notes
+            self.record.stop = notes
         if notes.get("warnings"):
             with self.ledger.lock:
                 info = self.ledger.arm_info.setdefault(self.arm, {"cells": {}})
@@ -339,16 +341,16 @@ class ArmRunner:
         from toolkit.serve.logs import TAIL_LINES, head_and_tail, startup_phases
 
         text = self.launcher.log_text()
-        phases = startup_phases(text, self.record["started_at"], self.record.get("startup_s")) if text else None
+        phases = startup_phases(text, self.record.started_at, self.record.startup_s) if text else None
         if phases:
-            self.record["startup_phases"] = phases
+            self.record.startup_phases = phases
         kept = head_and_tail(text) if text else self.launcher.log_tail(TAIL_LINES)
         if kept:
             from toolkit.scrub import scrub_text
 
             name = f"logs/{self.arm}{self.suffix}.log"
             self.ledger.write_file(name, scrub_text(kept) + "\n")
-            self.record["log_file"] = name
+            self.record.log_file = name
 
 
 def warm_up(plan: RunPlan, ledger: Ledger, slot: Slot, arm: str, launcher, cells: list[Cell],
@@ -359,8 +361,8 @@ def warm_up(plan: RunPlan, ledger: Ledger, slot: Slot, arm: str, launcher, cells
     is kept (Derived.warmup_launches); a warm-up that fails is recorded and the measured launches go on."""
     from toolkit.loadgen import run, run_cell
 
-    record: dict = {"arm": arm, "launch": 0, "warmup": True, "started_at": time.time(), "ok": True,
-                    "cells": [c.key for c in cells], "machine": launch_machine(slot.hardware, slot.name)}
+    record = LaunchRecord(arm=arm, launch=0, warmup=True, started_at=time.time(), ok=True,
+                          cells=[c.key for c in cells], machine=launch_machine(slot.hardware, slot.name))
     t0 = time.monotonic()
     log(f"arm {arm}: warm-up launch (its {len(cells)} cell(s) run and are discarded)")
     try:
@@ -368,7 +370,7 @@ def warm_up(plan: RunPlan, ledger: Ledger, slot: Slot, arm: str, launcher, cells
             raise launcher
         launcher.start()
         launcher.wait_healthy(timeout_s=START_TIMEOUT_S)
-        record["startup_s"] = time.monotonic() - t0
+        record.startup_s = time.monotonic() - t0
         for cell in cells:
             if ledger.stopping.is_set():
                 break
@@ -377,13 +379,13 @@ def warm_up(plan: RunPlan, ledger: Ledger, slot: Slot, arm: str, launcher, cells
                          check_alive=lambda c=cell: launcher.check_alive(during=f"warm-up of cell {c.key}")))
     except Exception as exc:  # noqa: BLE001 - the measured launches say what is wrong with the arm
         message, _ = _reason(exc)
-        record.update(ok=False, error=message)
+        record.ok, record.error = False, message
         log(f"arm {arm}: the warm-up launch failed: {message}")
     finally:
         if not isinstance(launcher, ToolkitError):
             t1 = time.monotonic()
             launcher.stop()
-            record["stop_s"] = time.monotonic() - t1
+            record.stop_s = time.monotonic() - t1
         ledger.add_time("warmup_launch_s", arm, time.monotonic() - t0)
         ledger.add_warmup(record)
 

@@ -174,17 +174,28 @@ def reproduce_cmd(
 
     Example: toolkit results reproduce quickstart/20261202T111454Z-7d0001 --json
     """
-    from toolkit.bench.reproduce import extract as extract_inputs
-    from toolkit.bench.reproduce import judge_replay, reproduce, reproduce_text
-
     if extract is not None:
-        path = extract_inputs(run, results, extract)
-        if json_out:
-            emit_json({"matrix": str(path), "folder": str(extract)})
-        else:
-            out.print(f"inputs of {run} laid out in {extract}; its matrix: {path}", markup=False)
+        _extract(run, results, extract, json_out)
         return
+    _reproduce(run, results, image, target, allow_drift, tolerance, replay, json_out)
+
+
+def _extract(run: str, results: Path, folder: Path, json_out: bool) -> None:
+    """`results reproduce --extract`: the run's archived inputs laid out in `folder`."""
+    from toolkit.bench.reproduce import extract as extract_inputs
+
+    path = extract_inputs(run, results, folder)
+    if json_out:
+        emit_json({"matrix": str(path), "folder": str(folder)})
+    else:
+        out.print(f"inputs of {run} laid out in {folder}; its matrix: {path}", markup=False)
+
+
+def _reproduce(run: str, results: Path, image: str | None, target: str | None, allow_drift: bool,
+               tolerance: float | None, replay: str | None, json_out: bool) -> None:
+    """`results reproduce`: replay the run (or judge the earlier replay `replay`), print the verdict, exit with it."""
     from toolkit.bench.progress import MatrixProgress
+    from toolkit.bench.reproduce import judge_replay, reproduce, reproduce_text
 
     rep = judge_replay(run, replay, root=results, tolerance=tolerance) if replay is not None else reproduce(run, root=results, image=image, target=target, allow_drift=allow_drift,
                     progress=None if json_out else MatrixProgress(err), log=lambda m: err.print(m, markup=False),

@@ -24,13 +24,14 @@ from toolkit.results.speedups import (BOOTSTRAP, launch_paired, measured_ok, occ
                                       paired_ratio, speedups)
 from toolkit.results.verdicts import crossovers, never_pays_off, recommended_threshold  # noqa: F401 (re-exported)
 from toolkit.schema.eligibility import MIN_CELL_S, MIN_REQUESTS_PER_SLOT, short_why
+from toolkit.schema.manifest import Speedup, Timing, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 
 
-def halfwidth_pct(row: dict) -> float | None:
+def halfwidth_pct(row: Speedup) -> float | None:
     """A speed-up row's 95% CI as ±percent of its ratio, on the log scale (the CI is a ratio's: symmetric in
     log space): sqrt(high / low) - 1. None when the row has no CI."""
-    lo, hi = row.get("ci_low"), row.get("ci_high")
+    lo, hi = row.ci_low, row.ci_high
     if not lo or not hi or lo <= 0 or hi <= 0:
         return None
     return (math.sqrt(hi / lo) - 1.0) * 100.0
@@ -68,19 +69,15 @@ def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tup
         {"source": "calibration", "calibration": cal.run_id, **note}
 
 
-def overhead_ratio(timing: dict, slot_arms: list[list[str]]) -> float | None:
+def overhead_ratio(timing: Timing, slot_arms: list[list[str]]) -> float | None:
     """Wall time over the busiest slot's own time (its arms' server starts, stops and cells): slots run
     side by side, so the run can take no less than its longest slot. 1.0 means no runner overhead."""
-    def busy(arms: list[str]) -> float:
-        return sum(timing["launch_s"].get(a, 0.0) + timing["stop_s"].get(a, 0.0)
-                   + timing.get("launch_failed_s", {}).get(a, 0.0) + timing.get("warmup_launch_s", {}).get(a, 0.0)
-                   + timing.get("arm_cells_s", {}).get(a, 0.0) for a in arms)
-
-    longest = max((busy(arms) for arms in slot_arms), default=0.0)
-    return timing["wall_s"] / longest if longest > 0.5 else None  # nothing ran long enough to compare
+    spent = (timing.launch_s, timing.stop_s, timing.launch_failed_s, timing.warmup_launch_s, timing.arm_cells_s)
+    longest = max((sum(d.get(a, 0.0) for d in spent for a in arms) for arms in slot_arms), default=0.0)
+    return timing.wall_s / longest if longest > 0.5 else None  # nothing ran long enough to compare
 
 
-def shared_hardware_overlaps(windows: dict[str, dict]) -> list[tuple[str, str, float]]:
+def shared_hardware_overlaps(windows: dict[str, Window]) -> list[tuple[str, str, float]]:
     """Pairs of arms measured at the same time on shared hardware: (arm a, arm b, seconds of overlap)."""
     from toolkit.bench.slots import shares_hardware
 
@@ -89,9 +86,9 @@ def shared_hardware_overlaps(windows: dict[str, dict]) -> list[tuple[str, str, f
     for i, a in enumerate(arms):
         for b in arms[i + 1:]:
             wa, wb = windows[a], windows[b]
-            if not shares_hardware(wa.get("hardware") or {}, wb.get("hardware") or {}):
+            if not shares_hardware(wa.hardware, wb.hardware):
                 continue
-            start, end = max(wa["start"], wb["start"]), min(wa.get("end") or wa["start"], wb.get("end") or wb["start"])
+            start, end = max(wa.start, wb.start), min(wa.end or wa.start, wb.end or wb.start)
             if end > start:
                 out.append((a, b, end - start))
     return out
@@ -100,20 +97,62 @@ def shared_hardware_overlaps(windows: dict[str, dict]) -> list[tuple[str, str, f
 def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple, list[RequestRecord]],
                        arm_info: dict[str, dict], flushed: dict[str, bool] | None = None,
                        representativeness: list[dict] | None = None,
-                       windows: dict[str, dict] | None = None, dummy_arms: list[str] | None = None) -> list[dict]:
+                       windows: dict[str, Window] | None = None, dummy_arms: list[str] | None = None) -> list[dict]:
     """Problems with how a run measured, each {check, severity, message}. --strict fails on any error."""
     out: list[dict] = []
 
     def add(check: str, message: str, severity: str = "warning") -> None:
         out.append({"check": check, "severity": severity, "message": message})
 
-    for a, b, secs in shared_hardware_overlaps(windows or {}):
-        hw = (windows or {})[a]["hardware"]
+    _overlap_checks(windows or {}, add)
+    _server_checks(matrix, arm_info, add)
+    for arm in dummy_arms or []:
+        add("random-weights", f"arm {arm} serves random weights (a dummy model): acceptance lengths and speed-ups "
+                              "say nothing about a real drafter or model; the run shows that the path works")
+    if matrix.warmup == 0:
+        add("no-warmup", "warmup is 0: the first requests of each cell pay compilation, cache and connection set-up")
+    thin = sorted({(c.arm, c.domain, c.concurrency, p) for c in cells for m in c.metrics.values() for p in m.unreliable})
+    if thin:
+        pcts = sorted({t[3] for t in thin})
+        add("percentile-from-few-samples",
+            f"{len(thin)} cell percentiles ({', '.join(pcts)}) come from too few requests (p99 needs >= 100, "
+            "p90 >= 10): they are marked unreliable")
+    _prompt_checks(matrix, records, add)
+    for arm, ok in (flushed or {}).items():
+        if not ok:
+            add("acceptance-counters-not-reset",
+                f"arm {arm}: the server's cumulative acceptance counters could not be reset between cells "
+                "(/flush_cache failed): server-wide acceptance figures mix cells")
+    out += acceptance_checks(matrix, cells, arm_info)
+    for c in cells:
+        if c.status == "failed":
+            add("cell-failed", f"{c.arm} {c.domain} {c.label}: {c.reason}", "error")
+        elif c.error_rate > 0:
+            add("request-errors", f"{c.arm} {c.domain} {c.label}: {c.n_errors} of {c.n_requests} requests "
+                                  f"failed ({c.error_rate:.0%})", "error" if c.error_rate > 0.05 else "warning")
+    _cell_checks(cells, add)
+    for rep in representativeness or []:
+        if rep.get("verdict") == "far":
+            add("workload-far-from-training-data",
+                f"workload {rep['workload']} is far from the drafter's training data "
+                f"(divergence {rep.get('divergence', float('nan')):.2f}): {rep.get('reason', '')}", "error")
+    return out
+
+
+def _overlap_checks(windows: dict[str, Window], add: Callable[..., None]) -> None:
+    """Arms measured at the same time on shared hardware (an error)."""
+    for a, b, secs in shared_hardware_overlaps(windows):
+        hw = windows[a].hardware
         add("arms-overlapped-on-shared-hardware",
             f"arms {a} and {b} were measured at the same time for {secs:.0f} s on the same hardware "
             f"(host {hw.get('host')}, GPUs {hw.get('gpus', 'all')}): each one's figures include the other's load; "
             "run them one after another (one slot), or on separate GPU sets (`gpus:`), or declare external URLs "
             "`independent: true` only when they really are separate machines", "error")
+
+
+def _server_checks(matrix, arm_info: dict[str, dict], add: Callable[..., None]) -> None:
+    """What the servers said of themselves: settings other than the preset's, a cap below the tested
+    concurrency, a stop that needed a harsher signal."""
     for arm, info in arm_info.items():
         for mm in info.get("preset_mismatches") or []:
             ext = info.get("external")
@@ -142,17 +181,10 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
     for arm, info in arm_info.items():
         for w in info.get("stop_warnings") or []:
             add("server-stop-escalated", f"arm {arm}: {w} (a harsher signal ended it; its log's tail says why)")
-    for arm in dummy_arms or []:
-        add("random-weights", f"arm {arm} serves random weights (a dummy model): acceptance lengths and speed-ups "
-                              "say nothing about a real drafter or model; the run shows that the path works")
-    if matrix.warmup == 0:
-        add("no-warmup", "warmup is 0: the first requests of each cell pay compilation, cache and connection set-up")
-    thin = sorted({(c.arm, c.domain, c.concurrency, p) for c in cells for m in c.metrics.values() for p in m.unreliable})
-    if thin:
-        pcts = sorted({t[3] for t in thin})
-        add("percentile-from-few-samples",
-            f"{len(thin)} cell percentiles ({', '.join(pcts)}) come from too few requests (p99 needs >= 100, "
-            "p90 >= 10): they are marked unreliable")
+
+
+def _prompt_checks(matrix, records: dict[tuple, list[RequestRecord]], add: Callable[..., None]) -> None:
+    """Every arm of a (domain, level) was sent the same prompts in the same order (pairing)."""
     by_cell = defaultdict(dict)
     for (arm, domain, conc), recs in records.items():
         sent = defaultdict(list)  # per (repeat, launch): the prompts in the order they were sent
@@ -172,25 +204,6 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
             add("arms-saw-different-prompts",
                 f"{domain} at {f'rate {conc:g} req/s' if isinstance(conc, float) else f'concurrency {conc}'}: arms "
                 "were sent different prompt sets; pairing is broken", "error")
-    for arm, ok in (flushed or {}).items():
-        if not ok:
-            add("acceptance-counters-not-reset",
-                f"arm {arm}: the server's cumulative acceptance counters could not be reset between cells "
-                "(/flush_cache failed): server-wide acceptance figures mix cells")
-    out += acceptance_checks(matrix, cells, arm_info)
-    for c in cells:
-        if c.status == "failed":
-            add("cell-failed", f"{c.arm} {c.domain} {c.label}: {c.reason}", "error")
-        elif c.error_rate > 0:
-            add("request-errors", f"{c.arm} {c.domain} {c.label}: {c.n_errors} of {c.n_requests} requests "
-                                  f"failed ({c.error_rate:.0%})", "error" if c.error_rate > 0.05 else "warning")
-    _cell_checks(cells, add)
-    for rep in representativeness or []:
-        if rep.get("verdict") == "far":
-            add("workload-far-from-training-data",
-                f"workload {rep['workload']} is far from the drafter's training data "
-                f"(divergence {rep.get('divergence', float('nan')):.2f}): {rep.get('reason', '')}", "error")
-    return out
 
 
 def acceptance_checks(matrix, cells: list[CellSummary], arm_info: dict[str, dict]) -> list[dict]:

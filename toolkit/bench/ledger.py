@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from toolkit.bench.plan import Cell
+from toolkit.schema.manifest import AutoStop, LaunchRecord, Timing, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 
 
@@ -22,11 +23,12 @@ class Ledger:
         # launches pooled (each record carries its repeat and launch)
         self.arm_info: dict[str, dict] = {}  # arm -> what its server said about itself
         self.flushed: dict[str, bool] = {}  # arm -> every /flush_cache before its cells worked
-        self.windows: dict[str, dict] = {}  # arm (+ __l<launch>) -> when it was measured (epoch s), on what hardware
-        self.launches: dict[str, list[dict]] = {}  # arm -> its server launches (LaunchRecord's fields)
-        self.warmups: dict[str, dict] = {}  # arm -> its warm-up launch (LaunchRecord's fields, warmup true)
-        self.auto: dict | None = None  # launches_auto: why and after which round the run stopped
-        self.timing: dict[str, Any] = {"launch_s": {}, "stop_s": {}, "cells_s": 0.0, "arm_cells_s": {}}
+        self.windows: dict[str, Window] = {}  # arm (+ __l<launch>) -> when it was measured (epoch s), on what hardware
+        self.launches: dict[str, list[LaunchRecord]] = {}  # arm -> its server launches, by launch
+        self.warmups: dict[str, LaunchRecord] = {}  # arm -> its warm-up launch (warmup true)
+        self.auto: AutoStop | None = None  # launches_auto: why and after which round the run stopped
+        # the fields set here (and each kind add_time adds) are the ones summary.json holds (exclude_unset)
+        self.timing = Timing(launch_s={}, stop_s={}, cells_s=0.0, arm_cells_s={})
         self.closed = False  # set before the archive is finalized: a slot thread still stopping a job writes nothing
 
     def reload(self, archive) -> None:
@@ -37,9 +39,8 @@ class Ledger:
             self.cells.append(c)
             self.records[key] = self.records.get(key, []) + list(archive.iter_records(c.key))
         for arm, recs in archive.derived.launches.items():
-            self.launches[arm] = [r.model_dump(mode="json", exclude_unset=True) for r in recs]
-        for arm, rec in archive.derived.warmup_launches.items():
-            self.warmups[arm] = rec.model_dump(mode="json", exclude_unset=True)
+            self.launches[arm] = list(recs)
+        self.warmups.update(archive.derived.warmup_launches)
 
     def record(self, cell: Cell, summary: CellSummary, records: list[RequestRecord]) -> None:
         with self.lock:
@@ -59,21 +60,22 @@ class Ledger:
         self.writer.write_file(relpath, data)
 
     def add_time(self, kind: str, arm: str, seconds: float) -> None:
-        """Seconds an arm spent on `kind`: launch_s, launch_failed_s, stop_s (summed over its launches)."""
+        """Seconds an arm spent on `kind` (a Timing field): launch_s, launch_failed_s, stop_s, warmup_launch_s
+        (summed over its launches)."""
         with self.lock:
-            d = self.timing.setdefault(kind, {})
-            d[arm] = d.get(arm, 0.0) + seconds
+            d = getattr(self.timing, kind)
+            setattr(self.timing, kind, {**d, arm: d.get(arm, 0.0) + seconds})  # set: summary.json holds it
 
-    def add_launch(self, record: dict) -> None:
-        """One server launch of an arm, as it went (toolkit.schema.manifest.LaunchRecord)."""
+    def add_launch(self, record: LaunchRecord) -> None:
+        """One server launch of an arm, as it went (a resumed launch replaces the record of its number)."""
         with self.lock:
-            runs = [r for r in self.launches.get(record["arm"], []) if r.get("launch") != record.get("launch")]
-            self.launches[record["arm"]] = sorted(runs + [record], key=lambda r: r.get("launch", 0))
+            runs = [r for r in self.launches.get(record.arm, []) if r.launch != record.launch]
+            self.launches[record.arm] = sorted(runs + [record], key=lambda r: r.launch)
 
-    def add_warmup(self, record: dict) -> None:
+    def add_warmup(self, record: LaunchRecord) -> None:
         """An arm's warm-up launch (a resumed run that warms up again keeps the latest)."""
         with self.lock:
-            self.warmups[record["arm"]] = record
+            self.warmups[record.arm] = record
 
     def amend_manifest(self, change) -> None:
         """`change(manifest)`: (field, new value) or None, applied to the manifest at once, under the lock (a
@@ -93,14 +95,14 @@ class Ledger:
 
     def cell_time(self, arm: str, seconds: float) -> None:
         with self.lock:
-            self.timing["cells_s"] += seconds
-            self.timing["arm_cells_s"][arm] = self.timing["arm_cells_s"].get(arm, 0.0) + seconds
+            self.timing.cells_s += seconds
+            self.timing.arm_cells_s[arm] = self.timing.arm_cells_s.get(arm, 0.0) + seconds
 
     def set_flushed(self, arm: str, ok: bool) -> None:
         with self.lock:
             self.flushed[arm] = self.flushed.get(arm, True) and ok
 
-    def set_arm(self, arm: str, info: dict | None = None, window: dict | None = None, label: str | None = None) -> None:
+    def set_arm(self, arm: str, info: dict | None = None, window: Window | None = None, label: str | None = None) -> None:
         """What an arm's server said (a later launch keeps the cells' states of the earlier ones), and when a
         launch measured (`label`: arm + launch suffix)."""
         with self.lock:

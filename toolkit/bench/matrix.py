@@ -37,7 +37,7 @@ from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
 from toolkit.results.speedups import stage1_rounds
 from toolkit.schema.keys import level_label, run_status
-from toolkit.schema.manifest import BuildRecord, Derived, status_reason
+from toolkit.schema.manifest import AutoStop, BuildRecord, Derived, Speedup, status_reason
 from toolkit.schema.records import CellSummary
 from toolkit.signals import catch, restore
 from toolkit.specs import LoadedSpec
@@ -69,19 +69,8 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
     change the presets, hence the hash, not the image). `purpose`: recorded in the manifest
     (`noise-calibration`: toolkit.bench.noise). `round_seed`: the launch rounds' order seed (default: drawn
     afresh; a manifest's `round_seed` replays that run's orders)."""
-    from toolkit.bench.targets import prepare_target
-
     plan = plan_run(spec, round_seed=round_seed)  # the one reader of the spec: its Environment loaded once
-    prepare_target(plan)  # extras and engines the target needs; https and API keys of external URLs
-    writer = ArchiveWriter.resume(resume) if resume else None
-    if writer is not None:
-        plan.resume(writer.manifest, writer.done_cells())
-        plan.target.resume(writer.path, writer.manifest, log)  # e.g. Slurm jobs a killed run left behind
-    if writer is None:  # before any server starts: what this run can find (docs/results.md#power-before-spending)
-        from toolkit.bench.power import plan_power
-
-        log(plan_power(plan.hashes.get("environment"), plan.m.planned_launches, plan.m.requests, results_root,
-                       env_name=plan.env_spec.model.name))
+    writer = _prepare(plan, resume, results_root, log)
     if build is not None:
         plan.build = build
     if origin is not None and origin.build is not None:
@@ -101,16 +90,9 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
                 probed = choose_rates(plan, log_dir, log, origin)
             launchers = make_launchers(plan, log_dir)
             if writer is None:
-                commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
                 hold.set()  # a signal while the archive is being made only marks the run as stopping
                 try:
-                    manifest = run_manifest(plan, commands)
-                    if purpose:
-                        manifest = manifest.model_copy(update={"purpose": purpose})
-                    manifest = manifest.model_copy(update=plan.target.manifest_record(plan))  # e.g. job scripts
-                    writer = archive_run(results_root, plan, manifest, origin)  # + inputs/
-                    if probed is not None:
-                        probed.archive(writer)
+                    writer = _new_archive(plan, launchers, results_root, origin, purpose, probed)
                 finally:
                     hold.clear()
                 if stopping.is_set():
@@ -131,17 +113,56 @@ def run_matrix(spec: LoadedSpec, *, results_root: Path, resume: Path | None = No
                     ledger.reload(open_archive(writer.path))
         finally:
             shutil.rmtree(log_dir, ignore_errors=True)  # their tails are archived under logs/
-        # failed cells are results too (archived with their reason), but not a complete run: README "Exit codes"
-        ok = sum(c.status == "ok" for c in ledger.cells)
-        failed, missing = len(ledger.cells) - ok, plan.cells_planned - len(ledger.cells)
-        status = run_status(ok, failed, missing, interrupted)
-        why = status_reason(status, interrupted, ok, failed, missing, plan.cells_planned)
-        ledger.close()  # a slot thread outliving the interrupt's join must not change the manifest from here on
-        derived = derive_results(plan, ledger, wall_s)
-        derived_doc = derived.model_dump(mode="json")
-        writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status, why), interrupted=interrupted)
+        return _finish(plan, ledger, writer, wall_s, interrupted)
     finally:
         restore(previous)
+
+
+def _prepare(plan: RunPlan, resume: Path | None, results_root: Path, log: Callable[[str], None]) -> ArchiveWriter | None:
+    """What the target needs before a server starts; a resumed run's archive (its plan narrowed to the cells it
+    lacks, what a killed run left behind cleaned up), or for a new run what it can find (its power)."""
+    from toolkit.bench.targets import prepare_target
+
+    prepare_target(plan)  # extras and engines the target needs; https and API keys of external URLs
+    if resume:
+        writer = ArchiveWriter.resume(resume)
+        plan.resume(writer.manifest, writer.done_cells())
+        plan.target.resume(writer.path, writer.manifest, log)  # e.g. Slurm jobs a killed run left behind
+        return writer
+    from toolkit.bench.power import plan_power  # docs/results.md#power-before-spending
+
+    log(plan_power(plan.hashes.get("environment"), plan.m.planned_launches, plan.m.requests, results_root,
+                   env_name=plan.env_spec.model.name))
+    return None
+
+
+def _new_archive(plan: RunPlan, launchers: dict, results_root: Path, origin: Origin | None, purpose: str | None,
+                 probed: Any) -> ArchiveWriter:
+    """The run's archive with its manifest (the plan written down, the arms' commands, the target's record)
+    and inputs/; a sweep's probes (`probed`) archived into it."""
+    commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
+    manifest = run_manifest(plan, commands)
+    if purpose:
+        manifest = manifest.model_copy(update={"purpose": purpose})
+    manifest = manifest.model_copy(update=plan.target.manifest_record(plan))  # e.g. job scripts
+    writer = archive_run(results_root, plan, manifest, origin)  # + inputs/
+    if probed is not None:
+        probed.archive(writer)
+    return writer
+
+
+def _finish(plan: RunPlan, ledger: Ledger, writer: ArchiveWriter, wall_s: float | None,
+            interrupted: bool) -> MatrixResult:
+    """The run's status, its derived results, the archive finalized."""
+    # failed cells are results too (archived with their reason), but not a complete run: README "Exit codes"
+    ok = sum(c.status == "ok" for c in ledger.cells)
+    failed, missing = len(ledger.cells) - ok, plan.cells_planned - len(ledger.cells)
+    status = run_status(ok, failed, missing, interrupted)
+    why = status_reason(status, interrupted, ok, failed, missing, plan.cells_planned)
+    ledger.close()  # a slot thread outliving the interrupt's join must not change the manifest from here on
+    derived = derive_results(plan, ledger, wall_s)
+    derived_doc = derived.model_dump(mode="json")
+    writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status, why), interrupted=interrupted)
     return MatrixResult(writer.path, status, list(ledger.cells), derived, interrupted, why)
 
 
@@ -150,73 +171,24 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
     """Every slot in its own thread; on a slot, launch round by launch round, the round's arms one after
     another in the round's order (plan.rounds). Returns (interrupted, wall seconds)."""
     lost: list[str] = []  # cells that could not even be archived as failed: the run says they are missing
-    auto = plan.m.launches_auto
     at_round = {"r": 0, "stop": False}
     # launches_auto: the slots meet after every round, and the last to arrive applies the stopping rule
     barrier = threading.Barrier(len(plan.slots), action=lambda: _auto_round_safely(plan, ledger, at_round, log)) \
-        if auto is not None else None
+        if plan.m.launches_auto is not None else None
 
     def run_slot(slot: Slot) -> None:
         try:
-            run_slot_rounds(slot)
+            _slot_rounds(plan, ledger, slot, launchers, log, log_dir, barrier, at_round, lost)
         finally:
             if barrier is not None:
                 barrier.abort()  # a slot that ends early (stopping, or done) never leaves the others waiting
 
-    def run_slot_rounds(slot: Slot) -> None:
-        if plan.m.warmup_launch:  # before the first round, in its order: the arms with cells left to measure
-            for arm in plan.rounds[0] if plan.rounds else []:
-                first = next((plan.launch_todo(arm, n) for n in range(len(plan.rounds)) if plan.launch_todo(arm, n)), [])
-                if arm in slot.arms and first and not ledger.stopping.is_set():
-                    warm_up(plan, ledger, slot, arm, make_launcher(plan, slot, arm, log_dir, warmup=True), first, log)
-        for launch, order in enumerate(plan.rounds):
-            for position, arm in enumerate(order):
-                if ledger.stopping.is_set():
-                    return
-                cells = plan.launch_todo(arm, launch) if arm in slot.arms else []
-                if not cells:
-                    continue
-                launcher = launchers.pop(arm, None) or make_launcher(plan, slot, arm, log_dir, launch)
-                runner = ArmRunner(plan, ledger, slot, arm, launcher, launch, position)
-                try:
-                    runner.run(cells)
-                except Exception as exc:  # noqa: BLE001 - a bug fails the launch's cells, never the slot's thread
-                    try:
-                        runner.fail_unexpected([c for c in cells if not ledger.is_done(c)], exc)
-                    except Exception as again:  # noqa: BLE001 - e.g. the disk is full: say so, go on
-                        lost.append(f"arm {arm} launch {launch}: {type(exc).__name__}: {exc}; archiving its cells "
-                                    f"as failed failed too: {type(again).__name__}: {again}")
-            if barrier is not None:
-                at_round["r"] = launch
-                try:
-                    barrier.wait()
-                except threading.BrokenBarrierError:
-                    return
-                if at_round["stop"]:
-                    return
-
     if ledger.progress:
         ledger.progress.start(plan.todo, plan.m)
     t0 = time.monotonic()
-    interrupted = False
     threads = [threading.Thread(target=run_slot, args=(s,), name=s.name, daemon=True) for s in plan.slots]
     try:
-        for t in threads:
-            t.start()
-        while any(t.is_alive() for t in threads):
-            for t in threads:
-                t.join(0.2)
-    except (KeyboardInterrupt, SystemExit):
-        interrupted = True
-        ledger.stopping.set()
-        if barrier is not None:
-            barrier.abort()
-        log("interrupted: stopping servers and writing a partial run (resume with --resume)")
-        from toolkit.serve.base import stop_all
-
-        stop_all()
-        for t in threads:
-            t.join(30)
+        interrupted = _join_slots(threads, ledger, barrier, log)
     finally:
         if ledger.progress:
             ledger.progress.stop()
@@ -227,6 +199,71 @@ def _run_slots(plan: RunPlan, ledger: Ledger, launchers: dict, log: Callable[[st
     return interrupted, time.monotonic() - t0
 
 
+def _join_slots(threads: list[threading.Thread], ledger: Ledger, barrier: threading.Barrier | None,
+                log: Callable[[str], None]) -> bool:
+    """Start the slots' threads and wait for them; on a signal, stop every server and wait a little for the
+    threads. Returns whether a signal stopped them."""
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(0.2)
+    except (KeyboardInterrupt, SystemExit):
+        ledger.stopping.set()
+        if barrier is not None:
+            barrier.abort()
+        log("interrupted: stopping servers and writing a partial run (resume with --resume)")
+        from toolkit.serve.base import stop_all
+
+        stop_all()
+        for t in threads:
+            t.join(30)
+        return True
+    return False
+
+
+def _slot_rounds(plan: RunPlan, ledger: Ledger, slot: Slot, launchers: dict, log: Callable[[str], None],
+                 log_dir: Path | None, barrier: threading.Barrier | None, at_round: dict, lost: list[str]) -> None:
+    """One slot's launches: its warm-up launches, then round by round its arms in the round's order; with
+    launches_auto, the slots meet at `barrier` after each round (`at_round`: the round, and the rule's stop)."""
+    if plan.m.warmup_launch:
+        _warm_up_slot(plan, ledger, slot, log, log_dir)
+    for launch, order in enumerate(plan.rounds):
+        for position, arm in enumerate(order):
+            if ledger.stopping.is_set():
+                return
+            cells = plan.launch_todo(arm, launch) if arm in slot.arms else []
+            if not cells:
+                continue
+            launcher = launchers.pop(arm, None) or make_launcher(plan, slot, arm, log_dir, launch)
+            runner = ArmRunner(plan, ledger, slot, arm, launcher, launch, position)
+            try:
+                runner.run(cells)
+            except Exception as exc:  # noqa: BLE001 - a bug fails the launch's cells, never the slot's thread
+                try:
+                    runner.fail_unexpected([c for c in cells if not ledger.is_done(c)], exc)
+                except Exception as again:  # noqa: BLE001 - e.g. the disk is full: say so, go on
+                    lost.append(f"arm {arm} launch {launch}: {type(exc).__name__}: {exc}; archiving its cells "
+                                f"as failed failed too: {type(again).__name__}: {again}")
+        if barrier is not None:
+            at_round["r"] = launch
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                return
+            if at_round["stop"]:
+                return
+
+
+def _warm_up_slot(plan: RunPlan, ledger: Ledger, slot: Slot, log: Callable[[str], None], log_dir: Path | None) -> None:
+    """`warmup_launch`, before the first round, in its order: the slot's arms with cells left to measure."""
+    for arm in plan.rounds[0] if plan.rounds else []:
+        first = next((plan.launch_todo(arm, n) for n in range(len(plan.rounds)) if plan.launch_todo(arm, n)), [])
+        if arm in slot.arms and first and not ledger.stopping.is_set():
+            warm_up(plan, ledger, slot, arm, make_launcher(plan, slot, arm, log_dir, warmup=True), first, log)
+
+
 def _auto_round_safely(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[str], None]) -> None:
     try:
         _auto_round(plan, ledger, at_round, log)
@@ -235,7 +272,7 @@ def _auto_round_safely(plan: RunPlan, ledger: Ledger, at_round: dict, log: Calla
             "going on to the next round")
 
 
-def auto_decision(rows: list[dict], halfwidth_pct: float, rounds: int, first: int, most: int) -> dict | None:
+def auto_decision(rows: list[Speedup], halfwidth_pct: float, rounds: int, first: int, most: int) -> dict | None:
     """`launches_auto`'s rule, after `rounds` rounds, on speed-up rows whose CIs are Stein's two-stage intervals
     (speedups with `stage1=first`): None before `first` rounds; else {"stop": narrow or at `most`, "stopped":
     "narrow" | "max" | None, "widest_pct", "widest"}. The variance of the first `first` rounds is fixed once they
@@ -245,8 +282,8 @@ def auto_decision(rows: list[dict], halfwidth_pct: float, rounds: int, first: in
     in a round) has no such CI yet: not narrow."""
     if rounds < first:
         return None
-    widths = [(derive.halfwidth_pct(r) if (r.get("rounds") or 0) >= first else None,
-               f"{r['arm']} {r['domain']} {level_label(r['concurrency'], r.get('rate'))}") for r in rows]
+    widths = [(derive.halfwidth_pct(r) if r.rounds >= first else None,
+               f"{r.arm} {r.domain} {level_label(r.concurrency, r.rate)}") for r in rows]
     known = [w for w in widths if w[0] is not None]
     widest = max(known, default=(None, ""))
     narrow = bool(rows) and len(known) == len(widths) and widest[0] <= halfwidth_pct
@@ -277,9 +314,8 @@ def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[st
     if d["stop"]:
         at_round["stop"] = True
         plan.stopped_after = rounds
-        ledger.auto = {"halfwidth_pct": auto.halfwidth_pct, "max": auto.max, "rounds_run": rounds,
-                       "stopped": d["stopped"], "widest_pct": widest[0], "widest": widest[1],
-                       "rule": "stein-two-stage", "stage1_rounds": first}
+        ledger.auto = AutoStop(halfwidth_pct=auto.halfwidth_pct, max=auto.max, rounds_run=rounds, stopped=d["stopped"],
+                               widest_pct=widest[0], widest=widest[1], rule="stein-two-stage", stage1_rounds=first)
     log(f"launches_auto: after round {rounds}, the widest speed-up CI is "
         + (f"±{widest[0]:.1f}% ({widest[1]})" if widest[0] is not None else "not known yet")
         + (f": within ±{auto.halfwidth_pct:g}%, stopping" if narrow else
@@ -331,25 +367,15 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
         checks.append({"check": "launches-of-external-servers", "severity": "warning",
                        "message": f"launches: {m.launches} against external servers: the toolkit does not start them, "
                                   "so their launches are not relaunches and the launch noise is not sampled"})
-    timing = dict(ledger.timing, arms=ledger.windows)
+    timing = ledger.timing.model_copy()
+    timing.arms = ledger.windows
     if wall_s is not None:
-        timing["wall_s"] = wall_s
-        timing["overhead_ratio"] = derive.overhead_ratio(timing, [s.arms for s in plan.slots])
-    derived = Derived.model_validate({
-        "baseline": m.baseline_arm,
-        **v,
-        "speculative_arms": sorted(spec_arms),
-        "methodology": checks,
-        "representativeness": plan.representativeness,
-        "arm_info": ledger.arm_info,
-        "timing": timing,
-        "cells_planned": plan.cells_planned,
-        "cells_done": len(ledger.cells),
-        "launches": ledger.launches,
-        "warmup_launches": ledger.warmups,
-        "launches_auto": ledger.auto,
-        "noise": noise_note,
-    })
+        timing.wall_s = wall_s
+        timing.overhead_ratio = derive.overhead_ratio(timing, [s.arms for s in plan.slots])
+    derived = Derived(baseline=m.baseline_arm, **v, speculative_arms=sorted(spec_arms), methodology=checks,
+                      representativeness=plan.representativeness, arm_info=ledger.arm_info, timing=timing,
+                      cells_planned=plan.cells_planned, cells_done=len(ledger.cells), launches=ledger.launches,
+                      warmup_launches=ledger.warmups, launches_auto=ledger.auto, noise=noise_note)
     if m.slo is not None:  # from the archived cells, as `results slo` recomputes it
         from toolkit.results.archive import open_archive
         from toolkit.results.slo import analyse

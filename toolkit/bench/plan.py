@@ -27,7 +27,7 @@ from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import Slot, plan_slots
 from toolkit.specs.environment import Environment
-from toolkit.specs.matrix import Matrix
+from toolkit.specs.matrix import SWEEP_PROBE_SLOTS, Matrix
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,13 @@ def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec) -> None:
                                  "already an arm or preset", hint="rename that preset")
 
 
+def probe_concurrency(m: Matrix) -> int:
+    """Requests in flight in a sweep's throughput probe (toolkit.bench.sweep): sweep.probe_concurrency, else
+    max_concurrency, else every measured request at once, else SWEEP_PROBE_SLOTS (a duration-sized cell)."""
+    assert m.sweep is not None
+    return m.sweep.probe_concurrency or m.max_concurrency or m.requests or SWEEP_PROBE_SLOTS
+
+
 def speculative_arms(m: Matrix, env: Environment) -> list[str]:
     """The arms other than the baseline whose preset speculates, in the matrix's order."""
     return [a for a in m.arms if a != m.baseline_arm and preset_meaning(env, a).speculative]
@@ -276,11 +283,9 @@ class RunPlan:
         """The cells one launch of an arm still has to run (resume: only the missing ones)."""
         return [c for c in self.todo.get(arm, []) if c.launch == launch]
 
-    def sampling(self) -> dict:
-        """A cell summary's `sampling` record (as archives have always had it)."""
-        m = self.m
-        return {"api": m.api, "temperature": m.temperature, "output_len": m.output_len, "seed": m.seed,
-                "warmup": m.warmup, "requests": m.requests, "duration_s": m.duration_s}
+    def sampling(self) -> dict[str, Any]:
+        """A cell summary's `sampling` record: what CellLoad records of the Matrix (CellLoad.recorded)."""
+        return CellLoad.recorded(self.m)
 
     def load(self, cell: Cell) -> CellLoad:
         """What the cell sends: the Matrix's load at its concurrency, with its arm's request parameters; a

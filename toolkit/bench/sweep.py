@@ -21,21 +21,13 @@ from typing import Callable
 
 from toolkit.bench.arm import START_TIMEOUT_S, make_launcher
 from toolkit.bench.inputs import Origin
-from toolkit.bench.plan import Cell, RunPlan
+from toolkit.bench.plan import Cell, RunPlan, probe_concurrency
 from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.results.archive import ArchiveWriter
 from toolkit.schema.keys import rate_text
 from toolkit.schema.metrics import figure_of
 from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.schema.sweep import SweepRecord, rates_note, sweep_rates
-from toolkit.specs.matrix import SWEEP_PROBE_SLOTS, Matrix
-
-
-def probe_concurrency(m: Matrix) -> int:
-    """Requests in flight in the throughput probe: sweep.probe_concurrency, else max_concurrency, else every
-    measured request at once, else SWEEP_PROBE_SLOTS (a duration-sized cell)."""
-    assert m.sweep is not None
-    return m.sweep.probe_concurrency or m.max_concurrency or m.requests or SWEEP_PROBE_SLOTS
 
 
 @dataclass

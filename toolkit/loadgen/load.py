@@ -8,6 +8,11 @@ A CellLoad is built from a Matrix in one place, `CellLoad.of`: each of its field
 the same name. A field declared with `sent(...)` is a request parameter, put into every request body by
 `body_sampling` (client.build_body). So a Matrix field that only changes what a cell sends is a field of
 the Matrix spec and one here, nothing else. The loadgen reads the Matrix by duck typing: it imports no spec.
+
+What makes two cells comparable is declared here too: `CellLoad.recorded` is a cell summary's `sampling`
+record (every sent field among it), and `results diff` compares two cells' records field by field, except the
+fields declared `uncompared(...)` (`CellLoad.not_compared`). A new sent field is recorded and compared with no
+other edit.
 """
 
 from __future__ import annotations
@@ -29,6 +34,17 @@ def sent(openai: str, generate: str | None = None, *, default: Any) -> Any:
     """A CellLoad field carried by every request: under `openai` in a /v1 body, under `generate` (default: the
     same name) in /generate's sampling_params."""
     return field(default=default, metadata={"sent": (openai, generate or openai)})
+
+
+def uncompared(why: str, *, default: Any) -> Any:
+    """A CellLoad field that does not change what a request is (`why`): `results diff` compares two cells whose
+    records differ in it."""
+    return field(default=default, metadata={"compared": False, "why": why})
+
+
+# the `sampling` record's fields as archives have always written them, in their order; every other sent field
+# follows, in field order (a record with no new field stays byte for byte what it was)
+RECORDED = ("api", "temperature", "output_len", "seed", "warmup", "requests", "duration_s")
 
 
 def auto_workers(concurrency: int, rate: float | None = None, output_len: int = 128, cpus: int | None = None) -> int:
@@ -60,7 +76,7 @@ class CellLoad:
     temperature: float = sent("temperature", default=0.0)
     requests: int | None = None
     duration_s: float | None = None
-    warmup: int = 0
+    warmup: int = uncompared("warmup requests are not measured", default=0)
     rate: float | None = None
     arrival: Literal["poisson", "gamma", "constant", "trace"] = "poisson"
     burstiness: float = 1.0
@@ -70,7 +86,7 @@ class CellLoad:
     # is its prompt's target_output_len (the trace's output_length)
     arrivals: tuple[float, ...] | None = None
     output_from_prompt: bool = False
-    workers: int | None = None
+    workers: int | None = uncompared("client processes change no request", default=None)
     request_params: Mapping[str, Any] = field(default_factory=dict)  # the arm's (Environment request_params)
 
     def __post_init__(self) -> None:
@@ -102,6 +118,19 @@ class CellLoad:
         taken = {f.name: getattr(matrix, f.name) for f in fields(cls)
                  if f.name not in given and f.name in type(matrix).model_fields}
         return cls(**{**taken, **given})
+
+    @classmethod
+    def recorded(cls, matrix: Any) -> dict[str, Any]:
+        """A cell summary's `sampling` record: RECORDED, then every other sent field, each as the Matrix field of
+        its name declares it (`warmup: concurrency`, a duration per level; a field the Matrix lacks: its default)."""
+        sent_too = [f.name for f in fields(cls) if "sent" in f.metadata and f.name not in RECORDED]
+        defaults = {f.name: f.default for f in fields(cls)}
+        return {name: getattr(matrix, name, defaults.get(name)) for name in (*RECORDED, *sent_too)}
+
+    @classmethod
+    def not_compared(cls) -> frozenset[str]:
+        """The fields `results diff` does not compare (declared `uncompared`); every other recorded field it does."""
+        return frozenset(f.name for f in fields(cls) if f.metadata.get("compared") is False)
 
     @property
     def processes(self) -> int:

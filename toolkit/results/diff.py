@@ -32,6 +32,7 @@ import numpy as np
 
 from toolkit.schema.keys import level_label, synthetic_label
 from toolkit.errors import ToolkitError
+from toolkit.loadgen.load import CellLoad
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
@@ -43,7 +44,8 @@ from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
 from toolkit.schema.records import Stat
 from toolkit.schema.slo import Objectives
 
-IGNORED_SAMPLING = {"warmup", "workers"}  # warmup count and client processes do not change what a request is
+# what a cell sends is compared field by field, but for the fields CellLoad declares uncompared (warmup, workers)
+IGNORED_SAMPLING = CellLoad.not_compared()
 UNTESTED = {"chunk": "pooled over chunks: not tested (the chunks of one request are not independent)",
             "cell": "one figure per cell: not tested"}
 DEFAULT_FLOOR = "default floor"  # MetricDiff.noise of a verdict made without any launch noise

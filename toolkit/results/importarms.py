@@ -142,7 +142,7 @@ def import_derived(cells: list[CellSummary], records: dict[tuple, list[RequestRe
     rows = speedups(cells, records, baseline)
     if pairing == "unpaired":
         for r in rows:
-            r.update(paired_ratio=None, ci_low=None, ci_high=None, n_pairs=0, ci_method=UNPAIRED_WHY)
+            r.paired_ratio, r.ci_low, r.ci_high, r.n_pairs, r.ci_method = None, None, None, 0, UNPAIRED_WHY
         checks = [*checks, {"check": "import-unpaired", "severity": "warning", "message":
                             f"speed-ups are {UNPAIRED_WHY}; no paired CI, so no crossover or threshold verdict"}]
     elif pairing == "asserted":

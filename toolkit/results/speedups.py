@@ -22,6 +22,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from toolkit.schema.manifest import Speedup
 from toolkit.schema.metrics import cell_throughput
 from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.stats import (BOOTSTRAP, DEFAULT, SHARED, cell_noise, interval, paired_bootstrap_ratio, rate,
@@ -123,7 +124,7 @@ def round_interval(ratios: dict[int, float], stage1: int | None = None) -> tuple
 
 def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]], baseline: str,
              seed: int = 0, noise: Callable[[str], object] | None = None,
-             shared: set[str] = frozenset(), stage1: int | None = None) -> list[dict]:
+             shared: set[str] = frozenset(), stage1: int | None = None) -> list[Speedup]:
     """One row per (arm != baseline, domain, concurrency). `records` is keyed by (arm, domain, conc).
     `noise(arm)`: the launch noise (toolkit.stats.Noise) of an arm's output rate, for cells of one
     round (a calibration's; default: the default launch CV). `shared`: arms served by the baseline's own
@@ -148,21 +149,21 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
             sides = (SHARED, SHARED) if arm in shared else (noise(arm), noise(baseline)) if noise is not None else None
             pr = launch_paired(records.get((arm, domain, conc), []), records.get((baseline, domain, conc), []), seed,
                                sides)
-        rows.append({
-            "arm": arm, "baseline": baseline, "domain": domain, "concurrency": arm_cells[0].concurrency,
+        rows.append(Speedup(  # rate and synthetic_acceptance only where set: summary.json keeps what was set
+            arm=arm, baseline=baseline, domain=domain, concurrency=arm_cells[0].concurrency,
             **({"rate": conc} if arm_cells[0].rate is not None else {}),
-            "arm_tok_s": ta, "baseline_tok_s": tb,
-            "throughput_ratio": (ta / tb) if ta and tb else None,
-            "paired_ratio": pr["ratio"], "ci_low": pr["ci_low"], "ci_high": pr["ci_high"], "n_pairs": pr["n_pairs"],
-            "rounds": pr["rounds"], "ci_method": pr.get("ci_method", ""),
+            arm_tok_s=ta, baseline_tok_s=tb,
+            throughput_ratio=(ta / tb) if ta and tb else None,
+            paired_ratio=pr["ratio"], ci_low=pr["ci_low"], ci_high=pr["ci_high"], n_pairs=pr["n_pairs"],
+            rounds=pr["rounds"], ci_method=pr.get("ci_method", ""),
             **({"synthetic_acceptance": arm_cells[0].synthetic_acceptance}
                if arm_cells[0].synthetic_acceptance is not None else {}),
-        })
+        ))
     for row in rows:  # cells of two or more rounds: a t-interval over rounds, the cell's own variance
-        ratios = per_round.get(row["arm"], {}).get((row["domain"], row.get("rate", row["concurrency"])))
+        ratios = per_round.get(row.arm, {}).get((row.domain, row.rate if row.rate is not None else row.concurrency))
         if ratios is None:
             continue
         got = round_interval(ratios, stage1)
         if got is not None:
-            row.update(paired_ratio=got[0], ci_low=got[1], ci_high=got[2], ci_method=got[3])
+            row.paired_ratio, row.ci_low, row.ci_high, row.ci_method = got
     return rows

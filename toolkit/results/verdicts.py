@@ -24,98 +24,97 @@ from toolkit.schema.manifest import Crossover, Derived, Speedup
 from toolkit.schema.records import CellSummary
 
 
-def mark(rows: list[dict], elig: Eligibility) -> list[dict]:
-    """Each speed-up row with what leaves it out of verdicts (`excluded`) and what it must name
+def mark(rows: list[Speedup], elig: Eligibility) -> list[Speedup]:
+    """Each speed-up row (a copy) with what leaves it out of verdicts (`excluded`) and what it must name
     (`qualified`), from the arm's and the baseline's cells at that level."""
     out = []
     for r in rows:
-        r = dict(r)
+        r = r.model_copy()
         ex, qu = [], []
-        for arm in (r["arm"], r.get("baseline")):
+        for arm in (r.arm, r.baseline):
             if arm is None:
                 continue
-            ex += [f"{arm}: {f.text()}" for f in elig.excluded(arm, r["domain"], level(r))]
-            qu += [f"{arm}: {f.text()}" for f in elig.qualified(arm, r["domain"], level(r))]
-        r["excluded"], r["qualified"] = ex, qu
+            ex += [f"{arm}: {f.text()}" for f in elig.excluded(arm, r.domain, level(r))]
+            qu += [f"{arm}: {f.text()}" for f in elig.qualified(arm, r.domain, level(r))]
+        r.excluded, r.qualified = ex, qu
         out.append(r)
     return out
 
 
-def level(r: Any) -> float:
+def level(r: Speedup) -> float:
     """A speed-up row's load level: its rate (req/s) for open-loop cells, else its concurrency."""
-    rate = _get(r, "rate")
-    return rate if rate is not None else _get(r, "concurrency")
+    return r.rate if r.rate is not None else r.concurrency
 
 
-def _label(r: dict) -> str:
-    return level_label(r["concurrency"], r.get("rate"))
+def _label(r: Speedup) -> str:
+    return level_label(r.concurrency, r.rate)
 
 
-def _slower(r: dict) -> bool:
-    return (r.get("throughput_ratio") is not None and r["throughput_ratio"] < 1
-            and r.get("ci_high") is not None and r["ci_high"] < 1)
+def _slower(r: Speedup) -> bool:
+    return (r.throughput_ratio is not None and r.throughput_ratio < 1
+            and r.ci_high is not None and r.ci_high < 1)
 
 
-def _why(rs: list[dict], field: str) -> str:
+def _why(rs: list[Speedup], field: str) -> str:
     """`c=64 (ngram: capped (...))` for the rows carrying `field`, short codes only."""
     parts = []
     for r in rs:
-        codes = sorted({x.split(": ", 1)[1].split(" (", 1)[0] for x in r.get(field) or []})
+        codes = sorted({x.split(": ", 1)[1].split(" (", 1)[0] for x in getattr(r, field)})
         if codes:
             parts.append(f"{_label(r)} {'/'.join(codes)}")
     return ", ".join(parts)
 
 
-def crossovers(rows: list[dict], speculative: set[str] | None = None, cells: list | None = None,
+def crossovers(rows: list[Speedup], speculative: set[str] | None = None, cells: list | None = None,
                arm_info: dict | None = None) -> list[dict]:
     """Per (speculative arm, domain): the crossover over the levels a verdict may use (rows without
     `excluded`), the note naming the levels left out and the ones that qualify it. `cells` and `arm_info`:
     a rate crossover's threshold as the running batch the arm's server saw there (running_batch)."""
     by = defaultdict(list)
     for r in rows:
-        if speculative is None or r["arm"] in speculative:
-            by[(r["arm"], r["domain"])].append(r)
+        if speculative is None or r.arm in speculative:
+            by[(r.arm, r.domain)].append(r)
     out = []
     for (arm, domain), every in sorted(by.items()):
         every = sorted(every, key=level)
-        if any(r.get("rate") is not None for r in every):
+        if any(r.rate is not None for r in every):
             out.append(_rate_crossover(arm, domain, every, cells or [], arm_info or {}))
             continue
-        rs = [r for r in every if not r.get("excluded") and r.get("throughput_ratio") is not None]
-        left_out = [r for r in every if r.get("excluded")]
+        rs = [r for r in every if not r.excluded and r.throughput_ratio is not None]
+        left_out = [r for r in every if r.excluded]
         if not rs:
             out.append({"arm": arm, "domain": domain, "crossover_concurrency": None, "never_pays_off": False,
                         "recommended_disable_batch_threshold": None, "no_advice": True,
-                        "excluded": [r["concurrency"] for r in left_out], "qualified": [],
+                        "excluded": [r.concurrency for r in left_out], "qualified": [],
                         "note": "no advice: no tested level is one a verdict may use"
                                 + (f" ({_why(left_out, 'excluded')})" if left_out else "")})
             continue
-        cross = next((r["concurrency"] for i, r in enumerate(rs) if all(_slower(x) for x in rs[i:])), None)
-        dips = [r["concurrency"] for r in rs if r["throughput_ratio"] < 1 and r["concurrency"] != cross
-                and not (cross is not None and r["concurrency"] > cross)]
-        never = cross is not None and cross == rs[0]["concurrency"]
+        cross = next((r.concurrency for i, r in enumerate(rs) if all(_slower(x) for x in rs[i:])), None)
+        dips = [r.concurrency for r in rs if r.throughput_ratio < 1 and r.concurrency != cross
+                and not (cross is not None and r.concurrency > cross)]
+        never = cross is not None and cross == rs[0].concurrency
         if never:
-            span = (f"at every tested concurrency ({rs[0]['concurrency']} to {rs[-1]['concurrency']})" if len(rs) > 1
-                    else f"at concurrency {rs[0]['concurrency']}, the one level a verdict may use")
+            span = (f"at every tested concurrency ({rs[0].concurrency} to {rs[-1].concurrency})" if len(rs) > 1
+                    else f"at concurrency {rs[0].concurrency}, the one level a verdict may use")
             note = f"significantly slower {span}: this preset never pays off in the tested range; serve the baseline"
         elif cross is not None:
             note = f"significantly slower from concurrency {cross} on: set speculative-disable-batch-threshold: {cross}"
-        elif any(r["concurrency"] > rs[-1]["concurrency"] for r in left_out):
-            note = (f"not significantly slower through concurrency {rs[-1]['concurrency']}, the highest level a "
+        elif any(r.concurrency > rs[-1].concurrency for r in left_out):
+            note = (f"not significantly slower through concurrency {rs[-1].concurrency}, the highest level a "
                     "verdict may use: no threshold needed up to there")
         else:
-            note = f"not significantly slower through concurrency {rs[-1]['concurrency']}: no threshold needed"
+            note = f"not significantly slower through concurrency {rs[-1].concurrency}: no threshold needed"
         if dips:
             note += f" (ratio below 1 but not sustained or not significant at concurrency {dips})"
         if left_out:
             note += f"; left out: {_why(left_out, 'excluded')}"
-        qualified = [r for r in rs if r.get("qualified")]
+        qualified = [r for r in rs if r.qualified]
         if qualified:
             note += f"; qualified: {_why(qualified, 'qualified')}"
         out.append({"arm": arm, "domain": domain, "crossover_concurrency": cross, "never_pays_off": never,
                     "recommended_disable_batch_threshold": None if never else cross, "no_advice": False,
-                    "levels": [r["concurrency"] for r in rs], "excluded": [r["concurrency"] for r in left_out],
-                    "qualified": [r["concurrency"] for r in qualified], "note": note})
+                    "levels": [r.concurrency for r in rs], "excluded": [r.concurrency for r in left_out],
+                    "qualified": [r.concurrency for r in qualified], "note": note})
     return out
 
 
@@ -137,13 +136,13 @@ def running_batch(cells: list, arm_info: dict, arm: str, domain: str, rate: floa
     return mean, f"mean requests in flight over {len(seen)} cell(s){under}"
 
 
-def _rate_crossover(arm: str, domain: str, every: list[dict], cells: list, arm_info: dict) -> dict:
+def _rate_crossover(arm: str, domain: str, every: list[Speedup], cells: list, arm_info: dict) -> dict:
     """The crossover of open-loop levels (`rates:`): the lowest rate from which the arm is significantly slower
     at that rate and every higher one. The disable-batch threshold is a batch size, not a rate: it is the
     running batch the arm's server saw at the crossover rate (running_batch), rounded down (disabling a little
     early, as the lowest crossover over domains does); none where the cells do not say it."""
-    rs = [r for r in every if not r.get("excluded") and r.get("throughput_ratio") is not None]
-    left_out = [r for r in every if r.get("excluded")]
+    rs = [r for r in every if not r.excluded and r.throughput_ratio is not None]
+    left_out = [r for r in every if r.excluded]
     base = {"arm": arm, "domain": domain, "crossover_concurrency": None, "recommended_disable_batch_threshold": None,
             "excluded": [level(r) for r in left_out], "axis": "rate"}
     if not rs:
@@ -167,7 +166,7 @@ def _rate_crossover(arm: str, domain: str, every: list[dict], cells: list, arm_i
         note = f"not significantly slower through {_label(rs[-1])}: no threshold needed"
     if left_out:
         note += f"; left out: {_why(left_out, 'excluded')}"
-    qualified = [r for r in rs if r.get("qualified")]
+    qualified = [r for r in rs if r.qualified]
     if qualified:
         note += f"; qualified: {_why(qualified, 'qualified')}"
     if threshold is not None:
@@ -237,7 +236,7 @@ def advice_text(cross: list, arm: str) -> str:
     return "no threshold needed in the tested range" + tail
 
 
-def verdicts(rows: list[dict], cells: list, arm_info: dict, speculative: set[str]) -> dict:
+def verdicts(rows: list[Speedup], cells: list, arm_info: dict, speculative: set[str]) -> dict:
     """The verdict fields of the derived block: speed-up rows marked, crossovers, threshold and
     never-pays-off per speculative arm. The runner and every reader call this, on the same inputs."""
     marked = mark(rows, Eligibility(cells, arm_info))  # the runner's cells carry their checks
@@ -257,11 +256,10 @@ def current(a, derived: Derived | None = None) -> Derived:
     if not derived.speedups:
         return derived
     spec = set(derived.speculative_arms) or {c.arm for c in derived.crossovers}
-    rows = [s.model_dump(mode="json") for s in derived.speedups]
     arm_info = {a: s.model_dump(mode="json") for a, s in derived.arm_info.items()}
-    v = verdicts(rows, cells, arm_info, spec)
+    v = verdicts(derived.speedups, cells, arm_info, spec)
     return derived.model_copy(update={
-        "speedups": [Speedup.model_validate(r) for r in v["speedups"]],
+        "speedups": v["speedups"],
         "crossovers": [Crossover.model_validate(c) for c in v["crossovers"]],
         "recommended_disable_batch_threshold": v["recommended_disable_batch_threshold"],
         "never_pays_off": v["never_pays_off"]})

@@ -385,7 +385,10 @@ class StopRecord(_Open):
 
 class LaunchRecord(_Open):
     """One server launch of one arm: when, in which round and place, how long start-up took, and where its
-    /server_info and log are archived."""
+    /server_info and log are archived. Built as the launch goes (toolkit.bench.arm): each field assigned is
+    validated and counts as set (summary.json keeps what was set)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     arm: str
     launch: int = 0
@@ -414,6 +417,20 @@ class LaunchRecord(_Open):
                                             "archives (toolkit/results/machines.py falls back to the host fingerprint)")
     warmup: bool = Field(False, description="a warm-up launch (the Matrix's `warmup_launch`): its cells ran and "
                                             "were discarded; `cells` lists them")
+
+
+class AutoStop(_Open):
+    """`launches_auto:` as it ended (Derived.launches_auto): the rounds run, why it stopped (`narrow`: every
+    speed-up CI within ±halfwidth_pct; `max`), the widest CI then and its cell, the rule and its first stage."""
+
+    halfwidth_pct: float
+    max: int
+    rounds_run: int
+    stopped: str | None = None
+    widest_pct: float | None = None
+    widest: str = ""
+    rule: str | None = None
+    stage1_rounds: int | None = None
 
 
 class Timing(_Open):
@@ -447,9 +464,9 @@ class Derived(_Open):
     slo: SloAnalysis | None = Field(None, description="the matrix's service-level objectives against the run "
                                                       "(toolkit/results/slo.py); absent without an slo block")
     launches: dict[str, list[LaunchRecord]] = Field(default_factory=dict, description="per arm, its server launches")
-    launches_auto: dict[str, Any] | None = Field(None, description="`launches_auto:`: the rounds run, why it "
-                                                 "stopped (`narrow`: every speed-up CI within ±halfwidth_pct; "
-                                                 "`max`), the widest CI then and its cell")
+    launches_auto: AutoStop | None = Field(None, description="`launches_auto:`: the rounds run, why it stopped "
+                                           "(`narrow`: every speed-up CI within ±halfwidth_pct; `max`), the widest "
+                                           "CI then and its cell")
     warmup_launches: dict[str, LaunchRecord] = Field(default_factory=dict, description="per arm, its warm-up launch "
                                                      "(`warmup_launch: true`), whose cells were discarded")
     noise: dict[str, Any] | None = Field(None, description="the launch noise the speedup CIs used: {source, "

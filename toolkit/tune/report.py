@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num
-from toolkit.schema.manifest import Crossover
+from toolkit.schema.manifest import Crossover, Speedup
 from toolkit.schema.tune import (Best, CellRatio, Confirmation, ConfirmedCell, Decision, Ratio, Trial, TrialScore,
                                  TuneResult, TuneState, Winner)
 from toolkit.tune import search
@@ -128,9 +128,8 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
             excluded=([f"{baseline}: drift (measured twice, it differs from itself: A/A)"] if drift else [])
             + [f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if f.excludes],
             qualified=[f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if not f.excludes]))
-    rows = [{"arm": best, "domain": x.domain, "concurrency": x.concurrency, "throughput_ratio": x.speedup,
-             "ci_low": x.ci_low, "ci_high": x.ci_high, "excluded": x.excluded, "qualified": x.qualified}
-            for x in cells]
+    rows = [Speedup(arm=best, domain=x.domain, concurrency=x.concurrency, throughput_ratio=x.speedup,
+                    ci_low=x.ci_low, ci_high=x.ci_high, excluded=x.excluded, qualified=x.qualified) for x in cells]
     cross = crossovers(rows, {best})
     errors = sorted({c.message for r in runs for c in open_archive(folder / r).derived.errors()})
     errors += [f"{x.domain} c={x.concurrency}: the baseline measured twice differs (A/A "
