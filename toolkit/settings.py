@@ -6,6 +6,8 @@
       sglang/                pinned SGLang wheels and source (preflight), git checkouts
       parser-deps/           light packages that let SGLang's own flag parser import
       models/                dummy models made for transformers environments
+      genconfig/             what the installed transformers said of generation_config keys and values
+                             (toolkit/specs/genconfig.py), so a spec is checked without importing it
       resources/<version>/   templates and playbooks copied out of a zipped install
       centroids-*.npy        the embedding classifier's centroids
       base-image.lock        one base-image build at a time

@@ -4,25 +4,92 @@ and generate() never reads it, so a misspelt key (prompt_lookup_num_tokenz) woul
 without speculation; every check of such a key goes through here (spec validation, bench tune's knobs).
 
     unknown_key("prompt_lookup_num_tokenz")   # -> ("... is not a generation_config key ...", "did you mean ...?")
+
+Importing transformers costs ~0.6 s of CPU, so what it answered (its keys, and what validate() said of each
+whole generation_config asked) is kept in <cache>/genconfig/, one file per installed transformers (its
+version and the size and time of the file that defines GenerationConfig): a spec is checked against the
+same answers without importing it again. A transformers upgraded or edited in place names another file.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 from functools import lru_cache
+from pathlib import Path
+
+MEMO_VERSION = 1
+
+
+@lru_cache(maxsize=1)
+def _memo_name() -> str | None:
+    """This transformers' memo file name; None when transformers' metadata is not found (nothing is kept)."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("transformers")
+        st = Path(dist.locate_file("transformers/generation/configuration_utils.py")).stat()
+    except (PackageNotFoundError, OSError):
+        return None
+    ident = f"{MEMO_VERSION}|{dist.version}|{dist.locate_file('')}|{st.st_size}|{st.st_mtime_ns}"
+    return f"transformers-{dist.version}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"
+
+
+def _memo_path() -> Path | None:
+    from toolkit.settings import cache_dir
+
+    name = _memo_name()
+    return cache_dir() / "genconfig" / name if name else None
+
+
+def _memo() -> dict:
+    path = _memo_path()
+    try:
+        doc = json.loads(path.read_text()) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) and isinstance(doc.get("keys"), list) else {}
+
+
+def _remember(**fields) -> None:
+    """Add `fields` to the memo file; a cache that cannot be written is only slower next time."""
+    from toolkit.fsutil import write_json
+
+    path = _memo_path()
+    if path is None:
+        return
+    doc = _memo()
+    for name, value in fields.items():
+        doc[name] = {**doc.get(name, {}), **value} if isinstance(value, dict) else value
+    try:
+        write_json(path, doc)
+    except OSError:
+        pass
+
+
+def _import_generation_config():
+    import logging
+
+    from transformers import GenerationConfig
+
+    logging.getLogger("transformers").setLevel(logging.ERROR)  # no advice about the defaults on stderr
+    return GenerationConfig
 
 
 @lru_cache(maxsize=1)
 def generation_config_keys() -> frozenset[str] | None:
     """Every key GenerationConfig defines in the installed transformers; None when it is not installed."""
+    known = _memo().get("keys")
+    if known:
+        return frozenset(known)
     try:
-        from transformers import GenerationConfig
+        GenerationConfig = _import_generation_config()
     except ImportError:
         return None
-    import logging
-
-    logging.getLogger("transformers").setLevel(logging.ERROR)  # no advice about the defaults on stderr
-    return frozenset(k for k in GenerationConfig().to_dict() if not k.startswith("_") and k != "transformers_version")
+    keys = frozenset(k for k in GenerationConfig().to_dict() if not k.startswith("_") and k != "transformers_version")
+    _remember(keys=sorted(keys))
+    return keys
 
 
 def transformers_version() -> str:
@@ -63,10 +130,23 @@ def refused(config: dict) -> tuple[str, str, str] | None:
     keys = generation_config_keys()
     if keys is None or not config or any(k not in keys for k in config):
         return None
+    try:
+        asked = json.dumps(config, sort_keys=True)
+    except (TypeError, ValueError):
+        asked = None  # a value JSON cannot hold: asked every time
+    said = _memo().get("refused", {})
+    if asked is not None and asked in said:
+        return tuple(said[asked]) if said[asked] else None
+    answer = _validate(config)
+    if asked is not None:
+        _remember(refused={asked: list(answer) if answer else None})
+    return answer
+
+
+def _validate(config: dict) -> tuple[str, str, str] | None:
     import warnings
 
-    from transformers import GenerationConfig
-
+    GenerationConfig = _import_generation_config()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from toolkit.console import emit_json, err, json_option, out, warn
 from toolkit.exits import INCONCLUSIVE
-from toolkit.schema.tune import TuneResult
+
+if TYPE_CHECKING:  # the CLI loads this module at every start; the tune schema's models cost ~0.1 s to build
+    from toolkit.schema.tune import TuneResult
 
 KEEP = "keep the preset"  # toolkit.tune.integrity.KEEP (not imported here: the CLI loads this module at start)
 KEEP_PRESET_EXIT = INCONCLUSIVE  # 3: the tune ran, and its winner did not beat the preset (README, Exit codes)
