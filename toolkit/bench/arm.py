@@ -324,10 +324,10 @@ class ArmRunner:
         for name, value in self.launcher.launch_facts().items():  # e.g. where a batch job ran and how it ended
             setattr(self.record, name, value)
         self._note_job()
-        if notes:
+        if notes is not None:
             self.record.stop = notes
-        if notes.get("warnings"):
-            self.ledger.stop_warnings(self.arm, notes["warnings"])
+        if notes is not None and notes.warnings:
+            self.ledger.stop_warnings(self.arm, notes.warnings)
 
     def _note_job(self) -> None:
         """The launch as it is now into the manifest, where the target kind records one (a Slurm job: submitted,
