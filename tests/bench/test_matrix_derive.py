@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.bench import derive
+from toolkit.schema.manifest import ArmState, Check
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.schema.slo import CellSlo
 from toolkit.specs.matrix import Matrix
@@ -61,13 +62,13 @@ def test_methodology_checks() -> None:
     records = {("base", "coding", 1): recs("base", 1, 100, n=3), ("spec", "coding", 1): recs("spec", 1, 120, n=2)}
     checks = derive.methodology_checks(
         matrix=m, cells=cells, records=records,
-        arm_info={"spec": {"max_running_requests": 48, "max_running_requests_implicit": True},
-                  "base": {"max_running_requests": 128}},
+        arm_info={"spec": ArmState(max_running_requests=48, max_running_requests_implicit=True),
+                  "base": ArmState(max_running_requests=128)},
         flushed={"spec": False},
         representativeness=[{"workload": "encyclopedic", "verdict": "far", "divergence": 0.9, "reason": "r"}])
-    by = {c["check"]: c for c in checks}
-    assert by["concurrency-above-max-running-requests"]["severity"] == "error"
-    assert "48" in by["concurrency-above-max-running-requests"]["message"]
+    by = {c.check: c for c in checks}
+    assert by["concurrency-above-max-running-requests"].severity == "error"
+    assert "48" in by["concurrency-above-max-running-requests"].message
     assert {"no-warmup", "percentile-from-few-samples", "arms-saw-different-prompts",
             "acceptance-counters-not-reset", "workload-far-from-training-data"} <= set(by)
 
@@ -78,11 +79,11 @@ def _timed_recs(arm: str, order: list[str], launch: int = 0) -> list[RequestReco
                           ttft_ms=10, e2e_ms=90, output_tokens=64) for i, p in enumerate(order)]
 
 
-def _prompt_check(matrix: Matrix, base: list[RequestRecord], spec: list[RequestRecord]) -> list[dict]:
+def _prompt_check(matrix: Matrix, base: list[RequestRecord], spec: list[RequestRecord]) -> list[Check]:
     checks = derive.methodology_checks(matrix=matrix, cells=[cell("base", 1, 100), cell("spec", 1, 120)],
                                        records={("base", "coding", 1): base, ("spec", "coding", 1): spec},
                                        arm_info={})
-    return [c for c in checks if c["check"] == "arms-saw-different-prompts"]
+    return [c for c in checks if c.check == "arms-saw-different-prompts"]
 
 
 def test_time_sized_cells_pair_on_the_requests_both_arms_sent() -> None:

@@ -18,7 +18,7 @@ from toolkit.schema.eligibility import (MIN_CELL_S, MIN_SAMPLES, Eligibility, bu
                                         stall_check)
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
 from toolkit.schema.slo import CellSlo
-from toolkit.schema.manifest import Speedup
+from toolkit.schema.manifest import ArmState, Speedup
 
 H200 = "results/sglang-h200/20261202T190515Z-52c8f2"  # committed: NGRAM capped at 48 by SGLang, c=64 queued
 TUNE = ROOT / "results/quickstart-tune/20261203T083318Z-598b59"  # committed: three confirmation cells DRIFT
@@ -32,10 +32,10 @@ def cell(arm: str, conc: int, *, n: int = 512, seconds: float = 20.0, status: st
 # -- the rule
 
 def test_each_reason_a_verdict_may_not_use_a_cell() -> None:
-    capped = {"max_running_requests": 48, "max_running_requests_implicit": True}
+    capped = ArmState(max_running_requests=48, max_running_requests_implicit=True)
     assert [f.code for f in cell_flags(cell("s", 64), capped)] == ["capped"]
     assert "48" in cell_flags(cell("s", 64), capped)[0].why and cell_flags(cell("s", 48), capped) == []
-    implicit_only = {"max_running_requests": None, "max_running_requests_implicit": True}  # SGLang's own 48
+    implicit_only = ArmState(max_running_requests=None, max_running_requests_implicit=True)  # SGLang's own 48
     assert [f.code for f in cell_flags(cell("s", 64), implicit_only)] == ["capped"]
     assert [f.code for f in cell_flags(cell("s", 1, status="failed"))] == ["failed"]
     assert [f.code for f in cell_flags(cell("s", 1, n=MIN_SAMPLES - 1))] == ["few-samples"]
@@ -85,7 +85,7 @@ def test_a_capped_level_never_makes_a_crossover() -> None:
     """The only slowdown is at c=64, where the arm queued behind its cap of 48: no crossover, no threshold."""
     rs = rows({1: (1.5, 1.6), 16: (1.1, 1.2), 64: (0.6, 0.7)})
     cells = [cell(a, c) for a in ("spec", "base") for c in (1, 16, 64)]
-    elig = Eligibility(cells, {"spec": {"max_running_requests": 48, "max_running_requests_implicit": True}})
+    elig = Eligibility(cells, {"spec": ArmState(max_running_requests=48, max_running_requests_implicit=True)})
     (x,) = crossovers(mark(rs, elig), {"spec"})
     assert x["crossover_concurrency"] is None and x["excluded"] == [64] and "left out: c=64 capped" in x["note"]
     assert (x["crossover_concurrency"], x["recommended_disable_batch_threshold"]) == (None, None)
@@ -124,13 +124,13 @@ def test_a_rate_crossover_advises_the_running_batch_the_server_saw_there() -> No
     rs = rate_rows({1.0: (1.4, 1.6), 4.0: (0.8, 0.9), 8.0: (0.6, 0.7)})
     cells = [rate_cell("spec", q, f, i) for q, fs in ((1.0, [1.1]), (4.0, [5.6, 6.2]), (8.0, [30.0]))
              for i, f in enumerate(fs)] + [rate_cell("base", 4.0, 3.0)]
-    info = {"spec": {"max_running_requests": 48}}
+    info = {"spec": ArmState(max_running_requests=48)}
     (x,) = crossovers(rs, {"spec"}, cells, info)
     assert (x["crossover_rate"], x["recommended_disable_batch_threshold"], x["running_batch"]) == (4.0, 5, 5.9)
     assert "r=4/s on, where spec's server ran 5.9 requests at once (mean requests in flight over 2 cell(s), under " \
            "the server's cap of 48): set speculative-disable-batch-threshold: 5" in x["note"]
     assert advice_text([x], "spec") == "set speculative-disable-batch-threshold: 5"
-    (capped,) = crossovers(rs, {"spec"}, cells, {"spec": {"max_running_requests": 4}})
+    (capped,) = crossovers(rs, {"spec"}, cells, {"spec": ArmState(max_running_requests=4)})
     assert capped["recommended_disable_batch_threshold"] == 4 and "max_running_requests (4)" in capped["note"]
     (blind,) = crossovers(rs, {"spec"})  # no cells: the rate, and no number
     assert blind["recommended_disable_batch_threshold"] is None and "which no cell recorded" in blind["note"]

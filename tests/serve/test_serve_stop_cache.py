@@ -183,9 +183,9 @@ def test_a_stop_takes_sglangs_clean_path(tmp_path):
     srv.stop()
     info = srv.stop_info()
     # uvicorn waits for a background task and offers a force quit: the second SIGINT takes it
-    assert info["signals"] == ["SIGINT to the leader", "SIGINT to the leader again (uvicorn's force quit)"]
-    assert info["warnings"] == [] and info["exit_code"] == 0
-    assert 0 < info["leader_exit_s"] <= info["group_empty_s"]
+    assert info.signals == ["SIGINT to the leader", "SIGINT to the leader again (uvicorn's force quit)"]
+    assert info.warnings == [] and info.exit_code == 0
+    assert 0 < info.leader_exit_s <= info.group_empty_s
     log = srv.log_text()
     assert "Finished server process" in log and "SIGQUIT" not in log and "crashed" not in log
     assert "(CTRL+C to force quit)" in log and "Application shutdown complete" not in log  # skipped by force_exit
@@ -204,17 +204,17 @@ def test_the_leader_is_killed_once_its_own_shutdown_is_done(tmp_path):
     children = _children(srv.proc.pid)
     srv.stop()
     info = srv.stop_info()
-    assert info["signals"] == ["SIGINT to the leader", "SIGINT to the leader again (uvicorn's force quit)",
-                               f"SIGKILL to the leader, 0.5 s after {SHUTDOWN_DONE.what}"], info
-    assert info["warnings"] == [] and info["exit_code"] == -signal.SIGKILL
-    assert info["group_empty_s"] < 10 and _all_gone(children)
+    assert info.signals == ["SIGINT to the leader", "SIGINT to the leader again (uvicorn's force quit)",
+                            f"SIGKILL to the leader, 0.5 s after {SHUTDOWN_DONE.what}"], info
+    assert info.warnings == [] and info.exit_code == -signal.SIGKILL
+    assert info.group_empty_s < 10 and _all_gone(children)
     assert f"include_parent=False, pid={srv.proc.pid}" in srv.log_text()
     patient = _fake(tmp_path, "slow-exit-2", **{"exit-s": 2.0})
     patient.shutdown_done = None
     patient.wait_healthy(120)
     patient.stop()
     info = patient.stop_info()
-    assert info["exit_code"] == 0 and info["leader_exit_s"] >= 2.0 and "SIGKILL" not in " ".join(info["signals"])
+    assert info.exit_code == 0 and info.leader_exit_s >= 2.0 and "SIGKILL" not in " ".join(info.signals)
 
 
 @pytest.mark.slow
@@ -226,15 +226,15 @@ def test_the_force_quit_cuts_uvicorns_wait_short(tmp_path):
     srv.wait_healthy(120)
     srv.stop()
     quick = srv.stop_info()
-    assert quick["signals"][-1] == "SIGINT to the leader again (uvicorn's force quit)" and not quick["warnings"]
-    assert quick["group_empty_s"] < hold and quick["leader_exit_s"] <= quick["group_empty_s"]
+    assert quick.signals[-1] == "SIGINT to the leader again (uvicorn's force quit)" and not quick.warnings
+    assert quick.group_empty_s < hold and quick.leader_exit_s <= quick.group_empty_s
     slow = _fake(tmp_path, "patient", **{"background-task-s": 3.0})
     slow.force_quit = None
     slow.wait_healthy(120)
     slow.stop()
     info = slow.stop_info()
-    assert info["signals"] == ["SIGINT to the leader"] and not info["warnings"] and info["exit_code"] == 0
-    assert info["leader_exit_s"] >= 3.0  # the task was waited for, then the lifespan shutdown ran
+    assert info.signals == ["SIGINT to the leader"] and not info.warnings and info.exit_code == 0
+    assert info.leader_exit_s >= 3.0  # the task was waited for, then the lifespan shutdown ran
     assert "Application shutdown complete" in slow.log_text()
 
 
@@ -247,7 +247,7 @@ def test_no_second_signal_when_uvicorn_does_not_ask_for_it(tmp_path):
         f.write("INFO:     Waiting for connections to close. (CTRL+C to force quit)\n")
     srv.stop()
     info = srv.stop_info()
-    assert info["signals"] == ["SIGINT to the leader"] and info["exit_code"] == 0 and not info["warnings"]
+    assert info.signals == ["SIGINT to the leader"] and info.exit_code == 0 and not info.warnings
 
 
 @pytest.mark.slow
@@ -258,10 +258,10 @@ def test_a_server_that_ignores_stop_signals_still_ends_with_a_warning(tmp_path):
     children = _children(srv.proc.pid)
     srv.stop()
     info = srv.stop_info()
-    assert info["signals"] == ["SIGINT to the leader", "SIGTERM to the process group", "SIGKILL to the process group"]
-    assert info["exit_code"] == -signal.SIGKILL
-    assert len(info["warnings"]) == 2 and "did not exit within 1 s of SIGINT to the leader" in info["warnings"][0]
-    assert info["leader_exit_s"] >= 2.0 and info["leader_exit_s"] <= info["group_empty_s"]  # after SIGKILL
+    assert info.signals == ["SIGINT to the leader", "SIGTERM to the process group", "SIGKILL to the process group"]
+    assert info.exit_code == -signal.SIGKILL
+    assert len(info.warnings) == 2 and "did not exit within 1 s of SIGINT to the leader" in info.warnings[0]
+    assert info.leader_exit_s >= 2.0 and info.leader_exit_s <= info.group_empty_s  # after SIGKILL
     assert _all_gone([srv.proc.pid, *children])
 
 
@@ -318,8 +318,8 @@ def test_processes_the_leader_leaves_in_its_group_are_killed_with_a_warning(tmp_
     children = _children(srv.proc.pid)
     srv.stop()
     info = srv.stop_info()
-    assert info["signals"] == ["SIGTERM to the process group"] and info["exit_code"] == -signal.SIGTERM
-    assert info["warnings"] == ["server exited but left processes in its group: killed"]
+    assert info.signals == ["SIGTERM to the process group"] and info.exit_code == -signal.SIGTERM
+    assert info.warnings == ["server exited but left processes in its group: killed"]
     assert children and _all_gone(children)
 
 

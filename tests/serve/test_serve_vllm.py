@@ -80,7 +80,7 @@ def test_start_health_acceptance_and_stop(tmp_path: Path) -> None:
     assert got["steps"] == steps and got["accept_length"] == pytest.approx(20 / steps) and got["requests"] == 1
     assert info["engine_version"] == "0.24.0-fake" and info["server_info_read"]
     assert info["speculative"]["method"] == "ngram" and info["max_running_requests"] == 256
-    assert srv.stop_info()["signals"] == ["SIGTERM to the leader"] and srv.stop_info()["exit_code"] == 0
+    assert srv.stop_info().signals == ["SIGTERM to the leader"] and srv.stop_info().exit_code == 0
 
 
 def test_a_failed_start_says_vllms_root_cause(tmp_path: Path) -> None:
@@ -124,8 +124,8 @@ def test_a_container_runs_exactly_the_preset(docker_client, fake_vllm_image, tmp
     assert got["requests"] == 1 and got["accept_length"] > 1
     assert info["engine_version"] == "0.24.0-fake" and info["speculative"]["method"] == "ngram"
     assert info["image"] == fake_vllm_image and info["launcher"] == "VLLMDockerLauncher"
-    assert srv.stop_info()["exit_code"] == 0 and srv.stop_info()["warnings"] == []
-    assert srv.stop_info()["signals"] == ["SIGTERM to the container's main process"]
+    assert srv.stop_info().exit_code == 0 and srv.stop_info().warnings == []
+    assert srv.stop_info().signals == ["SIGTERM to the container's main process"]
     assert not [x for x in docker_client.containers.list(all=True) if x.id == c.id], "container left behind"
     assert "FAKE-VLLM-ARGV" in (tmp_path / "v.log").read_text()
     crash = VLLMDockerLauncher(fake_vllm_image, {"model": "/m", "crash-after-start": True}, gpus=None,

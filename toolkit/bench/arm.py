@@ -19,7 +19,7 @@ from toolkit.bench.plan import Cell, RunPlan, Slot
 from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.schema.eligibility import busy_check
 from toolkit.schema.keys import launch_suffix
-from toolkit.schema.manifest import LaunchRecord, Window
+from toolkit.schema.manifest import ArmState, LaunchRecord, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 
 START_TIMEOUT_S = 600
@@ -170,7 +170,7 @@ class ArmRunner:
                 if not self.ledger.is_done(cell):
                     self.fail_unexpected([cell], exc)
 
-    def _server_facts(self) -> dict:
+    def _server_facts(self) -> ArmState:
         """The launcher's facts plus, for SGLang (launched or external), what the server says about itself:
         /server_info archived as servers/<arm>.json (servers/<arm>__l<launch>.json for later launches), its
         limits and speculative settings, and each preset flag it reports differently. The 48-request cap is
@@ -185,7 +185,7 @@ class ArmRunner:
         info["speculative_algorithm"] = meaning.algorithm
         eng = get(self.plan.engine)
         if not eng.reports_server_info:
-            return info
+            return ArmState.model_validate(info)
         raw = info.pop("server_info", None) or self.launcher.server_info()
         info.update(eng.server_state(raw))
         if raw and raw.get(sglang.SERVER_INFO_LOAD_FORMAT):
@@ -213,10 +213,11 @@ class ArmRunner:
         info["speculative_algorithm"] = (info["speculative_algorithm"]
                                          or info.get("speculative", {}).get("speculative_algorithm"))
         info["cells"] = {}
-        return info
+        return ArmState.model_validate(info)
 
     def _speculative(self) -> bool:
-        return bool((self.ledger.arm_info.get(self.arm) or {}).get("speculative_algorithm"))
+        info = self.ledger.arm_info.get(self.arm)
+        return bool(info and info.speculative_algorithm)
 
     def _acceptance(self, cell: Cell, summary: CellSummary, probe) -> None:
         """Where the wire gave no steps per request, the cell's acceptance from the server's own counts
@@ -231,7 +232,7 @@ class ArmRunner:
                 summary.metrics["accept_length"] = figure(got.value, n)
                 summary.accept_source, summary.accept_counts = got.source, got.counts or None
         info = self.ledger.arm_info.get(self.arm)
-        if info and info.get("server_info_read"):
+        if info and info.server_info_read:
             from toolkit.serve.sglang import server_state
 
             st = server_state(self.launcher.server_info())
@@ -323,12 +324,10 @@ class ArmRunner:
         for name, value in self.launcher.launch_facts().items():  # e.g. where a batch job ran and how it ended
             setattr(self.record, name, value)
         self._note_job()
-        if notes:
+        if notes is not None:
             self.record.stop = notes
-        if notes.get("warnings"):
-            with self.ledger.lock:
-                info = self.ledger.arm_info.setdefault(self.arm, {"cells": {}})
-                info["stop_warnings"] = [*info.get("stop_warnings", []), *notes["warnings"]]
+        if notes is not None and notes.warnings:
+            self.ledger.stop_warnings(self.arm, notes.warnings)
 
     def _note_job(self) -> None:
         """The launch as it is now into the manifest, where the target kind records one (a Slurm job: submitted,

@@ -24,7 +24,7 @@ from toolkit.results.speedups import (BOOTSTRAP, launch_paired, measured_ok, occ
                                       paired_ratio, speedups)
 from toolkit.results.verdicts import crossovers, never_pays_off, recommended_threshold  # noqa: F401 (re-exported)
 from toolkit.schema.eligibility import MIN_CELL_S, MIN_REQUESTS_PER_SLOT, short_why
-from toolkit.schema.manifest import Speedup, Timing, Window
+from toolkit.schema.manifest import ArmState, Check, Speedup, Timing, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 
 
@@ -95,14 +95,14 @@ def shared_hardware_overlaps(windows: dict[str, Window]) -> list[tuple[str, str,
 
 
 def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple, list[RequestRecord]],
-                       arm_info: dict[str, dict], flushed: dict[str, bool] | None = None,
+                       arm_info: dict[str, ArmState], flushed: dict[str, bool] | None = None,
                        representativeness: list[dict] | None = None,
-                       windows: dict[str, Window] | None = None, dummy_arms: list[str] | None = None) -> list[dict]:
-    """Problems with how a run measured, each {check, severity, message}. --strict fails on any error."""
-    out: list[dict] = []
+                       windows: dict[str, Window] | None = None, dummy_arms: list[str] | None = None) -> list[Check]:
+    """Problems with how a run measured, each a Check (check, severity, message). --strict fails on any error."""
+    out: list[Check] = []
 
     def add(check: str, message: str, severity: str = "warning") -> None:
-        out.append({"check": check, "severity": severity, "message": message})
+        out.append(Check(check=check, severity=severity, message=message))
 
     _overlap_checks(windows or {}, add)
     _server_checks(matrix, arm_info, add)
@@ -150,25 +150,25 @@ def _overlap_checks(windows: dict[str, Window], add: Callable[..., None]) -> Non
             "`independent: true` only when they really are separate machines", "error")
 
 
-def _server_checks(matrix, arm_info: dict[str, dict], add: Callable[..., None]) -> None:
+def _server_checks(matrix, arm_info: dict[str, ArmState], add: Callable[..., None]) -> None:
     """What the servers said of themselves: settings other than the preset's, a cap below the tested
     concurrency, a stop that needed a harsher signal."""
     for arm, info in arm_info.items():
-        for mm in info.get("preset_mismatches") or []:
-            ext = info.get("external")
+        for mm in info.preset_mismatches:
+            ext = info.external
             add("server-differs-from-preset",
                 f"arm {arm}: the server reports {mm['flag'].replace('-', '_')}={mm['server']!r} where the preset says "
                 f"{mm['flag']}: {mm['preset']!r}" + (": this external server was started with other settings than "
                 "the spec; the figures belong to the server, not to the preset" if ext else
                 " (SGLang adjusted it at start-up)"), "error" if ext else "warning")
     for arm, info in arm_info.items():
-        limit = info.get("max_running_requests")
+        limit = info.max_running_requests
         over = [c for c in matrix.concurrency or [] if limit and c > limit]  # open loop: the queue is the load
         if not over:
             continue
-        source = info.get("max_running_requests_source") or "the launcher"
-        if info.get("max_running_requests_implicit"):
-            said = info.get("max_running_requests_log_line")
+        source = info.max_running_requests_source or "the launcher"
+        if info.max_running_requests_implicit:
+            said = info.max_running_requests_log_line
             add("concurrency-above-max-running-requests",
                 f"arm {arm}: concurrency {over} exceeds max running requests {limit} ({source}), which SGLang set by "
                 "itself because speculation is on and `max-running-requests` is unset"
@@ -179,7 +179,7 @@ def _server_checks(matrix, arm_info: dict[str, dict], add: Callable[..., None]) 
                 f"arm {arm}: concurrency {over} exceeds the {limit} request(s) this server runs at once; extra "
                 "requests queue (TTFT includes the wait, throughput cannot rise)")
     for arm, info in arm_info.items():
-        for w in info.get("stop_warnings") or []:
+        for w in info.stop_warnings:
             add("server-stop-escalated", f"arm {arm}: {w} (a harsher signal ended it; its log's tail says why)")
 
 
@@ -206,29 +206,29 @@ def _prompt_checks(matrix, records: dict[tuple, list[RequestRecord]], add: Calla
                 "were sent different prompt sets; pairing is broken", "error")
 
 
-def acceptance_checks(matrix, cells: list[CellSummary], arm_info: dict[str, dict]) -> list[dict]:
+def acceptance_checks(matrix, cells: list[CellSummary], arm_info: dict[str, ArmState]) -> list[Check]:
     """A speculative arm whose cells carry no acceptance length, and server counts that hold other requests
     than the cell's (toolkit/bench/acceptance.py)."""
     out = []
     for arm, info in arm_info.items():
-        alg = info.get("speculative_algorithm")
+        alg = info.speculative_algorithm
         missing = [c for c in cells if c.arm == arm and c.status == "ok" and "accept_length" not in c.metrics]
         if alg and missing:
             how = ("set `enable-metrics: true` in the preset (a cell-level figure from /metrics)" if matrix.api == "generate"
                    else "set `api: generate` in the Matrix (per request, from meta_info) or `enable-metrics: true` in "
                         "the preset (a cell-level figure from /metrics)")
-            out.append({"check": "acceptance-unavailable", "severity": "warning", "message":
-                        f"arm {arm} ({alg}): {len(missing)} cell(s) without an acceptance length: over api "
-                        f"{matrix.api} no verification steps reach the client and the server gave no counts for "
-                        f"the cell; {how}"})
+            out.append(Check(check="acceptance-unavailable", severity="warning", message=(
+                f"arm {arm} ({alg}): {len(missing)} cell(s) without an acceptance length: over api "
+                f"{matrix.api} no verification steps reach the client and the server gave no counts for "
+                f"the cell; {how}")))
     for c in cells:
         got = (c.accept_counts or {}).get("requests")
         ok = c.n_requests - c.n_errors
         if c.accept_source == "server-metrics" and got is not None and int(got) != ok:
-            out.append({"check": "acceptance-counts-mismatch", "severity": "warning", "message":
-                        f"{c.arm} {c.domain} {c.label}: the server counted {int(got)} finished requests over "
-                        f"the measured phase, the cell has {ok}: another client used the server meanwhile (or its "
-                        "counters lagged); the cell's acceptance length mixes them"})
+            out.append(Check(check="acceptance-counts-mismatch", severity="warning", message=(
+                f"{c.arm} {c.domain} {c.label}: the server counted {int(got)} finished requests over "
+                f"the measured phase, the cell has {ok}: another client used the server meanwhile (or its "
+                "counters lagged); the cell's acceptance length mixes them")))
     return out
 
 

@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from toolkit.bench.plan import Cell
-from toolkit.schema.manifest import AutoStop, LaunchRecord, Timing, Window
+from toolkit.schema.manifest import ArmState, AutoStop, LaunchRecord, Timing, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 
 
@@ -21,7 +21,7 @@ class Ledger:
         self.cells: list[CellSummary] = []
         self.records: dict[tuple, list[RequestRecord]] = {}  # (arm, domain, concurrency) -> records, repeats and
         # launches pooled (each record carries its repeat and launch)
-        self.arm_info: dict[str, dict] = {}  # arm -> what its server said about itself
+        self.arm_info: dict[str, ArmState] = {}  # arm -> what its server said about itself
         self.flushed: dict[str, bool] = {}  # arm -> every /flush_cache before its cells worked
         self.windows: dict[str, Window] = {}  # arm (+ __l<launch>) -> when it was measured (epoch s), on what hardware
         self.launches: dict[str, list[LaunchRecord]] = {}  # arm -> its server launches, by launch
@@ -102,16 +102,24 @@ class Ledger:
         with self.lock:
             self.flushed[arm] = self.flushed.get(arm, True) and ok
 
-    def set_arm(self, arm: str, info: dict | None = None, window: Window | None = None, label: str | None = None) -> None:
+    def set_arm(self, arm: str, info: ArmState | None = None, window: Window | None = None,
+                label: str | None = None) -> None:
         """What an arm's server said (a later launch keeps the cells' states of the earlier ones), and when a
         launch measured (`label`: arm + launch suffix)."""
         with self.lock:
             if info is not None:
-                cells = (self.arm_info.get(arm) or {}).get("cells") or {}
-                self.arm_info[arm] = {**info, "cells": {**cells, **(info.get("cells") or {})}}
+                before = self.arm_info.get(arm)
+                info.cells = {**(before.cells if before else {}), **info.cells}  # set: summary.json holds it
+                self.arm_info[arm] = info
             if window is not None:
                 self.windows[label or arm] = window
 
     def cell_state(self, arm: str, key: str, state: dict) -> None:
         with self.lock:
-            self.arm_info[arm].setdefault("cells", {})[key] = state
+            self.arm_info[arm].cells[key] = state
+
+    def stop_warnings(self, arm: str, warnings: list[str]) -> None:
+        """A stop that needed a harsher signal: a warning on the arm (a methodology check)."""
+        with self.lock:
+            info = self.arm_info.setdefault(arm, ArmState(cells={}))
+            info.stop_warnings = [*info.stop_warnings, *warnings]

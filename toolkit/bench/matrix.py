@@ -37,7 +37,7 @@ from toolkit.results.archive import ArchiveWriter, open_archive
 from toolkit.results.report import run_markdown
 from toolkit.results.speedups import stage1_rounds
 from toolkit.schema.keys import level_label, run_status
-from toolkit.schema.manifest import AutoStop, BuildRecord, Derived, Speedup, status_reason
+from toolkit.schema.manifest import AutoStop, BuildRecord, Check, Derived, Speedup, status_reason
 from toolkit.schema.records import CellSummary
 from toolkit.signals import catch, restore
 from toolkit.specs import LoadedSpec
@@ -364,15 +364,15 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
                                        representativeness=plan.representativeness, windows=ledger.windows,
                                        dummy_arms=[a for a in m.arms if plan.is_dummy(a, ledger.arm_info.get(a))])
     if m.launches > 1 and not plan.target.starts_servers:
-        checks.append({"check": "launches-of-external-servers", "severity": "warning",
-                       "message": f"launches: {m.launches} against external servers: the toolkit does not start them, "
-                                  "so their launches are not relaunches and the launch noise is not sampled"})
+        checks.append(Check(check="launches-of-external-servers", severity="warning",
+                            message=f"launches: {m.launches} against external servers: the toolkit does not start "
+                                    "them, so their launches are not relaunches and the launch noise is not sampled"))
     timing = ledger.timing.model_copy()
     timing.arms = ledger.windows
     if wall_s is not None:
         timing.wall_s = wall_s
         timing.overhead_ratio = derive.overhead_ratio(timing, [s.arms for s in plan.slots])
-    derived = Derived(baseline=m.baseline_arm, **v, speculative_arms=sorted(spec_arms), methodology=checks,
+    derived = Derived(baseline=m.baseline_arm, **v._asdict(), speculative_arms=sorted(spec_arms), methodology=checks,
                       representativeness=plan.representativeness, arm_info=ledger.arm_info, timing=timing,
                       cells_planned=plan.cells_planned, cells_done=len(ledger.cells), launches=ledger.launches,
                       warmup_launches=ledger.warmups, launches_auto=ledger.auto, noise=noise_note)

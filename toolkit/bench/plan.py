@@ -21,7 +21,7 @@ from toolkit.engines import preset_meaning, sglang
 from toolkit.errors import SpecError, ToolkitError, did_you_mean
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key, level_label, rate_text, synthetic_arm
-from toolkit.schema.manifest import BuildRecord, Manifest
+from toolkit.schema.manifest import ArmState, BuildRecord, Manifest
 from toolkit.schema.records import Prompt
 from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
@@ -344,11 +344,11 @@ class RunPlan:
             return None
         return sglang.simulated_length({**self.env.env, **self.m.target.env})
 
-    def is_dummy(self, arm: str, info: dict | None = None) -> bool:
+    def is_dummy(self, arm: str, info: ArmState | None = None) -> bool:
         """Does this arm serve random weights? Of a server the toolkit did not start (an external target) only
         what the server says about itself counts (`info`: its arm facts, SGLang's load_format)."""
         if not self.target.starts_servers:
-            return sglang.server_says_dummy(info)  # the arm facts keep /server_info's load_format
+            return sglang.server_says_dummy(info and info.model_extra)  # the facts' extras keep its load_format
         return preset_meaning(self.env, self.preset_name(arm)).dummy_weights
 
     def launcher_kwargs(self, slot: Slot, arm: str, log_dir: Path) -> dict:

@@ -231,7 +231,7 @@ def _qualify(cells: list[CellDiff], a: Archive, b: Archive) -> None:
     from toolkit.results.verdicts import judged_cells
     from toolkit.schema.eligibility import Eligibility
 
-    eligs = [(side, Eligibility(judged_cells(x), {arm: s.model_dump(mode="json") for arm, s in x.derived.arm_info.items()}))
+    eligs = [(side, Eligibility(judged_cells(x), x.derived.arm_info))
              for side, x in (("A", a), ("B", b))]
     for c in cells:
         for side, elig in eligs:

@@ -21,6 +21,7 @@ import json
 from collections import defaultdict
 
 from toolkit.errors import ToolkitError
+from toolkit.schema.manifest import ArmState, Check, Derived
 from toolkit.schema.records import CellSummary, RequestRecord
 
 PAIRINGS = ("prompt-hashes", "asserted", "unpaired", "one-arm")
@@ -50,7 +51,7 @@ def pairing_of(files: dict[str, list[dict]], same_prompts: bool) -> str:
     return "asserted" if same_prompts else "unpaired"
 
 
-def align(files: dict[str, list[dict]], names: dict[str, str], baseline: str, domain: str | None) -> list[dict]:
+def align(files: dict[str, list[dict]], names: dict[str, str], baseline: str, domain: str | None) -> list[Check]:
     """Refuse files that cannot be compared; returns methodology checks for levels only one side ran."""
     def levels(arm: str) -> dict[tuple[str, int], set]:
         out: dict[tuple[str, int], set] = defaultdict(set)
@@ -59,7 +60,7 @@ def align(files: dict[str, list[dict]], names: dict[str, str], baseline: str, do
         return out
 
     base = levels(baseline)
-    checks = []
+    checks: list[Check] = []
     for arm in files:
         if arm == baseline:
             continue
@@ -79,8 +80,8 @@ def align(files: dict[str, list[dict]], names: dict[str, str], baseline: str, do
                     "their cells cannot be aligned", hint="import runs of the same request rate")
         only = sorted((set(mine) ^ set(base)) - set(common))
         if only:
-            checks.append({"check": "import-levels-not-shared", "severity": "warning", "message":
-                           f"{arm} vs {baseline}: cells only one side ran get no speed-up: {_fmt(only)}"})
+            checks.append(Check(check="import-levels-not-shared", severity="warning",
+                                message=f"{arm} vs {baseline}: cells only one side ran get no speed-up: {_fmt(only)}"))
     return checks
 
 
@@ -115,7 +116,7 @@ def check_asserted(files: dict[str, list[dict]], baseline: str, domain: str | No
                                         "--same-prompts (unpaired)")
 
 
-def prompt_checks(records: dict[tuple, list[RequestRecord]], baseline: str) -> list[dict]:
+def prompt_checks(records: dict[tuple, list[RequestRecord]], baseline: str) -> list[Check]:
     """Paired by prompt hash: cells where the arms' prompts differ pair only over the common ones."""
     out = []
     for (arm, domain, conc), recs in sorted(records.items()):
@@ -124,14 +125,14 @@ def prompt_checks(records: dict[tuple, list[RequestRecord]], baseline: str) -> l
             continue
         a, b = {r.prompt_id for r in recs}, {r.prompt_id for r in base}
         if a != b:
-            out.append({"check": "arms-saw-different-prompts", "severity": "warning", "message":
-                        f"{arm} vs {baseline} {domain} c={conc}: {len(a & b)} prompts in common of {len(a)} and "
-                        f"{len(b)}: the paired ratio is over the common ones only"})
+            out.append(Check(check="arms-saw-different-prompts", severity="warning", message=(
+                f"{arm} vs {baseline} {domain} c={conc}: {len(a & b)} prompts in common of {len(a)} and "
+                f"{len(b)}: the paired ratio is over the common ones only")))
     return out
 
 
 def import_derived(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]], baseline: str,
-                   pairing: str, speculative: set[str], arm_info: dict, checks: list[dict]) -> dict:
+                   pairing: str, speculative: set[str], arm_info: dict[str, ArmState], checks: list[Check]) -> Derived:
     """The derived block of a several-arm import: speed-ups (paired or not, as `pairing` says), the verdicts
     the runner makes from them, and the methodology notes. One server launch per file: the paired CIs are
     widened by the default launch noise of both sides (toolkit/stats/comparisons.py widen)."""
@@ -143,14 +144,14 @@ def import_derived(cells: list[CellSummary], records: dict[tuple, list[RequestRe
     if pairing == "unpaired":
         for r in rows:
             r.paired_ratio, r.ci_low, r.ci_high, r.n_pairs, r.ci_method = None, None, None, 0, UNPAIRED_WHY
-        checks = [*checks, {"check": "import-unpaired", "severity": "warning", "message":
-                            f"speed-ups are {UNPAIRED_WHY}; no paired CI, so no crossover or threshold verdict"}]
+        checks = [*checks, Check(check="import-unpaired", severity="warning", message=(
+            f"speed-ups are {UNPAIRED_WHY}; no paired CI, so no crossover or threshold verdict"))]
     elif pairing == "asserted":
-        checks = [*checks, {"check": "import-pairing-asserted", "severity": "warning", "message":
-                            "paired by request index because --same-prompts said the files were recorded with "
-                            "the same prompts in the same order (the files carry no prompts to check it by)"}]
+        checks = [*checks, Check(check="import-pairing-asserted", severity="warning", message=(
+            "paired by request index because --same-prompts said the files were recorded with "
+            "the same prompts in the same order (the files carry no prompts to check it by)"))]
     else:
         checks = [*checks, *prompt_checks(records, baseline)]
     v = verdicts(rows, cells, arm_info, speculative)
-    return {"baseline": baseline, **v, "speculative_arms": sorted(speculative), "methodology": checks,
-            "arm_info": arm_info, "noise": {"source": "default", "launch_cv": DEFAULT_LAUNCH_CV}}
+    return Derived(baseline=baseline, **v._asdict(), speculative_arms=sorted(speculative), methodology=checks,
+                   arm_info=arm_info, noise={"source": "default", "launch_cv": DEFAULT_LAUNCH_CV})

@@ -58,7 +58,7 @@ def analyse(a: Archive, objectives: Objectives, derived: Derived | None = None) 
 
     derived = current(a, derived)
     reader = CellReader(a, objectives)
-    elig = Eligibility(judged_cells(a), {arm: s.model_dump(mode="json") for arm, s in derived.arm_info.items()})
+    elig = Eligibility(judged_cells(a), derived.arm_info)
     cells = [reader.slo(keys) for _, keys in sorted(reader.groups().items())]
     for c in cells:  # assigned only where flagged: summary.json keeps the fields that were set
         ex, qu = elig.excluded(c.arm, c.domain, c.level), elig.qualified(c.arm, c.domain, c.level)

@@ -14,13 +14,13 @@ Levels left out are named in the note; with none left, there is no advice at all
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, NamedTuple
 
 from toolkit.errors import ToolkitError
 from toolkit.schema.eligibility import Eligibility, stall_check
 from toolkit.schema.keys import level_label
 from toolkit.results.records import records_exist
-from toolkit.schema.manifest import Crossover, Derived, Speedup
+from toolkit.schema.manifest import ArmState, Crossover, Derived, Speedup
 from toolkit.schema.records import CellSummary
 
 
@@ -66,7 +66,7 @@ def _why(rs: list[Speedup], field: str) -> str:
 
 
 def crossovers(rows: list[Speedup], speculative: set[str] | None = None, cells: list | None = None,
-               arm_info: dict | None = None) -> list[dict]:
+               arm_info: dict[str, ArmState] | None = None) -> list[dict]:
     """Per (speculative arm, domain): the crossover over the levels a verdict may use (rows without
     `excluded`), the note naming the levels left out and the ones that qualify it. `cells` and `arm_info`:
     a rate crossover's threshold as the running batch the arm's server saw there (running_batch)."""
@@ -118,7 +118,8 @@ def crossovers(rows: list[Speedup], speculative: set[str] | None = None, cells: 
     return out
 
 
-def running_batch(cells: list, arm_info: dict, arm: str, domain: str, rate: float) -> tuple[float, str] | None:
+def running_batch(cells: list, arm_info: dict[str, ArmState], arm: str, domain: str,
+                  rate: float) -> tuple[float, str] | None:
     """The running batch an arm's server saw at one open-loop level, and whence: the mean requests in flight
     over its measured cells there (CellSummary.effective_concurrency: the summed request times over the
     cell's span, Little's law, from the client's stamps), at most the server's max_running_requests (from
@@ -129,14 +130,16 @@ def running_batch(cells: list, arm_info: dict, arm: str, domain: str, rate: floa
     if not seen:
         return None
     mean = sum(seen) / len(seen)
-    cap = (arm_info.get(arm) or {}).get("max_running_requests")
+    info = arm_info.get(arm)
+    cap = info.max_running_requests if info is not None else None
     if cap and mean > cap:
         return float(cap), f"the server's max_running_requests ({cap}): {mean:.1f} requests were in flight on average"
     under = f", under the server's cap of {cap}" if cap else ""
     return mean, f"mean requests in flight over {len(seen)} cell(s){under}"
 
 
-def _rate_crossover(arm: str, domain: str, every: list[Speedup], cells: list, arm_info: dict) -> dict:
+def _rate_crossover(arm: str, domain: str, every: list[Speedup], cells: list,
+                    arm_info: dict[str, ArmState]) -> dict:
     """The crossover of open-loop levels (`rates:`): the lowest rate from which the arm is significantly slower
     at that rate and every higher one. The disable-batch threshold is a batch size, not a rate: it is the
     running batch the arm's server saw at the crossover rate (running_batch), rounded down (disabling a little
@@ -236,15 +239,23 @@ def advice_text(cross: list, arm: str) -> str:
     return "no threshold needed in the tested range" + tail
 
 
-def verdicts(rows: list[Speedup], cells: list, arm_info: dict, speculative: set[str]) -> dict:
+class Verdicts(NamedTuple):
+    """The verdict fields of the derived block (Derived's own names: `Derived(**v._asdict())`)."""
+
+    speedups: list[Speedup]
+    crossovers: list[Crossover]
+    recommended_disable_batch_threshold: dict[str, int | None]
+    never_pays_off: list[str]
+
+
+def verdicts(rows: list[Speedup], cells: list, arm_info: dict[str, ArmState], speculative: set[str]) -> Verdicts:
     """The verdict fields of the derived block: speed-up rows marked, crossovers, threshold and
     never-pays-off per speculative arm. The runner and every reader call this, on the same inputs."""
     marked = mark(rows, Eligibility(cells, arm_info))  # the runner's cells carry their checks
     cross = crossovers(marked, speculative, cells, arm_info)
     arms = sorted(speculative)
-    return {"speedups": marked, "crossovers": cross,
-            "recommended_disable_batch_threshold": {a: recommended_threshold(cross, a) for a in arms},
-            "never_pays_off": [a for a in arms if never_pays_off(cross, a)]}
+    return Verdicts(marked, [Crossover.model_validate(c) for c in cross],  # the fields each set, as summary.json holds
+                    {a: recommended_threshold(cross, a) for a in arms}, [a for a in arms if never_pays_off(cross, a)])
 
 
 def current(a, derived: Derived | None = None) -> Derived:
@@ -256,13 +267,7 @@ def current(a, derived: Derived | None = None) -> Derived:
     if not derived.speedups:
         return derived
     spec = set(derived.speculative_arms) or {c.arm for c in derived.crossovers}
-    arm_info = {a: s.model_dump(mode="json") for a, s in derived.arm_info.items()}
-    v = verdicts(derived.speedups, cells, arm_info, spec)
-    return derived.model_copy(update={
-        "speedups": v["speedups"],
-        "crossovers": [Crossover.model_validate(c) for c in v["crossovers"]],
-        "recommended_disable_batch_threshold": v["recommended_disable_batch_threshold"],
-        "never_pays_off": v["never_pays_off"]})
+    return derived.model_copy(update=verdicts(derived.speedups, cells, derived.arm_info, spec)._asdict())
 
 
 def judged_cells(a) -> list[CellSummary]:

@@ -6,7 +6,7 @@ run's cells) and leaves an excluded cell out, naming it, or names a qualified on
 
 Excluded (no verdict uses the cell; the verdict says which cells it left out and why):
     failed        the cell failed: it has no figures
-    capped        its concurrency is above the requests the server runs at once (arm_info's
+    capped        its concurrency is above the requests the server runs at once (ArmState's
                   max_running_requests, or SGLang's implicit 48 with speculation): the extra requests queue,
                   so the cell measures the queue, not the server at that concurrency
     few-samples   fewer than MIN_SAMPLES successful measured requests: no paired CI, no test, and a
@@ -34,12 +34,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 
 from toolkit.engines.sglang import IMPLICIT_SPEC_CAP
 from toolkit.schema.keys import level_label
+from toolkit.schema.manifest import ArmState
 from toolkit.schema.records import CellCheck, CellSummary, RequestRecord
 
 MIN_SAMPLES = 10            # successful measured requests a verdict needs (the diff's test needs as many)
@@ -80,21 +81,17 @@ class Flag:
         return f"{self.code} ({self.why})"
 
 
-def _get(obj: Any, key: str) -> Any:
-    if obj is None:
-        return None
-    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
-
-
-def server_cap(arm: Any) -> tuple[int | None, str]:
-    """(requests the arm's server runs at once, where that number comes from); arm: an ArmState or its dict."""
-    limit, implicit = _get(arm, "max_running_requests"), bool(_get(arm, "max_running_requests_implicit"))
+def server_cap(arm: ArmState | None) -> tuple[int | None, str]:
+    """(requests the arm's server runs at once, where that number comes from)."""
+    if arm is None:
+        return None, ""
+    limit, implicit = arm.max_running_requests, arm.max_running_requests_implicit
     if limit is None and implicit:
         limit = IMPLICIT_SPEC_CAP
     if not limit:
         return None, ""
     return int(limit), ("set by SGLang itself: speculation on, max-running-requests unset" if implicit
-                        else f"the server's max running requests ({_get(arm, 'max_running_requests_source') or 'launcher'})")
+                        else f"the server's max running requests ({arm.max_running_requests_source or 'launcher'})")
 
 
 def short_why(cell: CellSummary) -> str | None:
@@ -108,7 +105,7 @@ def short_why(cell: CellSummary) -> str | None:
     return ", ".join(parts) or None
 
 
-def cell_flags(cell: CellSummary, arm: Any = None, drift: str | None = None) -> list[Flag]:
+def cell_flags(cell: CellSummary, arm: ArmState | None = None, drift: str | None = None) -> list[Flag]:
     """Every reason a verdict may not use this cell (excluding) or must name it (qualifying)."""
     if cell.status != "ok":
         return [Flag.of("failed", cell.reason or "the cell failed")]
@@ -135,7 +132,7 @@ class Eligibility:
     """The flags of a run's cells, by (arm, domain, concurrency): the repeats of a level pooled (a flag on
     any repeat flags the level, since the level's figures pool them)."""
 
-    def __init__(self, cells: Iterable[CellSummary], arm_info: dict[str, Any] | None = None,
+    def __init__(self, cells: Iterable[CellSummary], arm_info: dict[str, ArmState] | None = None,
                  drift: dict[tuple[str, str, int], str] | None = None):
         self._by: dict[tuple[str, str, int], list[Flag]] = defaultdict(list)
         self._rates = False

@@ -27,6 +27,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from toolkit.errors import ToolFailure
 from toolkit.fsutil import tail_lines
+from toolkit.schema.manifest import SlurmJobRecord, StopRecord
 from toolkit.signals import catch
 
 
@@ -48,7 +49,7 @@ class Launcher(Protocol):
     def stop(self) -> None: ...
     def log_tail(self, n: int = 40) -> str: ...
     def log_text(self) -> str | None: ...  # the whole log kept by the toolkit (None: log_tail is all there is)
-    def stop_info(self) -> dict: ...  # how the last stop went: signals sent, warnings, exit code
+    def stop_info(self) -> StopRecord | None: ...  # how the last stop went: signals sent, warnings, exit code
     def exit_code(self) -> int | None: ...  # None while running (or not managed)
 
     # Optional capabilities, with BaseLauncher's no-op defaults: a launcher that has none of them (a local
@@ -60,7 +61,7 @@ class Launcher(Protocol):
 
     def archive_files(self) -> dict[str, str]: ...  # {archive path: text} written once it started ({}: none)
     def launch_facts(self) -> dict: ...  # what the launch record keeps of where it ran and how it ended ({})
-    def job_record(self, launch: int) -> dict | None: ...  # the batch job as the manifest lists it (None)
+    def job_record(self, launch: int) -> SlurmJobRecord | None: ...  # the batch job as the manifest lists it (None)
 
 
 _LIVE: "weakref.WeakSet[BaseLauncher]" = weakref.WeakSet()
@@ -254,10 +255,10 @@ class BaseLauncher:
         """What the server says about itself: nothing, unless an engine's launcher knows how to ask."""
         return {}
 
-    def stop_info(self) -> dict:
-        """How the last stop went: {signals: [what was sent, in order], warnings: [...], exit_code}; {} when
-        the toolkit stops nothing."""
-        return {}
+    def stop_info(self) -> StopRecord | None:
+        """How the last stop went (signals sent, in order, warnings, exit code); None when the toolkit stops
+        nothing."""
+        return None
 
     log_path: Path | None = None  # where the toolkit keeps the server's log, for launchers that keep one
 
@@ -285,7 +286,7 @@ class BaseLauncher:
     def launch_facts(self) -> dict:
         return {}
 
-    def job_record(self, launch: int) -> dict | None:  # noqa: ARG002 - a batch job's launcher has one
+    def job_record(self, launch: int) -> SlurmJobRecord | None:  # noqa: ARG002 - a batch job's launcher has one
         return None
 
     def __enter__(self):
@@ -347,14 +348,14 @@ class ProcessLauncher(BaseLauncher):
     def _terminate(self) -> None:
         from toolkit.serve.stopping import stop_process
 
-        self._stop_notes = {"signals": [], "warnings": []}
+        self._stop_notes = StopRecord(signals=[], warnings=[])
         if self.proc is not None and self.proc.poll() is None:
             self._stop_notes = stop_process(self.proc, self.name, self.stop_signal, self.stop_group, self.stop_timeout_s,
                                             log_path=self.log_path, force_quit=self.force_quit,
                                             done=self.shutdown_done)
 
-    def stop_info(self) -> dict:
-        return dict(getattr(self, "_stop_notes", {}))
+    def stop_info(self) -> StopRecord | None:
+        return getattr(self, "_stop_notes", None)
 
     def log_tail(self, n: int = 40) -> str:
         return tail_lines(self.log_path, n)

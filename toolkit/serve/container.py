@@ -16,6 +16,7 @@ from pathlib import Path
 
 from toolkit.engines import Engine
 from toolkit.fsutil import tail_lines
+from toolkit.schema.manifest import StopRecord
 from toolkit.serve.base import BaseLauncher, free_port
 from toolkit.serve.jitcache import JitCache
 
@@ -67,7 +68,7 @@ class ContainerLauncher(BaseLauncher):
         self.log_path = log_path or Path(tempfile.mkdtemp(prefix=f"toolkit-{self.engine.name}-")) / "server.log"
         self.stop_timeout_s = int(self.stop_wait_s) if stop_timeout_s is None else stop_timeout_s
         self.jit_cache = jit_cache  # its `inside` is where the folder is mounted
-        self._stop_notes: dict = {}
+        self._stop_notes: StopRecord | None = None
         self.container = None
         self._client = None
         self._exit: int | None = None
@@ -136,18 +137,19 @@ class ContainerLauncher(BaseLauncher):
         stop_timeout_s; an exit code of 137 is that SIGKILL, noted as a warning."""
         if self.container is None:
             return
-        self._stop_notes = {"signals": [f"{signal.Signals(self.stop_signal).name} to the container's main process"],
-                            "warnings": []}
+        notes: dict = {"signals": [f"{signal.Signals(self.stop_signal).name} to the container's main process"],
+                       "warnings": []}
         try:
             self.container.stop(timeout=self.stop_timeout_s)
         except Exception:  # noqa: BLE001 - already gone
             pass
         code = self._poll_exit()
-        self._stop_notes["exit_code"] = code
+        notes["exit_code"] = code
         if code == 137:
-            self._stop_notes["signals"].append("SIGKILL (docker)")
-            self._stop_notes["warnings"].append(f"{self.name} did not exit within {self.stop_timeout_s} s of "
-                                                f"{signal.Signals(self.stop_signal).name}; docker killed it")
+            notes["signals"].append("SIGKILL (docker)")
+            notes["warnings"].append(f"{self.name} did not exit within {self.stop_timeout_s} s of "
+                                     f"{signal.Signals(self.stop_signal).name}; docker killed it")
+        self._stop_notes = StopRecord(**notes)
         if self._log_thread:
             self._log_thread.join(5)
         try:
@@ -163,8 +165,8 @@ class ContainerLauncher(BaseLauncher):
                 pass
         return tail_lines(self.log_path, n)
 
-    def stop_info(self) -> dict:
-        return dict(self._stop_notes)
+    def stop_info(self) -> StopRecord | None:
+        return self._stop_notes
 
     def info(self) -> dict:
         c = self.container

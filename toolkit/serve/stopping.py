@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.schema.manifest import StopRecord
+
 KILL_WAIT_S = 10.0
 GROUP_GRACE_S = 5.0  # for what the leader left in its group after it exited
 POLL_S = 0.03  # the leader's exit and the log are watched this often (the stop times' resolution)
@@ -74,7 +76,7 @@ class _LogWatch:
 
 def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, wait_s: float,
                  log_path: Path | None = None, force_quit: ForceQuit | None = None,
-                 done: ShutdownDone | None = None) -> dict:
+                 done: ShutdownDone | None = None) -> StopRecord:
     """`first` to the leader (or its group), wait_s (meanwhile the force quit, when the log asks for it, and
     SIGKILL to the leader `done.grace_s` after the log says its shutdown is done); then SIGTERM to the group
     (unless that was the first), wait_s; then SIGKILL to the group.
@@ -110,7 +112,7 @@ def stop_process(proc: subprocess.Popen, name: str, first: int, to_group: bool, 
     notes["exit_code"] = proc.poll()
     notes["leader_exit_s"] = exited - t0 if exited is not None else None
     notes["group_empty_s"] = time.monotonic() - t0
-    return notes
+    return StopRecord(**notes)
 
 
 def _wait(proc: subprocess.Popen, wait_s: float, watch: _LogWatch | None, force_quit: ForceQuit | None,

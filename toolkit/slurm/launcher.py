@@ -28,6 +28,7 @@ from typing import Callable
 from toolkit import engines
 from toolkit.errors import ToolFailure
 from toolkit.fsutil import tail_lines, write_atomic
+from toolkit.schema.manifest import SlurmJobRecord, StopRecord
 from toolkit.serve.base import NOTE_EVERY_S, BaseLauncher, http_get, last_error_line
 from toolkit.serve.sglang import SGLangMixin
 from toolkit.slurm import tools
@@ -58,7 +59,7 @@ class SlurmLauncher(BaseLauncher):
         self._script: Path | None = None
         self._state: tools.JobState | None = None
         self._state_at = 0.0
-        self._notes: dict = {}
+        self._notes: StopRecord | None = None
         self._beating = threading.Event()
         self.steps: dict[str, str] = {}  # cell key -> JOBID.STEPID its load generator ran as
 
@@ -159,7 +160,7 @@ class SlurmLauncher(BaseLauncher):
         finally:
             st = self.state(fresh=True) if self.job_id else None
             notes["job_state"] = st.describe() if st else None
-            self._notes = notes
+            self._notes = StopRecord(**notes)
             self._beating.clear()
             for path in (self.endpoint_path, self._script, self.heartbeat_path):
                 if path is not None:
@@ -251,8 +252,8 @@ class SlurmLauncher(BaseLauncher):
     def log_tail(self, n: int = 40) -> str:
         return tail_lines(self.log_path, n)
 
-    def stop_info(self) -> dict:
-        return dict(self._notes)
+    def stop_info(self) -> StopRecord | None:
+        return self._notes
 
     def info(self) -> dict:
         return {**super().info(), "command_line": self.job.command_line, **self.launch_facts()}
@@ -265,15 +266,14 @@ class SlurmLauncher(BaseLauncher):
                           "script": f"slurm/{self.job.arm}.sbatch",
                           "log": str(self.log_path) if self.log_path else None, "loadgen": self.job.loadgen, **({"steps": dict(self.steps)} if self.steps else {})}}
 
-    def job_record(self, launch: int) -> dict | None:
-        """The job as the manifest's slurm.jobs lists it (toolkit.schema.manifest.SlurmJobRecord); None before
-        it was submitted."""
+    def job_record(self, launch: int) -> SlurmJobRecord | None:
+        """The job as the manifest's slurm.jobs lists it; None before it was submitted."""
         if self.job_id is None:
             return None
         st = self._state
-        return {"job_id": self.job_id, "arm": self.job.arm, "launch": launch, "job_name": self.job.job_name,
-                "node": self.node, "gpus": (self.gpus or "all") if self.node else None,
-                "state": st.describe() if st else None, "steps": dict(self.steps)}
+        return SlurmJobRecord(job_id=self.job_id, arm=self.job.arm, launch=launch, job_name=self.job.job_name,
+                              node=self.node, gpus=(self.gpus or "all") if self.node else None,
+                              state=st.describe() if st else None, steps=dict(self.steps))
 
     def archive_files(self) -> dict[str, str]:
         """Written to the archive as soon as the job is submitted: its script (its id goes into the manifest's

@@ -85,12 +85,11 @@ class Slurm(Target):
     def note_launch(self, manifest, launcher, launch: int) -> tuple[str, Any] | None:
         """The job (SlurmJobRecord) into the manifest's slurm.jobs: when submitted (a toolkit killed with -9
         still names it, and --resume cancels it), again when it ran and ended."""
-        from toolkit.schema.manifest import SlurmJobRecord, SlurmRecord
+        from toolkit.schema.manifest import SlurmRecord
 
-        job = launcher.job_record(launch)
-        if job is None:
+        new = launcher.job_record(launch)
+        if new is None:
             return None
-        new = SlurmJobRecord.model_validate(job)
         rec = manifest.slurm or SlurmRecord(loadgen=launcher.job.loadgen)  # a run from before the field
         jobs = list(rec.jobs)
         at = next((i for i, j in enumerate(jobs) if j.job_id == new.job_id), len(jobs))

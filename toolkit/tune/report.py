@@ -180,7 +180,7 @@ def _eligibility(archives: list, judged):
     from toolkit.schema.eligibility import Eligibility
 
     cells = [c for a in archives for c in judged(a)]
-    info = {arm: s.model_dump(mode="json") for a in archives for arm, s in a.derived.arm_info.items()}
+    info = {arm: s for a in archives for arm, s in a.derived.arm_info.items()}
     return Eligibility(cells, info)
 
 

@@ -255,7 +255,7 @@ def eligibility_of(cells: list[CellSummary], derived: Derived):
     """The rule of what a verdict may use, over these cells (toolkit/schema/eligibility.py)."""
     from toolkit.schema.eligibility import Eligibility
 
-    return Eligibility(cells, {a: s.model_dump(mode="json") for a, s in derived.arm_info.items()})
+    return Eligibility(cells, derived.arm_info)
 
 
 def eligibility_blocks(elig, failed_too: bool = False) -> list:
