@@ -1,4 +1,4 @@
-"""Extract one (or more) .sglwheels/partK.tar.xz into a site folder. Stdlib only, Python >= 3.11.4.
+"""Extract one (or more) .sglwheels/partK.tar.xz (or .vllmwheels/partK.tar.xz) into a site folder. Stdlib only, Python >= 3.11.4.
 
     python3 benchmarks/sglang_h200/unpack.py .sglwheels/part1.tar.xz [--dest /tmp/site]
 

@@ -1,9 +1,14 @@
-"""Build the SGLang 0.5.17 wheel set for the offline H200 into a few self-contained archives.
+"""Build a wheel set for the offline GPU machine into a few self-contained archives.
 
+The sets are declared in wheelsets.py (pins, what is stripped and why): `--set sglang-0.5.17` (the
+default, into .sglwheels/) and `--set vllm-0.24.0` (into .vllmwheels/, docs/lab/vllm.md).
 Usage (here, any Python >= 3.11 with pip; PyPI through the configured index):
 
     .venv/bin/python benchmarks/sglang_h200/wheels.py            # download (cached), strip, unpack, pack, check
     .venv/bin/python benchmarks/sglang_h200/wheels.py --check    # re-check .sglwheels/ against MANIFEST.json
+    .venv/bin/python benchmarks/sglang_h200/wheels.py --set vllm-0.24.0   # .vllmwheels/, 36 MiB parts
+
+What follows describes the SGLang set; the vLLM set works the same way with its own folders.
 
   - wheels go to .cache/sglang-0.5.17-wheels/ (kept between runs; only missing ones are downloaded),
     the unpacked tree to .cache/sglang-0.5.17-wheels/tree/ (rebuilt every run),
@@ -47,103 +52,39 @@ import sys
 import tarfile
 import time
 import zipfile
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-# --------------------------------------------------------------------------------------------- data
-# (distribution, version): exactly one wheel each, cp312 / manylinux x86_64 or pure.
-WHEELS: list[tuple[str, str]] = [
-    ("annotated_types", "0.8.0"),
-    ("apache_tvm_ffi", "0.1.11"),
-    ("asttokens", "3.0.2"),
-    ("cffi", "2.1.1"),
-    ("compressed_tensors", "0.20.1"),
-    ("dill", "0.4.1"),
-    ("distro", "1.9.0"),
-    ("executing", "2.3.0"),
-    ("fastapi", "0.165.0"),
-    ("flashinfer_python", "0.6.15.post1"),
-    ("gguf", "0.19.0"),
-    ("ipython", "9.18.1"),
-    ("ipython_pygments_lexers", "1.1.1"),
-    ("jedi", "0.20.1"),
-    ("jiter", "0.19.0"),
-    ("jsonschema", "4.26.0"),
-    ("jsonschema_specifications", "2025.9.1"),
-    ("loguru", "0.7.3"),
-    ("matplotlib_inline", "0.2.2"),
-    ("msgspec", "0.23.0"),
-    ("openai", "2.6.1"),
-    ("opentelemetry_api", "1.45.2"),
-    ("orjson", "3.13.0"),
-    ("parso", "0.8.7"),
-    ("partial_json_parser", "0.2.1.1.post7"),
-    ("pexpect", "4.9.0"),
-    ("prompt_toolkit", "3.0.53"),
-    ("ptyprocess", "0.7.0"),
-    ("pure_eval", "0.2.4"),
-    ("pybase64", "1.5.1"),
-    ("pycparser", "3.12"),
-    ("pydantic", "2.14.4"),
-    ("pydantic_core", "2.50.5"),
-    ("python_multipart", "0.0.34"),
-    ("pyzmq", "27.3.0"),
-    ("referencing", "0.37.0"),
-    ("rpds_py", "2026.9.1"),
-    ("setproctitle", "1.3.8"),
-    ("sgl_deep_gemm", "0.1.5.post1"),
-    ("sglang", "0.5.17"),
-    ("sglang_kernel", "0.4.5"),
-    ("sniffio", "1.3.1"),
-    ("soundfile", "0.13.1"),
-    ("stack_data", "0.6.3"),
-    ("starlette", "1.10.0"),
-    ("tokenizers", "0.22.2"),
-    ("torch_c_dlpack_ext", "0.1.5"),
-    ("torch_memory_saver", "0.0.10"),
-    ("traitlets", "5.16.1"),
-    ("transformers", "5.12.1"),
-    ("typing_extensions", "4.16.0"),  # pydantic 2.14 needs a newer one than the machine's
-    ("typing_inspection", "0.4.5"),
-    ("uvicorn", "0.55.0"),
-    ("wcwidth", "0.9.4"),
-    ("xgrammar", "0.2.1"),
-    ("zstandard", "0.25.0"),
-]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wheelsets import SETS, WheelSet  # noqa: E402
 
-# Files left out of the tree, per distribution (fnmatch patterns on the wheel's paths). Every pattern
-# must match something, so a new release with other names fails here instead of carrying 1 GiB.
-# sgl_kernel/__init__.py calls load_utils._load_architecture_specific_ops(), which on compute
-# capability 90 loads sgl_kernel/sm90/common_ops.* (sm100/ is for every other GPU); flash_ops (FA3),
-# flashmla_ops and infllm_ops are loaded only when their backends are used.
-DROP: dict[str, list[str]] = {
-    "sglang_kernel": [
-        "sgl_kernel/flash_ops.*",  # FA3, ~1.05 GiB unpacked
-        "sgl_kernel/flashmla_ops.*",  # FlashMLA
-        "sgl_kernel/infllm_ops.*",  # InfLLM-V2
-        "sgl_kernel/sm100/*",  # common_ops for non-SM90 GPUs
-    ],
-}
-# Files that must survive the strip (what an SM90 GPU loads).
-KEEP: dict[str, list[str]] = {
-    "sglang_kernel": ["sgl_kernel/__init__.py", "sgl_kernel/load_utils.py", "sgl_kernel/sm90/common_ops.*"],
-}
-# Dropped only with --drop-static-libs: link-time-only files (no Python code opens them); xgrammar's
-# static C++ library is 62 MiB unpacked, ~26 MiB xz. Not needed to fit in 2 archives (see MANIFEST).
-STATIC_DROP: dict[str, list[str]] = {
-    "xgrammar": ["xgrammar/lib/libxgrammar.a"],
-}
-
-PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
-             "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "any"]
 PRESET = 9 | lzma.PRESET_EXTREME
-LIMIT_MIB = 50
-
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = ROOT / ".cache" / "sglang-0.5.17-wheels"
-TREE = CACHE / "tree"
-OUT = ROOT / ".sglwheels"
-ESTIMATES = CACHE / "estimates.json"
 MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Where:
+    """A set's folders: wheels in cache/, the unpacked tree in cache/tree/, archives in out/."""
+    ws: WheelSet
+    root: Path = ROOT
+
+    @property
+    def cache(self) -> Path:
+        return self.root / self.ws.cache
+
+    @property
+    def tree(self) -> Path:
+        return self.cache / "tree"
+
+    @property
+    def out(self) -> Path:
+        return self.root / self.ws.out
+
+    @property
+    def estimates(self) -> Path:
+        return self.cache / "estimates.json"
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -163,10 +104,10 @@ def mib(n: int) -> str:
     return f"{n / MIB:8.2f} MiB"
 
 
-def wheel_file(name: str, version: str) -> Path | None:
+def wheel_file(cache: Path, name: str, version: str) -> Path | None:
     """The cached wheel of name==version (error if several tags are cached)."""
     hits = []
-    for p in CACHE.glob("*.whl"):
+    for p in cache.glob("*.whl"):
         parts = p.name[:-4].split("-")
         if len(parts) >= 5 and norm(parts[0]) == norm(name) and parts[1].lower() == version.lower():
             hits.append(p)
@@ -175,21 +116,22 @@ def wheel_file(name: str, version: str) -> Path | None:
     return hits[0] if hits else None
 
 
-def download() -> dict[str, Path]:
+def download(w: Where) -> dict[str, Path]:
+    CACHE = w.cache
     CACHE.mkdir(parents=True, exist_ok=True)
-    missing = [f"{n}=={v}" for n, v in WHEELS if wheel_file(n, v) is None]
+    missing = [f"{n}=={v}" for n, v in w.ws.wheels if wheel_file(CACHE, n, v) is None]
     if missing:
         print(f"downloading {len(missing)} wheel(s) into {CACHE.relative_to(ROOT)}/ ...", flush=True)
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--python-version", "3.12", "--implementation", "cp", "--abi", "cp312",
-               *[a for p in PLATFORMS for a in ("--platform", p)],
+               *[a for p in w.ws.platforms for a in ("--platform", p)],
                "--progress-bar", "off", "-d", str(CACHE), *missing]
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True)
         print(f"download: {time.perf_counter() - t0:.1f} s", flush=True)
     files = {}
-    for n, v in WHEELS:
-        p = wheel_file(n, v)
+    for n, v in w.ws.wheels:
+        p = wheel_file(CACHE, n, v)
         if p is None:
             sys.exit(f"pip did not fetch {n}=={v}")
         files[norm(n)] = p
@@ -207,14 +149,15 @@ def target_path(member: str) -> str | None:
 
 
 # ----------------------------------------------------------------------------------------- unpack
-def unpack(files: dict[str, Path], drop_static: bool) -> dict:
-    """Unpack every wheel into TREE; return per-wheel facts for the manifest."""
+def unpack(w: Where, files: dict[str, Path], drop_static: bool) -> dict:
+    """Unpack every wheel into w.tree; return per-wheel facts for the manifest."""
+    TREE, DROP, KEEP, STATIC_DROP = w.tree, w.ws.drop, w.ws.keep, w.ws.static_drop
     if TREE.exists():
         shutil.rmtree(TREE)
     TREE.mkdir(parents=True)
     owner: dict[str, str] = {}  # tree path -> wheel that wrote it
     facts = {}
-    for name, ver in sorted(WHEELS, key=lambda nv: norm(nv[0])):
+    for name, ver in sorted(w.ws.wheels, key=lambda nv: norm(nv[0])):
         key = norm(name)
         whl = files[key]
         drop = DROP.get(key, []) + (STATIC_DROP.get(key, []) if drop_static else [])
@@ -254,7 +197,7 @@ def unpack(files: dict[str, Path], drop_static: bool) -> dict:
             if not any(fnmatch.fnmatchcase(p, pat) for p in kept_paths):
                 sys.exit(f"{whl.name}: nothing kept matches {pat!r}")
         if dropped:
-            rewrite_record(whl, moved)
+            rewrite_record(TREE, whl, moved)
         facts[key] = {
             "name": name, "version": ver, "file": whl.name, "sha256": sha256_file(whl),
             "size": whl.stat().st_size, "unpacked_size": kept_bytes,
@@ -268,14 +211,15 @@ def unpack(files: dict[str, Path], drop_static: bool) -> dict:
             for d in sorted(stripped, key=lambda d: (-d["size"], d["path"])):
                 print(f"    dropped {mib(d['size'])}  {d['path']}")
             if key in KEEP:
-                for p in sorted(p for p in kept_paths if not p.endswith(".py")):
+                for p in sorted(p for p in kept_paths if not p.endswith(".py")
+                                and any(fnmatch.fnmatchcase(p, pat) for pat in KEEP[key])):
                     print(f"    kept    {mib((TREE / p).stat().st_size)}  {p}")
         elif dropped:
             print(f"{whl.name}: not installed by --target: {', '.join(d['path'] for d in dropped)}")
     return facts
 
 
-def rewrite_record(whl: Path, moved: dict[str, str | None]) -> None:
+def rewrite_record(TREE: Path, whl: Path, moved: dict[str, str | None]) -> None:
     """Rewrite <dist-info>/RECORD in TREE: paths as installed, rows of left-out files removed."""
     record = next((p for p in moved if p.endswith(".dist-info/RECORD") and p.count("/") == 1), None)
     if record is None:
@@ -295,7 +239,7 @@ def rewrite_record(whl: Path, moved: dict[str, str | None]) -> None:
 
 
 # ------------------------------------------------------------------------------------------- pack
-def add_entry(tar: tarfile.TarFile, top: str) -> None:
+def add_entry(TREE: Path, tar: tarfile.TarFile, top: str) -> None:
     """Add TREE/top (file or folder) with normalised metadata, names sorted."""
     def info(rel: str, path: Path) -> tarfile.TarInfo:
         ti = tarfile.TarInfo(rel)
@@ -324,16 +268,16 @@ def add_entry(tar: tarfile.TarFile, top: str) -> None:
                 tar.addfile(info(f"{rel_dir}/{fn}", p), f)
 
 
-def tar_bytes(entries: list[str]) -> bytes:
+def tar_bytes(TREE: Path, entries: list[str]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for e in sorted(entries):
-            add_entry(tar, e)
+            add_entry(TREE, tar, e)
     return buf.getvalue()
 
 
-def estimate_one(entry: str) -> tuple[str, str, int]:
-    raw = tar_bytes([entry])
+def estimate_one(TREE: Path, entry: str) -> tuple[str, str, int]:
+    raw = tar_bytes(TREE, [entry])
     digest = hashlib.sha256(raw).hexdigest()
     return entry, digest, len(raw)
 
@@ -342,12 +286,13 @@ def compress_len(raw: bytes) -> int:
     return len(lzma.compress(raw, format=lzma.FORMAT_XZ, preset=PRESET))
 
 
-def estimate(entries: list[str], jobs: int) -> dict[str, int]:
+def estimate(w: Where, entries: list[str], jobs: int) -> dict[str, int]:
     """xz size of each top-level entry alone (cached by content)."""
+    ESTIMATES = w.estimates
     cache = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
     sizes, todo = {}, []
     for e in entries:
-        _, digest, _ = estimate_one(e)
+        _, digest, _ = estimate_one(w.tree, e)
         if digest in cache:
             sizes[e] = cache[digest]
         else:
@@ -356,7 +301,7 @@ def estimate(entries: list[str], jobs: int) -> dict[str, int]:
         t0 = time.perf_counter()
         print(f"estimating xz size of {len(todo)} top-level entries ({jobs} processes) ...", flush=True)
         with concurrent.futures.ProcessPoolExecutor(jobs) as ex:
-            futs = {ex.submit(_estimate_worker, e): (e, d) for e, d in todo}
+            futs = {ex.submit(_estimate_worker, w.tree, e): (e, d) for e, d in todo}
             for fut in concurrent.futures.as_completed(futs):
                 e, d = futs[fut]
                 sizes[e] = cache[d] = fut.result()
@@ -365,12 +310,12 @@ def estimate(entries: list[str], jobs: int) -> dict[str, int]:
     return sizes
 
 
-def _estimate_worker(entry: str) -> int:
-    return compress_len(tar_bytes([entry]))
+def _estimate_worker(TREE: Path, entry: str) -> int:
+    return compress_len(tar_bytes(TREE, [entry]))
 
 
-def write_archive(path: Path, entries: list[str]) -> dict:
-    raw = tar_bytes(entries)
+def write_archive(TREE: Path, path: Path, entries: list[str]) -> dict:
+    raw = tar_bytes(TREE, entries)
     with open(path, "wb") as f:
         f.write(lzma.compress(raw, format=lzma.FORMAT_XZ, preset=PRESET))
     return {"file": path.name, "entries": sorted(entries), "size": path.stat().st_size,
@@ -401,9 +346,10 @@ def balance(sizes: dict[tuple[str, ...], int], n: int) -> list[list[str]]:
     return bins
 
 
-def pack(facts: dict, limit: int, jobs: int, drop_static: bool) -> int:
+def pack(w: Where, facts: dict, limit: int, jobs: int, drop_static: bool) -> int:
+    TREE, OUT = w.tree, w.out
     entries = sorted(p.name for p in TREE.iterdir())
-    esize = estimate(entries, jobs)
+    esize = estimate(w, entries, jobs)
     sizes = {u: sum(esize[e] for e in u) for u in units(facts)}
     if sorted(e for u in sizes for e in u) != entries:
         sys.exit("top-level entries and wheels disagree")
@@ -423,7 +369,7 @@ def pack(facts: dict, limit: int, jobs: int, drop_static: bool) -> int:
         t0 = time.perf_counter()
         print(f"packing {n} archive(s), xz preset 9e ...", flush=True)
         with concurrent.futures.ProcessPoolExecutor(min(jobs, n)) as ex:
-            archives = list(ex.map(write_archive, [OUT / f"part{k + 1}.tar.xz" for k in range(n)], bins))
+            archives = list(ex.map(partial(write_archive, TREE), [OUT / f"part{k + 1}.tar.xz" for k in range(n)], bins))
         print(f"pack: {time.perf_counter() - t0:.1f} s", flush=True)
         if all(a["size"] <= limit for a in archives) or n >= len(sizes):
             break
@@ -432,7 +378,7 @@ def pack(facts: dict, limit: int, jobs: int, drop_static: bool) -> int:
             (OUT / a["file"]).unlink()
         n += 1
     manifest = {
-        "what": "SGLang 0.5.17 site tree for Python 3.12 / x86_64 (unpack every part into one folder)",
+        "what": w.ws.what,
         "compression": "tar (pax, sorted, mtime 0) + xz preset 9|PRESET_EXTREME",
         "limit_bytes": limit,
         "static_libs_dropped": drop_static,
@@ -442,11 +388,12 @@ def pack(facts: dict, limit: int, jobs: int, drop_static: bool) -> int:
     for a in archives:
         a["wheels"] = sorted(f["file"] for f in facts.values() if set(f["top_level"]) & set(a["entries"]))
     (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    return check(limit)
+    return check(w, limit)
 
 
 # ------------------------------------------------------------------------------------------ check
-def check(limit: int) -> int:
+def check(w: Where, limit: int) -> int:
+    OUT = w.out
     mpath = OUT / "MANIFEST.json"
     if not mpath.exists():
         print(f"no {mpath.relative_to(ROOT)}")
@@ -475,19 +422,22 @@ def check(limit: int) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="only check .sglwheels/ against MANIFEST.json")
-    ap.add_argument("--limit-mib", type=float, default=LIMIT_MIB, help="largest archive (default 50)")
+    ap.add_argument("--set", default="sglang-0.5.17", choices=sorted(SETS),
+                    help="which wheel set (default sglang-0.5.17, into .sglwheels/; vllm-0.24.0 into .vllmwheels/)")
+    ap.add_argument("--check", action="store_true", help="only check the set's archives against MANIFEST.json")
+    ap.add_argument("--limit-mib", type=float, default=None, help="largest archive (default: the set's, 50)")
     ap.add_argument("--drop-static-libs", action="store_true",
-                    help=f"leave out link-time-only files ({', '.join(p for v in STATIC_DROP.values() for p in v)})")
+                    help="leave out link-time-only files (the set's static_drop, e.g. xgrammar's libxgrammar.a)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compression processes")
     args = ap.parse_args()
-    limit = int(args.limit_mib * MIB)
+    w = Where(SETS[args.set])
+    limit = int((args.limit_mib if args.limit_mib is not None else w.ws.limit_mib) * MIB)
     if args.check:
-        return check(limit)
+        return check(w, limit)
     t0 = time.perf_counter()
-    files = download()
-    facts = unpack(files, args.drop_static_libs)
-    rc = pack(facts, limit, max(1, args.jobs), args.drop_static_libs)
+    files = download(w)
+    facts = unpack(w, files, args.drop_static_libs)
+    rc = pack(w, facts, limit, max(1, args.jobs), args.drop_static_libs)
     print(f"\ndone in {time.perf_counter() - t0:.1f} s")
     return rc
 
