@@ -106,6 +106,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def with_port(args: dict, port: int | None, host: str | None) -> tuple[dict, int]:
+    """The preset's own port wins (the command line stays exactly the preset); else add a free one."""
+    args = dict(args)
+    if "port" in args:
+        return args, int(args["port"])
+    args["port"] = port or free_port()
+    if host is not None and "host" not in args:
+        args["host"] = host
+    return args, int(args["port"])
+
+
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
     """A tiny synchronous GET (health polls, /server_info): (status, body); status 0 when unreachable, with
     the reason as the body. https:// and the API key of an endpoint registered for the URL (toolkit.endpoints)."""

@@ -17,21 +17,10 @@ from pathlib import Path
 from toolkit.engines import Engine
 from toolkit.fsutil import tail_lines
 from toolkit.schema.manifest import StopRecord
-from toolkit.serve.base import BaseLauncher, free_port
+from toolkit.serve.base import BaseLauncher, free_port, with_port
 from toolkit.serve.jitcache import JitCache
 
 LABEL = "toolkit.launcher"
-
-
-def with_port(args: dict, port: int | None, host: str | None) -> tuple[dict, int]:
-    """The preset's own port wins (the command line stays exactly the preset); else add a free one."""
-    args = dict(args)
-    if "port" in args:
-        return args, int(args["port"])
-    args["port"] = port or free_port()
-    if host is not None and "host" not in args:
-        args["host"] = host
-    return args, int(args["port"])
 
 
 class ContainerLauncher(BaseLauncher):

@@ -18,7 +18,7 @@ from pathlib import Path
 from toolkit.engines import sglang
 from toolkit.serve.container import LABEL, ContainerLauncher, reap_orphans  # noqa: F401 (their home: container.py)
 from toolkit.serve.base import (BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get,  # noqa: F401
-                                metrics_snapshot, parse_metrics)
+                                metrics_snapshot, parse_metrics, with_port)
 from toolkit.serve.jitcache import JitCache
 from toolkit.serve.stopping import ForceQuit, ShutdownDone
 
@@ -52,17 +52,6 @@ SHUTDOWN_DONE = ShutdownDone("kill_process_tree called: parent_pid={pid}, includ
 
 # the preset's command line is the engine's to say (toolkit/engines/sglang.py)
 render_sglang_args, sglang_command = sglang.render_args, sglang.command
-
-
-def _with_port(args: dict, port: int | None, host: str | None) -> tuple[dict, int]:
-    """The preset's own port wins (the command line stays exactly the preset); else add a free one."""
-    args = dict(args)
-    if "port" in args:
-        return args, int(args["port"])
-    args["port"] = port or free_port()
-    if host is not None and "host" not in args:
-        args["host"] = host
-    return args, int(args["port"])
 
 
 class SGLangMixin:
@@ -99,7 +88,7 @@ class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
     def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
                  log_path: Path | None = None, env: dict | None = None, dummy_models: dict | None = None,
                  jit_cache: JitCache | None = None):
-        args, port = _with_port(args, port, "127.0.0.1")
+        args, port = with_port(args, port, "127.0.0.1")
         log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-sglang-")) / "server.log"
         super().__init__(sglang_command(args, python or sys.executable), log_path=log_path, env=env, port=port,
                          stop_timeout_s=STOP_WAIT_S)

@@ -26,7 +26,7 @@ from typing import Callable
 
 from toolkit.engines import vllm
 from toolkit.errors import ToolFailure
-from toolkit.serve.base import ProcessLauncher, free_port, http_get, metrics_snapshot
+from toolkit.serve.base import ProcessLauncher, http_get, metrics_snapshot, with_port
 from toolkit.serve.container import ContainerLauncher
 
 STOP_SIGNAL = signal.SIGTERM
@@ -36,16 +36,6 @@ MODELS_PATH = "/v1/models"
 
 # the preset's command line is the engine's to say (toolkit/engines/vllm.py)
 render_args, vllm_command = vllm.render_args, vllm.command
-
-
-def _with_port(args: dict, port: int | None, host: str) -> tuple[dict, int]:
-    """The preset's own port wins (the command line stays exactly the preset); else a free one."""
-    args = dict(args)
-    if "port" in args:
-        return args, int(args["port"])
-    args["port"] = port or free_port()
-    args.setdefault("host", host)
-    return args, int(args["port"])
 
 
 class VLLMMixin:
@@ -91,7 +81,7 @@ class VLLMProcessLauncher(VLLMMixin, ProcessLauncher):
 
     def __init__(self, args: dict, *, python: str | None = None, port: int | None = None,
                  log_path: Path | None = None, env: dict | None = None):
-        args, port = _with_port(args, port, "127.0.0.1")
+        args, port = with_port(args, port, "127.0.0.1")
         log_path = log_path or Path(tempfile.mkdtemp(prefix="toolkit-vllm-")) / "server.log"
         super().__init__(vllm_command(args, python or sys.executable), log_path=log_path, env=env, port=port,
                          stop_timeout_s=STOP_WAIT_S)
