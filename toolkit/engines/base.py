@@ -117,3 +117,20 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"<Engine {self.name}>"
+
+
+def flag_args(args: dict[str, Any], false: str | None) -> list[str]:
+    """A preset's `flag: value` pairs as a command line: true -> `--flag`, a list -> `--flag a b`, anything else
+    `--flag value`; false -> `--{false}flag` (e.g. "no-", vLLM's BooleanOptionalAction), or left out when None."""
+    out: list[str] = []
+    for key, value in args.items():
+        if value is True:
+            out.append(f"--{key}")
+        elif value is False:
+            if false is not None:
+                out.append(f"--{false}{key}")
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)]
+        else:
+            out += [f"--{key}", str(value)]
+    return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolkit.engines.base import Engine
+from toolkit.engines.base import Engine, flag_args
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
 
 ALGORITHM = "speculative-algorithm"
@@ -115,17 +115,7 @@ def model_folders(preset: dict[str, Any]) -> list[tuple[str, str]]:
 
 def render_args(args: dict[str, Any]) -> list[str]:
     """`{tp-size: 8, trust-remote-code: true, x: false, l: [a, b]}` -> `--tp-size 8 --trust-remote-code --l a b`."""
-    out: list[str] = []
-    for key, value in args.items():
-        if value is True:
-            out.append(f"--{key}")
-        elif value is False:
-            continue
-        elif isinstance(value, list):
-            out += [f"--{key}", *map(str, value)]
-        else:
-            out += [f"--{key}", str(value)]
-    return out
+    return flag_args(args, false=None)
 
 
 def command(args: dict[str, Any], python: str = "python") -> list[str]:

@@ -29,7 +29,7 @@ import re
 from typing import Any
 
 from toolkit.engines import vllm_flags
-from toolkit.engines.base import Engine
+from toolkit.engines.base import Engine, flag_args
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
 
 PACKAGE = "vllm"               # the `packages:` entry that pins it
@@ -98,17 +98,7 @@ def render_args(args: dict[str, Any]) -> list[str]:
     `M --max-num-seqs 64 --no-enable-prefix-caching --x`: MODEL first (positional); false is the flag's
     --no- form (vLLM's on/off flags are BooleanOptionalAction; the preset check refuses false for one without)."""
     args = dict(args)
-    out: list[str] = [str(args.pop(MODEL))] if MODEL in args else []
-    for key, value in args.items():
-        if value is True:
-            out.append(f"--{key}")
-        elif value is False:
-            out.append(f"--no-{key}")
-        elif isinstance(value, list):
-            out += [f"--{key}", *map(str, value)]
-        else:
-            out += [f"--{key}", str(value)]
-    return out
+    return ([str(args.pop(MODEL))] if MODEL in args else []) + flag_args(args, false="no-")
 
 
 def command(args: dict[str, Any], python: str = "python") -> list[str]:
