@@ -246,9 +246,16 @@ def _surface(a: Archive, derived: Derived, cells: list, acceptance_from: Archive
 
     reader = CellReader(acceptance_from)
     other = [(k, c, reader.cell(k)) for k, c in acceptance_from.cell_map.items()]
+    from toolkit.results.systems import system_differences
+
     d = current(acceptance_from)
-    return build(derived.speedups, a.manifest.arms, other, d.speedups,
-                 f"{acceptance_from.matrix_name}/{acceptance_from.run_id}", d.baseline)
+    differ = system_differences(a, acceptance_from)  # its speed-ups check a prediction for its own system only
+    out = build(derived.speedups, a.manifest.arms, other, [] if differ else d.speedups,
+                f"{acceptance_from.matrix_name}/{acceptance_from.run_id}", d.baseline)
+    if out is not None and differ:
+        out["check_refused"] = ("not checked against that run's measured speed-ups: it measured another system ("
+                                + "; ".join(differ) + "), so its speed-ups say nothing of this prediction's accuracy")
+    return out
 
 
 def eligibility_of(cells: list[CellSummary], derived: Derived):

@@ -74,6 +74,8 @@ def prediction_blocks(s: dict) -> list:
                                                        for c in s["crossovers"]])]
     if s.get("check"):
         out += check_blocks(s["check"], s.get("check_summary"), where)
+    elif s.get("check_refused"):
+        out += [Heading("Check: predicted vs measured speed-up"), Para(s["check_refused"] + ".")]
     return out
 
 
