@@ -139,3 +139,16 @@ def test_reproduce_verdict_across_machines_says_so(tmp_path: Path) -> None:
     same = reproduce_text(compare_runs(a, open_archive(_run(tmp_path / "r", 15, uuid="GPU-1", launches=3,
                                                              launch_cv=0.05))))
     assert "across machines" not in same
+
+
+def test_the_judged_pair_never_estimates_its_own_machine_level(tmp_path: Path) -> None:
+    """An A/A replay on another machine, under the same results root as its reference, is itself a cross-machine
+    pair: judging it with a machine variance estimated from itself would set the margin from the judged data."""
+    root = tmp_path / "results"
+    a = open_archive(_run(root, 6, uuid="GPU-1", launches=2, launch_cv=0.05))
+    b = open_archive(_run(root, 7, uuid="GPU-2", launches=2, launch_cv=0.05, slowdown={"baseline": 1.2}))
+    assert "cross-machine A/A pair" in machine_variance(root, ["tpot_ms"])["tpot_ms"].source
+    own = machine_variance(root, ["tpot_ms"], judged=(a.run_id, b.run_id))["tpot_ms"]
+    assert own.var == machine_prior("tpot_ms").var and "judged run left out" in own.source
+    d = diff_runs(a, b, metrics=["tpot_ms"])
+    assert d.cross_machine and d.machines["variance"]["tpot_ms"]["source"].startswith("default prior")

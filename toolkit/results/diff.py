@@ -472,7 +472,7 @@ def _machine_level(a: Archive, b: Archive, metrics: list[str], model: NoiseModel
     cross = cross_machines(a, b)
     out = cross.to_dict()
     if cross.different:
-        mv = machine_variance(Path(a.path).resolve().parent.parent, metrics)
+        mv = machine_variance(Path(a.path).resolve().parent.parent, metrics, judged=(a.run_id, b.run_id))
         model.machine = mv
         out["variance"] = {m: {"cv": v.cv, "df": None if math.isinf(v.df) else v.df, "source": v.source}
                            for m, v in mv.items()}

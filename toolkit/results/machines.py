@@ -205,15 +205,20 @@ def pair_figure(a: Archive, b: Archive, metric: str, views=None) -> tuple[float,
     return sum(ds) / len(ds), (sum(parts) / len(parts) if parts else 0.0)
 
 
-def machine_variance(root: Path | None, metrics: list[str]) -> dict[str, MachineVar]:
+def machine_variance(root: Path | None, metrics: list[str], judged: tuple[str, ...] = ()) -> dict[str, MachineVar]:
     """Per metric, the between-machine variance: estimated from the committed cross-machine A/A pairs under root
     (machine_var_from_pairs, one df per pair of machines: runs of the same two machines averaged first), else the
-    default prior (toolkit.stats.machine_prior). The source says which, and which runs were screened out for a busy
-    host."""
+    default prior (toolkit.stats.machine_prior). A pair holding one of the `judged` runs (their ids) is left out:
+    a comparison's margin never comes from its own data. The source says which, and which runs were screened out
+    for a busy host or for being judged."""
     busy: list[str] = []
     pairs = _pairs(root, busy) if root is not None and Path(root).is_dir() else []
+    own = [(a, b) for a, b in pairs if a.run_id in judged or b.run_id in judged]
+    pairs = [p for p in pairs if p not in own]
     screened = (f"; {len(busy)} run(s) made on a busy host left out ({', '.join(busy[:3])}"
                 + (" ..." if len(busy) > 3 else "") + ")") if busy else ""
+    if own:
+        screened += f"; {len(own)} pair(s) holding a judged run left out (a margin never comes from its own data)"
     views = [_views(a, b) for a, b in pairs]
     ids = ", ".join(f"{a.run_id}/{b.run_id}" for a, b in pairs[:3]) + (" ..." if len(pairs) > 3 else "")
     out = {}
@@ -231,7 +236,7 @@ def machine_variance(root: Path | None, metrics: list[str]) -> dict[str, Machine
             out[metric] = MachineVar(var=est.var, df=est.df, source=f"{est.source} under {root}: {ids}{screened}")
         else:
             prior = machine_prior(metric)
-            out[metric] = MachineVar(var=prior.var, df=prior.df, source=prior.source + screened) if busy else prior
+            out[metric] = MachineVar(var=prior.var, df=prior.df, source=prior.source + screened) if screened else prior
     return out
 
 
