@@ -6,7 +6,7 @@ tests/data/fake_vllm should be made from; issue 45), through the toolkit's own p
 Three starts of the Environment's `ngram` preset (ENV default: envs/vllm-0.24.0-quickstart.yaml):
 1. with a flag vLLM does not have (`--no-such-flag 1`): its argparse's refusal; OUT/bad_flag.log and what the
    toolkit reports of it (the ToolFailure's message, the engine's last_error_line);
-2. with `--gpu-memory-utilization 0.005`: a failure inside the engine core (no memory left for the KV cache),
+2. with `--gpu-memory-utilization 0.001`: a failure inside the engine core (no memory left for the KV cache),
    the shape behind vLLM's "Engine core initialization failed. See root cause above" (OUT/engine_fail.log);
    with --dry (the fake vLLM) its --crash-after-start instead;
 3. as written, healthy: OUT/fixtures/ gets the raw bodies of /health, /version, /server_info (dev mode),
@@ -141,7 +141,7 @@ def main() -> int:
     kw = {"python": a.python, **({"env": {"PYTHONPATH": a.site}} if a.site else {})}
     result: dict = {"env": str(a.env), "preset": a.preset}
     result["bad_flag"] = failed_start(env, a.preset, {"no-such-flag": 1}, out / "bad_flag.log", kw)
-    fail = {"crash-after-start": True} if a.dry else {"gpu-memory-utilization": 0.005}
+    fail = {"crash-after-start": True} if a.dry else {"gpu-memory-utilization": 0.001}
     result["engine_fail"] = failed_start(env, a.preset, fail, out / "engine_fail.log", kw)
 
     args = dict(env.model.servers[a.preset])
