@@ -90,7 +90,7 @@ PY
   fi
 fi
 
-RECORDED=1
+export RECORDED=1
 if has record; then
   stamp "2. a real vLLM's answers and failed starts (benchmarks/vllm_gpu/record.py)"
   PYTHONPATH=$VSITE:$PWD python3 benchmarks/vllm_gpu/record.py "$DEST/record" --env "$VENV_SPEC" --site "$VSITE" \
@@ -120,7 +120,9 @@ import os, time
 from pathlib import Path
 from toolkit.serve import launcher_for
 from toolkit.specs import load_spec
-for spec, presets, kw in ((os.environ["VENV_SPEC"], ["baseline"], {"env": {"PYTHONPATH": os.environ["VSITE"]}}),
+vllm_ok = os.environ["RECORDED"] == "1" or os.environ.get("FORCE")  # vLLM served in step 2
+for spec, presets, kw in ((os.environ["VENV_SPEC"], ["baseline"] if vllm_ok else [],
+                           {"env": {"PYTHONPATH": os.environ["VSITE"]}}),
                           (os.environ["ENV_SPEC"], ["baseline", "ngram"], {})):
     env = load_spec(spec)
     for preset in presets:
