@@ -13,7 +13,9 @@ What follows describes the SGLang set; the vLLM set works the same way with its 
   - wheels go to .cache/sglang-0.5.17-wheels/ (kept between runs; only missing ones are downloaded),
     the unpacked tree to .cache/sglang-0.5.17-wheels/tree/ (rebuilt every run),
   - archives to .sglwheels/partK.tar.xz + .sglwheels/MANIFEST.json (git-ignored), each <= 50 MiB;
-    the run exits 1 when an archive is over the limit. Reruns give byte-identical archives.
+    the run exits 1 when an archive is over the limit. Reruns give byte-identical archives. A wheel whose
+    xz alone is over the limit (vLLM's own) gets an archive of its own, cut into pieces within it
+    (partK.tar.xz.001, ...): carry each, gather them beside MANIFEST.json in one folder, and unpack.py joins them.
   - measured (2 cores): 2 archives, 41.5 + 42.4 MiB (zstd -19 --long=27 would be 44.1 + 45.0 MiB);
     ~5 min per run, plus ~6 min on the first one to size each entry (cached in estimates.json);
     unpacking both takes ~10 s.
