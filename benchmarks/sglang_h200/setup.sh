@@ -18,7 +18,7 @@ tk() { python3 -m toolkit.cli "$@"; }
 # marker is not SGL_*: SGLang reads those and warned that SGL_COPY is a deprecated SGLANG_COPY).
 if [ -z "${TOOLKIT_PRIVATE_COPY:-}" ]; then
   rm -rf "$DEST/repo" && mkdir -p "$DEST/repo"
-  tar --exclude=./.sglwheels --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$DEST/repo"
+  tar --exclude=./.sglwheels --exclude=./.vllmwheels --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$DEST/repo"
   if [ -z "${SGL_DRY:-}" ]; then  # a dry run's SITE is the fake sglang in tests/: never unpack into it
     for a in .sglwheels/part*.tar.xz; do [ -e "$a" ] && python3 benchmarks/sglang_h200/unpack.py "$a" --dest "$SITE"; done
   fi

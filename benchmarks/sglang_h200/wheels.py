@@ -13,7 +13,9 @@ What follows describes the SGLang set; the vLLM set works the same way with its 
   - wheels go to .cache/sglang-0.5.17-wheels/ (kept between runs; only missing ones are downloaded),
     the unpacked tree to .cache/sglang-0.5.17-wheels/tree/ (rebuilt every run),
   - archives to .sglwheels/partK.tar.xz + .sglwheels/MANIFEST.json (git-ignored), each <= 50 MiB;
-    the run exits 1 when an archive is over the limit. Reruns give byte-identical archives.
+    the run exits 1 when an archive is over the limit. Reruns give byte-identical archives. A wheel whose
+    xz alone is over the limit (vLLM's own) gets an archive of its own, cut into pieces within it
+    (partK.tar.xz.001, ...): carry each, gather them beside MANIFEST.json in one folder, and unpack.py joins them.
   - measured (2 cores): 2 archives, 41.5 + 42.4 MiB (zstd -19 --long=27 would be 44.1 + 45.0 MiB);
     ~5 min per run, plus ~6 min on the first one to size each entry (cached in estimates.json);
     unpacking both takes ~10 s.
@@ -322,6 +324,24 @@ def write_archive(TREE: Path, path: Path, entries: list[str]) -> dict:
             "sha256": sha256_file(path), "tar_size": len(raw)}
 
 
+def split_pieces(path: Path, limit: int) -> list[dict]:
+    """An archive over the limit cut into equal byte pieces of at most `limit` (PATH.001, PATH.002, ...), each
+    carried in a call of its own; unpack.py joins them (their order is the manifest's) and checks the whole
+    archive's sha256. The whole file is removed: only carry-sized files are left in the folder."""
+    size = path.stat().st_size
+    count = math.ceil(size / limit)
+    step = math.ceil(size / count)
+    pieces = []
+    with open(path, "rb") as f:
+        for k in range(1, count + 1):
+            chunk = f.read(step)
+            piece = path.with_name(f"{path.name}.{k:03d}")
+            piece.write_bytes(chunk)
+            pieces.append({"file": piece.name, "size": len(chunk), "sha256": hashlib.sha256(chunk).hexdigest()})
+    path.unlink()
+    return pieces
+
+
 def units(facts: dict) -> list[tuple[str, ...]]:
     """Top-level entries grouped so that each wheel's entries (package, dist-info, .libs) stay in one
     archive; wheels writing the same top-level entry (a shared file or namespace folder) share a unit."""
@@ -356,15 +376,19 @@ def pack(w: Where, facts: dict, limit: int, jobs: int, drop_static: bool) -> int
     total_est = sum(sizes.values())
     print(f"{len(entries)} top-level entries in {len(sizes)} units (a wheel's entries stay together), "
           f"{mib(total_est)} xz if compressed one by one")
-    big = max(sizes, key=sizes.get)
-    if sizes[big] > limit:
-        sys.exit(f"{big} alone is {mib(sizes[big])} xz, over the {mib(limit)} limit")
+    # a unit over the limit alone (vLLM's own wheel: its _C library is ~81 MiB of already-compressed fatbins)
+    # gets an archive of its own, carried in pieces (split_pieces); the rest are balanced as before
+    solo = sorted((u for u in sizes if sizes[u] > limit), key=lambda u: (-sizes[u], u))
+    for u in solo:
+        print(f"  {u} alone is {mib(sizes[u])} xz, over the {mib(limit)} limit: an archive of its own, in pieces")
+    sizes = {u: s for u, s in sizes.items() if u not in solo}
     if OUT.exists():
-        for old in [*OUT.glob("part*.tar.xz"), OUT / "MANIFEST.json"]:
+        for old in [*OUT.glob("part*.tar.xz"), *OUT.glob("part*.tar.xz.[0-9][0-9][0-9]"), OUT / "MANIFEST.json"]:
             old.unlink(missing_ok=True)
     OUT.mkdir(exist_ok=True)
-    n = max(1, math.ceil(total_est / limit))
-    while True:
+    n = max(1, math.ceil(sum(sizes.values()) / limit)) if sizes else 0
+    archives: list[dict] = []
+    while n:
         bins = balance(sizes, n)
         t0 = time.perf_counter()
         print(f"packing {n} archive(s), xz preset 9e ...", flush=True)
@@ -377,6 +401,11 @@ def pack(w: Where, facts: dict, limit: int, jobs: int, drop_static: bool) -> int
         for a in archives:
             (OUT / a["file"]).unlink()
         n += 1
+    for k, u in enumerate(solo, start=n + 1):
+        a = write_archive(TREE, OUT / f"part{k}.tar.xz", list(u))
+        a["pieces"] = split_pieces(OUT / a["file"], limit)
+        print(f"  {a['file']}: {mib(a['size'])} in {len(a['pieces'])} pieces", flush=True)
+        archives.append(a)
     manifest = {
         "what": w.ws.what,
         "compression": "tar (pax, sorted, mtime 0) + xz preset 9|PRESET_EXTREME",
@@ -405,6 +434,29 @@ def check(w: Where, limit: int) -> int:
     for a in manifest["archives"]:
         p = OUT / a["file"]
         status = "ok"
+        if a.get("pieces"):  # carried in pieces: each within the limit, together the archive
+            whole, size = hashlib.sha256(), 0
+            for piece in a["pieces"]:
+                pp, pstatus = OUT / piece["file"], "ok"
+                if not pp.exists():
+                    pstatus = "MISSING"
+                else:
+                    data = pp.read_bytes()
+                    whole.update(data)
+                    size += len(data)
+                    if len(data) != piece["size"] or hashlib.sha256(data).hexdigest() != piece["sha256"]:
+                        pstatus = "CHANGED (size/sha256 differ from MANIFEST)"
+                    elif len(data) > limit:
+                        pstatus = f"OVER {limit / MIB:.0f} MiB"
+                bad += pstatus != "ok"
+                print(f"{piece['file']:<16} {mib(piece['size'])} {'':>12} {'':>8}  {pstatus}")
+            if size != a["size"] or whole.hexdigest() != a["sha256"]:
+                status = "CHANGED (its pieces do not make the archive of MANIFEST)"
+            bad += status != "ok"
+            total += size
+            print(f"{'  = ' + a['file']:<16} {mib(size)} {mib(a['tar_size'])} {len(a['entries']):>8}  {status} "
+                  f"({len(a['pieces'])} pieces)")
+            continue
         if not p.exists():
             status, size = "MISSING", 0
         else:

@@ -145,3 +145,48 @@ def test_pack_is_byte_reproducible_and_unpacks(fake_set, tmp_path):
     assert not (dest / "eng" / "_fa2.so").exists()
     with tarfile.open(w.out / manifest["archives"][0]["file"]) as tar:
         assert {m.mtime for m in tar.getmembers()} == {0}
+
+
+def test_a_unit_over_the_limit_travels_in_pieces(fake_set, tmp_path, monkeypatch):
+    """A wheel whose xz alone is over the limit (vLLM's: its _C library is already-compressed fatbins) is an
+    archive of its own cut into pieces within the limit; --check checks each piece and the whole; unpack.py
+    joins them from a folder holding only the pieces and the manifest, and refuses a changed or missing one."""
+    import os
+    import shutil
+
+    w, files = fake_set
+    noise = os.urandom(40_000)  # incompressible: the eng unit's xz is over the 24 KiB limit below
+    files["eng"] = fake_wheel(w.cache, "eng", "1.0", {"eng/__init__.py": b"X = 1\n", "eng/_fa3.so": noise,
+                                                      "eng/_fa2.so": b"x", "eng/sm100/big.h": b"y"})
+    limit = 24 << 10
+    facts = wheels.unpack(w, files, drop_static=False)
+    monkeypatch.setattr(wheels, "estimate", lambda w, entries, jobs: {e: len(wheels.tar_bytes(w.tree, [e])) // 2
+                                                                      if e.startswith("dep") else 50_000
+                                                                      for e in entries})
+    assert wheels.pack(w, facts, limit=limit, jobs=1, drop_static=False) == 0
+    manifest = json.loads((w.out / "MANIFEST.json").read_text())
+    plain, cut = manifest["archives"]
+    assert "pieces" not in plain and "eng" in cut["entries"] and "dep" not in cut["entries"]
+    assert len(cut["pieces"]) == 2 and all(p["size"] <= limit for p in cut["pieces"])
+    assert not (w.out / cut["file"]).exists()  # only carry-sized files are left
+    assert sorted(p.name for p in w.out.iterdir()) == sorted(["MANIFEST.json", plain["file"],
+                                                             *(p["file"] for p in cut["pieces"])])
+    # on the machine: the pieces arrive one call each into one folder, beside the manifest
+    there = tmp_path / "there"
+    there.mkdir()
+    for p in ["MANIFEST.json", *(p["file"] for p in cut["pieces"])]:
+        shutil.copy(w.out / p, there / p)
+    archive = there / cut["file"]
+    assert unpack_py.verify(archive) == "sha256 ok (2 pieces)"
+    dest = tmp_path / "site"
+    unpack_py.extract(archive, dest)
+    assert (dest / "eng" / "_fa3.so").read_bytes() == noise
+    (there / cut["pieces"][1]["file"]).write_bytes(b"changed")
+    with pytest.raises(SystemExit, match="differs from MANIFEST.json"):
+        unpack_py.verify(archive)
+    (there / cut["pieces"][1]["file"]).unlink()
+    with pytest.raises(SystemExit, match="missing"):
+        unpack_py.verify(archive)
+    # --check here sees a changed piece too
+    (w.out / cut["pieces"][0]["file"]).write_bytes(b"changed")
+    assert wheels.check(w, limit) == 1
