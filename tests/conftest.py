@@ -23,6 +23,33 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# -- two test processes (tests/run.sh: pytest -n 2 --dist loadgroup --no-loadscope-reorder, pytest-xdist)
+# Each worker runs whole groups. A module is one group (its module-scoped fixtures are made once); every module
+# whose tests use one machine-wide real part shares that part's group, so one worker owns it: the Docker engine
+# (image builds and prunes, containers, sshd hosts) and the one-node Slurm cluster (one munged, one node name).
+# Groups are handed out heaviest first (real parts, then modules with slow tests, then the rest in file order), so
+# the many quick modules fill in at the end instead of one long module running alone after everything else.
+SHARED_PARTS = {"docker_client": "docker", "slurm": "slurm"}  # a fixture (direct or inherited) -> its group
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into node ids
+def pytest_collection_modifyitems(config, items) -> None:
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    group: dict[str, str] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        for fixture, name in SHARED_PARTS.items():
+            if fixture in item.fixturenames:
+                group[module] = name
+        group.setdefault(module, module)
+    slow = {group[i.nodeid.split("::")[0]] for i in items if i.get_closest_marker("slow")}
+    rank = {name: 0 if name in SHARED_PARTS.values() else 1 if name in slow else 2 for name in group.values()}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[item.nodeid.split("::")[0]]))
+    items.sort(key=lambda i: rank[group[i.nodeid.split("::")[0]]])  # stable: file order within a rank
+
+
 def need(condition: bool, reason: str) -> None:
     """Skip locally, fail under CI=true: CI must never pass by skipping a real part."""
     if not condition:

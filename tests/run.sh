@@ -55,4 +55,7 @@ if ! docker info >/dev/null 2>&1; then
   [ "${CI:-}" = true ] && { tail -20 /var/log/toolkit-dockerd.log 2>/dev/null || true; exit 1; }
 fi
 
-exec python -m pytest "$@"
+# Two test processes (pytest-xdist, locked with the rest): each takes whole groups of tests, the Docker engine's
+# and the Slurm cluster's tests in one group each (tests/conftest.py says how they are grouped and ordered).
+# TOOLKIT_TEST_WORKERS=0 runs everything in this one process.
+exec python -m pytest -n "${TOOLKIT_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"

@@ -321,13 +321,26 @@ PARSER_DEPS = ["triton", "msgspec", "pyzmq", "pybase64", "orjson", "IPython"]
 
 
 def install_parser_deps(log=print) -> Path:
-    """pip install --target the packages SGLang's parser imports beyond what the toolkit venv has."""
+    """pip install --target the packages SGLang's parser imports beyond what the toolkit venv has.
+
+    Installed into a folder beside the cache's and renamed into place: a preflight running meanwhile (another
+    build, a parallel test) finds the old set or the new one, never a half-written one."""
     from toolkit.image.flags import parser_deps_dir
 
     target = parser_deps_dir()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.new.", dir=target.parent))
     log(f"pip install --target {target} {' '.join(PARSER_DEPS)}")
-    proc = _run([sys.executable, "-m", "pip", "install", "--quiet", "--upgrade", "--target", str(target),
-                 *PARSER_DEPS], timeout=1800)
-    if proc.returncode != 0:
-        raise ToolFailure(f"pip install of the parser deps failed: {proc.stderr.strip()[-600:]}")
+    try:
+        proc = _run([sys.executable, "-m", "pip", "install", "--quiet", "--upgrade", "--target", str(tmp),
+                     *PARSER_DEPS], timeout=1800)
+        if proc.returncode != 0:
+            raise ToolFailure(f"pip install of the parser deps failed: {proc.stderr.strip()[-600:]}")
+        old = target.with_name(f"{tmp.name}.old")
+        if target.exists():
+            os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return target
