@@ -120,4 +120,4 @@ def test_hostinfo_merges_the_gpu_fingerprint(tmp_path, monkeypatch):
                               f'  topo) cat "{DATA}/h200-topo-m.txt";;\nesac\n')
     monkeypatch.setenv("PATH", env["PATH"])
     fp = hostinfo.local_fingerprint()
-    assert fp["gpu"]["gpus"][0]["name"] == "NVIDIA H200" and fp["gpu"]["driver_version"] == "580.159.04"
+    assert fp.gpu["gpus"][0]["name"] == "NVIDIA H200" and fp.gpu["driver_version"] == "580.159.04"

@@ -71,22 +71,23 @@ def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, p
     rendered = render_env(spec)
     h = rendered.hash
     previous = None if (check or no_cache) else find_build_record(h)
-    if previous and previous.get("preflight"):
+    said = previous.model_extra if previous is not None else {}  # what the schema does not name: plan, preflight
+    if said.get("preflight"):
         from toolkit import docker_api
 
         client = docker_api.client()
         hits = docker_api.images_with_label(client, SPEC_HASH_LABEL, h)
         if hits:
-            rec = dict(previous)
-            if hits[0].id != previous.get("image_id"):  # same spec hash, built again elsewhere (e.g. --no-cache)
+            rec = previous.model_dump(mode="json", exclude_unset=True)
+            if hits[0].id != previous.image_id:  # same spec hash, built again elsewhere (e.g. --no-cache)
                 labels = hits[0].labels
                 rec.update(image_id=hits[0].id, labels=labels,
                            created=labels.get("org.opencontainers.image.created", rec.get("created")),
                            revision=labels.get("org.opencontainers.image.revision", rec.get("revision")))
             if push:
                 rec["pushed"] = docker_api.push(client, hits[0].id, push, image_repo(spec.name), h[:12])
-            return {"cache_hit": True, "seconds": round(time.monotonic() - t0, 3), "plan": previous["plan"],
-                    "preflight": previous["preflight"], "record": rec}
+            return {"cache_hit": True, "seconds": round(time.monotonic() - t0, 3), "plan": said["plan"],
+                    "preflight": said["preflight"], "record": rec}
     eng = engines.get(spec.model.engine)
     report = preflight(spec, flag_mode=flag_mode, log=log) if eng.flag_check == "build" else None
     plan = _plan(spec, rendered, report)

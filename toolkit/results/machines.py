@@ -19,7 +19,7 @@ from pathlib import Path
 
 from toolkit.results.archive import Archive
 from toolkit.stats import MachineVar, logs, machine_prior, machine_var_from_pairs
-from toolkit.schema.manifest import Fingerprint
+from toolkit.schema.manifest import Fingerprint, MachineRecord
 
 UNKNOWN = "unknown machine"
 
@@ -40,12 +40,12 @@ class Machine:
         return f"{self.host or '?'}" + (f" [GPU {gpus}]" if gpus else "")
 
 
-def machine_of(record: dict | None) -> Machine | None:
+def machine_of(record: MachineRecord | None) -> Machine | None:
     """A launch record's `machine` ({host, gpus: [uuid]}) as a Machine; None when absent."""
-    if not isinstance(record, dict):
+    if record is None:
         return None
-    gpus = record.get("gpus")
-    return Machine(host=record.get("host"), gpus=tuple(sorted(str(g) for g in gpus)) if isinstance(gpus, list) else ())
+    gpus = record.gpus
+    return Machine(host=record.host, gpus=tuple(sorted(str(g) for g in gpus)) if isinstance(gpus, list) else ())
 
 
 def fingerprint_machine(fp: Fingerprint) -> Machine:
