@@ -70,9 +70,10 @@ def local_fingerprint() -> Fingerprint:
     try:
         from toolkit.gpu.fingerprint import gpu_fingerprint
 
-        fp["gpu"] = gpu_fingerprint()
+        gpu = gpu_fingerprint()
     except ImportError:
-        fp["gpu"] = None
+        gpu = None
+    fp["gpu"] = gpu.model_dump(mode="json", exclude_unset=True) if gpu is not None else None  # scrubbed with the rest
     return Fingerprint.model_validate(scrub(fp))
 
 
@@ -95,11 +96,11 @@ def _local_gpus() -> tuple[tuple[int, str], ...]:
     try:
         from toolkit.gpu.fingerprint import gpu_fingerprint
 
-        fp = gpu_fingerprint() or {}
+        fp = gpu_fingerprint()
     except ImportError:
-        fp = {}
+        fp = None
     return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
-                 for i, g in enumerate(fp.get("gpus") or []) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
+                 for i, g in enumerate(fp.gpus if fp else []) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
 
 
 @functools.lru_cache(maxsize=None)
@@ -111,8 +112,7 @@ def _host_gpus(host: str) -> tuple[tuple[int, str], ...]:
         fp = load_fingerprint(host) or Fingerprint()
     except Exception:  # noqa: BLE001 - no fingerprint: the launch's GPUs stay unknown, said so in the record
         fp = Fingerprint()
-    gpu = fp.gpu or {}
-    gpus = fp.gpus if fp.gpus is not None else gpu.get("gpus") or []
+    gpus = fp.gpus if fp.gpus is not None else (fp.gpu.gpus if fp.gpu else [])
     return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
                  for i, g in enumerate(gpus) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
 

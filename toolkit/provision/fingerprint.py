@@ -52,6 +52,8 @@ def load_fingerprint(host_name: str) -> Fingerprint | None:
     if isinstance(gpu, dict) and gpu.get("topology_text"):
         from toolkit.gpu.smi import parse_topo_matrix
 
-        gpu["topology"] = {**parse_topo_matrix(gpu["topology_text"]), "text": gpu["topology_text"]}
+        topology = parse_topo_matrix(gpu["topology_text"])
+        topology.text = gpu["topology_text"]
+        gpu["topology"] = topology
     mtime = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
     return Fingerprint.model_validate({**data, "collected_at": mtime.isoformat(timespec="seconds"), "path": str(path)})

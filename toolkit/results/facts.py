@@ -13,13 +13,13 @@ from toolkit.schema.manifest import BuildRecord, Fingerprint, Manifest
 
 def host_view(fp: Fingerprint) -> dict:
     """The fields of a fingerprint that matter for a comparison (no per-device serials or UUIDs)."""
-    gpu = fp.gpu or {}
-    gpus = fp.gpus if fp.gpus is not None else gpu.get("gpus") or []
+    gpu = fp.gpu
+    gpus = fp.gpus if fp.gpus is not None else (gpu.gpus if gpu else [])
     names = [g.get("name") or g.get("product_name") or "?" if isinstance(g, dict) else str(g) for g in gpus]
-    links = (gpu.get("topology") or {}).get("links") if isinstance(gpu.get("topology"), dict) else None
+    links = gpu.topology.links if gpu is not None and gpu.topology is not None else None
     view = {"hostname": fp.hostname, "os": fp.os, "kernel": fp.kernel, "cpu": fp.cpu, "cpu_count": fp.cpu_count,
-            "memory_bytes": fp.memory_bytes, "driver": fp.driver or gpu.get("driver_version"),
-            "cuda": fp.cuda or gpu.get("cuda_version"),
+            "memory_bytes": fp.memory_bytes, "driver": fp.driver or (gpu.driver_version if gpu else None),
+            "cuda": fp.cuda or (gpu.cuda_version if gpu else None),
             "gpus": (f"{len(names)}x {names[0]}" if names and len(set(names)) == 1 else ", ".join(names)) or None,
             "gpu_links": sorted(set(links.values())) if isinstance(links, dict) and links else None,
             "env": dict(fp.env) or None}

@@ -114,6 +114,32 @@ class WorkloadRecord(_Open):
     source: str | None = None
 
 
+class GpuTopology(_Open):
+    """`nvidia-smi topo -m` (toolkit.gpu.smi.parse_topo_matrix): the GPUs, each pair's link as printed (NV#, PIX,
+    SYS, ...), each GPU's CPU/NUMA affinity; with the text it was read from, or the error that stopped it."""
+
+    gpus: list[str] = Field(default_factory=list)
+    links: dict[str, str] = Field(default_factory=dict, description='"GPU0-GPU1" -> the link')
+    affinity: dict[str, dict[str, str]] = Field(default_factory=dict)
+    text: str | None = None
+    error: str | None = None
+
+
+class GpuFingerprint(_Open):
+    """The GPU stage's fingerprint (toolkit.gpu.smi.gpu_fingerprint): `nvidia-smi -q -x` read into the driver and
+    CUDA versions and one dict per GPU (index, name, uuid, serial, memory, clocks, power, ECC, ...), the topology,
+    and the source; a failing nvidia-smi is recorded as `error` (a fingerprint records what the machine said)."""
+
+    timestamp: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    count: int | None = None
+    gpus: list[Any] = Field(default_factory=list, description="one dict per GPU, in nvidia-smi's order")
+    topology: GpuTopology | None = None
+    source: str | None = None
+    error: str | None = None
+
+
 class Fingerprint(_Open):
     """A host fingerprint (toolkit.bench.hostinfo, toolkit.provision.fingerprint). `gpu` is the GPU
     stage's fingerprint (driver_version, cuda_version, gpus[], topology); older ones put `gpus`,
@@ -127,7 +153,7 @@ class Fingerprint(_Open):
     memory_bytes: int | None = None
     python: str | None = None
     engines: dict[str, str | None] = Field(default_factory=dict)
-    gpu: dict[str, Any] | None = None
+    gpu: GpuFingerprint | None = None
     gpus: list[Any] | None = None
     env: dict[str, str] = Field(default_factory=dict)  # the controller's engine variables (hostinfo.ENGINE_ENV_PREFIXES)
     driver: str | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num
-from toolkit.schema.manifest import Crossover, Speedup
+from toolkit.schema.manifest import Speedup
 from toolkit.schema.tune import (Best, CellRatio, Confirmation, ConfirmedCell, Decision, Ratio, Trial, TrialScore,
                                  TuneResult, TuneState, Winner)
 from toolkit.tune import search
