@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Iterable
 
 import numpy as np
@@ -26,22 +26,8 @@ import numpy as np
 from toolkit.schema.manifest import Speedup
 from toolkit.schema.metrics import cell_throughput
 from toolkit.schema.records import CellSummary, RequestRecord
-from toolkit.stats import (BOOTSTRAP, DEFAULT, SHARED, cell_noise, interval, paired_bootstrap_ratio, rate,
-                           stein_interval, widen)
-
-
-@dataclass(frozen=True, slots=True)
-class PairedRatio:
-    """One cell's paired ratio of output rates, arm over baseline, over the prompts both completed (`n_pairs`),
-    with its 95 % CI (None where there are too few pairs). `rounds`: the launch rounds it pairs; `ci_method`:
-    how the CI was made (None: the request bootstrap alone, as paired_ratio makes it)."""
-
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n_pairs: int
-    rounds: int = 1
-    ci_method: str | None = None
+from toolkit.stats import (BOOTSTRAP, DEFAULT, SHARED, PairedRatio, cell_noise, interval, paired_bootstrap_ratio,
+                           rate, stein_interval, widen)
 
 
 def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0) -> PairedRatio:

@@ -49,7 +49,7 @@ class RunView:
     noise: Any = None  # the launch noise the run can see (report/noise.py NoiseReport), two or more launches
     power: Any = None  # a one-launch run's minimum detectable effects (report/noise.py PowerReport)
     surface: dict | None = None  # the speed-up surface of synthetic-acceptance arms and its prediction (surface.py)
-    represent: dict | None = None  # representativeness against real acceptance per domain (results/represent.py)
+    represent: Any = None  # representativeness against real acceptance per domain (results/represent.py Represented)
 
 
 def status_text(status: str, why: str | None) -> str:
@@ -209,13 +209,13 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
         data["surface"] = surface
     represent = _represent(a, derived, cells, training_data)
     if represent is not None:
-        data["representativeness_vs_acceptance"] = represent
+        data["representativeness_vs_acceptance"] = {k: v for k, v in asdict(represent).items() if v is not None}
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
                    commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo,
                    noise=noise, power=power, surface=surface, represent=represent)
 
 
-def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | None) -> dict | None:
+def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | None) -> Any:
     """Representativeness against the real acceptance of this run's speculative arms (toolkit/results/
     represent.py): the distances the run recorded, or computed now from `training_data`."""
     from toolkit.results.represent import build, from_training
@@ -229,7 +229,7 @@ def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | 
         source = "recorded by the run (its Matrix's training_data)"
     out = build(reps, real_acceptance(cells, derived.baseline), source)
     if out is not None and notes:
-        out["left_out"] = notes
+        out.left_out = notes
     return out
 
 
