@@ -65,7 +65,7 @@ def run_cell_in_job(launcher, load: CellLoad, prompts: list[Prompt], *, n: int, 
     job = launcher.job
     cell = job.workdir / f"{job.job_name}-{launcher.job_id}.cell{n}.json"
     files, log_path = paths(cell), cell.with_suffix(".log")
-    for f in (*files.values(), log_path):
+    for f in (*files, log_path):
         f.unlink(missing_ok=True)
     who = {"model": model, "arm": arm, "domain": domain, "repeat": repeat}
     load = replace(load, workers=load.processes)  # as the cell's summary records it
@@ -93,7 +93,7 @@ def run_cell_in_job(launcher, load: CellLoad, prompts: list[Prompt], *, n: int, 
             raise CellFailed(outcome["failed"], records, hint=outcome.get("hint"))
         return records, {k: outcome.get(k) for k in ("step", "host", "workers")}
     finally:
-        for f in (cell, *files.values(), log_path):
+        for f in (cell, *files, log_path):
             f.unlink(missing_ok=True)
 
 
