@@ -18,6 +18,7 @@ import ssl
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from toolkit.errors import ToolkitError
@@ -61,10 +62,17 @@ class Endpoint:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def info(self) -> dict:
+    def recorded(self) -> "EndpointRecord":
         """What an archive may record: the scheme, the CA bundle's path, the variable's name; never the key."""
-        return {"tls": self.tls, "ca_bundle": str(self.ca_bundle) if self.ca_bundle else None,
-                "api_key_env": self.api_key_env}
+        return EndpointRecord(self.tls, str(self.ca_bundle) if self.ca_bundle else None, self.api_key_env)
+
+
+class EndpointRecord(NamedTuple):
+    """An endpoint as an arm's facts name it (Endpoint.recorded)."""
+
+    tls: bool
+    ca_bundle: str | None
+    api_key_env: str | None
 
 
 _CONTEXTS: dict[str, ssl.SSLContext] = {}

@@ -82,16 +82,16 @@ def test_a_cell_beside_a_cpu_hog_carries_the_busy_host_warning(tmp_path: Path) -
     # No request is sent after the deadline, so the span (first send -> last end) can fall short of it only
     # by the time between the last end and the slot's look at the clock (70 us was seen on a busy host)
     assert 3 - 0.01 <= quiet.duration_s < 3 + 30 and 5 - 0.01 <= busy.duration_s < 5 + 30
-    assert all({"stall", "busy-host"} <= set(c.checked) and c.host["samples"] >= 3 for c in (quiet, busy))
+    assert all({"stall", "busy-host"} <= set(c.checked) and c.host.samples >= 3 for c in (quiet, busy))
     # the hog keeps 4 x cores runnable beside whatever else this (shared) machine runs: the runnable count
     # is additive, so others' demand in the hogged cell exceeds the quiet cell's by about that much
-    threshold = quiet.host["foreign_cores"] + 2 * cpus  # a threshold the hog clearly exceeds
-    assert busy.host["foreign_cores"] > threshold, (quiet.host, busy.host)
+    threshold = quiet.host.foreign_cores + 2 * cpus  # a threshold the hog clearly exceeds
+    assert busy.host.foreign_cores > threshold, (quiet.host, busy.host)
     # a stall (one slow request on this shared machine) is a genuine measurement, judged by its own check; so
     # are answers the starved engine delivered in one chunk (bundled)
     (warn,) = [c for c in busy.checks if c.check == "busy-host"]
     assert "other processes wanted" in warn.message and {c.check for c in busy.checks} <= {"busy-host", "stall", "bundled"}
-    assert busy.host["own_cores"] < 4 * cpus  # the hog is not this run's own load
+    assert busy.host.own_cores < 4 * cpus  # the hog is not this run's own load
     # the quiet cell is judged by the same rule: marked only if the machine was busy without the hog
     assert any(c.check == "busy-host" for c in quiet.checks) == (busy_check(quiet.host) is not None)
     assert {c.check for c in quiet.checks} <= {"busy-host", "stall", "bundled"}
@@ -109,9 +109,9 @@ def test_the_host_load_of_this_process_tree() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time\nwhile time.process_time() < 0.5: pass"])
     child.wait()
     host = load.stop()
-    own_s = host["own_cores"] * host["wall_s"]
-    assert host["samples"] >= 2 and 0.45 <= own_s < 0.5 + 0.5 + host["wall_s"] * 0.2, host
-    assert host["cpus"] == os.cpu_count() and 0 <= host["steal"] <= 1
+    own_s = host.own_cores * host.wall_s
+    assert host.samples >= 2 and 0.45 <= own_s < 0.5 + 0.5 + host.wall_s * 0.2, host
+    assert host.cpus == os.cpu_count() and 0 <= host.steal <= 1
 
 
 def test_other_toolkit_runs_on_the_host_are_seen_while_they_run(tmp_path: Path) -> None:

@@ -132,11 +132,11 @@ def test_one_round_speedup_is_widened_by_launch_noise_unless_one_server() -> Non
     records = {("spec", "coding", 1): _recs("spec", 150, 0, 1), ("base", "coding", 1): _recs("base", 100, 0, 2)}
     boot = derive.paired_ratio(records[("spec", "coding", 1)], records[("base", "coding", 1)])
     (row,) = derive.speedups(_cells(), records, "base")
-    assert row.rounds == 1 and row.paired_ratio == boot["ratio"]
-    assert row.ci_low < boot["ci_low"] and row.ci_high > boot["ci_high"]  # two launches' noise added
+    assert row.rounds == 1 and row.paired_ratio == boot.ratio
+    assert row.ci_low < boot.ci_low and row.ci_high > boot.ci_high  # two launches' noise added
     assert "default launch CV 10%" in row.ci_method
     (shared,) = derive.speedups(_cells(), records, "base", shared={"spec"})
-    assert (shared.ci_low, shared.ci_high) == (boot["ci_low"], boot["ci_high"])
+    assert (shared.ci_low, shared.ci_high) == (boot.ci_low, boot.ci_high)
     assert "one shared server" in shared.ci_method
 
 
@@ -149,7 +149,7 @@ def test_speedup_over_rounds_is_a_t_interval_of_per_round_ratios() -> None:
         records[("spec", "coding", 1)] += _recs("spec", s, la, 10 + la)
         records[("base", "coding", 1)] += _recs("base", b, la, 20 + la)
     (row,) = derive.speedups(_cells(), records, "base")
-    per_round = [derive.paired_ratio(_recs("spec", s, la, 10 + la), _recs("base", b, la, 20 + la))["ratio"]
+    per_round = [derive.paired_ratio(_recs("spec", s, la, 10 + la), _recs("base", b, la, 20 + la)).ratio
                  for la, (s, b) in rates.items()]
     assert row.rounds == 3 and row.n_pairs == 120 and row.ci_method.startswith("t-interval over 3 rounds")
     assert abs(row.paired_ratio - float(np.exp(np.mean(np.log(per_round))))) < 1e-9  # their geometric mean

@@ -29,7 +29,7 @@ def cell(arm: str, conc: int, tput: float) -> CellSummary:
 
 def test_paired_ratio_recovers_a_known_speedup() -> None:
     pr = derive.paired_ratio(recs("spec", 1, 150, seed=1), recs("base", 1, 100, seed=2))
-    assert 1.45 < pr["ratio"] < 1.55 and pr["ci_low"] < pr["ratio"] < pr["ci_high"] and pr["n_pairs"] == 40
+    assert 1.45 < pr.ratio < 1.55 and pr.ci_low < pr.ratio < pr.ci_high and pr.n_pairs == 40
 
 
 def test_crossover_is_the_start_of_a_sustained_significant_slowdown() -> None:
@@ -42,8 +42,8 @@ def test_crossover_is_the_start_of_a_sustained_significant_slowdown() -> None:
     rows = derive.speedups(cells, records, "base")
     cross = derive.crossovers(rows, {"spec"})
     # the dip at 4 recovers at 16, so the crossover is 32, not 4
-    assert cross[0]["crossover_concurrency"] == 32
-    assert "4" in cross[0]["note"]
+    assert cross[0].crossover_concurrency == 32
+    assert "4" in cross[0].note
     assert derive.recommended_threshold(cross, "spec") == 32
 
 
@@ -51,7 +51,7 @@ def test_no_crossover_when_never_slower() -> None:
     cells = [cell("spec", 1, 150), cell("base", 1, 100)]
     records = {("spec", "coding", 1): recs("spec", 1, 150), ("base", "coding", 1): recs("base", 1, 100)}
     cross = derive.crossovers(derive.speedups(cells, records, "base"), {"spec"})
-    assert cross[0]["crossover_concurrency"] is None and "no threshold" in cross[0]["note"]
+    assert cross[0].crossover_concurrency is None and "no threshold" in cross[0].note
 
 
 def test_methodology_checks() -> None:

@@ -78,17 +78,17 @@ def test_plan_expands_speculative_arms_only(tmp_path: Path) -> None:
     assert plan.preset_name("eagle3-synacc3") == "eagle3" and plan.preset_name("plain") == "plain"
     assert plan.synthetic_level("eagle3-synacc2") == 2.0 and plan.synthetic_level("baseline") is None
     assert plan.synthetic_level("plain") is None
-    env = plan.launcher_kwargs(plan.slots[0], "eagle3-synacc3", tmp_path)["env"]
+    env = plan.launcher_kwargs(plan.slots[0], "eagle3-synacc3", tmp_path).env
     assert env["SGLANG_SIMULATE_ACC_LEN"] == "3" and env["SGLANG_SIMULATE_ACC_METHOD"] == "match-expected"
     assert env["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "fixed" and env["PYTHONPATH"] == str(FAKE_SGLANG)
-    base = plan.launcher_kwargs(plan.slots[0], "baseline", tmp_path)["env"]
+    base = plan.launcher_kwargs(plan.slots[0], "baseline", tmp_path).env
     assert not any(k.startswith("SGLANG_SIMULATE") for k in base)
     assert plan.request_params("eagle3-synacc2") == {}
 
 
 def test_hand_set_simulate_env_is_labelled(tmp_path: Path) -> None:
     """SGLANG_SIMULATE_ACC_LEN set by hand in target.env (as an earlier H100 run did): still recorded as forced."""
-    from toolkit.bench.plan import _synthetic_record, plan_target
+    from toolkit.bench.plan import plan_target, synthetic_record
     from toolkit.specs import load_spec
 
     t = json.dumps({"kind": "local", "launcher": "process", "python": sys.executable,
@@ -96,7 +96,7 @@ def test_hand_set_simulate_env_is_labelled(tmp_path: Path) -> None:
     plan = plan_target(load_spec(sg_matrix(tmp_path, extra="", target=t)))
     assert plan.m.arms == ["baseline", "eagle3", "plain"]
     assert plan.synthetic_level("eagle3") == 3.5 and plan.synthetic_level("baseline") is None
-    assert _synthetic_record(plan, "eagle3")["synthetic_acceptance"]["accept_len"] == 3.5
+    assert synthetic_record(plan, "eagle3").accept_len == 3.5
 
 
 @pytest.mark.parametrize("extra, env, words", [

@@ -136,7 +136,7 @@ def test_a_registered_third_engine_validates_and_plans(tmp_path: Path, fake_engi
     assert plan.engine == "fakeengine" and plan.build is None  # it builds no image
     assert [c.arm for c in plan.todo["spec"]] == ["spec"]
     kw = plan.launcher_kwargs(plan.slots[0], "spec", tmp_path)
-    assert kw["kind"] == "docker"  # not embedded: a launcher of serve's, by kind
+    assert kw.kind == "docker"  # not embedded: a launcher of serve's, by kind
     from toolkit.bench.acceptance import Probe, probe_for
 
     assert type(probe_for(object(), "fakeengine", speculative=True, flushed=None, warmup=0)) is Probe

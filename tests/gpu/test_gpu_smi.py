@@ -19,10 +19,10 @@ TOPO = (DATA / "h200-topo-m.txt").read_text()
 
 def test_h200_xml_fields():
     fp = smi.parse_nvidia_smi_xml(XML)
-    assert fp["driver_version"] == "580.159.04"
-    assert fp["cuda_version"] == "13.0"
-    assert fp["count"] == 1 and len(fp["gpus"]) == 1
-    g = fp["gpus"][0]
+    assert fp.driver_version == "580.159.04"
+    assert fp.cuda_version == "13.0"
+    assert fp.count == 1 and len(fp.gpus) == 1
+    g = fp.gpus[0]
     assert g["name"] == "NVIDIA H200"
     assert g["architecture"] == "Hopper"
     assert g["uuid"] == "GPU-8bb3f560-524d-977f-fea3-528d57df7555"
@@ -39,9 +39,9 @@ def test_h200_xml_fields():
 def test_na_values_are_none_not_zero():
     # a figure reported as N/A falls through to the next source, or is None, never 0
     text = XML.replace("<instant_power_draw>77.97 W</instant_power_draw>", "<instant_power_draw>N/A</instant_power_draw>", 1)
-    assert smi.parse_nvidia_smi_xml(text)["gpus"][0]["power_draw_w"] == pytest.approx(77.74)  # average_power_draw
+    assert smi.parse_nvidia_smi_xml(text).gpus[0]["power_draw_w"] == pytest.approx(77.74)  # average_power_draw
     text = XML.replace("<current_ecc>Enabled", "<current_ecc>N/A").replace("<minor_number>0<", "<minor_number>N/A<")
-    g = smi.parse_nvidia_smi_xml(text)["gpus"][0]
+    g = smi.parse_nvidia_smi_xml(text).gpus[0]
     assert g["ecc_mode"] is None and g["minor_number"] is None
 
 
@@ -50,9 +50,9 @@ def test_two_gpu_log_built_from_the_real_one():
     second = XML[start:end].replace("GPU-8bb3f560", "GPU-00000000").replace("00000000:00:06.0", "00000000:00:07.0")
     text = XML[:end] + "\n" + second + XML[end:]
     fp = smi.parse_nvidia_smi_xml(text.replace("<attached_gpus>1<", "<attached_gpus>2<"))
-    assert fp["count"] == 2
-    assert [g["index"] for g in fp["gpus"]] == [0, 1]
-    assert fp["gpus"][1]["uuid"].startswith("GPU-00000000") and fp["gpus"][1]["pci_bus_id"] == "00000000:00:07.0"
+    assert fp.count == 2
+    assert [g["index"] for g in fp.gpus] == [0, 1]
+    assert fp.gpus[1]["uuid"].startswith("GPU-00000000") and fp.gpus[1]["pci_bus_id"] == "00000000:00:07.0"
 
 
 @pytest.mark.parametrize("text, msg", [
@@ -66,9 +66,9 @@ def test_bad_xml_is_a_clear_error(text, msg):
 
 def test_topo_one_gpu_real():
     topo = smi.parse_topo_matrix(TOPO)
-    assert topo["gpus"] == ["GPU0"]
-    assert topo["links"] == {}
-    assert topo["affinity"]["GPU0"] == {"CPU Affinity": "0-15", "NUMA Affinity": "0", "GPU NUMA ID": "N/A"}
+    assert topo.gpus == ["GPU0"]
+    assert topo.links == {}
+    assert topo.affinity["GPU0"] == {"CPU Affinity": "0-15", "NUMA Affinity": "0", "GPU NUMA ID": "N/A"}
 
 
 def test_topo_two_gpus_in_the_same_layout():
@@ -78,10 +78,10 @@ def test_topo_two_gpus_in_the_same_layout():
             "GPU1\tNV18\t X \tSYS\t0-31\t0\t\tN/A\n"
             "NIC0\tPIX\tSYS\t X \t\t\t\t\n\nLegend:\n\n  X    = Self\n")
     topo = smi.parse_topo_matrix(text)
-    assert topo["gpus"] == ["GPU0", "GPU1"]
-    assert topo["links"] == {"GPU0-GPU1": "NV18"}
-    assert topo["affinity"]["GPU1"]["CPU Affinity"] == "0-31"
-    assert smi.parse_topo_matrix("") == {"gpus": [], "links": {}, "affinity": {}}
+    assert topo.gpus == ["GPU0", "GPU1"]
+    assert topo.links == {"GPU0-GPU1": "NV18"}
+    assert topo.affinity["GPU1"]["CPU Affinity"] == "0-31"
+    assert smi.parse_topo_matrix("").model_dump(exclude_unset=True) == {"gpus": [], "links": {}, "affinity": {}}
 
 
 def _fake_smi(tmp_path: Path, body: str) -> dict:
@@ -96,8 +96,8 @@ def test_fingerprint_through_nvidia_smi(tmp_path, monkeypatch):
                               f'  topo) cat "{DATA}/h200-topo-m.txt";;\n  *) exit 3;;\nesac\n')
     monkeypatch.setenv("PATH", env["PATH"])
     fp = smi.gpu_fingerprint()
-    assert fp["gpus"][0]["name"] == "NVIDIA H200"
-    assert fp["topology"]["gpus"] == ["GPU0"] and "CPU Affinity" in fp["topology"]["text"]
+    assert fp.gpus[0]["name"] == "NVIDIA H200"
+    assert fp.topology.gpus == ["GPU0"] and "CPU Affinity" in fp.topology.text
 
 
 def test_fingerprint_records_a_failing_driver(tmp_path, monkeypatch):
@@ -105,7 +105,7 @@ def test_fingerprint_records_a_failing_driver(tmp_path, monkeypatch):
                               "exit 9\n")
     monkeypatch.setenv("PATH", env["PATH"])
     fp = smi.gpu_fingerprint()
-    assert fp["count"] == 0 and "exit 9" in fp["error"] and "communicate" in fp["error"]
+    assert fp.count == 0 and "exit 9" in fp.error and "communicate" in fp.error
 
 
 def test_fingerprint_none_without_nvidia_smi(monkeypatch, tmp_path):
@@ -120,4 +120,4 @@ def test_hostinfo_merges_the_gpu_fingerprint(tmp_path, monkeypatch):
                               f'  topo) cat "{DATA}/h200-topo-m.txt";;\nesac\n')
     monkeypatch.setenv("PATH", env["PATH"])
     fp = hostinfo.local_fingerprint()
-    assert fp["gpu"]["gpus"][0]["name"] == "NVIDIA H200" and fp["gpu"]["driver_version"] == "580.159.04"
+    assert fp.gpu.gpus[0]["name"] == "NVIDIA H200" and fp.gpu.driver_version == "580.159.04"

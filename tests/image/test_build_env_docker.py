@@ -114,8 +114,8 @@ def test_build_record_is_found_by_hash_and_prefix(built, cache_env, monkeypatch)
 
     monkeypatch.setenv("TOOLKIT_CACHE_DIR", cache_env["TOOLKIT_CACHE_DIR"])
     h = built["plan"]["spec_hash"]
-    assert find_build_record(h)["image_id"] == built["record"]["image_id"]
-    assert find_build_record(h[:12])["spec_hash"] == h
+    assert find_build_record(h).image_id == built["record"]["image_id"]
+    assert find_build_record(h[:12]).spec_hash == h
     assert find_build_record("0" * 64) is None
 
 

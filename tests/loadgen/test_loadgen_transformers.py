@@ -70,7 +70,7 @@ def test_server_limit_shows_as_queueing_in_ttft(tserver, local_env):
     """transformers serve without continuous batching runs one request at a time (info says 1): at
     concurrency 4 a request waits for those ahead of it, so TTFT grows by whole generations while the
     time between tokens does not."""
-    assert tserver.info()["max_running_requests"] == 1
+    assert tserver.info().max_running_requests == 1
     params = local_env.model.request_params["baseline"]
 
     def cell(c):

@@ -77,11 +77,11 @@ def test_provision_in_parallel_then_idempotent(cli, toolkit_env, ssh_hosts, ssh_
 
     for h in ssh_hosts:
         fp = load_fingerprint(h.name)
-        assert fp is not None and fp["host"] == h.name
-        assert fp["os"].startswith("Debian 12") and fp["hostname"] == h.name and fp["memory_bytes"] > 2**30
-        assert fp["cpu_count"] >= 1 and fp["kernel"] == os.uname().release  # containers share this kernel
-        assert fp["gpu"] is None and fp["docker"] is None and fp["docker_error"] == "docker not found"
-        assert first["fingerprints"][h.name] == fp["path"]
+        assert fp is not None and fp.host == h.name
+        assert fp.os.startswith("Debian 12") and fp.hostname == h.name and fp.memory_bytes > 2**30
+        assert fp.cpu_count >= 1 and fp.kernel == os.uname().release  # containers share this kernel
+        assert fp.gpu is None and fp.docker is None and fp.docker_error == "docker not found"
+        assert first["fingerprints"][h.name] == fp.path
     assert load_fingerprint("never-provisioned") is None
 
     r, second = _provision(cli, toolkit_env, spec)

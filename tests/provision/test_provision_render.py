@@ -88,4 +88,4 @@ def test_load_fingerprint_rejects_corrupt_file(tmp_path, monkeypatch):
     with pytest.raises(ToolkitError, match="not valid JSON"):
         load_fingerprint("h")
     (tmp_path / "g.json").write_text('{"host": "g"}')
-    assert load_fingerprint("g")["host"] == "g"
+    assert load_fingerprint("g").host == "g"

@@ -37,7 +37,7 @@ def _replay(rng, cv: float, half: float, top: int, stein: bool, launches: int = 
             _, lo, hi, _ = round_interval({k: math.exp(x[k, c]) for k in range(n)}, first if stein else None)
             rows.append(Speedup(arm="spec", domain="chat", concurrency=c + 1, rounds=n, ci_low=lo, ci_high=hi))
         d = auto_decision(rows, half, n, first, top)
-        if d is not None and d["stop"]:
+        if d is not None and d.stop:
             return n, [r.ci_low <= TRUTH <= r.ci_high for r in rows]
     raise AssertionError("the rule never stopped at max")
 

@@ -35,9 +35,9 @@ def test_build_needs_a_distance_and_an_acceptance() -> None:
             {"workload": "chat", "divergence": 0.5, "verdict": "moderate"}]  # no acceptance: no row
     acc = {("eagle3", "coding"): 3.0, ("eagle3", "math"): 1.5, ("eagle3", "encyclopedic"): 1.2}  # no distance
     out = rp.build(reps, acc, "recorded")
-    assert [(r["domain"], r["distance"], r["accept_len"]) for r in out["rows"]] == [("coding", 0.3, 3.0),
+    assert [(r["domain"], r["distance"], r["accept_len"]) for r in out.rows] == [("coding", 0.3, 3.0),
                                                                                   ("math", 0.9, 1.5)]
-    assert out["spearman"] == [{"arm": "eagle3", "n": 2, "rho": None}]  # two domains: no rho
+    assert out.spearman == [{"arm": "eagle3", "n": 2, "rho": None}]  # two domains: no rho
     assert rp.build([], acc, "recorded") is None and rp.build(reps, {}, "recorded") is None
 
 

@@ -154,7 +154,7 @@ def test_an_inherited_engine_variable_shows_in_the_environment_diff(tmp_path, mo
             monkeypatch.delenv(k, raising=False)
         for k, v in env.items():
             monkeypatch.setenv(k, v)
-        return host_fingerprint([])
+        return host_fingerprint([]).model_dump(mode="json", exclude_unset=True)
 
     secret = "hf_" + "q" * 30
     fa = fp_with(HF_HOME="/data/hf", HF_TOKEN=secret)

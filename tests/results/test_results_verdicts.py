@@ -14,6 +14,7 @@ from tests.conftest import ROOT, run_cli
 from toolkit.results.archive import open_archive
 from toolkit.results.compact import exists
 from toolkit.results.verdicts import advice_text, crossovers, current, mark
+from toolkit.schema.records import HostLoadRecord
 from toolkit.schema.eligibility import (MIN_CELL_S, MIN_SAMPLES, Eligibility, busy_check, cell_flags, short_why,
                                         stall_check)
 from toolkit.schema.records import CellSummary, RequestRecord, Stat
@@ -67,10 +68,10 @@ def test_a_stall_is_a_few_slow_requests_in_flight_together() -> None:
 
 
 def test_busy_host_threshold() -> None:
-    assert busy_check({"cpus": 16, "own_cores": 2.0, "foreign_cores": 1.0, "steal": 0.0}) is None
-    assert busy_check({"cpus": 2, "own_cores": 1.5, "foreign_cores": 4.0, "steal": 0.0}) is not None
-    assert "steal" in busy_check({"cpus": 16, "own_cores": 1.0, "foreign_cores": 0.0, "steal": 0.3}).message
-    other = busy_check({"cpus": 16, "own_cores": 1.0, "foreign_cores": 0.0, "other_runs": [{"pid": 7, "matrix": "m"}]})
+    assert busy_check(HostLoadRecord(**{"cpus": 16, "own_cores": 2.0, "foreign_cores": 1.0, "steal": 0.0})) is None
+    assert busy_check(HostLoadRecord(**{"cpus": 2, "own_cores": 1.5, "foreign_cores": 4.0, "steal": 0.0})) is not None
+    assert "steal" in busy_check(HostLoadRecord(**{"cpus": 16, "own_cores": 1.0, "foreign_cores": 0.0, "steal": 0.3})).message
+    other = busy_check(HostLoadRecord(**{"cpus": 16, "own_cores": 1.0, "foreign_cores": 0.0, "other_runs": [{"pid": 7, "matrix": "m"}]}))
     assert other is not None and "m (pid 7)" in other.message and not other.excludes
 
 
@@ -87,16 +88,16 @@ def test_a_capped_level_never_makes_a_crossover() -> None:
     cells = [cell(a, c) for a in ("spec", "base") for c in (1, 16, 64)]
     elig = Eligibility(cells, {"spec": ArmState(max_running_requests=48, max_running_requests_implicit=True)})
     (x,) = crossovers(mark(rs, elig), {"spec"})
-    assert x["crossover_concurrency"] is None and x["excluded"] == [64] and "left out: c=64 capped" in x["note"]
-    assert (x["crossover_concurrency"], x["recommended_disable_batch_threshold"]) == (None, None)
+    assert x.crossover_concurrency is None and x.excluded == [64] and "left out: c=64 capped" in x.note
+    assert (x.crossover_concurrency, x.recommended_disable_batch_threshold) == (None, None)
     (unruled,) = crossovers(rs, {"spec"})  # the same rows without the rule: the queue made a crossover
-    assert unruled["crossover_concurrency"] == 64
+    assert unruled.crossover_concurrency == 64
 
 
 def test_no_eligible_level_no_advice_at_all() -> None:
     rs = mark(rows({1: (0.5, 0.6), 4: (0.5, 0.6)}), Eligibility([cell("spec", 1, n=3), cell("spec", 4, n=3)]))
     (x,) = crossovers(rs, {"spec"})
-    assert x["no_advice"] and not x["never_pays_off"] and x["recommended_disable_batch_threshold"] is None
+    assert x.no_advice and not x.never_pays_off and x.recommended_disable_batch_threshold is None
     text = advice_text([x], "spec")
     assert text.startswith("no advice") and "threshold" not in text and "pays off" not in text
 
@@ -126,16 +127,16 @@ def test_a_rate_crossover_advises_the_running_batch_the_server_saw_there() -> No
              for i, f in enumerate(fs)] + [rate_cell("base", 4.0, 3.0)]
     info = {"spec": ArmState(max_running_requests=48)}
     (x,) = crossovers(rs, {"spec"}, cells, info)
-    assert (x["crossover_rate"], x["recommended_disable_batch_threshold"], x["running_batch"]) == (4.0, 5, 5.9)
+    assert (x.crossover_rate, x.recommended_disable_batch_threshold, x.running_batch) == (4.0, 5, 5.9)
     assert "r=4/s on, where spec's server ran 5.9 requests at once (mean requests in flight over 2 cell(s), under " \
-           "the server's cap of 48): set speculative-disable-batch-threshold: 5" in x["note"]
+           "the server's cap of 48): set speculative-disable-batch-threshold: 5" in x.note
     assert advice_text([x], "spec") == "set speculative-disable-batch-threshold: 5"
     (capped,) = crossovers(rs, {"spec"}, cells, {"spec": ArmState(max_running_requests=4)})
-    assert capped["recommended_disable_batch_threshold"] == 4 and "max_running_requests (4)" in capped["note"]
+    assert capped.recommended_disable_batch_threshold == 4 and "max_running_requests (4)" in capped.note
     (blind,) = crossovers(rs, {"spec"})  # no cells: the rate, and no number
-    assert blind["recommended_disable_batch_threshold"] is None and "which no cell recorded" in blind["note"]
+    assert blind.recommended_disable_batch_threshold is None and "which no cell recorded" in blind.note
     (never,) = crossovers(rate_rows({1.0: (0.8, 0.9), 4.0: (0.7, 0.8)}), {"spec"}, cells, info)
-    assert never["never_pays_off"] and never["recommended_disable_batch_threshold"] is None
+    assert never.never_pays_off and never.recommended_disable_batch_threshold is None
 
 
 # -- SLO: capacity and advice

@@ -92,4 +92,4 @@ def test_reproduce_speedups_power_and_the_report_refuse_it(tmp_path: Path) -> No
     assert "default launch CV" in line and f"calibration {cal.name} refused" in line
     assert f"calibration {cal.name}" in plan_power(OLD, 1, 60, tmp_path, env_name="synthetic-env")
     data = power_data(open_archive(a))
-    assert data is not None and f"calibration {cal.name} refused" in data["source"]
+    assert data is not None and f"calibration {cal.name} refused" in data.source

@@ -106,7 +106,7 @@ def test_sglang_process_launcher_runs_the_preset(tmp_path):
     port = free_port()
     preset = {"model-path": "/models/t", "tp-size": 2, "trust-remote-code": True, "host": "127.0.0.1", "port": port}
     with SGLangProcessLauncher(preset, log_path=tmp_path / "s.log", env={"PYTHONPATH": str(FAKE_SGLANG)}) as srv:
-        info = srv.info()
+        info = srv.info().model_dump()
         assert info["command"] == [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/t",
                                    "--tp-size", "2", "--trust-remote-code", "--host", "127.0.0.1", "--port", str(port)]
         assert info["engine_version"] == "0.5.17-fake" and info["max_running_requests"] is None

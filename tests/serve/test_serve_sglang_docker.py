@@ -41,7 +41,7 @@ def test_container_runs_exactly_the_preset(docker_client, fake_sglang_image, tmp
     srv = SGLangDockerLauncher(fake_sglang_image, _preset(port), gpus=None, shm_size="1g", ulimits=ULIMITS, stop_timeout_s=2,
                                mounts={str(tmp_path): "/models"}, log_path=tmp_path / "server.log")
     with srv:
-        info = srv.info()
+        info = srv.info().model_dump()
         c = docker_client.containers.get(info["container"])
         assert c.attrs["HostConfig"]["IpcMode"] == "host"
         assert c.attrs["HostConfig"]["ShmSize"] == 1 << 30

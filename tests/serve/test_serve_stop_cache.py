@@ -77,15 +77,15 @@ def test_the_cache_folder_is_keyed_by_gpu_model_and_environment_hash(tmp_path):
     assert a.prepare() is False and all((a.folder / sub).is_dir() for sub in KEPT)
     assert a.prepare() is False  # empty folders are no warm cache
     (a.folder / "triton" / "k.bin").write_bytes(b"x")
-    assert a.prepare() is True and a.info()["warm"] is True
+    assert a.prepare() is True and a.info().warm is True
     # what a start compiled: kernel files added since prepare(), the bytecode aside
     (a.folder / "bytecode" / "x").mkdir(parents=True)
     (a.folder / "bytecode" / "x" / "m.cpython-312.pyc").write_bytes(b"x")
-    assert a.compiled_since_prepare() == 0 and "compiled" in a.info() and a.info()["compiled"] == 0
+    assert a.compiled_since_prepare() == 0 and "compiled" in a.info().model_fields_set and a.info().compiled == 0
     (a.folder / "deep_gemm" / "kernel.cubin").write_bytes(b"x")
     (a.folder / "triton" / "h" / "k.json").parent.mkdir()
     (a.folder / "triton" / "h" / "k.json").write_text("{}")
-    assert a.compiled_since_prepare() == 2 and a.info()["compiled"] == 2
+    assert a.compiled_since_prepare() == 2 and a.info().compiled == 2
     assert JitCache.for_env(tmp_path, "ef" * 32, "x").compiled_since_prepare() is None  # never prepared
 
 
@@ -125,7 +125,7 @@ def test_the_second_start_is_warm_and_reuses_what_the_first_compiled(tmp_path):
         srv = _fake(tmp_path, f"s{i}", cache)
         try:
             srv.wait_healthy(120)
-            assert srv.info()["jit_cache"]["warm"] is want
+            assert srv.info().jit_cache.warm is want
             assert ("reusing " if want else "compiling ") + str(cache.folder / "triton") in srv.log_text()
         finally:
             srv.stop()
@@ -134,13 +134,13 @@ def test_the_second_start_is_warm_and_reuses_what_the_first_compiled(tmp_path):
 def test_bytecode_is_kept_only_for_a_server_that_would_write_none(tmp_path):
     a = JitCache.for_env(tmp_path, "ab" * 32, "NVIDIA H200")
     keep = {"PYTHONPYCACHEPREFIX": f"{a.folder}/bytecode", "PYTHONDONTWRITEBYTECODE": ""}
-    assert a.bytecode_env({"PATH": "/bin"}, {}) == {} and "bytecode" not in a.info()  # Python writes its own
+    assert a.bytecode_env({"PATH": "/bin"}, {}) == {} and "bytecode" not in a.info().model_fields_set  # Python writes its own
     assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": ""}, {}) == {}  # empty is unset, for Python too
     assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/p"}, {}) == {}  # one of its own
     assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1"}, {"PYTHONDONTWRITEBYTECODE": "1"}) == {}  # asked for
     assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1"}, {"PYTHONPYCACHEPREFIX": "/mine"}) == {}
     assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1"}, {"PYTHONPATH": "/x"}) == keep
-    assert a.info()["bytecode"] == f"{a.folder}/bytecode"
+    assert a.info().bytecode == f"{a.folder}/bytecode"
     a.inside = "/toolkit-jit"
     assert a.bytecode_env({"PYTHONDONTWRITEBYTECODE": "x"}, {})["PYTHONPYCACHEPREFIX"] == "/toolkit-jit/bytecode"
 
@@ -158,7 +158,7 @@ def test_a_server_that_inherits_no_bytecode_writes_it_once_into_the_kept_folder(
         srv = _fake(tmp_path, f"b{i}", cache)
         try:
             srv.wait_healthy(120)
-            assert srv.info()["jit_cache"]["bytecode"] == str(cache.folder / "bytecode")
+            assert srv.info().jit_cache.bytecode == str(cache.folder / "bytecode")
             assert pyc.is_file(), sorted(str(p) for p in (cache.folder / "bytecode").rglob("*.pyc"))[:5]
             stamps.append(pyc.stat().st_mtime_ns)
         finally:
@@ -169,7 +169,7 @@ def test_a_server_that_inherits_no_bytecode_writes_it_once_into_the_kept_folder(
     srv = _fake(tmp_path, "b2", other)
     try:
         srv.wait_healthy(120)
-        assert "bytecode" not in srv.info()["jit_cache"] and not (other.folder / "bytecode").exists()
+        assert "bytecode" not in srv.info().jit_cache.model_fields_set and not (other.folder / "bytecode").exists()
     finally:
         srv.stop()
 

@@ -69,7 +69,7 @@ def test_start_health_acceptance_and_stop(tmp_path: Path) -> None:
         before = acceptance_counters(srv.base_url)
         chunks = chat(srv.base_url, "t", 20)
         after = acceptance_counters(srv.base_url)
-        info = srv.info()
+        info = srv.info().model_dump()
     # the stream: the role first, tokens of one step per chunk, the finish on the last token's, the usage
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert chunks[-2]["choices"][0]["finish_reason"] == "length" and chunks[-1]["choices"] == []
@@ -113,14 +113,14 @@ def test_a_container_runs_exactly_the_preset(docker_client, fake_vllm_image, tmp
                              mounts={str(tmp_path): "/models"}, env={"VLLM_SERVER_DEV_MODE": "1"},
                              log_path=tmp_path / "v.log")
     with srv:
-        c = docker_client.containers.get(srv.info()["container"])
+        c = docker_client.containers.get(srv.info().container)
         expected = ["python3", "-m", "vllm.entrypoints.cli.main", "serve", "/models/t", "--served-model-name", "t",
                     "--speculative-config", NGRAM, "--port", str(srv.port), "--host", "127.0.0.1"]
         assert c.attrs["Config"]["Cmd"] == expected == srv.command and c.attrs["HostConfig"]["IpcMode"] == "host"
         before = acceptance_counters(srv.base_url)
         chat(srv.base_url, "t", 12)
         got = vllm.acceptance_length(before, acceptance_counters(srv.base_url))
-        info = srv.info()
+        info = srv.info().model_dump()
     assert got["requests"] == 1 and got["accept_length"] > 1
     assert info["engine_version"] == "0.24.0-fake" and info["speculative"]["method"] == "ngram"
     assert info["image"] == fake_vllm_image and info["launcher"] == "VLLMDockerLauncher"

@@ -57,11 +57,11 @@ def test_the_launcher_checks_what_its_preset_reads_and_records_it(tmp_path, monk
     model, draft = _folders(tmp_path)
     spec = _spec(tmp_path, model, draft, {model: folder_digest(model), draft: folder_digest(draft)})
     base = launcher_for(spec, "baseline", kind="process")
-    assert base.info()["weights_checked"] == {str(model): folder_digest(model)}  # not the draft: not read
+    assert base.info().weights_checked == {str(model): folder_digest(model)}  # not the draft: not read
     spec_ = launcher_for(spec, "eagle3", kind="process")
-    assert spec_.info()["weights_checked"] == {str(model): folder_digest(model), str(draft): folder_digest(draft)}
+    assert spec_.info().weights_checked == {str(model): folder_digest(model), str(draft): folder_digest(draft)}
     unpinned = launcher_for(_spec(tmp_path, model, draft, {}), "baseline", kind="process")
-    assert "weights_checked" not in unpinned.info()
+    assert "weights_checked" not in unpinned.info().model_extra
 
 
 def test_other_weights_under_a_pinned_path_stop_before_the_start(tmp_path, monkeypatch):

@@ -52,7 +52,7 @@ def test_whole_matrix_verifies_and_diffs_with_a_local_run(slurm, tmp_path):
     assert set(jobs) == {"baseline", "ngram"} and jobs["baseline"]["job_id"] != jobs["ngram"]["job_id"]
     manifest = open_archive(result.path).manifest
     assert manifest.slurm.loadgen == "job-step"  # the default: no network hop between host and node measured
-    assert manifest.slots[0].target["loadgen"] == "job-step"
+    assert manifest.slots[0].target.loadgen == "job-step"
     listed = {j.arm: j for j in manifest.slurm.jobs}
     assert len(manifest.slurm.jobs) == 2 and set(listed) == {"baseline", "ngram"}
     for arm, job in jobs.items():
@@ -95,7 +95,7 @@ def test_loadgen_on_the_submitting_host(slurm, tmp_path):
     result = run_matrix(load_spec(spec), results_root=tmp_path / "results", log=lambda _: None)
     assert result.status == "complete", result.why
     manifest = open_archive(result.path).manifest
-    assert manifest.slurm.loadgen == "submit-host" and manifest.slots[0].target["loadgen"] == "submit-host"
+    assert manifest.slurm.loadgen == "submit-host" and manifest.slots[0].target.loadgen == "submit-host"
     [job] = manifest.slurm.jobs
     assert job.arm == "baseline" and job.node == slurm.node and job.steps == {}  # no step: the load came from here
     assert slurm.job(job.job_id)["JobName"] == "tk-slurm-submit-host-baseline"

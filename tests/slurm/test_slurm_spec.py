@@ -130,8 +130,8 @@ def test_loadgen_is_a_job_step_unless_the_spec_says_and_the_default_keeps_the_ha
     default, here = (load_spec(blackwell(tmp_path, PROCESS, "d")),
                      load_spec(blackwell(tmp_path, PROCESS.replace("workdir:", "loadgen: submit-host, workdir:"), "h")))
     assert default.model.target.slurm.loadgen == "job-step" and here.model.target.slurm.loadgen == "submit-host"
-    assert plan_slots(default, engine="sglang")[0].target.record()["loadgen"] == "job-step"
-    assert plan_slots(here, engine="sglang")[0].target.record()["loadgen"] == "submit-host"
+    assert plan_slots(default, engine="sglang")[0].target.record().loadgen == "job-step"
+    assert plan_slots(here, engine="sglang")[0].target.record().loadgen == "submit-host"
     assert "loadgen" not in _hash_doc(default.model)["target"]["slurm"]  # a spec from before the field: same hash
     assert _hash_doc(here.model)["target"]["slurm"]["loadgen"] == "submit-host"
 

@@ -16,7 +16,8 @@ import pytest
 from toolkit import targets
 from toolkit.errors import ToolkitError
 from toolkit.specs import load_spec
-from toolkit.targets import Slot, Target, deal
+from toolkit.schema.manifest import TargetRecord
+from toolkit.targets import LaunchArgs, Slot, Target, TargetSpec, deal
 
 from tests.helpers import write_matrix
 
@@ -74,8 +75,8 @@ class CloudTarget:
     region: str
     kind: ClassVar[str] = "fakecloud"
 
-    def record(self) -> dict:
-        return {"kind": "fakecloud", "region": self.region}
+    def record(self) -> TargetRecord:
+        return TargetRecord(kind="fakecloud", region=self.region)
 
 
 def cloud_launcher(env_spec, preset: str, log_path: Path):
@@ -108,11 +109,11 @@ class FakeCloud(Target):
         self.preflights += 1
         return super().preflight(plan)
 
-    def launcher_kwargs(self, plan, slot, arm: str, log_dir: Path) -> dict:
-        return {"log_path": Path(log_dir) / f"{arm}.log"}
+    def launcher_kwargs(self, plan, slot, arm: str, log_dir: Path) -> LaunchArgs:
+        return LaunchArgs(Path(log_dir) / f"{arm}.log")
 
-    def launcher(self, plan, arm: str, kw: dict):
-        return cloud_launcher(plan.env_spec, plan.preset_name(arm), kw["log_path"])
+    def launcher(self, plan, arm: str, kw: LaunchArgs):
+        return cloud_launcher(plan.env_spec, plan.preset_name(arm), kw.log_path)
 
 
 MATRIX = """\
@@ -154,7 +155,7 @@ def test_a_registered_fourth_target_runs_a_matrix(tmp_path: Path, fake_cloud) ->
     assert fake_cloud.preflights == 1 and len(result.cells) == 2
     assert all(c.status == "ok" for c in result.cells)
     manifest = open_archive(result.path).manifest
-    assert [(s.name, s.arms, s.target) for s in manifest.slots] == [
+    assert [(s.name, s.arms, s.target.model_dump(exclude_unset=True)) for s in manifest.slots] == [
         ("cloud-eu", ["baseline"], {"kind": "fakecloud", "region": "eu"}),
         ("cloud-us", ["ngram"], {"kind": "fakecloud", "region": "us"})]
     assert manifest.matrix.resolved["target"]["kind"] == "fakecloud"
@@ -177,8 +178,8 @@ def test_a_registered_fourth_target_runs_a_matrix_through_the_cli(tmp_path: Path
     assert out.exit_code == 0, out.output
     (run,) = sorted((tmp_path / "results").glob("*/*/manifest.json"))
     manifest = open_archive(run.parent).manifest
-    assert [s.target for s in manifest.slots] == [{"kind": "fakecloud", "region": "eu"},
-                                                 {"kind": "fakecloud", "region": "us"}]
+    assert [s.target.model_dump(exclude_unset=True) for s in manifest.slots] == [{"kind": "fakecloud", "region": "eu"},
+                                                                                {"kind": "fakecloud", "region": "us"}]
     assert fake_cloud.preflights == 1 and (run.parent / "cloud/ngram.txt").is_file()
     verified = CliRunner().invoke(app, ["results", "verify", str(run.parent)])
     assert verified.exit_code == 0, verified.output
@@ -187,12 +188,15 @@ def test_a_registered_fourth_target_runs_a_matrix_through_the_cli(tmp_path: Path
 def test_tune_asks_the_adapter_for_its_generated_matrices_target() -> None:
     """What bench tune's generated matrices are sent to (toolkit/tune/servers.py), asked of the adapters."""
     assert targets.get("local").runs_here and not any(targets.get(k).runs_here for k in ("hosts", "external", "slurm"))
-    assert targets.serving({"a": "http://h:1"}) == {"kind": "external", "urls": {"a": "http://h:1"}}
+    def written(t: TargetSpec) -> dict:  # as a generated matrix writes it (toolkit/tune/specs.py run_matrix)
+        return t.model_dump(mode="json", exclude_defaults=True)
+
+    assert written(targets.serving({"a": "http://h:1"})) == {"kind": "external", "urls": {"a": "http://h:1"}}
     ext = targets.get("external")
-    assert ext.for_arms({"kind": "external", "url": "http://one"}, {"t1": "base", "base": "base"}) == \
+    assert written(ext.for_arms(TargetSpec(kind="external", url="http://one"), {"t1": "base", "base": "base"})) == \
         {"kind": "external", "urls": {"t1": "http://one", "base": "http://one"}}
-    assert ext.for_arms({"kind": "external", "urls": {"base": "http://b", "spec": "http://s"}, "independent": True},
-                        {"trial-1": "spec", "base": "base"}) == \
+    assert written(ext.for_arms(TargetSpec(kind="external", urls={"base": "http://b", "spec": "http://s"},
+                                           independent=True), {"trial-1": "spec", "base": "base"})) == \
         {"kind": "external", "urls": {"trial-1": "http://s", "base": "http://b"}, "independent": True}
-    local = {"kind": "local", "gpus": ["0"]}
+    local = TargetSpec(kind="local", gpus=["0"])
     assert targets.get("local").for_arms(local, {"t1": "base"}) == local

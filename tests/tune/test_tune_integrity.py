@@ -14,7 +14,7 @@ from tests.conftest import ROOT, run_cli
 from toolkit.schema.tune import ConfirmationPlan, load_tune_state
 from toolkit.tune import integrity
 from toolkit.tune.integrity import ADOPT, KEEP, decide, spliced
-from toolkit.tune.search import Score
+from toolkit.tune.search import PairedRatio, Score
 
 H200 = ROOT / "results/sglang-h200-tune-tune/20261204T180338Z-2eece0"
 H200_MATRIX = ROOT / "benchmarks/sglang_h200/matrix-tune.yaml"
@@ -99,7 +99,7 @@ def no_archives(monkeypatch):
     from toolkit.tune import loop as loop_mod
 
     monkeypatch.setattr(loop_mod, "run_records", lambda run: {})
-    monkeypatch.setattr(loop_mod.search, "pooled_cells", lambda *a, **k: {("coding", 1): {"ratio": 1.0}})
+    monkeypatch.setattr(loop_mod.search, "pooled_cells", lambda *a, **k: {("coding", 1): PairedRatio(1.0, None, None, 0)})
     monkeypatch.setattr(integrity, "confirmation_machines", lambda runs: {"baseline": ["vm"], "ngram": ["vm"]})
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from toolkit.schema.records import RequestRecord
 from toolkit.tune import search
-from toolkit.tune.search import Score
+from toolkit.tune.search import PairedRatio, Score
 
 CELLS = [("coding", 1), ("coding", 4), ("math", 1), ("math", 4)]
 
@@ -68,11 +68,11 @@ def test_pooled_cells_pairs_within_rungs_and_pools_across_them():
           recs("baseline", "coding", 1, [600, 600])}
     cells = search.pooled_cells([r0, r1], "t", "baseline")
     r = cells[("coding", 1)]
-    assert r["ratio"] == pytest.approx(2.0) and r["n_pairs"] == 4  # the same prompt ids in two rungs: 4 pairs
-    assert r["ci_low"] == pytest.approx(2.0) and r["ci_high"] == pytest.approx(2.0)
+    assert r.ratio == pytest.approx(2.0) and r.n_pairs == 4  # the same prompt ids in two rungs: 4 pairs
+    assert r.ci_low == pytest.approx(2.0) and r.ci_high == pytest.approx(2.0)
     # a rung the trial did not run in adds nothing
     assert search.pooled_cells([r0, {("baseline", "coding", 1): recs("baseline", "coding", 1, [1, 1])}],
-                               "t", "baseline")[("coding", 1)]["n_pairs"] == 2
+                               "t", "baseline")[("coding", 1)].n_pairs == 2
 
 
 def test_the_baseline_measured_before_and_after_brackets_a_linear_drift():
@@ -80,18 +80,18 @@ def test_the_baseline_measured_before_and_after_brackets_a_linear_drift():
     # between at twice the baseline's speed, takes 100 ms against a midpoint baseline of 200 ms
     r = {("t", "math", 1): recs("t", "math", 1, [100] * 4), ("baseline", "math", 1): recs("baseline", "math", 1, [100] * 4),
          ("baseline-again", "math", 1): recs("baseline-again", "math", 1, [300] * 4)}
-    assert search.pooled_cells([r], "t", "baseline")[("math", 1)]["ratio"] == pytest.approx(1.0)
-    assert search.pooled_cells([r], "t", "baseline", "baseline-again")[("math", 1)]["ratio"] == pytest.approx(2.0)
+    assert search.pooled_cells([r], "t", "baseline")[("math", 1)].ratio == pytest.approx(1.0)
+    assert search.pooled_cells([r], "t", "baseline", "baseline-again")[("math", 1)].ratio == pytest.approx(2.0)
     aa = search.pooled_cells([r], "baseline-again", "baseline")[("math", 1)]
-    assert aa["ratio"] == pytest.approx(1 / 3) and aa["ci_high"] < 1  # the A/A check sees the drift
+    assert aa.ratio == pytest.approx(1 / 3) and aa.ci_high < 1  # the A/A check sees the drift
 
 
 def test_score_is_the_geometric_mean_with_a_log_space_interval():
-    s = search.score({("a", 1): {"ratio": 2.0, "ci_low": 1.8, "ci_high": 2.2},
-                      ("b", 1): {"ratio": 0.5, "ci_low": 0.4, "ci_high": 0.6}})
+    s = search.score({("a", 1): PairedRatio(2.0, 1.8, 2.2, 0),
+                      ("b", 1): PairedRatio(0.5, 0.4, 0.6, 0)})
     assert s.geomean == pytest.approx(1.0) and s.cells == 2
     assert s.low < 1.0 < s.high
-    assert search.score({("a", 1): {"ratio": None}}) == Score(None, None, None, 0)
+    assert search.score({("a", 1): PairedRatio(None, None, None, 0)}) == Score(None, None, None, 0)
 
 
 def test_ranking_survivors_and_the_early_stop():
@@ -112,7 +112,7 @@ def test_launch_noise_is_added_once_and_keeps_a_relaunch_from_settling_a_rung():
     from toolkit.stats import DEFAULT, quantile
 
     def cells(g, half):  # six cells with the same ratio and a +-half (log) interval
-        return {(d, c): {"ratio": g, "ci_low": g * math.exp(-half), "ci_high": g * math.exp(half)}
+        return {(d, c): PairedRatio(g, g * math.exp(-half), g * math.exp(half), 0)
                 for d in ("coding", "encyclopedic") for c in (1, 8, 32)}
 
     rung = {"t00": cells(0.262, 0.09), "t01": cells(0.520, 0.08), "t02": cells(0.338, 0.09), "t03": cells(0.460, 0.08)}
@@ -130,10 +130,10 @@ def test_launch_noise_is_added_once_and_keeps_a_relaunch_from_settling_a_rung():
 
 
 def test_cell_winners_and_speculation_off():
-    per = {"t0": {("coding", 1): {"ratio": 1.4, "ci_low": 1.2, "ci_high": 1.6, "n_pairs": 8},
-                  ("coding", 4): {"ratio": 0.7, "ci_low": 0.6, "ci_high": 0.8, "n_pairs": 8}},
-           "t1": {("coding", 1): {"ratio": 1.2, "ci_low": 1.0, "ci_high": 1.4, "n_pairs": 16},
-                  ("coding", 4): {"ratio": 0.8, "ci_low": 0.7, "ci_high": 0.95, "n_pairs": 16}}}
+    per = {"t0": {("coding", 1): PairedRatio(1.4, 1.2, 1.6, 8),
+                  ("coding", 4): PairedRatio(0.7, 0.6, 0.8, 8)},
+           "t1": {("coding", 1): PairedRatio(1.2, 1.0, 1.4, 16),
+                  ("coding", 4): PairedRatio(0.8, 0.7, 0.95, 16)}}
     w = {(x["domain"], x["concurrency"]): x for x in search.cell_winners(per)}
     assert w[("coding", 1)]["trial"] == "t0" and not w[("coding", 1)]["speculation_off"]
     assert w[("coding", 4)]["trial"] == "t1" and w[("coding", 4)]["speculation_off"]

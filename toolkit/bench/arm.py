@@ -6,6 +6,7 @@ happened in, with its reason and traceback, and the arm goes on: a cell is never
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import time
@@ -21,6 +22,7 @@ from toolkit.schema.eligibility import busy_check
 from toolkit.schema.keys import launch_suffix
 from toolkit.schema.manifest import ArmState, LaunchRecord, Window
 from toolkit.schema.records import CellSummary, RequestRecord
+from toolkit.targets import LaunchArgs
 
 START_TIMEOUT_S = 600
 
@@ -60,13 +62,14 @@ def make_launcher(plan: RunPlan, slot: Slot, arm: str, log_dir: Path, launch: in
     tag = "warmup" if warmup else tag
     try:
         kw = plan.launcher_kwargs(slot, arm, log_dir)
-        kw["log_path"] = Path(log_dir) / (f"{arm}__{tag}.log" if tag else f"{arm}{launch_suffix(launch)}.log")
+        kw = dataclasses.replace(kw, log_path=Path(log_dir) / (f"{arm}__{tag}.log" if tag else
+                                                               f"{arm}{launch_suffix(launch)}.log"))
         return _launcher_for(plan, arm, kw)
     except ToolkitError as exc:
         return exc
 
 
-def _launcher_for(plan: RunPlan, arm: str, kw: dict):
+def _launcher_for(plan: RunPlan, arm: str, kw: LaunchArgs):
     """The arm's launcher, as the target kind makes it (toolkit.targets)."""
     return plan.target.launcher(plan, arm, kw)
 
@@ -181,39 +184,36 @@ class ArmRunner:
         info = self.launcher.info()
         preset = self.plan.env_spec.model.servers[self.plan.preset_name(self.arm)]
         meaning = preset_meaning(self.plan.env_spec.model, self.plan.preset_name(self.arm))
-        info["external"] = not self.plan.target.starts_servers
-        info["speculative_algorithm"] = meaning.algorithm
+        info.add(external=not self.plan.target.starts_servers, speculative_algorithm=meaning.algorithm)
         eng = get(self.plan.engine)
         if not eng.reports_server_info:
-            return ArmState.model_validate(info)
-        raw = info.pop("server_info", None) or self.launcher.server_info()
-        info.update(eng.server_state(raw))
+            return info
+        # the /server_info the launcher read (kept whole as an extra), archived as a file of its own
+        raw = info.model_extra.pop("server_info", None) or self.launcher.server_info()
+        info.add(**eng.server_state(raw))
         if raw and raw.get(sglang.SERVER_INFO_LOAD_FORMAT):
             # `dummy`: random weights, said by the server itself
-            info["load_format"] = raw[sglang.SERVER_INFO_LOAD_FORMAT]
+            info.add(load_format=raw[sglang.SERVER_INFO_LOAD_FORMAT])
         if raw:
             from toolkit.scrub import scrub
 
             name = f"servers/{self.arm}{self.suffix}.json"
             self.ledger.write_file(name, _json(scrub(raw)))
-            info["server_info_file"] = self.record.server_info_file = name
-            info["preset_mismatches"] = preset_mismatches(preset, raw)
-            info["max_running_requests_source"] = "server_info"
+            info.server_info_file = self.record.server_info_file = name
+            info.add(preset_mismatches=preset_mismatches(preset, raw), max_running_requests_source="server_info")
         elif meaning.cap_implicit:
             # no /server_info: SGLang's documented behaviour, marked as assumed
-            info["max_running_requests"] = info.get("max_running_requests") or meaning.cap
-            info["max_running_requests_source"] = "assumed (no /server_info)"
-        info["max_running_requests_implicit"] = meaning.cap_implicit
+            info.add(max_running_requests=info.max_running_requests or meaning.cap,
+                     max_running_requests_source="assumed (no /server_info)")
+        info.max_running_requests_implicit = meaning.cap_implicit
         log = self.launcher.log_text()
         if log:  # SGLang's own word on the cap, quoted by the methodology check
             from toolkit.scrub import scrub_text
             from toolkit.serve.logs import cap_line
 
-            info["max_running_requests_log_line"] = cap_line(scrub_text(log))
-        info["speculative_algorithm"] = (info["speculative_algorithm"]
-                                         or info.get("speculative", {}).get("speculative_algorithm"))
-        info["cells"] = {}
-        return ArmState.model_validate(info)
+            info.max_running_requests_log_line = cap_line(scrub_text(log))
+        return info.add(speculative_algorithm=info.speculative_algorithm
+                        or info.speculative.get("speculative_algorithm"), cells={})
 
     def _speculative(self) -> bool:
         info = self.ledger.arm_info.get(self.arm)
@@ -321,8 +321,9 @@ class ArmRunner:
         """How the stop went (signals sent, escalations) into the launch record; an escalation is also a
         warning on the arm (a methodology check)."""
         notes = self.launcher.stop_info()
-        for name, value in self.launcher.launch_facts().items():  # e.g. where a batch job ran and how it ended
-            setattr(self.record, name, value)
+        job = self.launcher.job_launch()  # a batch job's: where it ran and how it ended
+        if job is not None:
+            self.record.slurm = job
         self._note_job()
         if notes is not None:
             self.record.stop = notes

@@ -20,7 +20,7 @@ import math
 from collections import defaultdict
 from typing import Callable
 
-from toolkit.results.speedups import (BOOTSTRAP, launch_paired, measured_ok, occurrence_keys,  # noqa: F401 (re-exported)
+from toolkit.results.speedups import (BOOTSTRAP, PairedRatio, launch_paired, measured_ok, occurrence_keys,  # noqa: F401 (re-exported)
                                       paired_ratio, speedups)
 from toolkit.results.verdicts import crossovers, never_pays_off, recommended_threshold  # noqa: F401 (re-exported)
 from toolkit.schema.eligibility import MIN_CELL_S, MIN_REQUESTS_PER_SLOT, short_why

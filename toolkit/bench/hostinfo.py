@@ -8,6 +8,7 @@ import os
 import platform
 from importlib import metadata
 
+from toolkit.schema.manifest import Fingerprint, HostRecord, MachineRecord
 from toolkit.scrub import scrub
 
 
@@ -35,7 +36,8 @@ def engine_env(environ=None) -> dict[str, str]:
     return {k: environ[k] for k in sorted(environ) if k.startswith(ENGINE_ENV_PREFIXES)}
 
 
-def local_fingerprint() -> dict:
+def local_fingerprint() -> Fingerprint:
+    """This machine's fingerprint (secrets in what it read masked)."""
     mem = None
     try:
         with open("/proc/meminfo") as f:
@@ -68,22 +70,24 @@ def local_fingerprint() -> dict:
     try:
         from toolkit.gpu.fingerprint import gpu_fingerprint
 
-        fp["gpu"] = gpu_fingerprint()
+        gpu = gpu_fingerprint()
     except ImportError:
-        fp["gpu"] = None
-    return fp
+        gpu = None
+    fp["gpu"] = gpu.model_dump(mode="json", exclude_unset=True) if gpu is not None else None  # scrubbed with the rest
+    return Fingerprint.model_validate(scrub(fp))
 
 
-def host_fingerprint(slots) -> dict:
-    """This machine's fingerprint, plus the provisioned fingerprint of every host the arms run on."""
+def host_fingerprint(slots) -> HostRecord:
+    """This machine's fingerprint, plus the provisioned fingerprint of every host the arms run on (scrubbed as
+    read)."""
     from toolkit import targets
 
-    out = {"controller": local_fingerprint(), "hosts": {}}
+    hosts = {}
     for s in slots:
         got = targets.get(s.target.kind).host_fingerprint(s)  # a provisioned host's (kind hosts)
         if got is not None:
-            out["hosts"][got[0]] = got[1]
-    return scrub(out)
+            hosts[got[0]] = got[1].model_dump(mode="json", exclude_unset=True)  # as kept, to be scrubbed
+    return HostRecord(controller=local_fingerprint(), hosts=scrub(hosts))
 
 
 @functools.lru_cache(maxsize=None)
@@ -92,11 +96,11 @@ def _local_gpus() -> tuple[tuple[int, str], ...]:
     try:
         from toolkit.gpu.fingerprint import gpu_fingerprint
 
-        fp = gpu_fingerprint() or {}
+        fp = gpu_fingerprint()
     except ImportError:
-        fp = {}
+        fp = None
     return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
-                 for i, g in enumerate(fp.get("gpus") or []) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
+                 for i, g in enumerate(fp.gpus if fp else []) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,16 +109,16 @@ def _host_gpus(host: str) -> tuple[tuple[int, str], ...]:
     try:
         from toolkit.provision.fingerprint import load_fingerprint
 
-        fp = load_fingerprint(host) or {}
+        fp = load_fingerprint(host) or Fingerprint()
     except Exception:  # noqa: BLE001 - no fingerprint: the launch's GPUs stay unknown, said so in the record
-        fp = {}
-    gpu = fp.get("gpu") or {}
-    gpus = fp.get("gpus") if fp.get("gpus") is not None else gpu.get("gpus") or []
+        fp = Fingerprint()
+    gpus = fp.gpus if fp.gpus is not None else (fp.gpu.gpus if fp.gpu else [])
     return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
                  for i, g in enumerate(gpus) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
 
 
-def launch_machine(hardware: dict | None, slot_name: str | None = None, local_gpus=None, host_gpus=None) -> dict:
+def launch_machine(hardware: dict | None, slot_name: str | None = None, local_gpus=None,
+                   host_gpus=None) -> MachineRecord:
     """The machine one launch runs on, for its launch record: {host, gpus, gpu_ids}. `hardware` is the slot's (or
     a Slurm job's) {host, gpus}: "localhost" is this machine (its host name, GPUs from nvidia-smi); another host
     a provisioned one (GPUs from its fingerprint, under the address or the slot's inventory name); a Slurm node's GPUs are not known here (gpus None). gpus: the
@@ -130,5 +134,5 @@ def launch_machine(hardware: dict | None, slot_name: str | None = None, local_gp
     else:
         want = {int(x) for x in str(ids).split(",") if x.strip().isdigit()}
         gpus = [u for i, u in found if i in want]
-    return {"host": platform.node() if local else host, "gpus": gpus or None,
-            "gpu_ids": ids if isinstance(ids, str) else None}
+    return MachineRecord(host=platform.node() if local else host, gpus=gpus or None,
+                         gpu_ids=ids if isinstance(ids, str) else None)

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from toolkit.schema.records import HostLoadRecord
+
 INTERVAL_S = 0.5
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -109,7 +111,7 @@ class HostLoad:
         while not self._stop.wait(self.interval_s):
             self._sample()
 
-    def stop(self) -> dict | None:
+    def stop(self) -> HostLoadRecord | None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
@@ -122,10 +124,11 @@ class HostLoad:
         own = max(own_cpu_s() - self._own0, 0.0) / wall
         demand = sum(self._running) / len(self._running) - 1  # the sampler is running while it reads
         load = _read("/proc/loadavg")
-        return {"cpus": os.cpu_count(), "samples": len(self._running), "wall_s": round(wall, 3),
-                "own_cores": round(own, 2), "foreign_cores": round(max(demand - own, 0.0), 2),
-                "busy_share": round(1 - (d[3] + d[4]) / total, 3), "steal": round(d[7] / total, 4) if len(d) > 7 else 0.0,
-                "load1": float(load.split()[0]) if load else None, "other_runs": list(self._others.values())}
+        return HostLoadRecord(cpus=os.cpu_count(), samples=len(self._running), wall_s=round(wall, 3),
+                              own_cores=round(own, 2), foreign_cores=round(max(demand - own, 0.0), 2),
+                              busy_share=round(1 - (d[3] + d[4]) / total, 3),
+                              steal=round(d[7] / total, 4) if len(d) > 7 else 0.0,
+                              load1=float(load.split()[0]) if load else None, other_runs=list(self._others.values()))
 
 
 # -- other toolkit runs on this host

@@ -34,7 +34,7 @@ from toolkit.fsutil import write_atomic
 from toolkit.results.compact import STORE
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
-from toolkit.schema.manifest import DriftRecord, InputFile, InputsRecord, Manifest
+from toolkit.schema.manifest import DummyModelRecord, DriftRecord, InputFile, InputsRecord, Manifest
 from toolkit.specs import PACKAGED, LoadedSpec, referenced_files, sha256_file
 
 FILES = "inputs/files"
@@ -161,13 +161,13 @@ def _model_files(d: Path) -> dict[str, str]:
             if (d / n).is_file() and (d / n).stat().st_size <= MODEL_FILE_MAX}
 
 
-def dummy_record(env_spec: LoadedSpec) -> dict | None:
+def dummy_record(env_spec: LoadedSpec) -> DummyModelRecord | None:
     env = env_spec.model
     if env.model is None or env.model.dummy is None:
         return None
     from toolkit.serve.dummy import RECIPE, model_hash
 
-    return {"hash": model_hash(env.model.dummy), "recipe": RECIPE}
+    return DummyModelRecord(hash=model_hash(env.model.dummy), recipe=RECIPE)
 
 
 def archive_run(root: Path, plan, manifest: Manifest, origin: Origin | None = None) -> ArchiveWriter:

@@ -144,7 +144,7 @@ def _new_archive(plan: RunPlan, launchers: dict, results_root: Path, origin: Ori
     manifest = run_manifest(plan, commands)
     if purpose:
         manifest = manifest.model_copy(update={"purpose": purpose})
-    manifest = manifest.model_copy(update=plan.target.manifest_record(plan))  # e.g. job scripts
+    manifest = plan.target.manifest_record(plan, manifest)  # e.g. job scripts
     writer = archive_run(results_root, plan, manifest, origin)  # + inputs/
     if probed is not None:
         probed.archive(writer)
@@ -272,10 +272,21 @@ def _auto_round_safely(plan: RunPlan, ledger: Ledger, at_round: dict, log: Calla
             "going on to the next round")
 
 
-def auto_decision(rows: list[Speedup], halfwidth_pct: float, rounds: int, first: int, most: int) -> dict | None:
+@dataclass(frozen=True, slots=True)
+class AutoDecision:
+    """`launches_auto`'s rule after a round: stop (narrow, or at the most rounds), why (`stopped`: narrow | max |
+    None), and the widest speed-up CI (±percent, None: not known yet) with its cell."""
+
+    stop: bool
+    stopped: str | None
+    widest_pct: float | None
+    widest: str
+
+
+def auto_decision(rows: list[Speedup], halfwidth_pct: float, rounds: int, first: int,
+                  most: int) -> AutoDecision | None:
     """`launches_auto`'s rule, after `rounds` rounds, on speed-up rows whose CIs are Stein's two-stage intervals
-    (speedups with `stage1=first`): None before `first` rounds; else {"stop": narrow or at `most`, "stopped":
-    "narrow" | "max" | None, "widest_pct", "widest"}. The variance of the first `first` rounds is fixed once they
+    (speedups with `stage1=first`): None before `first` rounds; else an AutoDecision. The variance of the first `first` rounds is fixed once they
     ran, so "every CI within ±halfwidth_pct" first holds at Stein's N = (t s0 / log(1 + h))^2 rounds, and the
     interval reported there covers at its level whatever the stop
     (docs/results.md#sequential-launches-launches_auto). A row with fewer rounds than `first` (a cell that failed
@@ -288,8 +299,7 @@ def auto_decision(rows: list[Speedup], halfwidth_pct: float, rounds: int, first:
     widest = max(known, default=(None, ""))
     narrow = bool(rows) and len(known) == len(widths) and widest[0] <= halfwidth_pct
     stop = narrow or rounds >= most
-    return {"stop": stop, "stopped": ("narrow" if narrow else "max") if stop else None,
-            "widest_pct": widest[0], "widest": widest[1]}
+    return AutoDecision(stop, ("narrow" if narrow else "max") if stop else None, widest[0], widest[1])
 
 
 def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[str], None]) -> None:
@@ -309,12 +319,12 @@ def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[st
         return
     rows = derive.speedups(ledger.cells, ledger.records, plan.m.baseline_arm, seed=plan.m.seed, stage1=first)
     d = auto_decision(rows, auto.halfwidth_pct, rounds, first, auto.max)
-    widest = (d["widest_pct"], d["widest"])
-    narrow = d["stopped"] == "narrow"
-    if d["stop"]:
+    widest = (d.widest_pct, d.widest)
+    narrow = d.stopped == "narrow"
+    if d.stop:
         at_round["stop"] = True
         plan.stopped_after = rounds
-        ledger.auto = AutoStop(halfwidth_pct=auto.halfwidth_pct, max=auto.max, rounds_run=rounds, stopped=d["stopped"],
+        ledger.auto = AutoStop(halfwidth_pct=auto.halfwidth_pct, max=auto.max, rounds_run=rounds, stopped=d.stopped,
                                widest_pct=widest[0], widest=widest[1], rule="stein-two-stage", stage1_rounds=first)
     log(f"launches_auto: after round {rounds}, the widest speed-up CI is "
         + (f"±{widest[0]:.1f}% ({widest[1]})" if widest[0] is not None else "not known yet")

@@ -21,11 +21,13 @@ from toolkit.engines import preset_meaning, sglang
 from toolkit.errors import SpecError, ToolkitError, did_you_mean
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key, level_label, rate_text, synthetic_arm
-from toolkit.schema.manifest import ArmState, BuildRecord, Manifest
+from toolkit.schema.manifest import (ArmRecord, ArmState, BuildRecord, Determinism, Manifest,
+                                     SyntheticAcceptance)
 from toolkit.schema.records import Prompt
 from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import Slot, plan_slots
+from toolkit.targets import LaunchArgs
 from toolkit.specs.environment import Environment
 from toolkit.specs.matrix import SWEEP_PROBE_SLOTS, Matrix
 
@@ -149,9 +151,9 @@ class Synthetic:
     def env(self) -> dict[str, str]:
         return sglang.simulate_env(self.accept_len)
 
-    def record(self) -> dict:
+    def record(self) -> SyntheticAcceptance:
         """The manifest's arms.<run arm>.synthetic_acceptance."""
-        return {"of": self.arm, "accept_len": self.accept_len, "env": self.env}
+        return SyntheticAcceptance(of=self.arm, accept_len=self.accept_len, env=self.env)
 
 
 def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec) -> None:
@@ -351,7 +353,7 @@ class RunPlan:
             return sglang.server_says_dummy(info and info.model_extra)  # the facts' extras keep its load_format
         return preset_meaning(self.env, self.preset_name(arm)).dummy_weights
 
-    def launcher_kwargs(self, slot: Slot, arm: str, log_dir: Path) -> dict:
+    def launcher_kwargs(self, slot: Slot, arm: str, log_dir: Path) -> LaunchArgs:
         """How the slot's target becomes the arm's launcher: the target kind's keywords (toolkit.targets)."""
         return self.target.launcher_kwargs(self, slot, arm, log_dir)
 
@@ -384,8 +386,7 @@ def find_build(env_spec: LoadedSpec, env_hash: str | None = None) -> BuildRecord
         return None
     from toolkit.image.records import find_build_record
 
-    rec = find_build_record(env_hash or _hash(env_spec))
-    return BuildRecord.model_validate(rec) if rec is not None else None
+    return find_build_record(env_hash or _hash(env_spec))
 
 
 def load_workloads(spec: LoadedSpec, training: Path | None = None) -> dict:
@@ -511,8 +512,7 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
         "environment": {"name": env.name, "path": str(plan.env_spec.path), "hash": plan.hashes["environment"],
                         "resolved": env.model_dump(mode="json")},
         "build": plan.build,
-        "arms": {a: {"preset": env.servers[plan.preset_name(a)], "request_params": plan.request_params(a),
-                     "command": commands.get(a), **_synthetic_record(plan, a)} for a in m.arms},
+        "arms": {a: arm_record(plan, a, commands.get(a)) for a in m.arms},
         "baseline": m.baseline_arm,
         "slots": [{"name": s.name, "arms": s.arms, "hardware": s.hardware,
                    "target": s.target.record()} for s in plan.slots],
@@ -527,18 +527,26 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
     })
 
 
-def _synthetic_record(plan: RunPlan, arm: str) -> dict:
-    """The manifest's word on an arm whose acceptance is forced: `synthetic_acceptance` {of, accept_len, env}
-    (a synthetic arm), or {accept_len, env, source} where SGLANG_SIMULATE_ACC_LEN was set by hand."""
+def synthetic_record(plan: RunPlan, arm: str) -> SyntheticAcceptance | None:
+    """The manifest's word on an arm whose acceptance is forced (None: real acceptance): {of, accept_len, env} (a
+    synthetic arm), or {of, accept_len, source, env} where SGLANG_SIMULATE_ACC_LEN was set by hand."""
     s = plan.synthetic.get(arm)
     if s is not None:
-        return {"synthetic_acceptance": s.record()}
+        return s.record()
     level = plan.synthetic_level(arm)
     if level is None:
-        return {}
+        return None
     env = {**plan.env.env, **plan.m.target.env}
-    return {"synthetic_acceptance": {"of": arm, "accept_len": level, "source": "set by hand in the servers' environment",
-                                     "env": {k: v for k, v in env.items() if k.startswith("SGLANG_SIMULATE_ACC")}}}
+    return SyntheticAcceptance(of=arm, accept_len=level, source="set by hand in the servers' environment",
+                               env={k: v for k, v in env.items() if k.startswith("SGLANG_SIMULATE_ACC")})
+
+
+def arm_record(plan: RunPlan, arm: str, command: Any) -> ArmRecord:
+    """One arm as the manifest lists it: its preset, request parameters and command, and how its acceptance was
+    forced where it was (set only then)."""
+    forced = synthetic_record(plan, arm)
+    return ArmRecord(preset=plan.env.servers[plan.preset_name(arm)], request_params=plan.request_params(arm),
+                     command=command, **({"synthetic_acceptance": forced} if forced is not None else {}))
 
 
 def _config_sha(preset: dict) -> str | None:
@@ -550,23 +558,24 @@ def _config_sha(preset: dict) -> str | None:
     return sha256_file(cfg) if cfg is not None and cfg.is_file() else None
 
 
-def determinism(plan: RunPlan) -> dict:
+def determinism(plan: RunPlan) -> Determinism:
     """What makes the generated tokens repeat from one launch to the next (docs/results.md#launch-noise):
     greedy sampling with a fixed seed, the same weights (a dummy model's recipe hash; SGLang's dummy weights
     come from a fixed seed), and per arm whether deterministic inference is on."""
     m, env = plan.m, plan.env_spec.model
-    out: dict = {"temperature": m.temperature, "seed": m.seed, "greedy": m.temperature == 0}
+    out = Determinism(temperature=m.temperature, seed=m.seed, greedy=m.temperature == 0)
     if engines.get(env.engine).dummy_weight_seed is not None:  # dummy weights the engine fills from a seed
         dummy = [a for a in m.arms if plan.is_dummy(a)]
         if dummy:
-            out["sglang_dummy_weights"] = {"arms": dummy, "seed": sglang.DUMMY_WEIGHT_SEED,
-                                           "source": sglang.DUMMY_WEIGHT_SOURCE,
-                                           "config_sha256": {a: _config_sha(env.servers[plan.preset_name(a)])
-                                                             for a in dummy}}
-        out["deterministic_inference"] = {a: bool(env.servers.get(plan.preset_name(a), {}).get(sglang.DETERMINISTIC))
-                                          for a in m.arms}
+            out.sglang_dummy_weights = {"arms": dummy, "seed": sglang.DUMMY_WEIGHT_SEED,
+                                        "source": sglang.DUMMY_WEIGHT_SOURCE,
+                                        "config_sha256": {a: _config_sha(env.servers[plan.preset_name(a)])
+                                                          for a in dummy}}
+        out.deterministic_inference = {a: bool(env.servers.get(plan.preset_name(a), {}).get(sglang.DETERMINISTIC))
+                                       for a in m.arms}
     elif env.model is not None and env.model.dummy is not None:
         from toolkit.bench.inputs import dummy_record
 
-        out["dummy_model"] = (dummy_record(plan.env_spec) or {}).get("hash")
+        rec = dummy_record(plan.env_spec)
+        out.dummy_model = rec.hash if rec is not None else None
     return out

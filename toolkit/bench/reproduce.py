@@ -206,7 +206,7 @@ def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
     from toolkit.results.facts import host_view
 
     env = env_spec.model
-    now = Manifest.model_validate({"host": host_fingerprint(plan_slots(spec, env.engine))})
+    now = Manifest(host=host_fingerprint(plan_slots(spec, env.engine)))
     out = []
     g0, g1 = host_view(original.manifest.host.primary).get("gpus"), host_view(now.host.primary).get("gpus")
     if g0 != g1:
@@ -219,10 +219,11 @@ def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
         v1 = now.host.primary.engines.get(env.engine)
     if v0 != v1 and (v1 is not None or not built):  # an image of unknown version: see notes
         out.append(DriftRecord(what=f"engine {env.engine}", original=v0, current=v1))
-    was = (original.manifest.inputs.dummy_model if original.manifest.inputs else None) or {}
-    dummy = dummy_record(env_spec) or {}
-    if was and was.get("hash") != dummy.get("hash"):
-        out.append(DriftRecord(what="dummy model", original=was, current=dummy))
+    was = original.manifest.inputs.dummy_model if original.manifest.inputs else None
+    dummy = dummy_record(env_spec)
+    if was is not None and was.hash != (dummy.hash if dummy else None):
+        out.append(DriftRecord(what="dummy model", original=was.model_dump(exclude_unset=True),
+                               current=dummy.model_dump(exclude_unset=True) if dummy else {}))
     return out
 
 
@@ -237,7 +238,7 @@ def check_target(target: str) -> None:
 
 def _retarget(spec: LoadedSpec, target: str) -> tuple[LoadedSpec, DriftRecord]:
     """The matrix with its target replaced: `local`, an http(s) URL, or a Hosts spec (PATH[:GROUP])."""
-    new = targets.from_option(target)  # the first kind that reads it as its own
+    new = targets.from_option(target).model_dump(mode="json", exclude_unset=True)  # the first kind reading it
     data = spec.model.model_dump(mode="json", exclude_none=True)
     old = data["target"]
     data["target"] = new
@@ -260,8 +261,8 @@ def choose_image(original: Archive, env_spec: LoadedSpec, spec: LoadedSpec, imag
     from toolkit.image.records import find_build_record
 
     if image:
-        rec = find_build_record(m.environment.hash or "") or {}
-        built = BuildRecord.model_validate(rec) if rec.get("image_id") and image in (rec.get("tags") or []) else None
+        rec = find_build_record(m.environment.hash or "")
+        built = rec if rec is not None and rec.image_id and image in (rec.tags or []) else None
         if (m.build.image if m.build else None) != image:
             drift.append(DriftRecord(what="image", original=m.build.image if m.build else None, current=image))
         if built is None:
@@ -269,7 +270,7 @@ def choose_image(original: Archive, env_spec: LoadedSpec, spec: LoadedSpec, imag
         return built or BuildRecord(tags=[image])
     rec = find_build_record(m.environment.hash or "")
     if rec is not None:
-        return BuildRecord.model_validate(rec)
+        return rec
     if m.build is not None and m.build.image:
         notes.append(f"no build record of environment {m.environment.hash[:12]} here: running the original's image "
                      f"{m.build.image}")

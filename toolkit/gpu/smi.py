@@ -1,8 +1,8 @@
 """The one wrapper around `nvidia-smi`, and pure parsers of what it prints.
 
-    gpu_fingerprint()            # dict for the host fingerprint, or None on a machine with no NVIDIA GPU
-    parse_nvidia_smi_xml(text)   # `nvidia-smi -q -x` -> dict (pure; tested on output captured on an H200)
-    parse_topo_matrix(text)      # `nvidia-smi topo -m` -> dict (pure)
+    gpu_fingerprint()            # GpuFingerprint for the host fingerprint, or None on a machine with no NVIDIA GPU
+    parse_nvidia_smi_xml(text)   # `nvidia-smi -q -x` -> GpuFingerprint (pure; tested on output captured on an H200)
+    parse_topo_matrix(text)      # `nvidia-smi topo -m` -> GpuTopology (pure)
 
 Numbers keep nvidia-smi's units in the key name (`memory_total_mib`, `power_limit_w`,
 `sm_clock_max_mhz`); a value nvidia-smi reports as N/A (or does not report) is None.
@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from toolkit.errors import ToolFailure
+from toolkit.schema.manifest import GpuFingerprint, GpuTopology
 
 _NUMBER = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]+)?)\s*([A-Za-z%/]*)\s*$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -117,7 +118,7 @@ def _gpu(g: ET.Element, index: int) -> dict[str, Any]:
     }
 
 
-def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
+def parse_nvidia_smi_xml(text: str) -> GpuFingerprint:
     """Parse `nvidia-smi -q -x` into {driver_version, cuda_version, count, gpus: [...]}. Pure."""
     # nvidia-smi writes a DOCTYPE naming a DTD file that is not there; ElementTree ignores DOCTYPEs.
     try:
@@ -128,23 +129,19 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
         raise ToolFailure(f"not nvidia-smi -q -x output: root element is <{root.tag}>, not <nvidia_smi_log>")
     gpus = [_gpu(g, i) for i, g in enumerate(root.findall("gpu"))]
     attached = _int(root, "attached_gpus")
-    return {
-        "timestamp": _text(root, "timestamp"),
-        "driver_version": _text(root, "driver_version"),
-        "cuda_version": _text(root, "cuda_version"),
-        "count": attached if attached is not None else len(gpus),
-        "gpus": gpus,
-    }
+    return GpuFingerprint(timestamp=_text(root, "timestamp"), driver_version=_text(root, "driver_version"),
+                          cuda_version=_text(root, "cuda_version"),
+                          count=attached if attached is not None else len(gpus), gpus=gpus)
 
 
-def parse_topo_matrix(text: str) -> dict[str, Any]:
+def parse_topo_matrix(text: str) -> GpuTopology:
     """Parse `nvidia-smi topo -m`: {gpus: [GPU0, ...], links: {"GPU0-GPU1": "NV18", ...}, affinity: {...}}.
 
     links holds each pair of GPUs once (X on the diagonal is left out); the legend's words are kept
     as printed (NV#, PIX, PXB, PHB, NODE, SYS). Pure."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
     if not lines:
-        return {"gpus": [], "links": {}, "affinity": {}}
+        return GpuTopology(gpus=[], links={}, affinity={})
     lines = [_ANSI.sub("", ln) for ln in lines]
     header = [h.strip() for h in re.split(r"\t+", lines[0].strip()) if h.strip()]
     gpu_cols = [h for h in header if re.fullmatch(r"GPU[0-9]+", h)]
@@ -162,24 +159,25 @@ def parse_topo_matrix(text: str) -> dict[str, Any]:
                 links[f"{a}-{b}"] = value
             elif col not in gpu_cols and not col.startswith(("NIC", "mlx")):
                 affinity.setdefault(row, {})[col] = value
-    return {"gpus": gpu_cols, "links": links, "affinity": affinity}
+    return GpuTopology(gpus=gpu_cols, links=links, affinity=affinity)
 
 
-def gpu_fingerprint() -> dict[str, Any] | None:
+def gpu_fingerprint() -> GpuFingerprint | None:
     """What the archive's host fingerprint carries about GPUs; None where nvidia-smi is absent.
 
-    A present nvidia-smi that fails is reported inside the dict (`error`), not raised: a
+    A present nvidia-smi that fails is reported inside the fingerprint (`error`), not raised: a
     fingerprint is a record of what the machine said."""
     if shutil.which("nvidia-smi") is None:
         return None
     try:
         fp = parse_nvidia_smi_xml(nvidia_smi("-q", "-x"))
     except ToolFailure as exc:
-        return {"error": exc.message, "gpus": [], "count": 0}
+        return GpuFingerprint(error=exc.message, gpus=[], count=0)
     try:
         topo_text = nvidia_smi("topo", "-m")
-        fp["topology"] = {**parse_topo_matrix(topo_text), "text": topo_text}
+        topology = parse_topo_matrix(topo_text)
+        topology.text = topo_text
     except ToolFailure as exc:
-        fp["topology"] = {"error": exc.message}
-    fp["source"] = "nvidia-smi -q -x; nvidia-smi topo -m"
+        topology = GpuTopology(error=exc.message)
+    fp.topology, fp.source = topology, "nvidia-smi -q -x; nvidia-smi topo -m"
     return fp

@@ -25,6 +25,7 @@ from toolkit.errors import ToolkitError
 from toolkit.gpu import flags as gflags
 from toolkit.gpu import probes
 from toolkit.gpu.smi import gpu_fingerprint
+from toolkit.schema.manifest import GpuFingerprint
 
 
 @dataclass
@@ -67,7 +68,7 @@ class Validator:
         self.checks: list[Check] = []
         self.torch: Any = None
         self.capabilities: list[tuple[int, int]] = []
-        self.fingerprint: dict[str, Any] | None = None
+        self.fingerprint: GpuFingerprint | None = None
 
     # -- plumbing ---------------------------------------------------------------------------------
     def add(self, name: str, fn: Callable[[], tuple[str, str, dict] | tuple[str, str]], gpu: bool = True) -> None:
@@ -118,14 +119,14 @@ class Validator:
     def c_driver(self):
         torch = self._need_cuda()
         fp = self.fingerprint
-        if not fp or not fp.get("cuda_version"):
+        if not fp or not fp.cuda_version:
             raise _Skip("nvidia-smi gave no driver CUDA version")
         runtime = torch.version.cuda or "0"
-        drv = fp["cuda_version"]
-        data = {"driver": fp.get("driver_version"), "driver_cuda": drv, "runtime": runtime}
+        drv = fp.cuda_version
+        data = {"driver": fp.driver_version, "driver_cuda": drv, "runtime": runtime}
         if _ver(drv)[:1] >= _ver(runtime)[:1]:  # minor-version compatibility within a major
-            return "pass", f"driver {fp.get('driver_version')} (CUDA {drv}) runs CUDA {runtime} programs", data
-        return "fail", f"driver {fp.get('driver_version')} supports CUDA {drv}, older than the runtime {runtime}", data
+            return "pass", f"driver {fp.driver_version} (CUDA {drv}) runs CUDA {runtime} programs", data
+        return "fail", f"driver {fp.driver_version} supports CUDA {drv}, older than the runtime {runtime}", data
 
     def c_capability(self):
         torch = self._need_cuda()
@@ -284,7 +285,7 @@ class Validator:
             "checks": [asdict(c) for c in self.checks],
             "summary": counts,
             "ok": counts["fail"] == 0,
-            "gpu_fingerprint": self.fingerprint,
+            "gpu_fingerprint": self.fingerprint.model_dump(mode="json", exclude_unset=True) if self.fingerprint else None,
         }
 
 

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from toolkit.fsutil import write_json
+from toolkit.schema.manifest import BuildRecord
 from toolkit.settings import cache_dir
 
 
@@ -33,13 +34,14 @@ def write_build_record(record: dict) -> Path:
     return write_json(record_path(record["spec_hash"]), record)
 
 
-def find_build_record(spec_hash: str) -> dict | None:
-    """The record of the image built from this spec hash (full hash or a unique prefix of 12+), or None."""
+def find_build_record(spec_hash: str) -> BuildRecord | None:
+    """The record of the image built from this spec hash (full hash or a unique prefix of 12+), or None. What
+    the schema does not name (plan, preflight, smoke, ...) is kept as its extra fields."""
     exact = record_path(spec_hash)
     if exact.is_file():
-        return json.loads(exact.read_text())
+        return BuildRecord.model_validate(json.loads(exact.read_text()))
     if len(spec_hash) >= 12 and builds_dir().is_dir():
         found = sorted(builds_dir().glob(f"{spec_hash}*.json"))
         if len(found) == 1:
-            return json.loads(found[0].read_text())
+            return BuildRecord.model_validate(json.loads(found[0].read_text()))
     return None

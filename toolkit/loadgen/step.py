@@ -22,6 +22,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from toolkit.errors import ToolFailure
 from toolkit.loadgen.cell import run_cell
@@ -32,10 +33,19 @@ from toolkit.schema.records import Prompt, RequestRecord
 GO_WAIT_S = 300.0  # the runner answers a `measure` event within this; else it is gone and the step ends
 
 
-def paths(cell: Path) -> dict[str, Path]:
+class StepFiles(NamedTuple):
+    """The files of one cell step, beside its CELL.json: the events it streams, the records it writes last, and
+    the marker the runner touches when the measured phase may start."""
+
+    events: Path
+    records: Path
+    go: Path
+
+
+def paths(cell: Path) -> StepFiles:
     """The files of one cell step, beside its CELL.json (the runner's side reads the same names)."""
     base = str(cell.with_suffix(""))
-    return {name: Path(f"{base}.{name}") for name in ("events", "records", "go")}
+    return StepFiles(*(Path(f"{base}.{name}") for name in StepFiles._fields))
 
 
 def step_id() -> str | None:
@@ -54,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     files = paths(cell)
     load = CellLoad(**doc["load"])
     prompts = [Prompt.model_validate(p) for p in doc["prompts"]]
-    with open(files["events"], "a", buffering=1) as events:  # line-buffered: each event is seen as it happens
+    with open(files.events, "a", buffering=1) as events:  # line-buffered: each event is seen as it happens
         def say(event: dict) -> None:
             events.write(json.dumps(event) + "\n")
             events.flush()
@@ -62,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         def measured() -> None:
             say({"measure": True})
             deadline = time.monotonic() + GO_WAIT_S
-            while not files["go"].exists():
+            while not files.go.exists():
                 if time.monotonic() > deadline:
                     raise ToolFailure(f"the runner did not answer the measure event within {GO_WAIT_S:.0f} s")
                 time.sleep(0.05)
@@ -77,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         except ToolFailure as exc:
             records = getattr(exc, "records", records)
             outcome, code = {"failed": exc.message, "hint": exc.hint, **where}, 1
-        tmp = files["records"].with_name(files["records"].name + ".tmp")
+        tmp = files.records.with_name(files.records.name + ".tmp")
         tmp.write_text("".join(r.model_dump_json() + "\n" for r in records))
-        tmp.replace(files["records"])
+        tmp.replace(files.records)
         say(outcome)
     return code
 

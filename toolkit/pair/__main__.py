@@ -8,7 +8,6 @@ ten minutes on one H200: docs/pair.md) or on a CPU for the `test` recipe (second
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -67,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from toolkit.pair.train import train
 
-            manifest = json.loads((args.prep / "manifest.json").read_text())
-            name = args.recipe or manifest["recipe"]["name"]
+            from toolkit.pair.records import PrepManifest
+
+            name = args.recipe or PrepManifest.read(args.prep).recipe["name"]
             train(args.prep, args.out, recipe(name), device=args.device)
     except (KeyError, OSError, PairError) as e:
         print(f"toolkit.pair: {e}", file=sys.stderr)

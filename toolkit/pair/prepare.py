@@ -14,13 +14,13 @@ OUT/manifest.json   the recipe, the sources with their hashes, token counts, eve
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from pathlib import Path
 
 from toolkit.pair import PairError
 from toolkit.pair.corpus import CHAT_TEMPLATE, EOS, SPECIAL, Corpus, build, render_chat
 from toolkit.pair.recipes import Recipe
+from toolkit.pair.records import PrepManifest
 
 PROMPT_MAX = 3072  # the drafter's prompts are cut to their last PROMPT_MAX tokens
 
@@ -105,7 +105,7 @@ def tokenize_corpus(out: Path, tok, corpus: Corpus, seed: int) -> dict[str, int]
     return counts
 
 
-def prepare(out: Path, recipe: Recipe, code_root: Path | None = None, log=print) -> dict:
+def prepare(out: Path, recipe: Recipe, code_root: Path | None = None, log=print) -> PrepManifest:
     import tokenizers
     import transformers
 
@@ -123,10 +123,10 @@ def prepare(out: Path, recipe: Recipe, code_root: Path | None = None, log=print)
     prompts = write_prompts(out, tok, recipe)
     files = {p.relative_to(out).as_posix(): _sha256(p) for p in sorted(out.rglob("*")) if p.is_file()
              and p.name != "manifest.json"}
-    manifest = {"recipe": recipe.record(), "sources": corpus.sources, "tokens": counts,
-                "tokens_total": sum(counts.values()), "vocab_size": len(tok), "prompts": prompts,
-                "prompt_max": PROMPT_MAX, "files": files,
-                "versions": {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__}}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    log(f"  tokens: {counts} (total {manifest['tokens_total']:,}); vocabulary {len(tok)}")
+    manifest = PrepManifest(recipe=recipe.record(), sources=corpus.sources, tokens=counts,
+                            tokens_total=sum(counts.values()), vocab_size=len(tok), prompts=prompts,
+                            prompt_max=PROMPT_MAX, files=files,
+                            versions={"tokenizers": tokenizers.__version__, "transformers": transformers.__version__})
+    manifest.write(out / "manifest.json")
+    log(f"  tokens: {counts} (total {manifest.tokens_total:,}); vocabulary {len(tok)}")
     return manifest

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from toolkit.pair import PairError
+from toolkit.pair.records import PrepManifest
 
 _TURN = re.compile(r"<\|(system|user|assistant|tool|tools)\|>\n")
 
@@ -52,7 +53,7 @@ def draft_prompts(prep: Path, n: int | None = None) -> list[dict]:
     manifest_path = prep / "manifest.json"
     if not manifest_path.is_file():
         raise PairError(f"{prep}: no manifest.json (not a folder `python -m toolkit.pair prepare` wrote)")
-    index = json.loads(manifest_path.read_text())["prompts"]
+    index = PrepManifest.read(prep).prompts
     domains = [k.removeprefix("draft-") for k in index if k.startswith("draft-")]
     if not domains:
         raise PairError(f"{prep}: the manifest lists no draft-<domain> prompts")

@@ -29,6 +29,7 @@ from torch import nn
 
 from toolkit.fsutil import folder_digest
 from toolkit.pair.recipes import Recipe
+from toolkit.pair.records import DraftAcceptance, PairRecord, PrepManifest
 
 EPS = 1e-5
 ROPE_THETA = 10000.0
@@ -354,7 +355,8 @@ def propose(draft: Draft, embed, seq: list[int], feats: torch.Tensor, p: int, st
 
 
 @torch.no_grad()
-def acceptance(target, draft: Draft, prompts: list[list[int]], recipe: Recipe, pad: int, device: str) -> dict:
+def acceptance(target, draft: Draft, prompts: list[list[int]], recipe: Recipe, pad: int,
+               device: str) -> DraftAcceptance:
     """Mean accepted length per verify step (completion tokens / verify steps, SGLang's spec_accept_length) of
     greedy chain drafting with `eval_steps` draft tokens, over these prompts' greedy answers."""
     seqs = generate(target, prompts, recipe.eval_tokens, recipe.gen_batch, pad, device)
@@ -371,8 +373,7 @@ def acceptance(target, draft: Draft, prompts: list[list[int]], recipe: Recipe, p
                 a += 1
             gained = min(a + 1, end - p)
             tokens, verifies, p = tokens + gained, verifies + 1, p + gained
-    return {"accept_length": round(tokens / max(1, verifies), 4), "tokens": tokens, "verify_steps": verifies,
-            "prompts": len(prompts)}
+    return DraftAcceptance(round(tokens / max(1, verifies), 4), tokens, verifies, len(prompts))
 
 
 # ---------------------------------------------------------------- files
@@ -404,21 +405,21 @@ def save_draft(draft: Draft, target_cfg, out: Path) -> None:
     (out / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
 
 
-def _prompts(prep: Path, manifest: dict, name: str) -> list[list[int]]:
+def _prompts(prep: Path, manifest: PrepManifest, name: str) -> list[list[int]]:
     ids = np.fromfile(prep / f"prompts-{name}.u16", dtype="<u2").astype(np.int64).tolist()
-    off = manifest["prompts"][name]
+    off = manifest.prompts[name]
     return [ids[a:b] for a, b in zip(off, off[1:])]
 
 
-def _check_prep(prep: Path) -> dict:
-    manifest = json.loads((prep / "manifest.json").read_text())
-    for name, sha in manifest["files"].items():
+def _check_prep(prep: Path) -> PrepManifest:
+    manifest = PrepManifest.read(prep)
+    for name, sha in manifest.files.items():
         if _sha(prep / name) != sha:
             raise OSError(f"{prep / name}: sha256 differs from manifest.json: prepare again")
     return manifest
 
 
-def drafter(prep: Path, target, tok, out: Path, recipe: Recipe, device: str, log=print) -> dict:
+def drafter(prep: Path, target, tok, out: Path, recipe: Recipe, device: str, log=print) -> PairRecord:
     """The drafter half: the target's answers, the EAGLE-3 drafter, its own acceptance per domain."""
     manifest = _check_prep(prep)
     pad = tok.convert_tokens_to_ids("<|endoftext|>")
@@ -431,23 +432,25 @@ def drafter(prep: Path, target, tok, out: Path, recipe: Recipe, device: str, log
     acc = {d: acceptance(target, draft, _prompts(prep, manifest, f"eval-{d}")[:recipe.eval_prompts], recipe, pad, device)
            for d in recipe.eval_domains}
     log("drafter's own acceptance (chain of %d): %s" % (recipe.eval_steps,
-        ", ".join(f"{d} {a['accept_length']}" for d, a in acc.items())))
-    return {"answers": {"prompts": len(prompts), "new_tokens": recipe.gen_tokens}, "draft": dinfo, "acceptance": acc}
+        ", ".join(f"{d} {a.accept_length}" for d, a in acc.items())))
+    return PairRecord(answers={"prompts": len(prompts), "new_tokens": recipe.gen_tokens}, draft=dinfo, acceptance=acc)
 
 
-def _record(out: Path, prep: Path, recipe: Recipe, device: str, parts: dict) -> dict:
+def _record(out: Path, prep: Path, recipe: Recipe, device: str, parts: PairRecord) -> PairRecord:
+    """pair.json: the halves' record (`parts`, the fields they set) between what every pair records."""
     files = {p.relative_to(out).as_posix(): _sha(p) for p in sorted(out.rglob("*")) if p.is_file()
              and p.name != "pair.json"}
-    record = {"recipe": recipe.record(), "prep_manifest_sha256": _sha(prep / "manifest.json"), "device": device,
-              "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-              "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
-              **parts, "files": files, "weights": {d.name: folder_digest(d) for d in (out / "target", out / "draft")
-                                                   if d.exists()}}
-    (out / "pair.json").write_text(json.dumps(record, indent=1) + "\n")
+    record = PairRecord(recipe=recipe.record(), prep_manifest_sha256=_sha(prep / "manifest.json"), device=device,
+                        device_name=torch.cuda.get_device_name() if device == "cuda" else "cpu",
+                        versions={"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+                        **{k: getattr(parts, k) for k in parts.model_fields_set},
+                        files=files, weights={d.name: folder_digest(d) for d in (out / "target", out / "draft")
+                                              if d.exists()})
+    record.write(out / "pair.json")
     return record
 
 
-def train(prep: Path, out: Path, recipe: Recipe, device: str | None = None, log=print) -> dict:
+def train(prep: Path, out: Path, recipe: Recipe, device: str | None = None, log=print) -> PairRecord:
     """The whole pair: the target from the prepared text, then the drafter."""
     from transformers import AutoTokenizer
 
@@ -462,13 +465,15 @@ def train(prep: Path, out: Path, recipe: Recipe, device: str | None = None, log=
     save_target(target, tok, out / "target")
     target = target.to(torch.float32) if device == "cpu" else target
     if recipe.draft_steps == 0:  # a target alone (the quickstart's: n-gram speculation needs no drafter)
-        return _record(out, prep, recipe, device, {"target": tinfo, "seconds": round(time.time() - t0, 1)})
-    parts = {"target": tinfo, **drafter(prep, target, tok, out, recipe, device, log)}
-    return _record(out, prep, recipe, device, {**parts, "seconds": round(time.time() - t0, 1)})
+        return _record(out, prep, recipe, device, PairRecord(target=tinfo, seconds=round(time.time() - t0, 1)))
+    half = drafter(prep, target, tok, out, recipe, device, log)
+    return _record(out, prep, recipe, device, PairRecord(target=tinfo, answers=half.answers, draft=half.draft,
+                                                         acceptance=half.acceptance,
+                                                         seconds=round(time.time() - t0, 1)))
 
 
 def retrain_drafter(prep: Path, target_dir: Path, out: Path, recipe: Recipe, device: str | None = None,
-                    log=print) -> dict:
+                    log=print) -> PairRecord:
     """A new drafter for a target already trained (its folder), into out/draft."""
     from transformers import AutoTokenizer, LlamaForCausalLM
 
@@ -478,6 +483,7 @@ def retrain_drafter(prep: Path, target_dir: Path, out: Path, recipe: Recipe, dev
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     target = LlamaForCausalLM.from_pretrained(target_dir, dtype=dtype).to(device).eval()
     t0 = time.time()
-    parts = {"target_dir": str(target_dir), "target_sha256": _sha(target_dir / "model.safetensors"),
-             **drafter(prep, target, tok, out, recipe, device, log)}
-    return _record(out, prep, recipe, device, {**parts, "seconds": round(time.time() - t0, 1)})
+    half = drafter(prep, target, tok, out, recipe, device, log)
+    return _record(out, prep, recipe, device, PairRecord(
+        target_dir=str(target_dir), target_sha256=_sha(target_dir / "model.safetensors"), answers=half.answers,
+        draft=half.draft, acceptance=half.acceptance, seconds=round(time.time() - t0, 1)))

@@ -6,7 +6,9 @@ cuda_version, count, gpus, topology}) plus host, address, docker and CPU details
 Where: $TOOLKIT_HOSTS_DIR/<host>.json, default ~/.cache/toolkit/hosts/<host>.json (the latest
 fingerprint of each host); every provisioning run also keeps a copy in its run folder (hosts/).
 
-    fp = load_fingerprint("gpu-01")     # dict, or None when the host was never provisioned here
+    fp = load_fingerprint("gpu-01")     # a Fingerprint (toolkit.schema.manifest), or None when the host was never
+                                        # provisioned here; what the schema does not name (host, address, docker,
+                                        # ...) is kept as its extra fields
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
+from toolkit.schema.manifest import Fingerprint
 from toolkit.settings import settings
 
 
@@ -27,7 +30,7 @@ def fingerprint_path(host_name: str) -> Path:
     return fingerprint_dir() / f"{host_name}.json"
 
 
-def load_fingerprint(host_name: str) -> dict | None:
+def load_fingerprint(host_name: str) -> Fingerprint | None:
     """The latest fingerprint of `host_name` (an inventory name from a Hosts spec), or None.
 
     Adds `collected_at` (the file's modification time, UTC ISO 8601) and `path`."""
@@ -49,6 +52,8 @@ def load_fingerprint(host_name: str) -> dict | None:
     if isinstance(gpu, dict) and gpu.get("topology_text"):
         from toolkit.gpu.smi import parse_topo_matrix
 
-        gpu["topology"] = {**parse_topo_matrix(gpu["topology_text"]), "text": gpu["topology_text"]}
+        topology = parse_topo_matrix(gpu["topology_text"])
+        topology.text = gpu["topology_text"]
+        gpu["topology"] = topology
     mtime = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
-    return {**data, "collected_at": mtime.isoformat(timespec="seconds"), "path": str(path)}
+    return Fingerprint.model_validate({**data, "collected_at": mtime.isoformat(timespec="seconds"), "path": str(path)})

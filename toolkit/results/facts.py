@@ -3,6 +3,7 @@ and the comparable view of a manifest that the environment diff flattens."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
@@ -12,13 +13,13 @@ from toolkit.schema.manifest import BuildRecord, Fingerprint, Manifest
 
 def host_view(fp: Fingerprint) -> dict:
     """The fields of a fingerprint that matter for a comparison (no per-device serials or UUIDs)."""
-    gpu = fp.gpu or {}
-    gpus = fp.gpus if fp.gpus is not None else gpu.get("gpus") or []
+    gpu = fp.gpu
+    gpus = fp.gpus if fp.gpus is not None else (gpu.gpus if gpu else [])
     names = [g.get("name") or g.get("product_name") or "?" if isinstance(g, dict) else str(g) for g in gpus]
-    links = (gpu.get("topology") or {}).get("links") if isinstance(gpu.get("topology"), dict) else None
+    links = gpu.topology.links if gpu is not None and gpu.topology is not None else None
     view = {"hostname": fp.hostname, "os": fp.os, "kernel": fp.kernel, "cpu": fp.cpu, "cpu_count": fp.cpu_count,
-            "memory_bytes": fp.memory_bytes, "driver": fp.driver or gpu.get("driver_version"),
-            "cuda": fp.cuda or gpu.get("cuda_version"),
+            "memory_bytes": fp.memory_bytes, "driver": fp.driver or (gpu.driver_version if gpu else None),
+            "cuda": fp.cuda or (gpu.cuda_version if gpu else None),
             "gpus": (f"{len(names)}x {names[0]}" if names and len(set(names)) == 1 else ", ".join(names)) or None,
             "gpu_links": sorted(set(links.values())) if isinstance(links, dict) and links else None,
             "env": dict(fp.env) or None}
@@ -52,30 +53,42 @@ def normalized(m: Manifest) -> dict:
     }
 
 
-def run_facts(a: Archive) -> dict:
+@dataclass
+class RunFacts:
+    """The key facts of one run, as list, show, diff and report headers print them (their --json: asdict, in
+    this order)."""
+
+    path: str
+    run_id: str
+    matrix: str
+    started_at: str | None
+    finished_at: str | None
+    status: str
+    why: str  # why the run is not complete ("" when it is)
+    interrupted: bool | None
+    cells_failed: int
+    env_hash: str | None
+    environment: str | None
+    host: str | None
+    gpu: str | None
+    arms: list[str]
+    cells: int
+    requests: int
+    source: str
+
+
+def run_facts(a: Archive) -> RunFacts:
     m = a.manifest
     host = host_view(m.host.primary)
     env = m.environment
-    arms = sorted(set(c.arm for c in a.cells) | set(m.arms))
-    return {
-        "path": str(a.path),
-        "run_id": a.run_id,
-        "matrix": a.matrix_name,
-        "started_at": m.started_at,
-        "finished_at": a.summary.finished_at if a.summary else None,
-        "status": a.status,
-        "why": a.why,  # why the run is not complete ("" when it is)
-        "interrupted": a.interrupted if a.summary is not None else None,
-        "cells_failed": sum(c.status != "ok" for c in a.cells),
-        "env_hash": (env.hash or "")[:12] or None,
-        "environment": env.name or env.resolved.get("name"),
-        "host": host.get("hostname"),
-        "gpu": host.get("gpus"),
-        "arms": arms,
-        "cells": len(a.cells),
-        "requests": sum(c.n_requests for c in a.cells),
-        "source": m.source.format if m.source else "toolkit",
-    }
+    return RunFacts(
+        path=str(a.path), run_id=a.run_id, matrix=a.matrix_name, started_at=m.started_at,
+        finished_at=a.summary.finished_at if a.summary else None, status=a.status, why=a.why,
+        interrupted=a.interrupted if a.summary is not None else None,
+        cells_failed=sum(c.status != "ok" for c in a.cells), env_hash=(env.hash or "")[:12] or None,
+        environment=env.name or env.resolved.get("name"), host=host.get("hostname"), gpu=host.get("gpus"),
+        arms=sorted(set(c.arm for c in a.cells) | set(m.arms)), cells=len(a.cells),
+        requests=sum(c.n_requests for c in a.cells), source=m.source.format if m.source else "toolkit")
 
 
 def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[dict]:
@@ -91,7 +104,7 @@ def list_runs(root: str | Path = "results", matrix: str | None = None) -> list[d
             continue
         try:
             a = open_archive(run)
-            rows.append({**run_facts(a), "unverified": [str(p) for p in verify_sums(run, a.status if a.summary
+            rows.append({**asdict(run_facts(a)), "unverified": [str(p) for p in verify_sums(run, a.status if a.summary
                                                                                      else None)]})
         except ToolkitError as exc:
             rows.append({"path": str(run), "run_id": run.name, "matrix": run.parent.name, "status": "corrupt",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from toolkit.results.archive import Archive
 from toolkit.stats import MachineVar, logs, machine_prior, machine_var_from_pairs
-from toolkit.schema.manifest import Fingerprint
+from toolkit.schema.manifest import Fingerprint, MachineRecord
 
 UNKNOWN = "unknown machine"
 
@@ -40,18 +40,17 @@ class Machine:
         return f"{self.host or '?'}" + (f" [GPU {gpus}]" if gpus else "")
 
 
-def machine_of(record: dict | None) -> Machine | None:
+def machine_of(record: MachineRecord | None) -> Machine | None:
     """A launch record's `machine` ({host, gpus: [uuid]}) as a Machine; None when absent."""
-    if not isinstance(record, dict):
+    if record is None:
         return None
-    gpus = record.get("gpus")
-    return Machine(host=record.get("host"), gpus=tuple(sorted(str(g) for g in gpus)) if isinstance(gpus, list) else ())
+    gpus = record.gpus
+    return Machine(host=record.host, gpus=tuple(sorted(str(g) for g in gpus)) if isinstance(gpus, list) else ())
 
 
 def fingerprint_machine(fp: Fingerprint) -> Machine:
     """The machine a host fingerprint describes: its host name and every GPU it lists (UUID, else serial)."""
-    gpu = fp.gpu or {}
-    gpus = fp.gpus if fp.gpus is not None else gpu.get("gpus") or []
+    gpus = fp.gpus if fp.gpus is not None else (fp.gpu.gpus if fp.gpu else [])
     ids = [str(g.get("uuid") or g.get("serial")) for g in gpus if isinstance(g, dict) and (g.get("uuid") or g.get("serial"))]
     return Machine(host=fp.hostname, gpus=tuple(sorted(ids)))
 

@@ -15,6 +15,7 @@ order has an exact two-sided p of 1/12).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,21 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
     return None if sxx == 0 or syy == 0 else sxy / (sxx * syy) ** 0.5
 
 
-def build(representativeness: list, acceptance: dict[tuple[str, str], float], source: str) -> dict | None:
+@dataclass
+class Represented:
+    """Representativeness against the real acceptance: rows {arm, domain, distance, verdict, accept_len}, per arm
+    Spearman's rho over its domains {arm, n, rho}, where the distances came from, the note on reading them, and the
+    workloads left out (None: none). The report's --json writes these fields in this order, `left_out` only when
+    there are some."""
+
+    rows: list[dict]
+    spearman: list[dict]
+    source: str
+    note: str
+    left_out: list[str] | None = None
+
+
+def build(representativeness: list, acceptance: dict[tuple[str, str], float], source: str) -> Represented | None:
     """Rows per (arm, domain) where the workload has a distance and the arm an acceptance, and per arm the
     Spearman correlation over its domains. None when either input is missing. `source`: where the distances
     came from."""
@@ -71,7 +86,7 @@ def build(representativeness: list, acceptance: dict[tuple[str, str], float], so
         rs = [r for r in rows if r["arm"] == arm]
         corr.append({"arm": arm, "n": len(rs), "rho": spearman([r["distance"] for r in rs],
                                                                [r["accept_len"] for r in rs])})
-    return {"rows": rows, "spearman": corr, "source": source, "note": NOTE}
+    return Represented(rows, corr, source, NOTE)
 
 
 def from_training(a, training: Path) -> tuple[list[dict], list[str]]:

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Callable, Iterable
 
 import numpy as np
@@ -25,10 +26,11 @@ import numpy as np
 from toolkit.schema.manifest import Speedup
 from toolkit.schema.metrics import cell_throughput
 from toolkit.schema.records import CellSummary, RequestRecord
-from toolkit.stats import (BOOTSTRAP, DEFAULT, SHARED, cell_noise, interval, paired_bootstrap_ratio, rate,
-                           stein_interval, widen)
+from toolkit.stats import (BOOTSTRAP, DEFAULT, SHARED, PairedRatio, cell_noise, interval, paired_bootstrap_ratio,
+                           rate, stein_interval, widen)
 
-def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0) -> dict:
+
+def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0) -> PairedRatio:
     """Ratio of output rates over prompts both arms completed, with a paired-bootstrap 95% CI
     (toolkit.stats.paired_bootstrap_ratio)."""
     # pair by (repeat, prompt id, occurrence): the same prompt can be sent more than once in a cell
@@ -37,13 +39,13 @@ def paired_ratio(arm: list[RequestRecord], base: list[RequestRecord], seed: int 
     common = sorted(set(a_keys) & set(b_keys))
     n = len(common)
     if n < 2:
-        return {"ratio": None, "ci_low": None, "ci_high": None, "n_pairs": n}
+        return PairedRatio(None, None, None, n)
     ta = np.array([a_keys[k].output_tokens for k in common], float)
     ea = np.array([a_keys[k].e2e_ms for k in common], float)
     tb = np.array([b_keys[k].output_tokens for k in common], float)
     eb = np.array([b_keys[k].e2e_ms for k in common], float)
     point, lo, hi = paired_bootstrap_ratio(ta, ea, tb, eb, seed, BOOTSTRAP)
-    return {"ratio": point, "ci_low": lo, "ci_high": hi, "n_pairs": n}
+    return PairedRatio(point, lo, hi, n)
 
 
 def measured_ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
@@ -80,17 +82,17 @@ def _rounds(records: list[RequestRecord]) -> dict[int, list[RequestRecord]]:
 
 
 def launch_paired(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0,
-                  noise: tuple | None = None) -> dict:
+                  noise: tuple | None = None) -> PairedRatio:
     """The paired ratio of one cell with a launch-aware CI, for a cell measured in one round: the paired
     bootstrap widened by the launch noise of both servers (`noise`: (arm's Noise, baseline's Noise), default:
     the default launch CV for each). Cells of two or more rounds: see speedups (the cell's own variance over
     its rounds)."""
     pr = paired_ratio(arm, base, seed)
     na, nb = noise or (DEFAULT, DEFAULT)
-    if pr["ratio"] is None or pr["ci_low"] is None or pr["ci_low"] <= 0:
-        return {**pr, "rounds": 1, "ci_method": "paired bootstrap over the requests"}
-    lo, hi, method = widen(pr["ratio"], pr["ci_low"], pr["ci_high"], na, nb)
-    return {**pr, "ci_low": lo, "ci_high": hi, "rounds": 1, "ci_method": method}
+    if pr.ratio is None or pr.ci_low is None or pr.ci_low <= 0:
+        return replace(pr, ci_method="paired bootstrap over the requests")
+    lo, hi, method = widen(pr.ratio, pr.ci_low, pr.ci_high, na, nb)
+    return replace(pr, ci_low=lo, ci_high=hi, ci_method=method)
 
 
 STAGE1_MIN = 3  # Stein's first stage: fewer rounds leave the variance 1 df (t 12.7): no useful rule
@@ -142,9 +144,9 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
         ratios = {k: x for k in sorted(set(ra) & set(rb)) if (x := _point(ra[k], rb[k])) is not None}
         if len(ratios) >= 2:
             per_round[arm][(domain, conc)] = ratios
-            pr = {"ratio": None, "ci_low": None, "ci_high": None, "rounds": len(ratios),
-                  "n_pairs": len(set(occurrence_keys(measured_ok(records[(arm, domain, conc)])))
-                                 & set(occurrence_keys(measured_ok(records[(baseline, domain, conc)]))))}
+            pr = PairedRatio(None, None, None, rounds=len(ratios),
+                             n_pairs=len(set(occurrence_keys(measured_ok(records[(arm, domain, conc)])))
+                                         & set(occurrence_keys(measured_ok(records[(baseline, domain, conc)])))))
         else:
             sides = (SHARED, SHARED) if arm in shared else (noise(arm), noise(baseline)) if noise is not None else None
             pr = launch_paired(records.get((arm, domain, conc), []), records.get((baseline, domain, conc), []), seed,
@@ -154,8 +156,8 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
             **({"rate": conc} if arm_cells[0].rate is not None else {}),
             arm_tok_s=ta, baseline_tok_s=tb,
             throughput_ratio=(ta / tb) if ta and tb else None,
-            paired_ratio=pr["ratio"], ci_low=pr["ci_low"], ci_high=pr["ci_high"], n_pairs=pr["n_pairs"],
-            rounds=pr["rounds"], ci_method=pr.get("ci_method", ""),
+            paired_ratio=pr.ratio, ci_low=pr.ci_low, ci_high=pr.ci_high, n_pairs=pr.n_pairs,
+            rounds=pr.rounds, ci_method=pr.ci_method or "",
             **({"synthetic_acceptance": arm_cells[0].synthetic_acceptance}
                if arm_cells[0].synthetic_acceptance is not None else {}),
         ))

@@ -56,8 +56,8 @@ def of_arm(run_arm: str, manifest_arms: dict | None = None) -> str:
     """The speculative arm (server preset) a synthetic run arm runs: its manifest record's `of`, else the name
     before `-synacc`."""
     rec = _get((manifest_arms or {}).get(run_arm), "synthetic_acceptance") if manifest_arms else None
-    if isinstance(rec, dict) and rec.get("of"):
-        return rec["of"]
+    if rec is not None and _get(rec, "of"):
+        return _get(rec, "of")
     return run_arm.split("-synacc", 1)[0]
 
 

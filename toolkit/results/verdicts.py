@@ -66,7 +66,7 @@ def _why(rs: list[Speedup], field: str) -> str:
 
 
 def crossovers(rows: list[Speedup], speculative: set[str] | None = None, cells: list | None = None,
-               arm_info: dict[str, ArmState] | None = None) -> list[dict]:
+               arm_info: dict[str, ArmState] | None = None) -> list[Crossover]:
     """Per (speculative arm, domain): the crossover over the levels a verdict may use (rows without
     `excluded`), the note naming the levels left out and the ones that qualify it. `cells` and `arm_info`:
     a rate crossover's threshold as the running batch the arm's server saw there (running_batch)."""
@@ -83,11 +83,11 @@ def crossovers(rows: list[Speedup], speculative: set[str] | None = None, cells: 
         rs = [r for r in every if not r.excluded and r.throughput_ratio is not None]
         left_out = [r for r in every if r.excluded]
         if not rs:
-            out.append({"arm": arm, "domain": domain, "crossover_concurrency": None, "never_pays_off": False,
-                        "recommended_disable_batch_threshold": None, "no_advice": True,
-                        "excluded": [r.concurrency for r in left_out], "qualified": [],
-                        "note": "no advice: no tested level is one a verdict may use"
-                                + (f" ({_why(left_out, 'excluded')})" if left_out else "")})
+            out.append(Crossover(arm=arm, domain=domain, crossover_concurrency=None, never_pays_off=False,
+                                 recommended_disable_batch_threshold=None, no_advice=True,
+                                 excluded=[r.concurrency for r in left_out], qualified=[],
+                                 note="no advice: no tested level is one a verdict may use"
+                                      + (f" ({_why(left_out, 'excluded')})" if left_out else "")))
             continue
         cross = next((r.concurrency for i, r in enumerate(rs) if all(_slower(x) for x in rs[i:])), None)
         dips = [r.concurrency for r in rs if r.throughput_ratio < 1 and r.concurrency != cross
@@ -111,10 +111,10 @@ def crossovers(rows: list[Speedup], speculative: set[str] | None = None, cells: 
         qualified = [r for r in rs if r.qualified]
         if qualified:
             note += f"; qualified: {_why(qualified, 'qualified')}"
-        out.append({"arm": arm, "domain": domain, "crossover_concurrency": cross, "never_pays_off": never,
-                    "recommended_disable_batch_threshold": None if never else cross, "no_advice": False,
-                    "levels": [r.concurrency for r in rs], "excluded": [r.concurrency for r in left_out],
-                    "qualified": [r.concurrency for r in qualified], "note": note})
+        out.append(Crossover(arm=arm, domain=domain, crossover_concurrency=cross, never_pays_off=never,
+                             recommended_disable_batch_threshold=None if never else cross, no_advice=False,
+                             levels=[r.concurrency for r in rs], excluded=[r.concurrency for r in left_out],
+                             qualified=[r.concurrency for r in qualified], note=note))
     return out
 
 
@@ -139,19 +139,20 @@ def running_batch(cells: list, arm_info: dict[str, ArmState], arm: str, domain: 
 
 
 def _rate_crossover(arm: str, domain: str, every: list[Speedup], cells: list,
-                    arm_info: dict[str, ArmState]) -> dict:
+                    arm_info: dict[str, ArmState]) -> Crossover:
     """The crossover of open-loop levels (`rates:`): the lowest rate from which the arm is significantly slower
     at that rate and every higher one. The disable-batch threshold is a batch size, not a rate: it is the
     running batch the arm's server saw at the crossover rate (running_batch), rounded down (disabling a little
     early, as the lowest crossover over domains does); none where the cells do not say it."""
     rs = [r for r in every if not r.excluded and r.throughput_ratio is not None]
     left_out = [r for r in every if r.excluded]
-    base = {"arm": arm, "domain": domain, "crossover_concurrency": None, "recommended_disable_batch_threshold": None,
-            "excluded": [level(r) for r in left_out], "axis": "rate"}
+    base = Crossover(arm=arm, domain=domain, crossover_concurrency=None, recommended_disable_batch_threshold=None,
+                     excluded=[level(r) for r in left_out], axis="rate")
     if not rs:
-        return {**base, "never_pays_off": False, "no_advice": True, "qualified": [],
-                "note": "no advice: no tested rate is one a verdict may use"
-                        + (f" ({_why(left_out, 'excluded')})" if left_out else "")}
+        return base.model_copy(update={
+            "never_pays_off": False, "no_advice": True, "qualified": [],
+            "note": "no advice: no tested rate is one a verdict may use"
+                    + (f" ({_why(left_out, 'excluded')})" if left_out else "")})
     cross = next((r for i, r in enumerate(rs) if all(_slower(x) for x in rs[i:])), None)
     never = cross is rs[0]
     batch = running_batch(cells, arm_info, arm, domain, level(cross)) if cross is not None and not never else None
@@ -173,11 +174,11 @@ def _rate_crossover(arm: str, domain: str, every: list[Speedup], cells: list,
     if qualified:
         note += f"; qualified: {_why(qualified, 'qualified')}"
     if threshold is not None:
-        base.update(recommended_disable_batch_threshold=threshold, running_batch=round(batch[0], 2),
-                    running_batch_source=batch[1])
-    return {**base, "crossover_rate": level(cross) if cross is not None else None, "never_pays_off": never,
-            "no_advice": False, "levels": [level(r) for r in rs], "qualified": [level(r) for r in qualified],
-            "note": note}
+        base = base.model_copy(update={"recommended_disable_batch_threshold": threshold,
+                                       "running_batch": round(batch[0], 2), "running_batch_source": batch[1]})
+    return base.model_copy(update={
+        "crossover_rate": level(cross) if cross is not None else None, "never_pays_off": never, "no_advice": False,
+        "levels": [level(r) for r in rs], "qualified": [level(r) for r in qualified], "note": note})
 
 
 def _level_text(cross: Any, x: float) -> str:
@@ -254,7 +255,7 @@ def verdicts(rows: list[Speedup], cells: list, arm_info: dict[str, ArmState], sp
     marked = mark(rows, Eligibility(cells, arm_info))  # the runner's cells carry their checks
     cross = crossovers(marked, speculative, cells, arm_info)
     arms = sorted(speculative)
-    return Verdicts(marked, [Crossover.model_validate(c) for c in cross],  # the fields each set, as summary.json holds
+    return Verdicts(marked, cross,  # the fields each set, as summary.json holds
                     {a: recommended_threshold(cross, a) for a in arms}, [a for a in arms if never_pays_off(cross, a)])
 
 

@@ -41,7 +41,7 @@ import numpy as np
 from toolkit.engines.sglang import IMPLICIT_SPEC_CAP
 from toolkit.schema.keys import level_label
 from toolkit.schema.manifest import ArmState
-from toolkit.schema.records import CellCheck, CellSummary, RequestRecord
+from toolkit.schema.records import CellCheck, CellSummary, HostLoadRecord, RequestRecord
 
 MIN_SAMPLES = 10            # successful measured requests a verdict needs (the diff's test needs as many)
 MIN_CELL_S = 10.0           # one 2 s stall (seen on the H200) moves a 10 s cell's throughput by < 17 %
@@ -272,21 +272,21 @@ def late_check(records: list[RequestRecord], rate: float | None,
                                   f"did not see {rate:g} req/s as declared{why}")
 
 
-def busy_check(host: dict | None) -> CellCheck | None:
+def busy_check(host: HostLoadRecord | None) -> CellCheck | None:
     """Busy host: other processes wanted more CPU than this run left free (the cores less what the run
     itself used, plus BUSY_MARGIN_CORES of sampling noise), the hypervisor stole more than STEAL_MAX, or
     another toolkit run was running on the host. `host`: toolkit/bench/hostload.py's samples."""
     if not host:
         return None
     why = []
-    cpus, own, foreign = host.get("cpus") or 0, host.get("own_cores") or 0.0, host.get("foreign_cores")
+    cpus, own, foreign = host.cpus or 0, host.own_cores or 0.0, host.foreign_cores
     if foreign is not None and cpus and foreign > max(cpus - own, 0.0) + BUSY_MARGIN_CORES:
         why.append(f"other processes wanted {foreign:.1f} cores while this run used {own:.1f} of {cpus}")
-    if (host.get("steal") or 0.0) > STEAL_MAX:
-        why.append(f"the hypervisor took {host['steal']:.0%} of the CPU time (steal)")
-    if host.get("other_runs"):
+    if (host.steal or 0.0) > STEAL_MAX:
+        why.append(f"the hypervisor took {host.steal:.0%} of the CPU time (steal)")
+    if host.other_runs:
         why.append("other toolkit runs on this host: " + ", ".join(
-            f"{r.get('matrix') or '?'} (pid {r.get('pid')})" for r in host["other_runs"]))
+            f"{r.get('matrix') or '?'} (pid {r.get('pid')})" for r in host.other_runs))
     if not why:
         return None
     return CellCheck(check="busy-host", message="; ".join(why) + ": the cell's figures include their load")

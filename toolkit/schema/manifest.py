@@ -65,6 +65,17 @@ class SpecRecord(_Open):
     resolved: dict[str, Any] = Field(default_factory=dict, description="the spec after extends, as a dict")
 
 
+class SyntheticAcceptance(_Open):
+    """An arm whose acceptance length was forced (toolkit.bench.plan): a synthetic arm of the Matrix's
+    `synthetic_acceptance:` ({of, accept_len, env}), or SGLANG_SIMULATE_ACC_LEN set by hand in the servers'
+    environment ({of, accept_len, source, env})."""
+
+    of: str | None = Field(None, description="the speculative arm (server preset) it runs")
+    accept_len: float | None = None
+    source: str | None = Field(None, description="set by hand: where the length came from")
+    env: dict[str, str] = Field(default_factory=dict, description="the simulate variables its servers got")
+
+
 class ArmRecord(_Open):
     """One arm as planned: the server preset (flags without dashes), per-request parameters, and the
     exact command its launcher runs (a string; a list from older writers; {error} when none could be made)."""
@@ -72,19 +83,61 @@ class ArmRecord(_Open):
     preset: dict[str, Any] = Field(default_factory=dict)
     request_params: dict[str, Any] = Field(default_factory=dict)
     command: str | list[str] | dict[str, Any] | None = None
+    synthetic_acceptance: SyntheticAcceptance | None = None
+
+
+class TargetRecord(_Open):
+    """A slot's target as the manifest names it (each kind's SlotTarget.record(), toolkit/targets/): its kind and
+    the fields of that kind that were set."""
+
+    kind: str | None = None
+    gpus: str | None = Field(None, description="local: the GPU set its arms see (absent: all)")
+    urls: dict[str, str] | None = Field(None, description="external: arm -> base URL")
+    host: str | None = Field(None, description="hosts: the host's name in its Hosts spec")
+    hosts_path: str | None = Field(None, description="hosts: the Hosts spec (the address and user stay there)")
+    launcher: str | None = Field(None, description="slurm: process or container")
+    loadgen: str | None = Field(None, description="slurm: where each cell's load generator ran")
+    partition: str | None = Field(None, description="slurm: the partition, where the spec names one")
 
 
 class SlotRecord(_Open):
     name: str
     arms: list[str] = Field(default_factory=list)
     hardware: dict[str, Any] = Field(default_factory=dict, description="{host, gpus}: what 'shared' means")
-    target: dict[str, Any] = Field(default_factory=dict, description="kind (local|hosts|external) and details")
+    target: TargetRecord = Field(default_factory=TargetRecord, description="kind (local|hosts|external|slurm) "
+                                                                           "and details")
 
 
 class WorkloadRecord(_Open):
     hash: str | None = None
     n_prompts: int | None = None
     source: str | None = None
+
+
+class GpuTopology(_Open):
+    """`nvidia-smi topo -m` (toolkit.gpu.smi.parse_topo_matrix): the GPUs, each pair's link as printed (NV#, PIX,
+    SYS, ...), each GPU's CPU/NUMA affinity; with the text it was read from, or the error that stopped it."""
+
+    gpus: list[str] = Field(default_factory=list)
+    links: dict[str, str] = Field(default_factory=dict, description='"GPU0-GPU1" -> the link')
+    affinity: dict[str, dict[str, str]] = Field(default_factory=dict)
+    text: str | None = None
+    error: str | None = None
+
+
+class GpuFingerprint(_Open):
+    """The GPU stage's fingerprint (toolkit.gpu.smi.gpu_fingerprint): `nvidia-smi -q -x` read into the driver and
+    CUDA versions and one dict per GPU (index, name, uuid, serial, memory, clocks, power, ECC, ...), the topology,
+    and the source; a failing nvidia-smi is recorded as `error` (a fingerprint records what the machine said)."""
+
+    timestamp: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    count: int | None = None
+    gpus: list[Any] = Field(default_factory=list, description="one dict per GPU, in nvidia-smi's order")
+    topology: GpuTopology | None = None
+    source: str | None = None
+    error: str | None = None
 
 
 class Fingerprint(_Open):
@@ -100,7 +153,7 @@ class Fingerprint(_Open):
     memory_bytes: int | None = None
     python: str | None = None
     engines: dict[str, str | None] = Field(default_factory=dict)
-    gpu: dict[str, Any] | None = None
+    gpu: GpuFingerprint | None = None
     gpus: list[Any] | None = None
     env: dict[str, str] = Field(default_factory=dict)  # the controller's engine variables (hostinfo.ENGINE_ENV_PREFIXES)
     driver: str | None = None
@@ -185,13 +238,20 @@ class InputFile(_Open):
     files: dict[str, str] = Field(default_factory=dict, description="a referenced directory: sha256 of its small files")
 
 
+class DummyModelRecord(_Open):
+    """The dummy model an Environment's `model: {dummy: ...}` makes (toolkit.serve.dummy): its hash and recipe."""
+
+    hash: str | None = None
+    recipe: str | None = None
+
+
 class InputsRecord(_Open):
     """What `toolkit results reproduce` replays from: the archived files and the references."""
 
     layout: int = 1
     matrix: str = Field(description="tree path of the Matrix spec the run loaded")
     files: list[InputFile] = Field(default_factory=list)
-    dummy_model: dict[str, Any] | None = Field(None, description="{hash, recipe}: the dummy model made from the spec")
+    dummy_model: DummyModelRecord | None = Field(None, description="{hash, recipe}: the dummy model made from the spec")
 
 
 class DriftRecord(_Open):
@@ -230,6 +290,19 @@ class SlurmRecord(_Open):
                                        "added; each written when submitted and again when it ended")
 
 
+class Determinism(_Open):
+    """What makes the generated tokens repeat across launches (toolkit.bench.plan.determinism,
+    docs/results.md#launch-noise)."""
+
+    temperature: float | None = None
+    seed: int | None = None
+    greedy: bool | None = None
+    sglang_dummy_weights: dict[str, Any] | None = Field(None, description="arms serving SGLang's dummy weights: "
+                                                        "{arms, seed, source, config_sha256}")
+    deterministic_inference: dict[str, bool] | None = Field(None, description="per arm (SGLang)")
+    dummy_model: str | None = Field(None, description="the embedded engine's dummy model: its recipe hash")
+
+
 class Manifest(_Open):
     """manifest.json. The runner (and the importer) fill the body; the archive writer adds format,
     schema_version, run_id, matrix_name, started_at and toolkit."""
@@ -265,9 +338,10 @@ class Manifest(_Open):
                                       "jobs (absent in other runs and in Slurm runs before the field)")
     sweep: SweepRecord | None = Field(None, description="a Matrix `sweep:`: the rates every arm ran and how the "
                                       "baseline's probes set them (absent in other runs)")
-    determinism: dict[str, Any] = Field(default_factory=dict, description="what makes the generated tokens "
-                                        "repeat across launches: temperature, seed, dummy-model recipe hash, "
-                                        "SGLang's dummy-weight seed, deterministic inference per arm")
+    determinism: Determinism | None = Field(None, description="what makes the generated tokens repeat across "
+                                            "launches: temperature, seed, dummy-model recipe hash, SGLang's "
+                                            "dummy-weight seed, deterministic inference per arm (absent in older "
+                                            "archives)")
 
     @property
     def is_noise_calibration(self) -> bool:
@@ -336,8 +410,39 @@ class Representativeness(_Open):
     report: dict[str, Any] = Field(default_factory=dict)
 
 
+class JitCacheRecord(_Open):
+    """The kept compile/JIT cache folder of a launch (toolkit.serve.jitcache.JitCache): where, for which GPU
+    model and environment, and whether it was warm at the start."""
+
+    folder: str | None = None
+    gpu: str | None = None
+    env_hash: str | None = Field(None, description="the environment hash's first 16 characters")
+    warm: bool | None = None
+    compiled: int | None = Field(None, description="kernel files the start added (absent: not counted yet)")
+    mounted_at: str | None = Field(None, description="the folder as a container sees it")
+    bytecode: str | None = Field(None, description="the server's PYTHONPYCACHEPREFIX, where the toolkit set one")
+
+
+class SlurmLaunch(_Open):
+    """A launch of an arm as a Slurm batch job (toolkit.slurm.launcher): the job, where it ran, how it ended."""
+
+    job_id: str | None = None
+    job_name: str | None = None
+    node: str | None = None
+    gpus: str | None = None
+    state: str | None = None
+    script: str | None = None
+    log: str | None = None
+    loadgen: str | None = None
+    steps: dict[str, str] | None = Field(None, description="cell key -> the job step its load generator ran as")
+
+
 class ArmState(_Open):
-    """What the runner learnt about one arm's server while it ran (launcher facts, /server_info)."""
+    """What the runner learnt about one arm's server while it ran (launcher facts, /server_info). Made by the
+    arm's launcher (Launcher.info()) and completed by the runner; each field assigned is validated and counts as
+    set (summary.json keeps what was set)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     launcher: str | None = None
     base_url: str | None = None
@@ -354,11 +459,18 @@ class ArmState(_Open):
     max_running_requests_implicit: bool = False
     max_running_requests_log_line: str | None = Field(None, description="SGLang's own start-up line on the cap")
     stop_warnings: list[str] = Field(default_factory=list, description="a stop that needed a harsher signal")
-    jit_cache: dict[str, Any] | None = Field(None, description="the kept compile/JIT cache folder (warm or not)")
+    jit_cache: JitCacheRecord | None = Field(None, description="the kept compile/JIT cache folder (warm or not)")
+    slurm: SlurmLaunch | None = Field(None, description="a Slurm target: the job its server ran in")
     preset_mismatches: list[dict[str, Any]] = Field(default_factory=list)
     speculative_algorithm: str | None = Field(None, description="the preset's (or the server's) speculative algorithm")
     avg_spec_accept_length: float | None = None
     cells: dict[str, dict[str, Any]] = Field(default_factory=dict, description="cell key -> server-wide state after it")
+
+    def add(self, **facts: Any) -> "ArmState":
+        """Set these facts (typed fields validated, others kept as extras) and return the state itself."""
+        for name, value in facts.items():
+            setattr(self, name, value)
+        return self
 
 
 class Window(_Open):
@@ -381,6 +493,15 @@ class StopRecord(_Open):
                                                           "main process exited")
     group_empty_s: float | None = Field(None, description="... until no process of its group was left (the "
                                                           "rest: its children, e.g. a GPU context's teardown)")
+
+
+class MachineRecord(_Open):
+    """The machine one launch ran on (toolkit.bench.hostinfo.launch_machine): its host, the GPUs it used (UUID,
+    else serial; None where unknown) and the slot's GPU indices."""
+
+    host: str | None = None
+    gpus: list[str] | None = None
+    gpu_ids: str | None = None
 
 
 class LaunchRecord(_Open):
@@ -410,9 +531,9 @@ class LaunchRecord(_Open):
     server_info_file: str | None = None
     log_file: str | None = None
     cells: list[str] = Field(default_factory=list, description="cell keys measured against this launch")
-    slurm: dict[str, Any] | None = Field(None, description="a Slurm target: the job (job_id, job_name, node, gpus, "
-                                                           "state as it ended, script, log)")
-    machine: dict[str, Any] | None = Field(None, description="the machine it ran on: {host, gpus: [UUID, else serial, "
+    slurm: SlurmLaunch | None = Field(None, description="a Slurm target: the job (job_id, job_name, node, gpus, "
+                                                        "state as it ended, script, log)")
+    machine: MachineRecord | None = Field(None, description="the machine it ran on: {host, gpus: [UUID, else serial, "
                                             "of the GPUs it used; None where unknown], gpu_ids}; absent in older "
                                             "archives (toolkit/results/machines.py falls back to the host fingerprint)")
     warmup: bool = Field(False, description="a warm-up launch (the Matrix's `warmup_launch`): its cells ran and "

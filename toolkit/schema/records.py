@@ -113,6 +113,24 @@ class CellCheck(BaseModel):
     excludes: bool = False
 
 
+class HostLoadRecord(BaseModel):
+    """The host's load while a cell ran (toolkit/bench/hostload.py), judged by toolkit.schema.eligibility.busy_check:
+    its cores, the samples and span, the cores this run and other processes used, the busy share, the hypervisor's
+    steal, the load average, and the other toolkit runs seen on the host."""
+
+    model_config = ConfigDict(extra="allow")
+
+    cpus: int | None = None
+    samples: int | None = None
+    wall_s: float | None = None
+    own_cores: float | None = None
+    foreign_cores: float | None = None
+    busy_share: float | None = None
+    steal: float | None = None
+    load1: float | None = None
+    other_runs: list[dict] = Field(default_factory=list, description="{pid, matrix, run} of each")
+
+
 class CellSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -149,8 +167,8 @@ class CellSummary(BaseModel):
                                     "ran (stall, busy-host); archives before 2026-12 have none")
     checked: list[str] = Field(default_factory=list, description="the checks that ran while the cell ran (stall, "
                                "busy-host): a reader makes the stall check itself for a cell without it")
-    host: dict | None = Field(None, description="the host's load while the cell ran (toolkit/bench/hostload.py): "
-                                                "cpus, own and foreign cores, steal, load average, other runs")
+    host: HostLoadRecord | None = Field(None, description="the host's load while the cell ran (toolkit/bench/hostload.py): "
+                                                    "cpus, own and foreign cores, steal, load average, other runs")
     rate: float | None = Field(None, description="open loop (`rates:`): the target rate, req/s, which keys the cell "
                                                  "(its concurrency is then the cap on requests in flight); None: a "
                                                  "closed-loop cell, keyed by concurrency (every older archive)")

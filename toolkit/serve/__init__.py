@@ -2,7 +2,7 @@
 
     from toolkit.serve import launcher_for
     with launcher_for(env_spec, "ngram") as srv:       # the embedded CPU engine, a dummy model
-        print(srv.base_url, srv.info()["command_line"])
+        print(srv.base_url, srv.info().command_line)
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from toolkit.errors import ToolFailure
 from toolkit.fsutil import tail_lines
-from toolkit.schema.manifest import SlurmJobRecord, StopRecord
+from toolkit.schema.manifest import ArmState, SlurmJobRecord, SlurmLaunch, StopRecord
 from toolkit.signals import catch
 
 
@@ -43,7 +43,7 @@ class Launcher(Protocol):
     def wait_healthy(self, timeout_s: float = 300.0,  # raises ToolFailure (exit code, log tail)
                      progress: Callable[[str], None] | None = None) -> None: ...  # progress: what it waits for
     def check_alive(self, during: str = "the cell") -> None: ...  # raises ToolFailure if the server exited
-    def info(self) -> dict: ...  # launcher facts (+ engine, version, limits) for the archive
+    def info(self) -> ArmState: ...  # launcher facts (+ engine, version, limits) for the archive
     def server_info(self) -> dict: ...  # what the server says about itself ({} when it says nothing)
     def flush_cache(self) -> bool | None: ...  # reset counters and caches; None: nothing the toolkit resets
     def stop(self) -> None: ...
@@ -60,7 +60,7 @@ class Launcher(Protocol):
     log_path: Path | None  # where the toolkit keeps the server's log (None: it keeps none here)
 
     def archive_files(self) -> dict[str, str]: ...  # {archive path: text} written once it started ({}: none)
-    def launch_facts(self) -> dict: ...  # what the launch record keeps of where it ran and how it ended ({})
+    def job_launch(self) -> SlurmLaunch | None: ...  # the batch job a launch ran in, for its launch record (None)
     def job_record(self, launch: int) -> SlurmJobRecord | None: ...  # the batch job as the manifest lists it (None)
 
 
@@ -255,11 +255,13 @@ class BaseLauncher:
 
     pinned_weights: dict[str, str] | None = None  # {path: sha256} checked before the start (toolkit.serve.weights)
 
-    def info(self) -> dict:
-        out = {"launcher": type(self).__name__, "base_url": self.base_url, "model": self.model,
-               "command": list(self.command), "command_line": shlex.join(self.command) if self.command else None}
+    def info(self) -> ArmState:
+        """The arm's facts as far as the launcher knows them (each launcher adds its own; the runner completes
+        them with what the server says and the preset means)."""
+        out = ArmState(launcher=type(self).__name__, base_url=self.base_url, model=self.model,
+                       command=list(self.command), command_line=shlex.join(self.command) if self.command else None)
         if self.pinned_weights is not None:
-            out["weights_checked"] = self.pinned_weights
+            out.add(weights_checked=self.pinned_weights)
         return out
 
     def server_info(self) -> dict:
@@ -294,8 +296,8 @@ class BaseLauncher:
     def archive_files(self) -> dict[str, str]:
         return {}
 
-    def launch_facts(self) -> dict:
-        return {}
+    def job_launch(self) -> SlurmLaunch | None:
+        return None
 
     def job_record(self, launch: int) -> SlurmJobRecord | None:  # noqa: ARG002 - a batch job's launcher has one
         return None
@@ -371,8 +373,8 @@ class ProcessLauncher(BaseLauncher):
     def log_tail(self, n: int = 40) -> str:
         return tail_lines(self.log_path, n)
 
-    def info(self) -> dict:
-        return {**super().info(), "pid": self.proc.pid if self.proc else None, "log": str(self.log_path)}
+    def info(self) -> ArmState:
+        return super().info().add(pid=self.proc.pid if self.proc else None, log=str(self.log_path))
 
 
 class ExternalLauncher(BaseLauncher):
@@ -440,11 +442,13 @@ class ExternalLauncher(BaseLauncher):
                 raise ToolFailure(f"{self.name} did not answer {url} with 200 within {timeout_s:.0f} s (last: {last})")
             time.sleep(0.5)
 
-    def info(self) -> dict:
+    def info(self) -> ArmState:
         from toolkit import endpoints
 
         ep = endpoints.lookup(self._url)
-        return {**super().info(), **(ep.info() if ep else {"tls": self._url.startswith("https://")})}
+        if ep is None:
+            return super().info().add(tls=self._url.startswith("https://"))
+        return super().info().add(**ep.recorded()._asdict())
 
     def _spawn(self) -> None:
         pass

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from toolkit.engines import Engine
 from toolkit.fsutil import tail_lines
-from toolkit.schema.manifest import StopRecord
+from toolkit.schema.manifest import ArmState, StopRecord
 from toolkit.serve.base import BaseLauncher, free_port, with_port
 from toolkit.serve.jitcache import JitCache
 
@@ -157,12 +157,11 @@ class ContainerLauncher(BaseLauncher):
     def stop_info(self) -> StopRecord | None:
         return self._stop_notes
 
-    def info(self) -> dict:
+    def info(self) -> ArmState:
         c = self.container
-        return {**super().info(), "image": self.image,
-                "jit_cache": self.jit_cache.info() if self.jit_cache else None,
-                "image_id": c.image.id if c is not None else None, "container": c.id if c is not None else None,
-                "docker": self.docker_url or "local"}
+        return super().info().add(image=self.image, jit_cache=self.jit_cache.info() if self.jit_cache else None,
+                                  image_id=c.image.id if c is not None else None,
+                                  container=c.id if c is not None else None, docker=self.docker_url or "local")
 
 
 def reap_orphans(client) -> list[str]:

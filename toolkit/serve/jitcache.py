@@ -46,6 +46,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.schema.manifest import JitCacheRecord
+
 # subfolder -> the environment variables that point a library at it
 KEPT = {
     "triton": ("TRITON_CACHE_DIR",),
@@ -137,8 +139,8 @@ class JitCache:
             self.compiled = max(0, self.kernel_files() - self.kernels_before)
         return self.compiled
 
-    def info(self) -> dict:
-        return {"folder": str(self.folder), "gpu": self.gpu, "env_hash": self.env_hash[:16], "warm": self.warm,
-                **({"compiled": self.compiled} if self.compiled is not None else {}),
-                **({"mounted_at": self.inside} if self.inside else {}),
-                **({"bytecode": self.bytecode} if self.bytecode else {})}
+    def info(self) -> JitCacheRecord:
+        return JitCacheRecord(folder=str(self.folder), gpu=self.gpu, env_hash=self.env_hash[:16], warm=self.warm,
+                              **({"compiled": self.compiled} if self.compiled is not None else {}),
+                              **({"mounted_at": self.inside} if self.inside else {}),
+                              **({"bytecode": self.bytecode} if self.bytecode else {}))

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from toolkit.engines import sglang
+from toolkit.schema.manifest import ArmState
 from toolkit.serve.container import LABEL, ContainerLauncher, reap_orphans  # noqa: F401 (their home: container.py)
 from toolkit.serve.base import (BaseLauncher, ExternalLauncher, ProcessLauncher, free_port, http_get,  # noqa: F401
                                 metrics_snapshot, parse_metrics, with_port)
@@ -64,9 +65,11 @@ class SGLangMixin:
     def server_info(self) -> dict:
         return server_info(self.base_url)
 
-    def sglang_info(self) -> dict:
-        info = self.server_info()
-        return {**server_state(info), "server_info": info}
+    def info(self) -> ArmState:
+        """The launcher's facts and what the server says about itself (its /server_info, kept whole as the extra
+        `server_info` for the runner to archive)."""
+        said = self.server_info()
+        return super().info().add(**server_state(said), server_info=said)  # type: ignore[misc] - a mixin
 
 
 class SGLangExternalLauncher(SGLangMixin, ExternalLauncher):
@@ -75,9 +78,6 @@ class SGLangExternalLauncher(SGLangMixin, ExternalLauncher):
 
     def flush_cache(self, timeout_s: float = 60.0) -> bool | None:
         return None
-
-    def info(self) -> dict:
-        return {**super().info(), **self.sglang_info()}
 
 
 class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
@@ -109,8 +109,8 @@ class SGLangProcessLauncher(SGLangMixin, ProcessLauncher):
             self.env = {**self.jit_cache.env(), **own, **self.jit_cache.bytecode_env(os.environ, own)}
         super()._spawn()
 
-    def info(self) -> dict:
-        return {**super().info(), **self.sglang_info(), "jit_cache": self.jit_cache.info() if self.jit_cache else None}
+    def info(self) -> ArmState:
+        return super().info().add(jit_cache=self.jit_cache.info() if self.jit_cache else None)
 
 
 class SGLangDockerLauncher(SGLangMixin, ContainerLauncher):
@@ -120,9 +120,6 @@ class SGLangDockerLauncher(SGLangMixin, ContainerLauncher):
     name = "sglang container"
     engine = sglang.ENGINE
     stop_signal, stop_wait_s = STOP_SIGNAL, STOP_WAIT_S
-
-    def info(self) -> dict:
-        return {**super().info(), **self.sglang_info()}
 
 
 # -- SGLang helpers for the runner ---------------------------------------------------------------

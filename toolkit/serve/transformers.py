@@ -18,6 +18,7 @@ from pathlib import Path
 
 from toolkit.errors import ToolkitError
 from toolkit.engines import transformers as transformers_engine
+from toolkit.schema.manifest import ArmState
 from toolkit.serve.base import ProcessLauncher
 
 
@@ -60,9 +61,9 @@ class TransformersLauncher(ProcessLauncher):
                         "--port", str(self.port), *render_serve_args(self.args)]
         self.model = str(self.model_dir)  # transformers serve names the preloaded model by its path
 
-    def info(self) -> dict:
+    def info(self) -> ArmState:
         from importlib.metadata import version
 
         cap = transformers_engine.running_cap(self.args)  # one generate() at a time without continuous batching
-        return {**super().info(), "engine": "transformers", "engine_version": version("transformers"),
-                "continuous_batching": cap is None, "max_running_requests": cap}
+        return super().info().add(engine="transformers", engine_version=version("transformers"),
+                                  continuous_batching=cap is None, max_running_requests=cap)

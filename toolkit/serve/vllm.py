@@ -26,6 +26,7 @@ from typing import Callable
 
 from toolkit.engines import vllm
 from toolkit.errors import ToolFailure
+from toolkit.schema.manifest import ArmState
 from toolkit.serve.base import ProcessLauncher, http_get, metrics_snapshot, with_port
 from toolkit.serve.container import ContainerLauncher
 
@@ -70,9 +71,9 @@ class VLLMMixin:
     def server_info(self) -> dict:
         return server_info(self.base_url)
 
-    def info(self) -> dict:
-        info = self.server_info()
-        return {**super().info(), **vllm.server_state(info), "server_info": info}
+    def info(self) -> ArmState:
+        said = self.server_info()
+        return super().info().add(**vllm.server_state(said), server_info=said)  # type: ignore[misc] - a mixin
 
 
 class VLLMProcessLauncher(VLLMMixin, ProcessLauncher):

@@ -28,7 +28,7 @@ from typing import Callable
 from toolkit import engines
 from toolkit.errors import ToolFailure
 from toolkit.fsutil import tail_lines, write_atomic
-from toolkit.schema.manifest import SlurmJobRecord, StopRecord
+from toolkit.schema.manifest import ArmState, SlurmJobRecord, SlurmLaunch, StopRecord
 from toolkit.serve.base import NOTE_EVERY_S, BaseLauncher, http_get, last_error_line
 from toolkit.serve.sglang import SGLangMixin
 from toolkit.slurm import tools
@@ -255,16 +255,16 @@ class SlurmLauncher(BaseLauncher):
     def stop_info(self) -> StopRecord | None:
         return self._notes
 
-    def info(self) -> dict:
-        return {**super().info(), "command_line": self.job.command_line, **self.launch_facts()}
+    def info(self) -> ArmState:
+        return super().info().add(command_line=self.job.command_line, slurm=self.job_launch())
 
-    def launch_facts(self) -> dict:
+    def job_launch(self) -> SlurmLaunch:
         """What the launch record keeps: the job, where it ran, how it ended."""
         st = self._state
-        return {"slurm": {"job_id": self.job_id, "job_name": self.job.job_name, "node": self.node,
-                          "gpus": self.gpus or "all", "state": st.describe() if st else None,
-                          "script": f"slurm/{self.job.arm}.sbatch",
-                          "log": str(self.log_path) if self.log_path else None, "loadgen": self.job.loadgen, **({"steps": dict(self.steps)} if self.steps else {})}}
+        return SlurmLaunch(job_id=self.job_id, job_name=self.job.job_name, node=self.node, gpus=self.gpus or "all",
+                           state=st.describe() if st else None, script=f"slurm/{self.job.arm}.sbatch",
+                           log=str(self.log_path) if self.log_path else None, loadgen=self.job.loadgen,
+                           **({"steps": dict(self.steps)} if self.steps else {}))
 
     def job_record(self, launch: int) -> SlurmJobRecord | None:
         """The job as the manifest's slurm.jobs lists it; None before it was submitted."""
@@ -285,9 +285,6 @@ class SGLangSlurmLauncher(SGLangMixin, SlurmLauncher):
     """SGLang in a Slurm job: /server_info and /flush_cache as for any SGLang server the toolkit starts."""
 
     name = "sglang (Slurm job)"
-
-    def info(self) -> dict:
-        return {**super().info(), **self.sglang_info()}
 
 
 def slurm_launcher(env_spec, preset: str, *, job: JobScript, log_path: Path | None = None, **_) -> SlurmLauncher:

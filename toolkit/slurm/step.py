@@ -65,19 +65,19 @@ def run_cell_in_job(launcher, load: CellLoad, prompts: list[Prompt], *, n: int, 
     job = launcher.job
     cell = job.workdir / f"{job.job_name}-{launcher.job_id}.cell{n}.json"
     files, log_path = paths(cell), cell.with_suffix(".log")
-    for f in (*files.values(), log_path):
+    for f in (*files, log_path):
         f.unlink(missing_ok=True)
     who = {"model": model, "arm": arm, "domain": domain, "repeat": repeat}
     load = replace(load, workers=load.processes)  # as the cell's summary records it
     cell.write_text(json.dumps({"url": launcher.base_url, "load": asdict(load), "who": who,
                                 "prompts": [p.model_dump(mode="json") for p in prompts]}))
-    events, streamed, outcome = _Events(files["events"]), [], None
+    events, streamed, outcome = _Events(files.events), [], None
     try:
         with open(log_path, "wb") as log:
             proc = tools.step(launcher.job_id, launcher.node, [sys.executable, "-m", "toolkit.loadgen.step", str(cell)],
                               log=log, cpus=launcher.cpus_per_node)
             try:
-                outcome = _follow(proc, events, streamed, files["go"], on_record, on_measure, check_alive)
+                outcome = _follow(proc, events, streamed, files.go, on_record, on_measure, check_alive)
             except ToolFailure as exc:  # the job ended (or its server stopped listening) during the cell
                 raise cell_failed(exc, streamed, who, load.concurrency) from None
             finally:
@@ -88,12 +88,12 @@ def run_cell_in_job(launcher, load: CellLoad, prompts: list[Prompt], *, n: int, 
             raise CellFailed(f"cell {arm}/{domain}/c{load.concurrency} failed: its load generator's job step ended "
                              f"(srun exit {proc.returncode}) before the cell did: {said}", streamed,
                              hint=f"the step's output ({log_path}):\n{tail}")
-        records = _records(files["records"])
+        records = _records(files.records)
         if "failed" in outcome:
             raise CellFailed(outcome["failed"], records, hint=outcome.get("hint"))
         return records, {k: outcome.get(k) for k in ("step", "host", "workers")}
     finally:
-        for f in (cell, *files.values(), log_path):
+        for f in (cell, *files, log_path):
             f.unlink(missing_ok=True)
 
 

@@ -8,7 +8,7 @@ FLOORS); tests/test_stats_home.py fails when a second definition appears elsewhe
                     logs, log_of_pct, pct_of_log, geomean, geomean_of_logs, delta_pct, cv_of_var, floor_pct,
                     beyond_margin, se_of_interval, error_interval
     samples.py      per-request samples: median_ci, quantile_ci (order statistics, exact binomial), wilson,
-                    mann_whitney / mwu_asymptotic, fisher_p, rate, paired_bootstrap_ratio
+                    mann_whitney / mwu_asymptotic, fisher_p, rate, paired_bootstrap_ratio (PairedRatio)
     launches.py     the launch as the unit: Noise, launch_noise (pooled, Satterthwaite df), cell_noise, the
                     defaults, MachineVar (the machine level), machine_prior, machine_var_from_pairs, with_machine
     comparisons.py  on the log ratio: compare (t/Welch), combine (weighted geometric mean, a shared variance
@@ -33,7 +33,7 @@ _WHERE = {
                  "Noise", "cell_noise", "launch_noise", "machine_prior", "machine_var_from_pairs", "with_machine"],
     "multiple": ["holm"],
     "planning": ["MAX_LAUNCHES", "launches_needed", "mde_pct", "power", "requests_per_launch"],
-    "samples": ["BOOTSTRAP", "MIN_SAMPLES", "fisher_p", "mann_whitney", "median_ci", "mwu_asymptotic",
+    "samples": ["BOOTSTRAP", "MIN_SAMPLES", "PairedRatio", "fisher_p", "mann_whitney", "median_ci", "mwu_asymptotic",
                 "paired_bootstrap_ratio", "quantile_ci", "rate", "wilson"],
     "scale": ["ALPHA", "POWER", "beyond_margin", "cv_of_var", "delta_pct", "error_interval", "floor_pct", "geomean",
               "geomean_of_logs", "log_of_pct", "logs", "pct_of_log", "quantile", "satterthwaite", "se_of_interval",

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -133,6 +134,21 @@ def rate(tokens: np.ndarray, e2e_ms: np.ndarray) -> float:
     """Output tokens per second over a set of requests: sum of tokens / sum of end-to-end seconds."""
     total = e2e_ms.sum()
     return float(tokens.sum() / (total / 1000.0)) if total > 0 else float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class PairedRatio:
+    """One cell's paired ratio of output rates, arm over baseline, over the prompts both completed (`n_pairs`),
+    with its 95 % CI (None where there are too few pairs): what the speed-ups (toolkit/results/speedups.py) and
+    tune's scores read. `rounds`: the launch rounds it pairs; `ci_method`: how the CI was made (None: the request
+    bootstrap alone, paired_bootstrap_ratio's)."""
+
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_pairs: int
+    rounds: int = 1
+    ci_method: str | None = None
 
 
 def paired_bootstrap_ratio(ta: np.ndarray, ea: np.ndarray, tb: np.ndarray, eb: np.ndarray, seed: int = 0,

@@ -18,13 +18,13 @@ from toolkit.errors import ToolkitError
 from toolkit.registry import Registry
 from toolkit.specs import matrix as matrix_spec
 from toolkit.targets import external, hosts, local, slurm
-from toolkit.targets.base import Slot, SlotTarget, Target, deal, shares_hardware
+from toolkit.targets.base import LaunchArgs, Slot, SlotTarget, Target, TargetSpec, deal, shares_hardware
 
 TARGETS: Registry[Target] = Registry("target kind", "kinds",
                                     {t.kind: t for t in (local.TARGET, hosts.TARGET, external.TARGET, slurm.TARGET)})
 BUILTIN: tuple[str, ...] = TARGETS.builtin  # the kinds shipped with the toolkit (the Matrix's schema lists them)
 
-__all__ = ["BUILTIN", "Slot", "SlotTarget", "Target", "deal", "from_option", "get", "lookup", "names",
+__all__ = ["BUILTIN", "LaunchArgs", "Slot", "SlotTarget", "Target", "deal", "from_option", "get", "lookup", "names",
            "register", "serving", "shares_hardware", "unregister"]
 
 
@@ -42,7 +42,7 @@ def unregister(kind: str) -> None:
 names, lookup, get = TARGETS.names, TARGETS.lookup, TARGETS.get
 
 
-def from_option(text: str) -> dict:
+def from_option(text: str) -> TargetSpec:
     """The Matrix `target:` that a `--target` option means (`local`, an http(s) URL, a Hosts spec PATH[:GROUP]):
     the first registered kind that reads it as its own."""
     for t in TARGETS:
@@ -53,7 +53,7 @@ def from_option(text: str) -> dict:
                        "Hosts spec PATH[:GROUP]")
 
 
-def serving(urls: dict[str, str]) -> dict:
+def serving(urls: dict[str, str]) -> TargetSpec:
     """The Matrix `target:` that sends each arm to a URL already served ({arm: URL}): the first registered kind
     for servers someone else started (Target.serving)."""
     for t in TARGETS:

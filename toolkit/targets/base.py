@@ -7,10 +7,11 @@ registry is toolkit/targets/__init__.py.
     t.slots(spec, engine, hosts_spec)    [Slot] with their arms: where arms run, side by side or in turn
     t.check(spec, env_spec)              what the plan refuses of the spec beyond its schema (Slurm: job folder)
     t.preflight(plan)                    what this machine needs before an archive exists (extras, clients)
-    t.launcher_kwargs(plan, slot, arm, log_dir), t.launcher(plan, arm, kw)   one arm's launcher, not started
+    t.launcher_kwargs(plan, slot, arm, log_dir), t.launcher(plan, arm, kw)   one arm's launcher (LaunchArgs), not started
     t.resume(run_dir, manifest, log)     what a killed run left behind, cleaned before --resume goes on
-    t.manifest_record(plan)              manifest fields of its own ({} for most kinds)
-    t.serving(urls), t.for_arms(target, {new: old})   the `target:` of a generated matrix (bench tune's)
+    t.manifest_record(plan, manifest)    the manifest with fields of its own (unchanged for most kinds)
+    t.serving(urls), t.for_arms(target, {new: old})   the `target:` of a generated matrix (bench tune's), a
+                                         Matrix Target (toolkit.specs.matrix.Target)
     t.note_launch(manifest, launcher, launch)   a launch into the manifest as it happens (a batch job's id)
 
 A plan is read by its attributes (spec, env_spec, m, engine, paths, build, preset_name, synthetic_env): the
@@ -19,12 +20,14 @@ targets sit below bench (tests/test_import_cycles.py) and never import it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from toolkit import engines
 from toolkit.extras import require_extra
+from toolkit.schema.manifest import Fingerprint, Manifest, TargetRecord
+from toolkit.specs.matrix import Target as TargetSpec
 
 
 class SlotTarget(Protocol):
@@ -32,7 +35,7 @@ class SlotTarget(Protocol):
 
     kind: str
 
-    def record(self) -> dict: ...
+    def record(self) -> TargetRecord: ...
 
 
 @dataclass
@@ -52,6 +55,25 @@ def shares_hardware(a: dict, b: dict) -> bool:
         return False
     ga, gb = a.get("gpus", "all"), b.get("gpus", "all")
     return ga == "all" or gb == "all" or bool(set(str(ga).split(",")) & set(str(gb).split(",")))
+
+
+@dataclass(frozen=True)
+class LaunchArgs:
+    """How a slot's target makes one arm's launcher: the keywords toolkit.serve.launcher_for (or the kind's own
+    factory, Target.launcher) takes, those left None not passed. `kind`: external | process | docker | slurm (None:
+    the embedded engine); `env`: variables over the Environment's; `gpus`: the GPU indices a container sees;
+    `address`, `docker_url`: a host's Docker engine, over ssh; `job`: a Slurm job's script (toolkit.slurm)."""
+
+    log_path: Path
+    kind: str | None = None
+    url: str | None = None
+    python: str | None = None
+    env: dict[str, str] | None = None
+    image: str | None = None
+    gpus: list[str] | None = None
+    address: str | None = None
+    docker_url: str | None = None
+    job: Any = None
 
 
 def deal(slots: list[Slot], arms: list[str]) -> list[Slot]:
@@ -90,7 +112,7 @@ class Target:
         require_embedded(plan)
         return []
 
-    def from_option(self, text: str) -> dict | None:
+    def from_option(self, text: str) -> TargetSpec | None:
         """The Matrix `target:` that `--target TEXT` (bench reproduce) means, where TEXT names one of this kind;
         else None."""
         return None
@@ -100,32 +122,33 @@ class Target:
         (a CA bundle loads; keys read from the environment unless `keys=False`), not registered; [] by default."""
         return []
 
-    def serving(self, urls: dict[str, str]) -> dict | None:
+    def serving(self, urls: dict[str, str]) -> TargetSpec | None:
         """The Matrix `target:` that sends each arm to a URL already served ({arm: URL}), where this kind is the
         one for servers someone else started; else None."""
         return None
 
-    def for_arms(self, target: dict, arms: dict[str, str]) -> dict:
-        """The `target:` (a Matrix's, as a dict) of a generated matrix whose arms each stand for an arm of the
-        original ({new arm: original arm}, e.g. a tune's trials): unchanged, unless the kind names arms."""
+    def for_arms(self, target: TargetSpec, arms: dict[str, str]) -> TargetSpec:
+        """The `target:` (a Matrix's) of a generated matrix whose arms each stand for an arm of the original
+        ({new arm: original arm}, e.g. a tune's trials): unchanged, unless the kind names arms."""
         return target
 
-    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
-        """How the slot's target becomes the arm's launcher (the keywords `launcher` takes)."""
+    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> LaunchArgs:
+        """How the slot's target becomes the arm's launcher (what `launcher` takes)."""
         raise NotImplementedError
 
-    def launcher(self, plan, arm: str, kw: dict):
+    def launcher(self, plan, arm: str, kw: LaunchArgs):
         """The arm's launcher (toolkit.serve.Launcher), made but not started."""
         from toolkit.serve import launcher_for
 
-        return launcher_for(plan.env_spec, plan.preset_name(arm), **kw)
+        return launcher_for(plan.env_spec, plan.preset_name(arm), **{f.name: getattr(kw, f.name) for f in fields(kw)
+                                                                      if getattr(kw, f.name) is not None})
 
     def resume(self, run_dir: Path, manifest, log: Callable[[str], None]) -> None:
         """Clean what a killed run of this archive left behind, before the resumed run starts anything."""
 
-    def manifest_record(self, plan) -> dict:
-        """Manifest fields of this kind's own ({field: value}), written when the archive is made."""
-        return {}
+    def manifest_record(self, plan, manifest: Manifest) -> Manifest:
+        """The manifest with fields of this kind's own, written when the archive is made (most kinds: none)."""
+        return manifest
 
     def note_launch(self, manifest, launcher, launch: int) -> tuple[str, Any] | None:
         """(manifest field, new value) that records a launch as it is now, or None: nothing to record."""
@@ -135,7 +158,7 @@ class Target:
         """{arm: URL} of servers someone else started ({}: the toolkit starts them)."""
         return {}
 
-    def host_fingerprint(self, slot: Slot) -> tuple[str, dict] | None:
+    def host_fingerprint(self, slot: Slot) -> tuple[str, Fingerprint] | None:
         """(name, provisioned fingerprint) of the host a slot's arms run on, where one is kept; else None."""
         return None
 
@@ -156,22 +179,19 @@ def require_embedded(plan) -> None:
     require_extra("local", "the embedded CPU engine (engine: transformers)")
 
 
-def engine_kwargs(plan, arm: str, kw: dict, gpus: str | None = None, docker: dict | None = None) -> dict:
-    """The keywords of a server the toolkit starts on a machine's engine: the embedded engine (toolkit.serve
+def engine_kwargs(plan, arm: str, log_path: Path, gpus: str | None = None, address: str | None = None,
+                  docker_url: str | None = None) -> LaunchArgs:
+    """The launch of a server the toolkit starts on a machine's engine: the embedded engine (toolkit.serve
     starts it from the Environment's model), a process (target.launcher: process) or a container; `gpus`: the
-    GPU set it sees; `docker`: where its Docker engine is (a host's, over ssh)."""
+    GPU set it sees; `address`, `docker_url`: where its Docker engine is (a host's, over ssh)."""
     target = plan.m.target
     if engines.get(plan.engine).embedded:
-        return kw
+        return LaunchArgs(log_path)
     if target.launcher == "process":
         env = {**target.env, **plan.synthetic_env(arm)}
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = gpus
-        return {**kw, "kind": "process", "python": target.python, "env": env}
-    kw.update(kind="docker", image=plan.build.image if plan.build else None)
-    if plan.synthetic_env(arm):  # over the Environment's env: (toolkit.serve.launcher_for)
-        kw["env"] = plan.synthetic_env(arm)
-    if gpus:
-        kw["gpus"] = gpus.split(",")
-    kw.update(docker or {})
-    return kw
+        return LaunchArgs(log_path, kind="process", python=target.python, env=env)
+    return LaunchArgs(log_path, kind="docker", image=plan.build.image if plan.build else None,
+                      env=plan.synthetic_env(arm) or None,  # over the Environment's env: (toolkit.serve.launcher_for)
+                      gpus=gpus.split(",") if gpus else None, address=address, docker_url=docker_url)

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 from toolkit import endpoints
 from toolkit.errors import ToolkitError
-from toolkit.targets.base import Slot, Target
+from toolkit.schema.manifest import TargetRecord
+from toolkit.targets.base import LaunchArgs, Slot, Target, TargetSpec
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ class ExternalTarget:
     urls: dict[str, str] = field(default_factory=dict)
     kind: ClassVar[str] = "external"
 
-    def record(self) -> dict:
-        return {"kind": "external", "urls": dict(self.urls)}
+    def record(self) -> TargetRecord:
+        return TargetRecord(kind="external", urls=dict(self.urls))
 
 
 def external_endpoints(plan, keys: bool = True) -> list[endpoints.Endpoint]:
@@ -77,23 +78,22 @@ class External(Target):
         """Its URLs registered (keys, CA bundles); nothing else runs here."""
         return [endpoints.register(ep) for ep in external_endpoints(plan)]
 
-    def from_option(self, text: str) -> dict | None:
-        return {"kind": "external", "url": text} if text.startswith(("http://", "https://")) else None
+    def from_option(self, text: str) -> TargetSpec | None:
+        return TargetSpec(kind="external", url=text) if text.startswith(("http://", "https://")) else None
 
     def endpoints(self, plan, keys: bool = True) -> list:
         return external_endpoints(plan, keys)
 
-    def serving(self, urls: dict[str, str]) -> dict | None:
-        return {"kind": self.kind, "urls": dict(urls)}
+    def serving(self, urls: dict[str, str]) -> TargetSpec | None:
+        return TargetSpec(kind=self.kind, urls=dict(urls))
 
-    def for_arms(self, target: dict, arms: dict[str, str]) -> dict:
+    def for_arms(self, target: TargetSpec, arms: dict[str, str]) -> TargetSpec:
         """Each new arm sent to its original arm's URL (`urls`, else the one `url`)."""
-        urls = target.get("urls") or {}
-        rest = {k: v for k, v in target.items() if k not in ("url", "urls")}
-        return {**rest, "urls": {new: urls.get(old, target.get("url")) for new, old in arms.items()}}
+        urls = {new: target.urls.get(old, target.url) for new, old in arms.items()}
+        return target.model_copy(update={"url": None, "urls": urls})
 
-    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
-        return {"log_path": Path(log_dir) / f"{arm}.log", "kind": "external", "url": slot.target.urls[arm]}
+    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> LaunchArgs:
+        return LaunchArgs(Path(log_dir) / f"{arm}.log", kind="external", url=slot.target.urls[arm])
 
     def served_urls(self, slot: Slot) -> dict[str, str]:
         return dict(slot.target.urls)

@@ -10,7 +10,8 @@ from toolkit import engines
 from toolkit.extras import require_module
 from toolkit.specs import load_spec
 from toolkit.specs.hosts import Host
-from toolkit.targets.base import Slot, Target, deal, engine_kwargs, require_embedded
+from toolkit.schema.manifest import Fingerprint, TargetRecord
+from toolkit.targets.base import LaunchArgs, Slot, Target, TargetSpec, deal, engine_kwargs, require_embedded
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ class HostTarget:
     hosts_path: str
     kind: ClassVar[str] = "hosts"
 
-    def record(self) -> dict:  # the manifest names the host; its address and user stay in the Hosts spec
-        return {"kind": "hosts", "host": self.host, "hosts_path": self.hosts_path}
+    def record(self) -> TargetRecord:  # the manifest names the host; its address and user stay in the Hosts spec
+        return TargetRecord(kind="hosts", host=self.host, hosts_path=self.hosts_path)
 
     @property
     def docker_url(self) -> str:
@@ -54,20 +55,19 @@ class Hosts(Target):
             require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")
         return []
 
-    def from_option(self, text: str) -> dict | None:
+    def from_option(self, text: str) -> TargetSpec | None:
         """A Hosts spec, PATH[:GROUP] (anything not a URL: a URL of another scheme was refused before)."""
         if text == "local" or "://" in text:
             return None
         path, _, group = text.partition(":")
         hosts = load_spec(path, expect="Hosts")
-        return {"kind": "hosts", "hosts": str(hosts.path.resolve()), "group": group or "all"}
+        return TargetSpec(kind="hosts", hosts=str(hosts.path.resolve()), group=group or "all")
 
-    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
+    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> LaunchArgs:
         t = slot.target
-        return engine_kwargs(plan, arm, {"log_path": Path(log_dir) / f"{arm}.log"},
-                             docker={"address": t.spec.address, "docker_url": t.docker_url})
+        return engine_kwargs(plan, arm, Path(log_dir) / f"{arm}.log", address=t.spec.address, docker_url=t.docker_url)
 
-    def host_fingerprint(self, slot: Slot) -> tuple[str, dict] | None:
+    def host_fingerprint(self, slot: Slot) -> tuple[str, Fingerprint] | None:
         """The host's fingerprint as `toolkit provision host` kept it, or a note that there is none."""
         fp = None
         try:
@@ -76,7 +76,7 @@ class Hosts(Target):
             fp = load_fingerprint(slot.target.host)
         except ImportError:
             pass
-        return slot.target.host, fp or {"missing": "no fingerprint: run `toolkit provision host` first"}
+        return slot.target.host, fp or Fingerprint(missing="no fingerprint: run `toolkit provision host` first")
 
 
 TARGET = Hosts()

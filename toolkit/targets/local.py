@@ -8,7 +8,8 @@ from typing import ClassVar
 
 from toolkit import engines
 from toolkit.extras import require_module
-from toolkit.targets.base import Slot, Target, deal, engine_kwargs, require_embedded
+from toolkit.schema.manifest import TargetRecord
+from toolkit.targets.base import LaunchArgs, Slot, Target, TargetSpec, deal, engine_kwargs, require_embedded
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,8 @@ class LocalTarget:
     gpus: str | None = None
     kind: ClassVar[str] = "local"
 
-    def record(self) -> dict:
-        return {"kind": "local", **({"gpus": self.gpus} if self.gpus else {})}
+    def record(self) -> TargetRecord:
+        return TargetRecord(kind="local", **({"gpus": self.gpus} if self.gpus else {}))
 
 
 class Local(Target):
@@ -50,11 +51,11 @@ class Local(Target):
             client(timeout=30)  # the local engine answers, or a one-line error now
         return []
 
-    def from_option(self, text: str) -> dict | None:
-        return {"kind": "local"} if text == "local" else None
+    def from_option(self, text: str) -> TargetSpec | None:
+        return TargetSpec(kind="local") if text == "local" else None
 
-    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
-        return engine_kwargs(plan, arm, {"log_path": Path(log_dir) / f"{arm}.log"}, gpus=slot.target.gpus)
+    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> LaunchArgs:
+        return engine_kwargs(plan, arm, Path(log_dir) / f"{arm}.log", gpus=slot.target.gpus)
 
 
 TARGET = Local()

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
-from toolkit.targets.base import Slot, Target, deal, require_embedded
+from toolkit.schema.manifest import Manifest, TargetRecord
+from toolkit.targets.base import LaunchArgs, Slot, Target, deal, require_embedded
 
 
 @dataclass(frozen=True)
@@ -20,9 +21,9 @@ class SlurmTarget:
     loadgen: str = "job-step"
     kind: ClassVar[str] = "slurm"
 
-    def record(self) -> dict:
-        return {"kind": "slurm", "launcher": self.launcher, "loadgen": self.loadgen,
-                **({"partition": self.partition} if self.partition else {})}
+    def record(self) -> TargetRecord:
+        return TargetRecord(kind="slurm", launcher=self.launcher, loadgen=self.loadgen,
+                            **({"partition": self.partition} if self.partition else {}))
 
 
 def slurm_jobs_default(s, arms: int) -> int:
@@ -57,17 +58,16 @@ class Slurm(Target):
         require_client()  # sbatch and friends answer here, or a one-line error now
         return []
 
-    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> dict:
+    def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> LaunchArgs:
         """The arm's rendered job script (toolkit.slurm.launcher.slurm_launcher takes it)."""
         from toolkit.slurm.render import render_jobs
 
-        return {"log_path": Path(log_dir) / f"{arm}.log", "kind": "slurm",
-                "job": render_jobs(plan.spec, plan.env_spec, [arm])[0]}
+        return LaunchArgs(Path(log_dir) / f"{arm}.log", kind="slurm", job=render_jobs(plan.spec, plan.env_spec, [arm])[0])
 
-    def launcher(self, plan, arm: str, kw: dict):
+    def launcher(self, plan, arm: str, kw: LaunchArgs):
         from toolkit.slurm.launcher import slurm_launcher
 
-        return slurm_launcher(plan.env_spec, arm, **kw)
+        return slurm_launcher(plan.env_spec, arm, job=kw.job, log_path=kw.log_path)
 
     def resume(self, run_dir: Path, manifest, log: Callable[[str], None]) -> None:
         """Jobs a killed run left behind: cancelled before any is resubmitted."""
@@ -76,11 +76,11 @@ class Slurm(Target):
         for job_id in cancel_recorded(run_dir, manifest):
             log(f"cancelled Slurm job {job_id}, left running by the run being resumed")
 
-    def manifest_record(self, plan) -> dict:
+    def manifest_record(self, plan, manifest: Manifest) -> Manifest:
         """The job scripts now; the jobs as they are submitted (note_launch)."""
         from toolkit.slurm.render import manifest_record
 
-        return {"slurm": manifest_record(plan.spec, plan.env_spec)}
+        return manifest.model_copy(update={"slurm": manifest_record(plan.spec, plan.env_spec)})
 
     def note_launch(self, manifest, launcher, launch: int) -> tuple[str, Any] | None:
         """The job (SlurmJobRecord) into the manifest's slurm.jobs: when submitted (a toolkit killed with -9

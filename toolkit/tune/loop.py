@@ -200,7 +200,7 @@ class SearchLoop:
         st.confirmation = plan
         self.save()
         pairs = search.pooled_cells([run_records(self.folder / r) for r in runs], best, self.m.baseline_arm)
-        if status == "complete" and not any(r["ratio"] for r in pairs.values()):
+        if status == "complete" and not any(r.ratio for r in pairs.values()):
             self._fail(f"the confirmation measured no pair of {best} and {self.m.baseline_arm}", runs)
         return status
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num
-from toolkit.schema.manifest import Crossover, Speedup
+from toolkit.schema.manifest import Speedup
 from toolkit.schema.tune import (Best, CellRatio, Confirmation, ConfirmedCell, Decision, Ratio, Trial, TrialScore,
                                  TuneResult, TuneState, Winner)
 from toolkit.tune import search
+from toolkit.tune.search import PairedRatio
 from toolkit.tune.verdict import verdict
 
 
@@ -24,13 +25,14 @@ def _params(p: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in p.items())
 
 
-def _cell_rows(cells: dict) -> list[CellRatio]:
-    return [CellRatio(domain=d, concurrency=c, speedup=r["ratio"], ci_low=r["ci_low"], ci_high=r["ci_high"],
-                      n_pairs=r["n_pairs"]) for (d, c), r in cells.items()]
+def _cell_rows(cells: dict[tuple[str, int], PairedRatio]) -> list[CellRatio]:
+    return [CellRatio(domain=d, concurrency=c, speedup=r.ratio, ci_low=r.ci_low, ci_high=r.ci_high,
+                      n_pairs=r.n_pairs) for (d, c), r in cells.items()]
 
 
-def _ratio(r: dict) -> Ratio:
-    return Ratio(speedup=r.get("ratio"), ci_low=r.get("ci_low"), ci_high=r.get("ci_high"))
+def _ratio(r: PairedRatio | None) -> Ratio:
+    return Ratio(speedup=r.ratio, ci_low=r.ci_low, ci_high=r.ci_high) if r is not None else \
+        Ratio(speedup=None, ci_low=None, ci_high=None)
 
 
 def run_records(run_dir: Path) -> dict[tuple, list]:
@@ -118,13 +120,13 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
     cells = []
     for (d, c), r in mine.items():
         n = aa.get((d, c))
-        drift = bool(n and n["ci_low"] is not None and (n["ci_low"] > 1 or n["ci_high"] < 1))
+        drift = bool(n and n.ci_low is not None and (n.ci_low > 1 or n.ci_high < 1))
         flags = {a: elig.flags(a, d, c) for a in (best, arm, baseline)}
         cells.append(ConfirmedCell(
-            domain=d, concurrency=c, speedup=r["ratio"], ci_low=r["ci_low"], ci_high=r["ci_high"],
-            n_pairs=r["n_pairs"], ci_method=r.get("ci_method", "paired bootstrap over the requests (one shared server)"),
-            incumbent=_ratio(inc.get((d, c)) or {}), noise=_ratio(n) if n else None,
-            vs_incumbent=_ratio(head.get((d, c)) or {}), drift=drift,
+            domain=d, concurrency=c, speedup=r.ratio, ci_low=r.ci_low, ci_high=r.ci_high,
+            n_pairs=r.n_pairs, ci_method=r.ci_method or "paired bootstrap over the requests (one shared server)",
+            incumbent=_ratio(inc.get((d, c))), noise=_ratio(n) if n else None,
+            vs_incumbent=_ratio(head.get((d, c))), drift=drift,
             excluded=([f"{baseline}: drift (measured twice, it differs from itself: A/A)"] if drift else [])
             + [f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if f.excludes],
             qualified=[f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if not f.excludes]))
@@ -141,7 +143,7 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
         decision=decision,
         runs=[str(folder / r) for r in runs], prompts="held-out (never seen by the search)",
         verdict=verdict(cells, best, arm), held_out={w: s.held_out for w, s in state.split.items()},
-        requests=state.confirmation.requests, cells=cells, crossovers=[Crossover(**x) for x in cross],
+        requests=state.confirmation.requests, cells=cells, crossovers=cross,
         recommended_disable_batch_threshold=recommended_threshold(cross, best),
         never_pays_off=never_pays_off(cross, best), advice=advice_text(cross, best), methodology=errors)
 

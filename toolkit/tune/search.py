@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterable
 
-from toolkit.bench.derive import launch_paired, paired_ratio
+from toolkit.bench.derive import PairedRatio, launch_paired, paired_ratio
 from toolkit.schema.records import RequestRecord
 from toolkit.stats import combine, of_interval
 
@@ -69,7 +69,7 @@ def _bracket(before: list[RequestRecord], after: list[RequestRecord]) -> list[Re
 
 
 def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, baseline: str,
-                 again: str | None = None, seed: int = 0, noise=None) -> dict[tuple[str, int], dict]:
+                 again: str | None = None, seed: int = 0, noise=None) -> dict[tuple[str, int], PairedRatio]:
     """(domain, concurrency) -> paired ratio of `trial` over `baseline` with its 95 % CI and n, pooled over the
     rungs both ran in. Each rung's records are keyed (arm, domain, concurrency); a rung's pairs stay its own
     (the prompt ids of two rungs are not the same requests). With `again` (the baseline measured once more
@@ -93,15 +93,14 @@ def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, 
     return {cell: paired_ratio(arm[cell], base.get(cell, []), seed) for cell in sorted(arm)}
 
 
-def score(cells: dict[tuple[str, int], dict], launch_var: float = 0.0) -> Score:
+def score(cells: dict[tuple[str, int], PairedRatio], launch_var: float = 0.0) -> Score:
     """The geometric mean over cells of the paired ratios, with its 95 % interval: toolkit.stats.combine of the
     cells (equal weights, each cell's se from its interval, toolkit.stats.of_interval; a cell without one adds
     none), `launch_var` shared by every cell. `launch_var`: the variance (log scale) the trial's and the
     baseline's launches add to the geometric mean when they ran on servers of their own. A launch moves every
     cell of it together, so it is added once, not divided among the cells as the requests' sampling noise is
     (docs/results.md, launch noise)."""
-    parts = [(of_interval(r["ratio"], r.get("ci_low"), r.get("ci_high")), 1) for r in cells.values()
-             if r.get("ratio") and r["ratio"] > 0]
+    parts = [(of_interval(r.ratio, r.ci_low, r.ci_high), 1) for r in cells.values() if r.ratio and r.ratio > 0]
     c = combine(parts, shared=(launch_var, math.inf))
     if c is None:
         return Score(None, None, None, 0)
@@ -135,18 +134,18 @@ def settled(scores: dict[str, Score]) -> bool:
     return lead.low is not None and all(scores[t].high is not None and lead.low > scores[t].high for t in order[1:])
 
 
-def cell_winners(per_trial: dict[str, dict[tuple[str, int], dict]]) -> list[dict]:
+def cell_winners(per_trial: dict[str, dict[tuple[str, int], PairedRatio]]) -> list[dict]:
     """Per (domain, concurrency): the trial with the highest paired speedup there, and whether speculation
     should be off (even that trial is significantly slower than the baseline: its CI lies below 1)."""
     cells = sorted({c for cs in per_trial.values() for c in cs})
     out = []
     for cell in cells:
-        rows = [(t, cs[cell]) for t, cs in per_trial.items() if cell in cs and cs[cell].get("ratio")]
+        rows = [(t, cs[cell]) for t, cs in per_trial.items() if cell in cs and cs[cell].ratio]
         if not rows:
             continue
-        trial, r = min(rows, key=lambda tr: (-tr[1]["ratio"], tr[0]))
-        off = r.get("ci_high") is not None and r["ci_high"] < 1
-        out.append({"domain": cell[0], "concurrency": cell[1], "trial": trial, "speedup": r["ratio"],
-                    "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high"), "n_pairs": r.get("n_pairs"),
+        trial, r = min(rows, key=lambda tr: (-tr[1].ratio, tr[0]))
+        off = r.ci_high is not None and r.ci_high < 1
+        out.append({"domain": cell[0], "concurrency": cell[1], "trial": trial, "speedup": r.ratio,
+                    "ci_low": r.ci_low, "ci_high": r.ci_high, "n_pairs": r.n_pairs,
                     "speculation_off": off})
     return out

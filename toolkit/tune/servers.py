@@ -16,6 +16,7 @@ from typing import Callable
 from toolkit import engines, targets
 from toolkit.schema.tune import SharedServer
 from toolkit.specs import LoadedSpec
+from toolkit.specs.matrix import Target as TargetSpec
 from toolkit.tune import specs
 
 SHARED_BY = "every run of this session (request-level knobs)"
@@ -47,7 +48,7 @@ class Servers:
         self.previous, self.remember, self.log = previous, remember, log
         self.server = None
 
-    def target(self, arms: list[str]) -> dict:
+    def target(self, arms: list[str]) -> TargetSpec:
         """The `target:` of a generated matrix whose arms are these."""
         if self.shared:
             url = self._url()

@@ -22,6 +22,7 @@ import yaml
 
 from toolkit.fsutil import write_atomic
 from toolkit.specs import LoadedSpec
+from toolkit.specs.matrix import Target as TargetSpec
 
 
 def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[str, dict]:
@@ -100,11 +101,12 @@ def trial_environment(env_spec: LoadedSpec, arm: str, baseline: str, level: str,
 
 
 def run_matrix(mspec: LoadedSpec, *, name: str, arms: list[str], baseline: str, workloads: list[dict],
-               requests: int, seed: int, repeats: int, target: dict, description: str) -> dict:
+               requests: int, seed: int, repeats: int, target: TargetSpec, description: str) -> dict:
     """A Matrix like the user's (api, concurrency, output length, warmup, temperature), for one tune run."""
     m = mspec.model
     data = {"kind": "Matrix", "name": name, "description": description, "environment": "environment.yaml",
-            "arms": arms, "baseline": baseline, "target": target, "workloads": workloads, "api": m.api,
+            "arms": arms, "baseline": baseline, "target": target.model_dump(mode="json", exclude_defaults=True),
+            "workloads": workloads, "api": m.api,
             "concurrency": list(m.concurrency), "output_len": m.output_len, "requests": requests,
             "warmup": m.warmup, "repeats": repeats, "seed": seed, "temperature": m.temperature}
     if m.training_data:
@@ -112,15 +114,11 @@ def run_matrix(mspec: LoadedSpec, *, name: str, arms: list[str], baseline: str, 
     return data
 
 
-def user_target(mspec: LoadedSpec) -> dict:
+def user_target(mspec: LoadedSpec) -> TargetSpec:
     """The matrix's own target with its relative paths made absolute."""
-    m = mspec.model
-    t = m.target.model_dump(mode="json", exclude_defaults=True)
-    if m.target.hosts:
-        t["hosts"] = str(mspec.path_of(("target", "hosts"), m.target.hosts))
-    if m.target.ca_bundle:
-        t["ca_bundle"] = str(mspec.path_of(("target", "ca_bundle"), m.target.ca_bundle))
-    return t
+    t = mspec.model.target
+    paths = {f: str(mspec.path_of(("target", f), getattr(t, f))) for f in ("hosts", "ca_bundle") if getattr(t, f)}
+    return t.model_copy(update=paths)
 
 
 def write_yaml(path: Path, data: dict, header: str) -> Path:

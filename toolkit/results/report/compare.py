@@ -5,6 +5,7 @@ sample sizes (`~`: no significant change), then notes, unmatched cells and the e
 from __future__ import annotations
 
 from toolkit.results.archive import Archive
+from toolkit.results.facts import RunFacts
 from toolkit.results.diff import CLAIM_DF, DEFAULT_FLOOR, TOO_FEW_LAUNCHES, DiffResult, MetricDiff, own_df
 from toolkit.results.report.model import Facts, Heading, Image, Items, Para, Report, Table, fmt_centre, fmt_num, \
     fmt_pct, fmt_share, short
@@ -66,11 +67,11 @@ def metric_table(r: DiffResult, metric: str) -> Table | None:
     return Table(["cell", "A", "B", "delta", "p, n"], rows, align="lrrrl")
 
 
-def _facts(fa: dict, fb: dict) -> Facts:
-    rows = [["run", f"{fa['matrix']}/{fa['run_id']}", f"{fb['matrix']}/{fb['run_id']}"]]
+def _facts(fa: RunFacts, fb: RunFacts) -> Facts:
+    rows = [["run", f"{fa.matrix}/{fa.run_id}", f"{fb.matrix}/{fb.run_id}"]]
     for label, key in (("status", "status"), ("started", "started_at"), ("environment hash", "env_hash"),
                        ("host", "host"), ("GPU", "gpu"), ("source", "source")):
-        rows.append([label, str(fa.get(key) or "-"), str(fb.get(key) or "-")])
+        rows.append([label, str(getattr(fa, key) or "-"), str(getattr(fb, key) or "-")])
     return Facts(rows, columns=["", "A (reference)", "B"])
 
 

@@ -6,6 +6,7 @@ toolkit/stats/ defines every figure; docs/results.md#launch-noise explains them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from toolkit.results.archive import Archive
 from toolkit.stats import ALPHA, DEFAULT, MAX_LAUNCHES, POWER, launches_needed, machine_prior, mde_pct
@@ -27,7 +28,68 @@ OUTLIER_FACTOR = 2.0
 OUTLIER_METRICS = ("output_tok_s", "tpot_ms", "ttft_ms")
 
 
-def outlier_launches(view, arm: str) -> list[dict]:
+@dataclass(frozen=True, slots=True)
+class Outlier:
+    """A launch OUTLIER_FACTOR or more from every other launch of its cell, in one metric."""
+
+    arm: str
+    cell: str
+    metric: str
+    launch: int
+    value: float
+    others: list[float]
+    factor: float
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchNoise:
+    """One arm's launch noise in one metric: the CV with its df over its cells, the launches per arm, the MDE of a
+    comparison with a run like it, and the launches that would find a CHANGE_PCT change ({"10": n})."""
+
+    cv: float
+    df: float
+    cells: int
+    launches: int
+    mde_pct: float
+    launches_for: dict[str, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseReport:
+    """The launch noise a run with two or more launches of an arm can see (`--json`: `noise`, these fields in this
+    order): per arm and metric, per cell label the MDE per metric, the outlying launches, alpha and power."""
+
+    arms: dict[str, dict[str, LaunchNoise]]
+    cells: dict[str, dict[str, float]]
+    alpha: float
+    power: float
+    outliers: list[Outlier]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPower:
+    """One arm's minimum detectable effect in one metric, from the launch CV the verdicts would use."""
+
+    cv: float
+    launches: int
+    mde_pct: float
+    mde_across_machines_pct: float
+    launches_for: dict[str, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class PowerReport:
+    """A one-launch run's minimum detectable effects (`--json`: `power`): whence the CV, alpha, power, the change
+    planned for, and per arm and metric a LaunchPower."""
+
+    source: str
+    alpha: float
+    power: float
+    change_pct: float
+    arms: dict[str, dict[str, LaunchPower]]
+
+
+def outlier_launches(view, arm: str) -> list[Outlier]:
     """Launches of the arm whose figure in a cell is OUTLIER_FACTOR or more from every other launch of that
     cell (cells with three or more launches: with two, neither is the odd one)."""
     out = []
@@ -42,15 +104,12 @@ def outlier_launches(view, arm: str) -> list[dict]:
                     near = min(others, key=lambda x: abs(math.log(x / v)))
                     factor = max(v / near, near / v)
                     if factor >= OUTLIER_FACTOR:
-                        out.append({"arm": arm, "cell": f"{g[1]} c={g[2]}", "metric": metric, "launch": launch,
-                                    "value": v, "others": sorted(others), "factor": factor})
+                        out.append(Outlier(arm, f"{g[1]} c={g[2]}", metric, launch, v, sorted(others), factor))
     return out
 
 
-def noise_data(a: Archive, objectives=None) -> dict | None:
-    """{arms: {arm: {metric: {cv, df, cells, launches, mde_pct}}}, cells: {label: {metric: mde_pct}},
-    outliers: [{arm, cell, metric, launch, value, others, factor}], alpha, power}; None when no arm has two
-    launches."""
+def noise_data(a: Archive, objectives=None) -> NoiseReport | None:
+    """The run's NoiseReport; None when no arm has two launches."""
     from toolkit.results.cells import CellReader
     from toolkit.results.noise import LaunchView
 
@@ -58,22 +117,21 @@ def noise_data(a: Archive, objectives=None) -> dict | None:
     arms = sorted({g[0] for g in view.groups})
     if not any(view.arm_launches(arm) >= 2 for arm in arms):
         return None
-    out: dict = {"arms": {}, "cells": {}, "alpha": ALPHA, "power": POWER}
+    out = NoiseReport(arms={}, cells={}, alpha=ALPHA, power=POWER, outliers=[])
     for arm in arms:
         for metric in NAMES:
             n = view.noise(arm, metric)
             if n is None:
                 continue
             k = view.arm_launches(arm)
-            out["arms"].setdefault(arm, {})[metric] = {"cv": n.cv, "df": n.df, "cells": n.cells, "launches": k,
-                                                      "mde_pct": mde_pct(n, k),
-                                                      "launches_for": {f"{CHANGE_PCT:g}": launches_needed(n, CHANGE_PCT)}}
+            out.arms.setdefault(arm, {})[metric] = LaunchNoise(
+                n.cv, n.df, n.cells, k, mde_pct(n, k), {f"{CHANGE_PCT:g}": launches_needed(n, CHANGE_PCT)})
             for g in view.arm_groups(arm):
                 la = view.launches(g)
                 if la >= 1:
                     label = f"{g[0]} {g[1]} c={g[2]} out={g[3]}"
-                    out["cells"].setdefault(label, {})[metric] = mde_pct(n, la)
-        out.setdefault("outliers", []).extend(outlier_launches(view, arm))
+                    out.cells.setdefault(label, {})[metric] = mde_pct(n, la)
+        out.outliers.extend(outlier_launches(view, arm))
     return out
 
 
@@ -81,13 +139,13 @@ CHANGE_PCT = 10.0  # the change `bench matrix` plans for, and the report says ho
 POWER_METRICS = ("output_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
 
 
-def power_data(a: Archive, objectives=None, root=None) -> dict | None:
+def power_data(a: Archive, objectives=None, root=None) -> PowerReport | None:
     """For a run with one launch per arm (its own launch noise unseen): per arm and metric the minimum
     detectable effect of a comparison with a run like it (one launch a side), from the launch CV the verdicts
     would use, a calibration's (`toolkit bench noise`, found under the run's results root) or the default;
     the launches per arm that would find a CHANGE_PCT change at POWER; and the same across machines (the
-    between-machine prior added). {source, alpha, power, change_pct, arms: {arm: {metric: {...}}}}; None when
-    the run has two or more launches of some arm (noise_data covers it) or no cells."""
+    between-machine prior added). None when the run has two or more launches of some arm (noise_data covers it)
+    or no cells."""
     from toolkit.results.cells import CellReader
     from toolkit.results.noise import LaunchView, calibration_view
 
@@ -101,42 +159,40 @@ def power_data(a: Archive, objectives=None, root=None) -> dict | None:
     cal = calibration_view(Path(root) if root else Path(a.path).resolve().parent.parent, a, objectives=objectives,
                            refused=refused)
     source = cal.source if cal is not None else DEFAULT.text()
-    out: dict = {"source": "; ".join([source, *refused]), "alpha": ALPHA, "power": POWER,
-                 "change_pct": CHANGE_PCT, "arms": {}}
+    out = PowerReport(source="; ".join([source, *refused]), alpha=ALPHA, power=POWER, change_pct=CHANGE_PCT, arms={})
     for arm in arms:
         for metric in POWER_METRICS:
             if not any(view.figures(g, metric) for g in view.arm_groups(arm)):
                 continue
             n = (cal.noise(arm, metric) if cal is not None else None) or DEFAULT
             mv = machine_prior(metric)
-            out["arms"].setdefault(arm, {})[metric] = {
-                "cv": n.cv, "launches": view.arm_launches(arm), "mde_pct": mde_pct(n, 1),
-                "mde_across_machines_pct": mde_pct(n, 1, machine_var=mv.var),
-                "launches_for": {f"{CHANGE_PCT:g}": launches_needed(n, CHANGE_PCT)}}
-    return out if out["arms"] else None
+            out.arms.setdefault(arm, {})[metric] = LaunchPower(
+                n.cv, view.arm_launches(arm), mde_pct(n, 1), mde_pct(n, 1, machine_var=mv.var),
+                {f"{CHANGE_PCT:g}": launches_needed(n, CHANGE_PCT)})
+    return out if out.arms else None
 
 
-def power_blocks(data: dict | None) -> list:
+def power_blocks(data: PowerReport | None) -> list:
     """`results show` / report: the minimum detectable effect of a one-launch run, per arm and metric."""
     if not data:
         return []
     same: dict[tuple, list[str]] = {}  # arms whose row is the same (the default CV, or one calibration arm) share it
-    for arm, by in data["arms"].items():
+    for arm, by in data.arms.items():
         for metric, x in by.items():
-            need = x["launches_for"].get(f"{data['change_pct']:g}")
-            row = (metric, str(x["launches"]), f"{x['cv']:.1%}", _pct(x["mde_pct"]),
-                   _pct(x["mde_across_machines_pct"]), str(need) if need else f">{MAX_LAUNCHES}")
+            need = x.launches_for.get(f"{data.change_pct:g}")
+            row = (metric, str(x.launches), f"{x.cv:.1%}", _pct(x.mde_pct), _pct(x.mde_across_machines_pct),
+                   str(need) if need else f">{MAX_LAUNCHES}")
             same.setdefault(row, []).append(arm)
-    n_arms = len(data["arms"])
+    n_arms = len(data.arms)
     rows = [["every arm" if len(arms) == n_arms and n_arms > 1 else ", ".join(arms), *row] for row, arms in same.items()]
     return [Heading("Minimum detectable effect"),
             Table(["arms", "metric", "launches", "launch CV", "MDE", "MDE across machines",
-                   f"launches for {data['change_pct']:g}%"], rows, align="ll"),
-            Para(f"One launch per arm: the launch noise is not seen in this run, so these figures use {data['source']}. "
+                   f"launches for {data.change_pct:g}%"], rows, align="ll"),
+            Para(f"One launch per arm: the launch noise is not seen in this run, so these figures use {data.source}. "
                  f"MDE: the smallest change a comparison with a run like this one (one launch a side) detects with "
-                 f"{data['power']:.0%} power at alpha {data['alpha']}, on the log-ratio scale of the tests; across "
+                 f"{data.power:.0%} power at alpha {data.alpha}, on the log-ratio scale of the tests; across "
                  "machines the between-machine prior is added (docs/results.md#the-machine-level). The last column: "
-                 f"launches per arm that find a {data['change_pct']:g}% change with that power "
+                 f"launches per arm that find a {data.change_pct:g}% change with that power "
                  "(docs/results.md#power-before-spending).")]
 
 
@@ -144,25 +200,24 @@ def _pct(v: float) -> str:
     return f"{v:.1f}%" if v < 1000 else ">1000%"  # beyond 10x: no comparison of this design detects anything
 
 
-def noise_blocks(data: dict | None, metrics: tuple[str, ...] = ("output_tok_s", "ttft_ms", "tpot_ms", "e2e_ms",
+def noise_blocks(data: NoiseReport | None, metrics: tuple[str, ...] = ("output_tok_s", "ttft_ms", "tpot_ms", "e2e_ms",
                                                                  "req_output_tok_s", "accept_length")) -> list:
     if not data:
         return []
     rows = []
-    for arm, by in data["arms"].items():
+    for arm, by in data.arms.items():
         for metric in metrics:
             x = by.get(metric)
             if x is not None:
-                rows.append([arm, metric, str(x["launches"]), f"{x['cv']:.1%}", fmt_num(x["df"]), str(x["cells"]),
-                             _pct(x["mde_pct"])])
+                rows.append([arm, metric, str(x.launches), f"{x.cv:.1%}", fmt_num(x.df), str(x.cells), _pct(x.mde_pct)])
     blocks = [Heading("Launch-to-launch noise"),
               Table(["arms", "metric", "launches", "launch CV", "df", "cells", "MDE per cell"], rows, align="ll"),
               Para(NOTE)]
-    odd = data.get("outliers") or []
+    odd = data.outliers
     if odd:
         blocks.append(Para(f"Launches {OUTLIER_FACTOR:g}x or more away from every other launch of their cell (in the "
                            "CVs above; a one-time cost such as kernels compiled on a fresh machine, or a launch that "
                            "did not serve like the others: look at its log before trusting a comparison):"))
-        blocks.append(Items([f"{o['arm']} launch {o['launch']}, {o['cell']}: {o['metric']} {fmt_num(o['value'])} "
-                             f"vs {', '.join(fmt_num(x) for x in o['others'])} ({o['factor']:.1f}x)" for o in odd]))
+        blocks.append(Items([f"{o.arm} launch {o.launch}, {o.cell}: {o.metric} {fmt_num(o.value)} "
+                             f"vs {', '.join(fmt_num(x) for x in o.others)} ({o.factor:.1f}x)" for o in odd]))
     return blocks

@@ -5,8 +5,9 @@ archived (`from_result`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from toolkit import engines
 from toolkit.results.archive import Archive
@@ -45,10 +46,10 @@ class RunView:
     data: dict = field(default_factory=dict)
     archive: Archive | None = None
     slo: SloAnalysis | None = None  # the run against its service-level objectives, when it has some
-    noise: dict | None = None  # the launch noise the run can see (report/noise.py), with two or more launches
-    power: dict | None = None  # a one-launch run's minimum detectable effects (report/noise.py power_data)
+    noise: Any = None  # the launch noise the run can see (report/noise.py NoiseReport), two or more launches
+    power: Any = None  # a one-launch run's minimum detectable effects (report/noise.py PowerReport)
     surface: dict | None = None  # the speed-up surface of synthetic-acceptance arms and its prediction (surface.py)
-    represent: dict | None = None  # representativeness against real acceptance per domain (results/represent.py)
+    represent: Any = None  # representativeness against real acceptance per domain (results/represent.py Represented)
 
 
 def status_text(status: str, why: str | None) -> str:
@@ -153,16 +154,16 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
 
     f, m = run_facts(a), a.manifest
     if status:
-        f["status"], f["why"] = status, why
+        f.status, f.why = status, why
     image = (m.build.id or m.build.image_id) if m.build else None
     spec = m.matrix.resolved
-    facts = [["run", f"{f['matrix']}/{f['run_id']}"], ["status", status_text(f["status"], f.get("why"))],
-             ["started / finished", f"{f['started_at'] or '-'} / {f['finished_at'] or '-'}"],
-             ["environment", f"{f['environment'] or '-'} (hash {f['env_hash'] or '-'})"],
+    facts = [["run", f"{f.matrix}/{f.run_id}"], ["status", status_text(f.status, f.why)],
+             ["started / finished", f"{f.started_at or '-'} / {f.finished_at or '-'}"],
+             ["environment", f"{f.environment or '-'} (hash {f.env_hash or '-'})"],
              *([["weights", w]] if (w := weights_fact(m.environment.resolved if m.environment else None)) else []),
-             ["image", image or "-"], ["host / GPU", f"{f['host'] or '-'} / {f['gpu'] or '-'}"],
+             ["image", image or "-"], ["host / GPU", f"{f.host or '-'} / {f.gpu or '-'}"],
              ["toolkit", f"{m.toolkit.version or '-'} {m.toolkit.git_sha or ''}".strip()],
-             ["source", f["source"]]] + _matrix_facts(spec, m.sweep)
+             ["source", f.source]] + _matrix_facts(spec, m.sweep)
     if m.purpose:
         facts.insert(2, ["purpose", m.purpose])
     from toolkit.results.machines import run_machines
@@ -195,26 +196,26 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
     power = power_data(a, objectives) if noise is None else None
     if len(m.rounds) > 1:
         facts.append(["launch rounds (arm order)", " | ".join(", ".join(r) for r in m.rounds)])
-    data = {"facts": f, "manifest": m.model_dump(mode="json"),
+    data = {"facts": asdict(f), "manifest": m.model_dump(mode="json"),
             "cells": {k: c.model_copy(update={"metrics": ms}).model_dump(mode="json") for k, c, ms in cells},
             "derived": derived.model_dump(mode="json")}
     if noise is not None:
-        data["noise"] = noise
+        data["noise"] = asdict(noise)
     if power is not None:
-        data["power"] = power
+        data["power"] = asdict(power)
     data["machines"] = {"source": machines.source, "spans": machines.spans, "text": machines.text()}
     surface = _surface(a, derived, cells, acceptance_from)
     if surface is not None:
         data["surface"] = surface
     represent = _represent(a, derived, cells, training_data)
     if represent is not None:
-        data["representativeness_vs_acceptance"] = represent
+        data["representativeness_vs_acceptance"] = {k: v for k, v in asdict(represent).items() if v is not None}
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
                    commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo,
                    noise=noise, power=power, surface=surface, represent=represent)
 
 
-def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | None) -> dict | None:
+def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | None) -> Any:
     """Representativeness against the real acceptance of this run's speculative arms (toolkit/results/
     represent.py): the distances the run recorded, or computed now from `training_data`."""
     from toolkit.results.represent import build, from_training
@@ -228,7 +229,7 @@ def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | 
         source = "recorded by the run (its Matrix's training_data)"
     out = build(reps, real_acceptance(cells, derived.baseline), source)
     if out is not None and notes:
-        out["left_out"] = notes
+        out.left_out = notes
     return out
 
 
