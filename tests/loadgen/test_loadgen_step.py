@@ -37,19 +37,19 @@ def test_a_cell_as_its_own_process_through_files(mock, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "toolkit.loadgen.step", str(cell)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: any("measure" in e for e in _events(files["events"])), 120.0, "the measure event")
+        wait_for(lambda: any("measure" in e for e in _events(files.events)), 120.0, "the measure event")
         time.sleep(1.0)  # the step waits for the runner: nothing more is sent meanwhile
-        before = _events(files["events"])
+        before = _events(files.events)
         assert [e for e in before if "record" in e and not e["record"]["warmup"]] == []
         assert len([e for e in before if "record" in e]) == 2 and proc.poll() is None
-        files["go"].touch()
+        files.go.touch()
         out, _ = proc.communicate(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode == 0, out
-    events = _events(files["events"])
+    events = _events(files.events)
     assert "done" in events[-1] and events[-1]["workers"] == 1
-    records = [RequestRecord.model_validate_json(line) for line in files["records"].read_text().splitlines()]
+    records = [RequestRecord.model_validate_json(line) for line in files.records.read_text().splitlines()]
     assert len(records) == 7 and sum(r.warmup for r in records) == 2 and all(r.error is None for r in records)
     assert {(r.arm, r.domain) for r in records} == {("a", "d")}
     streamed = [RequestRecord.model_validate(e["record"]) for e in events if "record" in e]
