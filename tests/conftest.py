@@ -24,30 +24,58 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 # -- two test processes (tests/run.sh: pytest -n 2 --dist loadgroup --no-loadscope-reorder, pytest-xdist)
-# Each worker runs whole groups. A module is one group (its module-scoped fixtures are made once); every module
-# whose tests use one machine-wide real part shares that part's group, so one worker owns it: the Docker engine
+# Each worker runs whole groups. A module is one group (its module-scoped fixtures are made once); the modules
+# whose tests use one machine-wide real part share that part's group, so one worker owns it: the Docker engine
 # (image builds and prunes, containers, sshd hosts) and the one-node Slurm cluster (one munged, one node name).
 # Groups are handed out heaviest first (real parts, then modules with slow tests, then the rest in file order), so
 # the many quick modules fill in at the end instead of one long module running alone after everything else.
+# (xdist's own xdist_group marks do nothing on pytest 9, which keeps node ids elsewhere: the scheduler below
+# groups by these names instead.)
 SHARED_PARTS = {"docker_client": "docker", "slurm": "slurm"}  # a fixture (direct or inherited) -> its group
+PART_MODULES = {
+    "tests/image/test_build_base.py": "docker",
+    "tests/image/test_build_env_docker.py": "docker",
+    "tests/provision/test_provision_hosts.py": "docker",
+    "tests/serve/test_serve_sglang_docker.py": "docker",
+    "tests/serve/test_serve_vllm.py": "docker",
+    "tests/slurm/test_slurm_e2e.py": "slurm",
+}
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into node ids
+def group_of(nodeid: str) -> str:
+    module = nodeid.split("::")[0]
+    return PART_MODULES.get(module, module)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    if getattr(config.option, "dist", "no") != "loadgroup":
-        return
-    group: dict[str, str] = {}
-    for item in items:
+    for item in items:  # a module that starts a shared part without its group would race the other worker for it
         module = item.nodeid.split("::")[0]
-        for fixture, name in SHARED_PARTS.items():
-            if fixture in item.fixturenames:
-                group[module] = name
-        group.setdefault(module, module)
-    slow = {group[i.nodeid.split("::")[0]] for i in items if i.get_closest_marker("slow")}
-    rank = {name: 0 if name in SHARED_PARTS.values() else 1 if name in slow else 2 for name in group.values()}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group[item.nodeid.split("::")[0]]))
-    items.sort(key=lambda i: rank[group[i.nodeid.split("::")[0]]])  # stable: file order within a rank
+        for fixture, part in SHARED_PARTS.items():
+            if fixture in item.fixturenames and PART_MODULES.get(module) != part:
+                raise pytest.UsageError(f"{item.nodeid} uses the fixture {fixture}: add {module!r}: {part!r} to "
+                                        "PART_MODULES in tests/conftest.py, so that one test process owns it")
+    if not getattr(config.option, "loadgroup", False):  # what an xdist worker of --dist loadgroup is told
+        return
+    slow = {group_of(i.nodeid) for i in items if i.get_closest_marker("slow")}
+    rank = {g: 0 if g in SHARED_PARTS.values() else 1 if g in slow else 2 for g in map(group_of, (i.nodeid for i in items))}
+    items.sort(key=lambda i: rank[group_of(i.nodeid)])  # stable: file order within a rank
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest-xdist is in the test extra; without it the suite runs in one process
+    LoadScopeScheduling = None
+
+if LoadScopeScheduling is not None:
+    class GroupScheduling(LoadScopeScheduling):
+        """--dist loadgroup with the groups of group_of: a worker gets whole groups, in collection order."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(config, log):
+        return GroupScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 def need(condition: bool, reason: str) -> None:
