@@ -22,6 +22,19 @@ from toolkit.signals import catch, restore, signals_held
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def pristine_handlers():
+    """Python's own SIGINT and SIGTERM handlers for each test, whatever ran before in this process (a launcher
+    started in-process installs the toolkit's stop-everything handler for good: toolkit/serve/base.py); put back
+    after. The tests compare against what was there before, so that must be known."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for s, h in before.items():
+        signal.signal(s, h)
+
+
 def test_a_signal_in_the_block_reaches_the_previous_handler_when_it_ends():
     got: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
