@@ -23,32 +23,21 @@ alone; --python the interpreter that runs it (default: this one).
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.sglang_h200.record import call  # noqa: E402 - one raw HTTP call for both engines' recorders
 
 ENV = ROOT / "envs" / "vllm-0.24.0-quickstart.yaml"
 PRESET = "ngram"
 CODE = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return n\n"
 MESSAGES = [{"role": "system", "content": "You are a senior software engineer."},
             {"role": "user", "content": "Add a docstring example to this function.\n\n```python\n" + CODE + "```"}]
-
-
-def call(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, str | None, bytes]:
-    u = urlsplit(base)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
-    data = json.dumps(body).encode() if body is not None else None
-    conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
-    r = conn.getresponse()
-    raw = r.read()  # chunked transfer decoded: the SSE body exactly as a client parses it
-    conn.close()
-    return r.status, r.headers.get("Content-Type"), raw
 
 
 def record(base: str, model: str, out: Path) -> dict:
@@ -80,7 +69,8 @@ def record(base: str, model: str, out: Path) -> dict:
     ]
     index = {}
     for name, method, path, body in calls:
-        status, ctype, raw = call(base, method, path, body)
+        status, headers, raw = call(base, method, path, body)
+        ctype = headers.get("Content-Type")
         ext = ".txt" if name.endswith("stream") or name.startswith(("metrics", "health")) else ".json"
         (out / f"{name}{ext}").write_bytes(raw)
         index[name] = {"method": method, "path": path, "request": body, "status": status, "content_type": ctype,
