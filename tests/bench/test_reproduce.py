@@ -76,8 +76,11 @@ def test_reproduce_runs_the_archived_matrix_not_the_checkout(original) -> None:
         assert c["comparable"], c["reason"]
         assert {"ttft_ms", "e2e_ms", "output_tok_s"} <= set(c["metrics"])
         per_request = [k for k in c["metrics"] if k in METRICS and METRICS[k].kind == "request"]
+        # one sample per measured request where every request has one (TTFT, E2E); a gap metric has none for a request
+        # streamed in fewer than 2 chunks, which a busy machine can make happen (a CI run), so at most one
         assert "ttft_ms" in per_request and all(c["metrics"][k]["a_n"] == 10 and c["metrics"][k]["b_n"] == 10
-                                                for k in per_request)  # one sample per measured request
+                                                for k in ("ttft_ms", "e2e_ms"))
+        assert all(1 <= c["metrics"][k]["a_n"] <= 10 and 1 <= c["metrics"][k]["b_n"] <= 10 for k in per_request)
 
     new = Path(out["reproduction"]["path"])
     m1 = _manifest(new)
