@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolkit.engines.base import Engine, flag_args
+from toolkit.engines.base import AcceptanceCounts, Engine, flag_args
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
 
 ALGORITHM = "speculative-algorithm"
@@ -290,10 +290,9 @@ class SGLangEngine(Engine):
     def server_state(self, info: dict | None) -> dict:
         return server_state(info)
 
-    def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
+    def acceptance_counts(self, metrics: dict[str, float]) -> AcceptanceCounts | None:
         c = acceptance_counters(metrics)
-        return None if c is None else {"tokens": c[ACCEPT_TOKENS], "steps": c[ACCEPT_STEPS],
-                                       "requests": c[ACCEPT_REQUESTS]}
+        return None if c is None else AcceptanceCounts(c[ACCEPT_TOKENS], c[ACCEPT_STEPS], c[ACCEPT_REQUESTS])
 
 
 ENGINE = SGLangEngine()
