@@ -21,12 +21,13 @@ from typing import Any
 import yaml
 
 from toolkit.fsutil import write_atomic
+from toolkit.schema.tune import SplitFiles, WorkloadSplit
 from toolkit.specs import LoadedSpec
 from toolkit.specs.matrix import Target as TargetSpec
 
 
-def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[str, dict]:
-    """Write each workload's prompts and its tune sample; returns {workload: {all, tune, held_out, files}}."""
+def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[str, WorkloadSplit]:
+    """Write each workload's prompts and its tune sample; returns workload -> its split (tune.json's `split`)."""
     from toolkit.bench.plan import load_workloads
     from toolkit.workloads.loader import sample
 
@@ -39,10 +40,10 @@ def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[st
             raise mspec.error(("workloads", i), f"workload {w.name!r} has {n} prompt(s): too few to keep some out "
                               "of the search for the confirmation", hint="give the workload more prompts")
         tune = sample(w.prompts, n_tune, m.seed, f"{w.name} (tune sample)")
-        files = {"all": f"prompts/{w.name}.all.jsonl", "tune": f"prompts/{w.name}.tune.jsonl"}
-        write_atomic(folder / files["all"], _jsonl(w.prompts))
-        write_atomic(folder / files["tune"], _jsonl(tune))
-        out[w.name] = {"all": n, "tune": n_tune, "held_out": n - n_tune, "files": files, "source": w.source}
+        files = SplitFiles(all=f"prompts/{w.name}.all.jsonl", tune=f"prompts/{w.name}.tune.jsonl")
+        write_atomic(folder / files.all, _jsonl(w.prompts))
+        write_atomic(folder / files.tune, _jsonl(tune))
+        out[w.name] = WorkloadSplit(all=n, tune=n_tune, held_out=n - n_tune, files=files, source=w.source)
     return out
 
 
