@@ -72,7 +72,7 @@ class Engine:
     top_k_off: tuple[int, ...] = (-1, 0)  # a request body's top_k values that turn top-k off (toolkit/specs/sampling.py)
 
     @property
-    def knobs(self) -> dict[str, KnobInfo]:
+    def knobs(self) -> dict[str, KnobInfo]:  # data-keyed: knob names
         return self.facts.knobs
 
     @property

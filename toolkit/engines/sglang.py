@@ -45,7 +45,7 @@ SIMULATE_ACC_METHOD, SIMULATE_ACC_METHOD_DEFAULT = "SGLANG_SIMULATE_ACC_METHOD",
 SIMULATE_ACC_TOKEN_MODE, SIMULATE_ACC_TOKEN_MODE_DEFAULT = "SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed"
 
 
-def simulate_env(accept_len: float) -> dict[str, str]:
+def simulate_env(accept_len: float) -> dict[str, str]:  # data-keyed: variable names
     """A server's environment forcing a mean acceptance length: the length and, written out, the defaults of
     the method and token mode (so the archive says them even if a later SGLang changes its defaults)."""
     return {SIMULATE_ACC_LEN: f"{float(accept_len):g}", SIMULATE_ACC_METHOD: SIMULATE_ACC_METHOD_DEFAULT,
@@ -246,7 +246,7 @@ ACCEPT_TOKENS, ACCEPT_STEPS, ACCEPT_REQUESTS = ("sglang:generation_tokens_total"
                                                 "sglang:num_requests_total")
 
 
-def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
+def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:  # data-keyed: /metrics series names
     """The three counters of a /metrics sample ({"name{labels}": value}), summed over their label sets; None
     without them (no --enable-metrics)."""
     out = {name: 0.0 for name in (ACCEPT_TOKENS, ACCEPT_STEPS, ACCEPT_REQUESTS)}

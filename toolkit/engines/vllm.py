@@ -56,7 +56,7 @@ FACTS = EngineFacts("vllm", {k.name: k for k in (
 )}, level="server")
 
 
-def speculative_config(preset: dict[str, Any]) -> dict[str, Any]:
+def speculative_config(preset: dict[str, Any]) -> dict[str, Any]:  # json-edge: vLLM's --speculative-config JSON
     """The preset's --speculative-config as vLLM parses it ({} when absent or not a JSON object)."""
     raw = preset.get(SPEC_CONFIG)
     try:
@@ -167,7 +167,7 @@ def _sum(metrics: dict[str, float], name: str) -> tuple[float, bool]:
     return total, seen
 
 
-def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
+def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:  # data-keyed: /metrics series names
     """The spec-decode counters of a /metrics sample ({"name{labels}": value}), summed over their label sets
     (engines, finish reasons) and keyed by their names without `_total`; None without them (no speculation,
     or --disable-log-stats)."""

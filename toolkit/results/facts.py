@@ -26,7 +26,7 @@ def host_view(fp: Fingerprint) -> dict:
     return {k: v for k, v in view.items() if v is not None}
 
 
-def _image(rec: BuildRecord | None) -> dict:
+def _image(rec: BuildRecord | None) -> dict:  # json-edge: the view envdiff flattens
     """From a build record: what identifies the image (not build timings, log paths or plans)."""
     if rec is None:
         return {}
@@ -35,7 +35,7 @@ def _image(rec: BuildRecord | None) -> dict:
     return {k: v for k, v in keep.items() if v}
 
 
-def normalized(m: Manifest) -> dict:
+def normalized(m: Manifest) -> dict:  # json-edge: the view envdiff flattens
     """The comparable view of a manifest (what the environment diff flattens and reports print)."""
     primary, hosts = m.host.primary, m.host.hosts
     return {

@@ -206,7 +206,7 @@ def _output_len(r: dict, fmt: str, recs: list[RequestRecord]) -> int:
     return max((x.output_tokens for x in recs), default=0)
 
 
-def _server_args(info: dict | None) -> dict:
+def _server_args(info: dict | None) -> dict:  # data-keyed: server arg name
     if not isinstance(info, dict):
         return {}
     return {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None}

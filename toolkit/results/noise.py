@@ -58,7 +58,7 @@ class LaunchView:
             self._arm_n[arm] = max((self.launches(g) for g in self.groups if g[0] == arm), default=0)
         return self._arm_n[arm]
 
-    def figures(self, group: Group, metric: str) -> dict[int, float]:
+    def figures(self, group: Group, metric: str) -> dict[int, float]:  # data-keyed: launch
         k = (group, metric)
         if k not in self._fig:
             self._fig[k] = self.reader.launch_figures(self.groups.get(group, []), metric)
@@ -75,7 +75,7 @@ class LaunchView:
                 launch_noise({g: self.figures(g, metric) for g in self.arm_groups(arm)}, self.source)
         return self._noise[k]
 
-    def arm_figures(self, arm: str, metric: str, groups: list[Group]) -> dict[int, float]:
+    def arm_figures(self, arm: str, metric: str, groups: list[Group]) -> dict[int, float]:  # data-keyed: launch
         """Per launch, the geometric mean of the figures of `groups` (launches that have all of them)."""
         figs = [logs(self.figures(g, metric)) for g in groups]
         if not figs:
@@ -91,7 +91,7 @@ class LaunchView:
         return Noise(var=n.arm_var, df=n.arm_df or 1.0, source=n.source, cells=n.cells, launches=n.launches)
 
 
-def _manifest(run: Path) -> dict | None:
+def _manifest(run: Path) -> dict | None:  # json-edge: manifest.json as read
     try:
         return json.loads((run / "manifest.json").read_text())
     except (OSError, ValueError):

@@ -26,6 +26,7 @@ from toolkit.specs import LoadedSpec
 from toolkit.specs.matrix import Target as TargetSpec
 
 
+# data-keyed: workload
 def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[str, WorkloadSplit]:
     """Write each workload's prompts and its tune sample; returns workload -> its split (tune.json's `split`)."""
     from toolkit.bench.plan import load_workloads
@@ -52,7 +53,7 @@ def _jsonl(prompts) -> str:
                    for p in prompts)
 
 
-def _abs_paths(env: dict, env_spec: LoadedSpec) -> dict:
+def _abs_paths(env: dict, env_spec: LoadedSpec) -> dict:  # json-edge: an Environment document (YAML)
     """The environment's relative paths made absolute: its copy lives in another folder. (path_of is relative
     to the working directory when the spec was named by a relative path: resolved here, or a spec loaded as
     `benchmarks/x/../../envs/e.yaml` would name its patch relative to a folder the copy is not in.)"""
@@ -74,6 +75,7 @@ def _abs_paths(env: dict, env_spec: LoadedSpec) -> dict:
     return env
 
 
+# json-edge: an Environment document (YAML)
 def trial_environment(env_spec: LoadedSpec, arm: str, baseline: str, level: str,
                       trials: dict[str, dict[str, Any]], again: str | None = None) -> dict:
     """The environment whose presets are the baseline (and, as `again`, its twin measured after the trials),
@@ -101,6 +103,7 @@ def trial_environment(env_spec: LoadedSpec, arm: str, baseline: str, level: str,
     return data
 
 
+# json-edge: a Matrix document (YAML)
 def run_matrix(mspec: LoadedSpec, *, name: str, arms: list[str], baseline: str, workloads: list[dict],
                requests: int, seed: int, repeats: int, target: TargetSpec, description: str) -> dict:
     """A Matrix like the user's (api, concurrency, output length, warmup, temperature), for one tune run."""
