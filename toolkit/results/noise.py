@@ -148,7 +148,7 @@ def newest_calibration(root: Path, env_hash: str | None, env_name: str | None = 
     `results list` names it; None: any), other than `exclude`. Skipped with the reason appended to `refused`:
     one made on a busy host, and one of the same Environment (`env_name`) made for another hash than
     env_hash and `judged` (the other hashes a comparison judges: those are found for their own runs)."""
-    from toolkit.results.facts import host_view
+    from toolkit.results.facts import gpu_model
 
     if not env_hash or not Path(root).is_dir():
         return None
@@ -167,7 +167,7 @@ def newest_calibration(root: Path, env_hash: str | None, env_name: str | None = 
             cal = open_archive(run)
         except Exception:  # noqa: BLE001 - a corrupt run is no calibration; `results verify` names it
             continue
-        if gpu is not None and host_view(cal.manifest.host.primary).get("gpus") != gpu:
+        if gpu is not None and gpu_model(cal.manifest.host.primary) != gpu:
             continue
         why = refusal(cal) or (None if mine else stale(cal, ok))
         if why is None:
@@ -181,10 +181,10 @@ def find_calibration(root: Path, archive: Archive, refused: list[str] | None = N
                      judged: Collection[str | None] = ()) -> Archive | None:
     """The newest usable noise calibration of the archive's environment (hash) and GPU model under root
     (newest_calibration); refused ones (busy host, an older hash of the same Environment) go to `refused`."""
-    from toolkit.results.facts import host_view
+    from toolkit.results.facts import gpu_model
 
     env = archive.manifest.environment
-    return newest_calibration(root, env.hash, env.name, host_view(archive.manifest.host.primary).get("gpus"),
+    return newest_calibration(root, env.hash, env.name, gpu_model(archive.manifest.host.primary),
                               exclude=Path(archive.path), refused=refused, judged=judged)
 
 
