@@ -59,7 +59,7 @@ class Endpoint:
             return None
         return client_ssl_context(self.ca_bundle)
 
-    def headers(self) -> dict[str, str]:
+    def headers(self) -> dict[str, str]:  # data-keyed: HTTP header names
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def recorded(self) -> "EndpointRecord":

@@ -49,7 +49,7 @@ class ToolkitError(Exception):
             text += f"\n  also: {line}"
         return text
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # json-edge: --json error entry
         return {
             "error": self.message,
             "hint": self.hint,

@@ -166,6 +166,7 @@ def _sglang_requirement(env: Environment) -> str:
     return f"sglang{extras}=={sg.version}"
 
 
+# data-keyed: image label names
 def _static_labels(env: Environment, h: str, patches: list[dict], engine: str, version: str) -> dict[str, str]:
     """Labels that follow from the spec alone; time and git revision are added at build time. `version`: the
     engine's pinned version (`dev.toolkit.<engine>-version`)."""

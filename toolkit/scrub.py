@@ -212,7 +212,7 @@ def _scrub_argv(argv: list, secrets: tuple[str, ...]) -> list:
     return out
 
 
-def scrub(value: Any, secrets: Iterable[str] = ()) -> Any:
+def scrub(value: Any, secrets: Iterable[str] = ()) -> Any:  # data-keyed: the input's own keys
     """A copy of value with secrets masked (dicts, lists, argv lists and strings)."""
     secrets = tuple(secrets)
     if isinstance(value, dict):

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 HELD = (signal.SIGINT, signal.SIGTERM)
 
 
-def catch(signals, handler) -> dict:
+def catch(signals, handler) -> dict:  # data-keyed: signal
     """Install `handler` for each of `signals` that is not ignored now (main thread only); the handlers it
     replaced, by signal (an ignored signal is not in it: it stays ignored), for `restore`."""
     if threading.current_thread() is not threading.main_thread():

@@ -26,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +146,8 @@ def main() -> int:
         result["index"] = record(srv.base_url, args.get("served-model-name") or args["model"], out / "fixtures")
         after = metrics_snapshot(srv.base_url)
         eng = get("vllm")
-        result["acceptance"] = {"before": eng.acceptance_counts(before), "after": eng.acceptance_counts(after)}
+        counts = {"before": eng.acceptance_counts(before), "after": eng.acceptance_counts(after)}
+        result["acceptance"] = {k: asdict(c) if c is not None else None for k, c in counts.items()}
         result["info"] = srv.info()
     finally:
         t1 = time.monotonic()

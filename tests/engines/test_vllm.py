@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import run_cli
 from toolkit import engines
 from toolkit.engines import preset_meaning, vllm, vllm_flags
+from toolkit.engines.base import AcceptanceCounts
 from toolkit.errors import ToolkitError
 from toolkit.serve.base import parse_metrics
 from toolkit.specs import load_spec
@@ -169,9 +170,8 @@ def test_acceptance_from_the_counters() -> None:
     assert c == {vllm.ACCEPTED: 100.0, vllm.DRAFT_TOKENS: 150.0, vllm.DRAFTS: 50.0, vllm.REQUESTS: 8.0}
     zero = {k: 0.0 for k in c}
     got = vllm.acceptance_length(zero, c)
-    assert got["accept_length"] == 1 + 100 / 50 and got["acceptance_rate"] == 100 / 150 and got["requests"] == 8
-    assert engines.get("vllm").acceptance_counts(parse_metrics(METRICS)) == {"tokens": 150.0, "steps": 50.0,
-                                                                            "requests": 8.0}
+    assert got.accept_length == 1 + 100 / 50 and got.acceptance_rate == 100 / 150 and got.requests == 8
+    assert engines.get("vllm").acceptance_counts(parse_metrics(METRICS)) == AcceptanceCounts(150.0, 50.0, 8.0)
     assert vllm.acceptance_length(c, c) is None  # no drafts in between: no figure
     # a plain server (or --disable-log-stats): no spec-decode counters, no figure
     assert vllm.acceptance_counters(parse_metrics('vllm:request_success_total{engine="0"} 3.0\n')) is None

@@ -77,7 +77,7 @@ def test_start_health_acceptance_and_stop(tmp_path: Path) -> None:
     steps = len(chunks) - 2
     assert steps < 20  # several tokens in one chunk: what the client sees of speculation
     got = vllm.acceptance_length(before, after)
-    assert got["steps"] == steps and got["accept_length"] == pytest.approx(20 / steps) and got["requests"] == 1
+    assert got.steps == steps and got.accept_length == pytest.approx(20 / steps) and got.requests == 1
     assert info["engine_version"] == "0.24.0-fake" and info["server_info_read"]
     assert info["speculative"]["method"] == "ngram" and info["max_running_requests"] == 256
     assert srv.stop_info().signals == ["SIGTERM to the leader"] and srv.stop_info().exit_code == 0
@@ -121,7 +121,7 @@ def test_a_container_runs_exactly_the_preset(docker_client, fake_vllm_image, tmp
         chat(srv.base_url, "t", 12)
         got = vllm.acceptance_length(before, acceptance_counters(srv.base_url))
         info = srv.info().model_dump()
-    assert got["requests"] == 1 and got["accept_length"] > 1
+    assert got.requests == 1 and got.accept_length > 1
     assert info["engine_version"] == "0.24.0-fake" and info["speculative"]["method"] == "ngram"
     assert info["image"] == fake_vllm_image and info["launcher"] == "VLLMDockerLauncher"
     assert srv.stop_info().exit_code == 0 and srv.stop_info().warnings == []

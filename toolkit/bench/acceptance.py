@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from toolkit import engines
+from toolkit.engines.base import AcceptanceCounts
 
 SETTLE_S = 5.0  # how long the counters may lag the last request the client saw end
 LOG_LINE = re.compile(rb"toolkit-serve: request done tokens=(\d+) steps=(\d+)")
-KEYS = ("tokens", "steps", "requests")  # Engine.acceptance_counts' shape (toolkit/engines/base.py)
 
 
 @dataclass
@@ -45,7 +45,8 @@ class ServerAcceptance:
 
     source: str  # a key of toolkit.schema.metrics.ACCEPT_SOURCES
     value: float
-    counts: dict[str, float] = field(default_factory=dict)  # tokens, steps, requests behind it (when known)
+    # the AcceptanceCounts behind it (when known), as the cell summary's accept_counts stores them
+    counts: dict[str, float] = field(default_factory=dict)
 
 
 class Probe:
@@ -78,10 +79,10 @@ class MetricsProbe(Probe):
 
     def __init__(self, base_url: str, engine: str, flushed: bool, warmup: int):
         self.base_url, self.engine, self.flushed, self.warmup = base_url, engines.get(engine), flushed, warmup
-        self.t0: dict[str, float] | None = None
-        self.t1: dict[str, float] | None = None
+        self.t0: AcceptanceCounts | None = None
+        self.t1: AcceptanceCounts | None = None
 
-    def _read(self) -> dict[str, float] | None:
+    def _read(self) -> AcceptanceCounts | None:
         from toolkit.serve import metrics_snapshot
 
         try:
@@ -96,16 +97,16 @@ class MetricsProbe(Probe):
         if self.t0 is None:
             return
         t0 = self.t0  # the warmup's requests must be counted before the measured phase's start is taken
-        self.t1 = _wait(self._read, lambda c: c is None or c["requests"] - t0["requests"] >= self.warmup, SETTLE_S)
+        self.t1 = _wait(self._read, lambda c: c is None or c.requests - t0.requests >= self.warmup, SETTLE_S)
 
     def result(self, n_requests: int) -> ServerAcceptance | None:
         if self.t1 is not None:
             t1 = self.t1
-            t2 = _wait(self._read, lambda c: c is None or c["requests"] - t1["requests"] >= n_requests, SETTLE_S)
+            t2 = _wait(self._read, lambda c: c is None or c.requests - t1.requests >= n_requests, SETTLE_S)
             if t2 is not None:
-                d = {k: t2[k] - t1[k] for k in KEYS}
-                if d["steps"] > 0 and d["tokens"] >= 0:
-                    return ServerAcceptance("server-metrics", d["tokens"] / d["steps"], d)
+                d = t2 - t1
+                if d.steps > 0 and d.tokens >= 0:
+                    return ServerAcceptance("server-metrics", d.tokens / d.steps, asdict(d))
         if not self.flushed:
             return None
         from toolkit.serve import server_info
@@ -150,7 +151,7 @@ class LogProbe(Probe):
         if not steps:
             return None
         return ServerAcceptance("server-log", tokens / steps,
-                                {"tokens": float(tokens), "steps": float(steps), "requests": float(len(lines))})
+                                asdict(AcceptanceCounts(float(tokens), float(steps), float(len(lines)))))
 
 
 def probe_for(launcher, engine: str, *, speculative: bool, flushed: bool | None, warmup: int) -> Probe:

@@ -30,7 +30,7 @@ ENGINE_ENV_PREFIXES = ("SGLANG_", "SGL_", "TOOLKIT_INJECT_", "NCCL_", "NVSHMEM_"
                        "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONOPTIMIZE", "PYTHONHASHSEED")
 
 
-def engine_env(environ=None) -> dict[str, str]:
+def engine_env(environ=None) -> dict[str, str]:  # data-keyed: variable names
     """The controller's variables with an engine prefix (secrets are masked by the caller's scrub)."""
     environ = os.environ if environ is None else environ
     return {k: environ[k] for k in sorted(environ) if k.startswith(ENGINE_ENV_PREFIXES)}

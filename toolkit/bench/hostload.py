@@ -50,7 +50,7 @@ def _stat() -> tuple[list[int], int] | None:
     return (cpu, running) if cpu else None
 
 
-def _proc_times() -> dict[int, tuple[int, int]]:
+def _proc_times() -> dict[int, tuple[int, int]]:  # data-keyed: pid
     """pid -> (parent pid, CPU ticks of the process and its reaped children) for every process."""
     out = {}
     for entry in os.scandir("/proc"):

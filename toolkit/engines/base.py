@@ -18,9 +18,25 @@ Launchers live in toolkit.serve (a floor above): an Engine names them by kind, n
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
+
+
+@dataclass(frozen=True)
+class AcceptanceCounts:
+    """An engine's acceptance counters in one shape (Engine.acceptance_counts), cumulative: the tokens its
+    verification steps made, the steps, the finished requests. The difference of two samples (`after - before`)
+    is a cell's: tokens / steps its tokens per verification step, requests the requests it holds."""
+
+    tokens: float
+    steps: float
+    requests: float
+
+    def __sub__(self, before: AcceptanceCounts) -> AcceptanceCounts:
+        return AcceptanceCounts(self.tokens - before.tokens, self.steps - before.steps,
+                                self.requests - before.requests)
 
 
 class Engine:
@@ -56,7 +72,7 @@ class Engine:
     top_k_off: tuple[int, ...] = (-1, 0)  # a request body's top_k values that turn top-k off (toolkit/specs/sampling.py)
 
     @property
-    def knobs(self) -> dict[str, KnobInfo]:
+    def knobs(self) -> dict[str, KnobInfo]:  # data-keyed: knob names
         return self.facts.knobs
 
     @property
@@ -99,10 +115,9 @@ class Engine:
         """The arm facts a running server's /server_info gives ({} for an engine that has none)."""
         return {}
 
-    def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
-        """Its counters in one shape, for the difference over a cell: {"tokens", "steps", "requests"}, cumulative,
-        so that d(tokens) / d(steps) is the cell's tokens per verification step and d(requests) the requests the
-        difference holds; None without them (bench/acceptance.py reads every engine through this)."""
+    def acceptance_counts(self, metrics: dict[str, float]) -> AcceptanceCounts | None:
+        """Its counters in one shape (AcceptanceCounts), for the difference over a cell; None without them
+        (bench/acceptance.py reads every engine through this)."""
         return None
 
     def spec_errors(self, env: Any) -> list[tuple[tuple, str, str | None]]:

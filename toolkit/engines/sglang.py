@@ -17,10 +17,13 @@ Flags are written as in a preset: dashes, no leading `--`.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolkit.engines.base import Engine, flag_args
+from toolkit.engines.base import AcceptanceCounts, Engine, flag_args
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
+
+if TYPE_CHECKING:
+    from toolkit.schema.manifest import ArmState
 
 ALGORITHM = "speculative-algorithm"
 DRAFT_MODEL = "speculative-draft-model-path"
@@ -42,7 +45,7 @@ SIMULATE_ACC_METHOD, SIMULATE_ACC_METHOD_DEFAULT = "SGLANG_SIMULATE_ACC_METHOD",
 SIMULATE_ACC_TOKEN_MODE, SIMULATE_ACC_TOKEN_MODE_DEFAULT = "SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed"
 
 
-def simulate_env(accept_len: float) -> dict[str, str]:
+def simulate_env(accept_len: float) -> dict[str, str]:  # data-keyed: variable names
     """A server's environment forcing a mean acceptance length: the length and, written out, the defaults of
     the method and token mode (so the archive says them even if a later SGLang changes its defaults)."""
     return {SIMULATE_ACC_LEN: f"{float(accept_len):g}", SIMULATE_ACC_METHOD: SIMULATE_ACC_METHOD_DEFAULT,
@@ -224,15 +227,18 @@ def server_state(info: dict | None) -> dict:
 IMPORTED_SPEC_FIELDS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 
-def imported_state(info: dict | None) -> dict:
+def imported_state(info: dict | None) -> ArmState:
     """The arm facts of a /server_info another client saved beside its results (toolkit results import):
-    the top-level fields only (no live scheduler state), the tree's shape where speculation is on."""
+    the top-level fields only (no live scheduler state), the tree's shape where speculation is on. Nothing
+    set without one."""
+    from toolkit.schema.manifest import ArmState
+
     if not isinstance(info, dict):
-        return {}
+        return ArmState()
     algo = info.get("speculative_algorithm")
-    return {"server_info_read": True, "engine": "sglang", "engine_version": info.get("version"),
-            "speculative_algorithm": algo, "max_running_requests": info.get("max_running_requests"),
-            "speculative": {k: info[k] for k in IMPORTED_SPEC_FIELDS if info.get(k) is not None and algo}}
+    return ArmState(server_info_read=True, engine="sglang", engine_version=info.get("version"),
+                    speculative_algorithm=algo, max_running_requests=info.get("max_running_requests"),
+                    speculative={k: info[k] for k in IMPORTED_SPEC_FIELDS if info.get(k) is not None and algo})
 
 
 # its acceptance counters in /metrics (with --enable-metrics): tokens generated, verify steps, requests done
@@ -240,7 +246,7 @@ ACCEPT_TOKENS, ACCEPT_STEPS, ACCEPT_REQUESTS = ("sglang:generation_tokens_total"
                                                 "sglang:num_requests_total")
 
 
-def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
+def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:  # data-keyed: /metrics series names
     """The three counters of a /metrics sample ({"name{labels}": value}), summed over their label sets; None
     without them (no --enable-metrics)."""
     out = {name: 0.0 for name in (ACCEPT_TOKENS, ACCEPT_STEPS, ACCEPT_REQUESTS)}
@@ -290,10 +296,9 @@ class SGLangEngine(Engine):
     def server_state(self, info: dict | None) -> dict:
         return server_state(info)
 
-    def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
+    def acceptance_counts(self, metrics: dict[str, float]) -> AcceptanceCounts | None:
         c = acceptance_counters(metrics)
-        return None if c is None else {"tokens": c[ACCEPT_TOKENS], "steps": c[ACCEPT_STEPS],
-                                       "requests": c[ACCEPT_REQUESTS]}
+        return None if c is None else AcceptanceCounts(c[ACCEPT_TOKENS], c[ACCEPT_STEPS], c[ACCEPT_REQUESTS])
 
 
 ENGINE = SGLangEngine()

@@ -36,7 +36,7 @@ FACTS = EngineFacts("transformers", {k.name: k for k in (
 )}, level="request")
 
 
-def generation_config(request_params: dict | None) -> dict[str, Any]:
+def generation_config(request_params: dict | None) -> dict[str, Any]:  # data-keyed: generation_config keys
     """The per-request generation_config of one arm's request parameters ({} when it has none)."""
     return dict((request_params or {}).get(GENERATION_CONFIG) or {})
 

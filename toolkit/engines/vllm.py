@@ -9,7 +9,7 @@ vllm/v1/spec_decode/metrics.py, vllm/entrypoints/...); no GPU run of it has been
     knob_error(env, knob, value) one tuned value checked against the same parser table (bench tune)
     spec_errors(env)             each preset checked against the pinned vLLM's own parser (toolkit/engines/vllm_flags.py)
     acceptance_counters(metrics) its /metrics spec-decode counters (accepted tokens, draft tokens, drafts, requests)
-    acceptance_counts(metrics)   the same as {tokens, steps, requests}, the shape every engine gives
+    acceptance_counts(metrics)   the same as AcceptanceCounts (tokens, steps, requests), every engine's shape
     acceptance_length(c0, c1)    1 + accepted / drafts between two samples: tokens per verification step
     command(args, python)        `python -m vllm.entrypoints.cli.main serve MODEL --flag ...` (process, container, job)
     server_state(info)           the arm facts of /version and, in dev mode, /server_info?config_format=json
@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from toolkit.engines import vllm_flags
-from toolkit.engines.base import Engine, flag_args
+from toolkit.engines.base import AcceptanceCounts, Engine, flag_args
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
 
 PACKAGE = "vllm"               # the `packages:` entry that pins it
@@ -55,7 +56,7 @@ FACTS = EngineFacts("vllm", {k.name: k for k in (
 )}, level="server")
 
 
-def speculative_config(preset: dict[str, Any]) -> dict[str, Any]:
+def speculative_config(preset: dict[str, Any]) -> dict[str, Any]:  # json-edge: vLLM's --speculative-config JSON
     """The preset's --speculative-config as vLLM parses it ({} when absent or not a JSON object)."""
     raw = preset.get(SPEC_CONFIG)
     try:
@@ -166,7 +167,7 @@ def _sum(metrics: dict[str, float], name: str) -> tuple[float, bool]:
     return total, seen
 
 
-def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
+def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:  # data-keyed: /metrics series names
     """The spec-decode counters of a /metrics sample ({"name{labels}": value}), summed over their label sets
     (engines, finish reasons) and keyed by their names without `_total`; None without them (no speculation,
     or --disable-log-stats)."""
@@ -178,25 +179,38 @@ def acceptance_counters(metrics: dict[str, float]) -> dict[str, float] | None:
     return out if any_spec else None
 
 
-def acceptance_counts(metrics: dict[str, float]) -> dict[str, float] | None:
+def acceptance_counts(metrics: dict[str, float]) -> AcceptanceCounts | None:
     """The counters in the engines' common shape (toolkit/engines/base.py acceptance_counts): tokens made by
     drafting steps (accepted + one per draft), the steps (drafts), finished requests. Their difference over a
     cell gives 1 + accepted / drafts, as acceptance_length."""
     c = acceptance_counters(metrics)
-    return None if c is None else {"tokens": c[ACCEPTED] + c[DRAFTS], "steps": c[DRAFTS], "requests": c[REQUESTS]}
+    return None if c is None else AcceptanceCounts(c[ACCEPTED] + c[DRAFTS], c[DRAFTS], c[REQUESTS])
 
 
-def acceptance_length(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
-    """Tokens per verification step between two counter samples: 1 + accepted / drafts (each draft's verify
-    emits its accepted tokens and one of the target's own). With the counts behind it; None without drafts."""
+@dataclass(frozen=True)
+class AcceptanceBetween:
+    """vLLM's speculation between two counter samples (acceptance_length)."""
+
+    accept_length: float  # tokens per verification step: 1 + accepted / drafts
+    tokens: float  # accepted + one per draft (what the verify steps emitted)
+    steps: float  # drafts
+    requests: float  # finished requests
+    draft_tokens: float
+    acceptance_rate: float  # accepted / draft tokens (0 without draft tokens)
+
+
+def acceptance_length(before: dict[str, float] | None, after: dict[str, float] | None) -> AcceptanceBetween | None:
+    """Tokens per verification step between two counter samples (acceptance_counters): 1 + accepted / drafts
+    (each draft's verify emits its accepted tokens and one of the target's own), with the counts behind it;
+    None without drafts."""
     if not before or not after:
         return None
     d = {k: after[k] - before[k] for k in COUNTERS}
     if d[DRAFTS] <= 0:
         return None
-    return {"accept_length": 1 + d[ACCEPTED] / d[DRAFTS], "tokens": d[ACCEPTED] + d[DRAFTS], "steps": d[DRAFTS],
-            "requests": d[REQUESTS], "draft_tokens": d[DRAFT_TOKENS],
-            "acceptance_rate": d[ACCEPTED] / d[DRAFT_TOKENS] if d[DRAFT_TOKENS] > 0 else 0.0}
+    return AcceptanceBetween(accept_length=1 + d[ACCEPTED] / d[DRAFTS], tokens=d[ACCEPTED] + d[DRAFTS],
+                             steps=d[DRAFTS], requests=d[REQUESTS], draft_tokens=d[DRAFT_TOKENS],
+                             acceptance_rate=d[ACCEPTED] / d[DRAFT_TOKENS] if d[DRAFT_TOKENS] > 0 else 0.0)
 
 
 def server_state(info: dict | None) -> dict:
@@ -283,7 +297,7 @@ class VLLMEngine(Engine):
     def server_state(self, info: dict | None) -> dict:
         return server_state(info)
 
-    def acceptance_counts(self, metrics: dict[str, float]) -> dict[str, float] | None:
+    def acceptance_counts(self, metrics: dict[str, float]) -> AcceptanceCounts | None:
         return acceptance_counts(metrics)
 
     def spec_errors(self, env: Any) -> list[tuple[tuple, str, str | None]]:

@@ -88,7 +88,7 @@ def table_path(version: str) -> Path:
     return DATA / f"vllm-{version}.json"
 
 
-def load_table(version: str | None) -> dict | None:
+def load_table(version: str | None) -> dict | None:  # json-edge: the shipped JSON table
     """The flag table of that vLLM version shipped with the toolkit (None: none for it)."""
     if not version:
         return None
@@ -251,6 +251,7 @@ def argparse_said(table: dict, text: str) -> str:
     return said.replace(BAD_JSON_PROBE, str(text))
 
 
+# json-edge: the table vLLM's parser printed
 def dump_table(src: Path, deps: Path | None = None, python: str = sys.executable, timeout: float = 300) -> dict:
     """Run vLLM's own parser on the tree at `src` (the folder holding `vllm/`) and return its table."""
     path = [str(src)] + ([str(deps)] if deps else [])

@@ -31,7 +31,7 @@ GPU_SIZES = [1 << 20, 16 << 20, 256 << 20]   # bytes per rank: 1 MiB, 16 MiB, 25
 CPU_SIZES = [64 << 10, 1 << 20, 8 << 20]     # gloo on CPU: 64 KiB, 1 MiB, 8 MiB
 
 
-def no_multicast_env() -> dict[str, str]:
+def no_multicast_env() -> dict[str, str]:  # data-keyed: variable names
     """Force the multicast-off variables into this process's environment; what was set."""
     os.environ.update(NO_MULTICAST)
     return dict(NO_MULTICAST)
@@ -76,7 +76,7 @@ def _bandwidth(dist: Any, device: Any, world: int, sizes: list[int], iters: int,
     return rows
 
 
-def _symm_mem(dist: Any, device: Any, rank: int, world: int) -> dict[str, Any]:
+def _symm_mem(dist: Any, device: Any, rank: int, world: int) -> dict[str, Any]:  # json-edge: part of rank<k>.json
     """Allocate a symmetric buffer, rendezvous, write own rank, read every peer's buffer directly."""
     import torch
     import torch.distributed._symmetric_memory as symm_mem
@@ -106,7 +106,7 @@ def _symm_mem(dist: Any, device: Any, rank: int, world: int) -> dict[str, Any]:
 
 def probe_rank(rank: int, world: int, backend: str, port: int, out_dir: str | None = None,
                sizes: list[int] | None = None, iters: int = 20, warmup: int = 5,
-               symm: bool = True) -> dict[str, Any]:
+               symm: bool = True) -> dict[str, Any]:  # json-edge: rank<k>.json
     """The probe one rank runs; rank 0's result (or this process's, world 1) is returned/written."""
     no_multicast_env()
     if backend == "gloo":

@@ -76,7 +76,7 @@ def parse_query_output(text: str) -> list[dict[str, Any]]:
     return [s for s in (parse_query_line(ln) for ln in text.splitlines()) if s is not None]
 
 
-def summarize(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def summarize(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:  # data-keyed: GPU index
     """Per GPU (key: its index as a string): n, and mean/max of each numeric figure present."""
     by_gpu: dict[int, list[dict[str, Any]]] = {}
     for s in samples:

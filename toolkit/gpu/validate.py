@@ -256,7 +256,7 @@ class Validator:
         self.checks.append(Check("symm_mem", "pass" if good else "fail", detail, {"ranks": sm}))
 
     # -- run --------------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self) -> dict[str, Any]:  # json-edge: the GpuValidation document (--json, -o)
         started = time.time()
         env = probes.no_multicast_env()
         self.fingerprint = gpu_fingerprint()
@@ -289,6 +289,7 @@ class Validator:
         }
 
 
+# json-edge: the GpuValidation document (--json, -o)
 def validate(spec_path: str | Path | None = None, gpus: int | None = None, require_gpu: bool = False,
              backend: str = "auto", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     return Validator(spec_path, gpus, require_gpu, backend, progress).run()

@@ -95,6 +95,7 @@ def checked_at_load(spec) -> LoadCheck:
                      presets={name: eng.server_command(dict(args), "python") for name, args in env.servers.items()})
 
 
+# json-edge: build env --json; the build record file
 def build_env(spec_path: Path, *, check: bool = False, no_cache: bool = False, push: str | None = None,
               flag_mode: str = "auto", log=print, on_step=None) -> dict:
     """Returns a result dict: {cache_hit, plan, preflight, record?}. Raises ToolkitError on any failure."""

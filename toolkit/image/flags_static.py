@@ -80,12 +80,14 @@ def _unwrap_optional(t):
     return t
 
 
+# json-edge: a flag table row, the exact parser's JSON shape
 def _flag(names, takes_value, nargs=None, typ=None, choices=None, kind="store", help_text="") -> dict:
     return {"names": names, "takes_value": takes_value, "nargs": nargs, "type": typ,
             "choices": [str(c) for c in choices] if choices is not None else None, "kind": kind,
             "deprecated": "deprecated" in help_text.lower()[:60], "help": " ".join(help_text.split())[:240]}
 
 
+# json-edge: a flag table row, the exact parser's JSON shape
 def _field_flag(field: str, ann: ast.Subscript, has_default: bool, names: dict) -> dict | None:
     elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
     raw, meta = elts[0], None

@@ -35,7 +35,7 @@ class PreflightReport:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # json-edge: build record / --json
         return asdict(self)
 
 

@@ -77,7 +77,7 @@ def smoke_script() -> str:
     return src + "\n" + SMOKE_MAIN
 
 
-def added_lines(patches: list[dict]) -> dict[str, list[str]]:
+def added_lines(patches: list[dict]) -> dict[str, list[str]]:  # data-keyed: file path
     """Package-relative file -> the distinctive lines the patches add to it (stripped, non-trivial)."""
     from toolkit.image.source import patch_hunks
     from toolkit.patches import read_patch
@@ -112,6 +112,7 @@ print("MARK" + json.dumps(res))
 """
 
 
+# json-edge: what the container's script printed
 def run_version_smoke(client, image: str, pins: dict[str, str]) -> dict:
     """The smoke check of an image whose engine's flags were checked when its spec loaded (vllm): every pinned
     package is installed at its pin (read from its metadata, not imported: vLLM's import probes for a GPU);
@@ -125,7 +126,7 @@ def run_version_smoke(client, image: str, pins: dict[str, str]) -> dict:
     return _cuda(client, image, json.loads(line[len(MARK):]))
 
 
-def _cuda(client, image: str, res: dict) -> dict:
+def _cuda(client, image: str, res: dict) -> dict:  # json-edge: what the container's script printed
     from toolkit.docker_api import run_python
 
     if shutil.which("nvidia-smi"):
@@ -139,7 +140,7 @@ def _cuda(client, image: str, res: dict) -> dict:
     return res
 
 
-def run_smoke(client, image: str, env, report) -> dict:
+def run_smoke(client, image: str, env, report) -> dict:  # json-edge: what the container's script printed
     from toolkit.docker_api import run_python
 
     data = {

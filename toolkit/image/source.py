@@ -150,7 +150,7 @@ def patch_sections(path: Path, info: PatchInfo) -> list[tuple[str, list[Hunk]]]:
     return sections
 
 
-def patch_hunks(path: Path, info: PatchInfo) -> dict[str, list[Hunk]]:
+def patch_hunks(path: Path, info: PatchInfo) -> dict[str, list[Hunk]]:  # data-keyed: file path
     """Per package-relative file: its hunks, with where each lies in the patch file."""
     out: dict[str, list[Hunk]] = {}
     for rel, hunks in patch_sections(path, info):

@@ -65,7 +65,7 @@ def _value_at(p: bytes, key: bytes) -> int:
     return j if j < len(p) else -1
 
 
-def build_body(load: CellLoad, prompt: Prompt, model: str | None = None) -> dict:
+def build_body(load: CellLoad, prompt: Prompt, model: str | None = None) -> dict:  # json-edge: request body
     """The JSON body for one request of a cell: its sampling (CellLoad.body_sampling) and the arm's request
     parameters. `generation_config` dicts become the JSON string transformers wants; a request_params value
     of None removes that key (e.g. stream_options for a server that rejects it)."""

@@ -119,6 +119,7 @@ class CellLoad:
                  if f.name not in given and f.name in type(matrix).model_fields}
         return cls(**{**taken, **given})
 
+    # json-edge: the cell summary's sampling record (Matrix field names)
     @classmethod
     def recorded(cls, matrix: Any) -> dict[str, Any]:
         """A cell summary's `sampling` record: RECORDED, then every other sent field, each as the Matrix field of
@@ -140,13 +141,13 @@ class CellLoad:
             rate = len(self.arrivals) / max(self.arrivals[-1] - self.arrivals[0], 1e-3)
         return resolve_workers(self.workers, self.concurrency, rate, self.output_len)
 
-    def own_sampling(self, prompt: Any) -> dict[str, Any]:
+    def own_sampling(self, prompt: Any) -> dict[str, Any]:  # json-edge: request body fields
         """What one request sets for itself: a trace request's max tokens (output_from_prompt)."""
         if not self.output_from_prompt:
             return {}
         return {"max_new_tokens" if self.api == "generate" else "max_tokens": prompt.target_output_len}
 
-    def body_sampling(self) -> dict[str, Any]:
+    def body_sampling(self) -> dict[str, Any]:  # json-edge: request body fields
         """The request parameters every request of the cell carries, by the API's names, in field order."""
         i = 1 if self.api == "generate" else 0
         return {f.metadata["sent"][i]: getattr(self, f.name) for f in fields(self) if "sent" in f.metadata}

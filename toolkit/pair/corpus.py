@@ -61,7 +61,7 @@ class Corpus:
     chats: list[tuple[str, list[dict], list[dict] | None]]  # (domain, messages, tools), whole conversations
     sources: dict  # what was read, with hashes
 
-    def chars(self) -> dict[str, int]:
+    def chars(self) -> dict[str, int]:  # data-keyed: domain
         return {d: sum(map(len, v)) for d, v in self.docs.items()}
 
 

@@ -64,6 +64,7 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+# data-keyed: prompt set name
 def _prompt_sets(recipe: Recipe) -> dict[str, list[tuple[list[dict], list[dict] | None]]]:
     from toolkit.workloads.bundled import bundled
     from toolkit.workloads.gen import _one
@@ -77,7 +78,7 @@ def _prompt_sets(recipe: Recipe) -> dict[str, list[tuple[list[dict], list[dict] 
     return sets
 
 
-def write_prompts(out: Path, tok, recipe: Recipe) -> dict:
+def write_prompts(out: Path, tok, recipe: Recipe) -> dict:  # data-keyed: prompt set name
     index = {}
     for name, prompts in _prompt_sets(recipe).items():
         ids, offsets = [], [0]
@@ -90,7 +91,7 @@ def write_prompts(out: Path, tok, recipe: Recipe) -> dict:
     return index
 
 
-def tokenize_corpus(out: Path, tok, corpus: Corpus, seed: int) -> dict[str, int]:
+def tokenize_corpus(out: Path, tok, corpus: Corpus, seed: int) -> dict[str, int]:  # data-keyed: domain
     eos = tok.convert_tokens_to_ids(EOS)
     docs = [(d, t) for d, texts in corpus.docs.items() for t in texts]
     docs += [(d, render_chat(m, tools, False)) for d, m, tools in corpus.chats]

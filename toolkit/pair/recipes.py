@@ -49,7 +49,7 @@ class Recipe:
     eval_domains: tuple[str, ...] = ("coding", "agentic", "encyclopedic", "math")
     extra: dict = field(default_factory=dict)
 
-    def record(self) -> dict:
+    def record(self) -> dict:  # json-edge: manifest.json / pair.json
         return asdict(self)
 
 

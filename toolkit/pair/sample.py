@@ -22,7 +22,7 @@ from toolkit.pair.records import PrepManifest
 _TURN = re.compile(r"<\|(system|user|assistant|tool|tools)\|>\n")
 
 
-def parse_rendered(text: str) -> dict:
+def parse_rendered(text: str) -> dict:  # json-edge: a sample.jsonl row (chat JSON)
     """A render_chat() text (generation prompt included) back into {"messages", "tools"?}. Tool calls stay in
     the assistant's text (`<|call|>` dropped), as the drafter read them."""
     parts = _TURN.split(text)

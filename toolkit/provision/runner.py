@@ -108,7 +108,7 @@ class ProvisionResult:
     def ok(self) -> bool:
         return self.rc == 0 and not self.failures and self.error is None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # json-edge: result.json / --json
         d = asdict(self)
         d["run_dir"] = str(self.run_dir)
         d["ok"] = self.ok

@@ -256,7 +256,7 @@ class Archive:
                                hint=f"`toolkit results verify {self.path}` lists every problem; restore "
                                     "the run folder from a copy") from None
 
-    def columns(self, key: str) -> dict[str, np.ndarray]:
+    def columns(self, key: str) -> dict[str, np.ndarray]:  # data-keyed: column name
         """Per-request numeric columns of a cell (from the .npz; derived from the records if it is absent)."""
         path = self.path / "cells" / f"{key}.npz"
         if path.exists():

@@ -39,7 +39,7 @@ def normalised(name: str, s: Stat) -> Stat:
     return s
 
 
-def stored_stats(c: CellSummary) -> dict[str, Stat]:
+def stored_stats(c: CellSummary) -> dict[str, Stat]:  # data-keyed: metric
     """The registry metrics a cell summary stores, normalised (no archive needed: the runner's view)."""
     return {m: normalised(m, c.metrics[m]) for m in NAMES if m in c.metrics and c.status == "ok"}
 
@@ -60,7 +60,7 @@ def _mean_of(stats: list[Stat], name: str) -> Stat:
                 unreliable=sorted({u for s in stats for u in s.unreliable}))
 
 
-def slo_stats(c: CellSlo) -> dict[str, Stat]:
+def slo_stats(c: CellSlo) -> dict[str, Stat]:  # data-keyed: metric
     """A cell's goodput and attainment as registry metrics (what show and diff print and compare)."""
     if c.status != "ok":
         return {}
@@ -79,7 +79,7 @@ class CellReader:
         self._cols: dict[str, dict[str, np.ndarray]] = {}
         self._launch_stats: dict[tuple, dict[str, Stat]] = {}
 
-    def groups(self) -> dict[Group, list[str]]:
+    def groups(self) -> dict[Group, list[str]]:  # data-keyed: group
         by: dict[Group, list[str]] = defaultdict(list)
         for key, c in self.archive.cell_map.items():
             by[(c.arm, c.domain, c.level, c.output_len)].append(key)
@@ -88,12 +88,12 @@ class CellReader:
     def _ok(self, keys: list[str]) -> list[str]:
         return [k for k in keys if self.archive.cell_map[k].status == "ok"]
 
-    def _columns(self, key: str) -> dict[str, np.ndarray]:
+    def _columns(self, key: str) -> dict[str, np.ndarray]:  # data-keyed: column name
         if key not in self._cols:
             self._cols[key] = self.archive.columns(key)
         return self._cols[key]
 
-    def samples(self, keys: list[str]) -> dict[str, np.ndarray]:
+    def samples(self, keys: list[str]) -> dict[str, np.ndarray]:  # data-keyed: metric
         """Per request metric, the finite per-request values of the ok cells among keys, pooled (float64).
         Empty when none of them has per-request samples."""
         ok = self._ok(keys)
@@ -107,6 +107,7 @@ class CellReader:
             out[m] = x[np.isfinite(x)]
         return out
 
+    # data-keyed: metric
     def stats(self, keys: list[str], samples: dict[str, np.ndarray] | None = None) -> dict[str, Stat]:
         """Every registry metric of the ok cells among keys (one cell, or the repeats of a group)."""
         ok = self._ok(keys)
@@ -131,14 +132,14 @@ class CellReader:
         assert self.objectives is not None
         return evaluate([self.archive.cell_map[k] for k in keys], [self._columns(k) for k in keys], self.objectives)
 
-    def by_launch(self, keys: list[str]) -> dict[int, list[str]]:
+    def by_launch(self, keys: list[str]) -> dict[int, list[str]]:  # data-keyed: launch
         """The ok cells among keys, per server launch (launch -> its repeats' keys)."""
         out: dict[int, list[str]] = defaultdict(list)
         for k in self._ok(keys):
             out[self.archive.cell_map[k].launch].append(k)
         return dict(sorted(out.items()))
 
-    def launch_figures(self, keys: list[str], metric: str) -> dict[int, float]:
+    def launch_figures(self, keys: list[str], metric: str) -> dict[int, float]:  # data-keyed: launch
         """One figure of `metric` per launch of the group: the launch's median for request metrics (its repeats'
         requests pooled), its figure (averaged over repeats) for cell and chunk metrics, its share for shares."""
         out = {}
@@ -154,8 +155,8 @@ class CellReader:
                 out[launch] = v
         return out
 
-    def cell(self, key: str) -> dict[str, Stat]:
+    def cell(self, key: str) -> dict[str, Stat]:  # data-keyed: metric
         return self.stats([key])
 
-    def group_stats(self) -> dict[Group, dict[str, Stat]]:
+    def group_stats(self) -> dict[Group, dict[str, Stat]]:  # data-keyed: group
         return {g: self.stats(keys) for g, keys in sorted(self.groups().items())}

@@ -39,7 +39,7 @@ def _flatten(obj: Any, prefix: str, out: dict[str, str]) -> None:
         out[prefix] = _scalar(obj)
 
 
-def parse_argv(command: Any) -> dict[str, str]:
+def parse_argv(command: Any) -> dict[str, str]:  # data-keyed: flag
     """`--flag value`, `--flag=value` and bare `--flag` into {flag: value}; leading words into `argv`."""
     argv = shlex.split(command) if isinstance(command, str) else [str(x) for x in (command or [])]
     out: dict[str, str] = {}
@@ -64,12 +64,12 @@ def parse_argv(command: Any) -> dict[str, str]:
     return out
 
 
-def _patches(env_spec: dict) -> dict[str, str]:
+def _patches(env_spec: dict) -> dict[str, str]:  # data-keyed: patch name
     patches = ((env_spec.get("sglang") or {}).get("patches")) or []
     return {PurePosixPath(p.get("path", "?")).name: p.get("sha256", "?") for p in patches if isinstance(p, dict)}
 
 
-def _versions(n: dict) -> dict[str, str]:
+def _versions(n: dict) -> dict[str, str]:  # data-keyed: package name
     spec = n["environment"]["spec"]
     out = {p["name"]: str(p.get("version")) for p in spec.get("packages") or [] if isinstance(p, dict) and "name" in p}
     if isinstance(spec.get("sglang"), dict) and spec["sglang"].get("version"):
@@ -81,13 +81,13 @@ def _versions(n: dict) -> dict[str, str]:
     return out
 
 
-def _flat(obj: Any, prefix: str = "") -> dict[str, str]:
+def _flat(obj: Any, prefix: str = "") -> dict[str, str]:  # data-keyed: key path
     out: dict[str, str] = {}
     _flatten(obj, prefix, out)
     return {k: v for k, v in out.items() if v not in ("null", "{}", "[]")}
 
 
-def sections(m: Manifest) -> dict[str, dict[str, str]]:
+def sections(m: Manifest) -> dict[str, dict[str, str]]:  # data-keyed: section title
     n = normalized(m)
     env = n["environment"]
     spec = dict(env["spec"])

@@ -11,22 +11,27 @@ from toolkit.results.archive import Archive, open_archive
 from toolkit.schema.manifest import BuildRecord, Fingerprint, Manifest
 
 
+def gpu_model(fp: Fingerprint) -> str | None:
+    """A fingerprint's GPUs as `results list` names them ("2x NVIDIA H100 80GB HBM3"; several models: their
+    names joined), None without any: what noise calibrations and reproductions are matched on."""
+    gpus = fp.gpus if fp.gpus is not None else (fp.gpu.gpus if fp.gpu else [])
+    names = [g.get("name") or g.get("product_name") or "?" if isinstance(g, dict) else str(g) for g in gpus]
+    return (f"{len(names)}x {names[0]}" if names and len(set(names)) == 1 else ", ".join(names)) or None
+
+
 def host_view(fp: Fingerprint) -> dict:
     """The fields of a fingerprint that matter for a comparison (no per-device serials or UUIDs)."""
     gpu = fp.gpu
-    gpus = fp.gpus if fp.gpus is not None else (gpu.gpus if gpu else [])
-    names = [g.get("name") or g.get("product_name") or "?" if isinstance(g, dict) else str(g) for g in gpus]
     links = gpu.topology.links if gpu is not None and gpu.topology is not None else None
     view = {"hostname": fp.hostname, "os": fp.os, "kernel": fp.kernel, "cpu": fp.cpu, "cpu_count": fp.cpu_count,
             "memory_bytes": fp.memory_bytes, "driver": fp.driver or (gpu.driver_version if gpu else None),
-            "cuda": fp.cuda or (gpu.cuda_version if gpu else None),
-            "gpus": (f"{len(names)}x {names[0]}" if names and len(set(names)) == 1 else ", ".join(names)) or None,
+            "cuda": fp.cuda or (gpu.cuda_version if gpu else None), "gpus": gpu_model(fp),
             "gpu_links": sorted(set(links.values())) if isinstance(links, dict) and links else None,
             "env": dict(fp.env) or None}
     return {k: v for k, v in view.items() if v is not None}
 
 
-def _image(rec: BuildRecord | None) -> dict:
+def _image(rec: BuildRecord | None) -> dict:  # json-edge: the view envdiff flattens
     """From a build record: what identifies the image (not build timings, log paths or plans)."""
     if rec is None:
         return {}
@@ -35,7 +40,7 @@ def _image(rec: BuildRecord | None) -> dict:
     return {k: v for k, v in keep.items() if v}
 
 
-def normalized(m: Manifest) -> dict:
+def normalized(m: Manifest) -> dict:  # json-edge: the view envdiff flattens
     """The comparable view of a manifest (what the environment diff flattens and reports print)."""
     primary, hosts = m.host.primary, m.host.hosts
     return {
@@ -79,14 +84,14 @@ class RunFacts:
 
 def run_facts(a: Archive) -> RunFacts:
     m = a.manifest
-    host = host_view(m.host.primary)
     env = m.environment
     return RunFacts(
         path=str(a.path), run_id=a.run_id, matrix=a.matrix_name, started_at=m.started_at,
         finished_at=a.summary.finished_at if a.summary else None, status=a.status, why=a.why,
         interrupted=a.interrupted if a.summary is not None else None,
         cells_failed=sum(c.status != "ok" for c in a.cells), env_hash=(env.hash or "")[:12] or None,
-        environment=env.name or env.resolved.get("name"), host=host.get("hostname"), gpu=host.get("gpus"),
+        environment=env.name or env.resolved.get("name"), host=m.host.primary.hostname,
+        gpu=gpu_model(m.host.primary),
         arms=sorted(set(c.arm for c in a.cells) | set(m.arms)), cells=len(a.cells),
         requests=sum(c.n_requests for c in a.cells), source=m.source.format if m.source else "toolkit")
 

@@ -53,7 +53,7 @@ def pairing_of(files: dict[str, list[dict]], same_prompts: bool) -> str:
 
 def align(files: dict[str, list[dict]], names: dict[str, str], baseline: str, domain: str | None) -> list[Check]:
     """Refuse files that cannot be compared; returns methodology checks for levels only one side ran."""
-    def levels(arm: str) -> dict[tuple[str, int], set]:
+    def levels(arm: str) -> dict[tuple[str, int], set]:  # data-keyed: cell
         out: dict[tuple[str, int], set] = defaultdict(set)
         for r in files[arm]:
             out[cell_of(r, domain)].add(str(r.get("request_rate")))
@@ -91,7 +91,7 @@ def _fmt(keys) -> str:
 
 def check_asserted(files: dict[str, list[dict]], baseline: str, domain: str | None, names: dict[str, str]) -> None:
     """--same-prompts: the per-request input lengths, where both files carry them, must agree request by request."""
-    def lens(arm: str) -> dict:
+    def lens(arm: str) -> dict:  # data-keyed: cell
         out = {}
         for r in files[arm]:
             key = cell_of(r, domain)

@@ -127,7 +127,7 @@ class CrossMachines:
             return f"the runs ran on different machines: A {self.a}; B {self.b}"
         return f"machines unknown (A {self.a}; B {self.b}): no machine level added"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # json-edge: diff --json
         return {"status": self.status, "a": self.a, "b": self.b}
 
 
@@ -204,6 +204,7 @@ def pair_figure(a: Archive, b: Archive, metric: str, views=None) -> tuple[float,
     return sum(ds) / len(ds), (sum(parts) / len(parts) if parts else 0.0)
 
 
+# data-keyed: metric
 def machine_variance(root: Path | None, metrics: list[str], judged: tuple[str, ...] = ()) -> dict[str, MachineVar]:
     """Per metric, the between-machine variance: estimated from the committed cross-machine A/A pairs under root
     (machine_var_from_pairs, one df per pair of machines: runs of the same two machines averaged first), else the

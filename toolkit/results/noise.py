@@ -58,7 +58,7 @@ class LaunchView:
             self._arm_n[arm] = max((self.launches(g) for g in self.groups if g[0] == arm), default=0)
         return self._arm_n[arm]
 
-    def figures(self, group: Group, metric: str) -> dict[int, float]:
+    def figures(self, group: Group, metric: str) -> dict[int, float]:  # data-keyed: launch
         k = (group, metric)
         if k not in self._fig:
             self._fig[k] = self.reader.launch_figures(self.groups.get(group, []), metric)
@@ -75,7 +75,7 @@ class LaunchView:
                 launch_noise({g: self.figures(g, metric) for g in self.arm_groups(arm)}, self.source)
         return self._noise[k]
 
-    def arm_figures(self, arm: str, metric: str, groups: list[Group]) -> dict[int, float]:
+    def arm_figures(self, arm: str, metric: str, groups: list[Group]) -> dict[int, float]:  # data-keyed: launch
         """Per launch, the geometric mean of the figures of `groups` (launches that have all of them)."""
         figs = [logs(self.figures(g, metric)) for g in groups]
         if not figs:
@@ -91,7 +91,7 @@ class LaunchView:
         return Noise(var=n.arm_var, df=n.arm_df or 1.0, source=n.source, cells=n.cells, launches=n.launches)
 
 
-def _manifest(run: Path) -> dict | None:
+def _manifest(run: Path) -> dict | None:  # json-edge: manifest.json as read
     try:
         return json.loads((run / "manifest.json").read_text())
     except (OSError, ValueError):
@@ -148,7 +148,7 @@ def newest_calibration(root: Path, env_hash: str | None, env_name: str | None = 
     `results list` names it; None: any), other than `exclude`. Skipped with the reason appended to `refused`:
     one made on a busy host, and one of the same Environment (`env_name`) made for another hash than
     env_hash and `judged` (the other hashes a comparison judges: those are found for their own runs)."""
-    from toolkit.results.facts import host_view
+    from toolkit.results.facts import gpu_model
 
     if not env_hash or not Path(root).is_dir():
         return None
@@ -167,7 +167,7 @@ def newest_calibration(root: Path, env_hash: str | None, env_name: str | None = 
             cal = open_archive(run)
         except Exception:  # noqa: BLE001 - a corrupt run is no calibration; `results verify` names it
             continue
-        if gpu is not None and host_view(cal.manifest.host.primary).get("gpus") != gpu:
+        if gpu is not None and gpu_model(cal.manifest.host.primary) != gpu:
             continue
         why = refusal(cal) or (None if mine else stale(cal, ok))
         if why is None:
@@ -181,10 +181,10 @@ def find_calibration(root: Path, archive: Archive, refused: list[str] | None = N
                      judged: Collection[str | None] = ()) -> Archive | None:
     """The newest usable noise calibration of the archive's environment (hash) and GPU model under root
     (newest_calibration); refused ones (busy host, an older hash of the same Environment) go to `refused`."""
-    from toolkit.results.facts import host_view
+    from toolkit.results.facts import gpu_model
 
     env = archive.manifest.environment
-    return newest_calibration(root, env.hash, env.name, host_view(archive.manifest.host.primary).get("gpus"),
+    return newest_calibration(root, env.hash, env.name, gpu_model(archive.manifest.host.primary),
                               exclude=Path(archive.path), refused=refused, judged=judged)
 
 

@@ -46,7 +46,7 @@ def baseline_arm(a: Archive) -> str | None:
 _GROUPS: dict[int, tuple[Archive, dict]] = {}
 
 
-def _group_stats(a: Archive) -> dict:
+def _group_stats(a: Archive) -> dict:  # data-keyed: group
     """Each (arm, domain, concurrency, output_len) group's metrics, read once per archive."""
     hit = _GROUPS.get(id(a))
     if hit is None or hit[0] is not a:
@@ -56,7 +56,7 @@ def _group_stats(a: Archive) -> dict:
     return hit[1]
 
 
-def cell_stat(a: Archive, metric: str, field: str = "p50") -> dict[tuple[str, str, int], float]:
+def cell_stat(a: Archive, metric: str, field: str = "p50") -> dict[tuple[str, str, int], float]:  # data-keyed: cell
     """(arm, domain, concurrency) -> one field of a metric, as `results show` and `results diff` read it
     (toolkit/results/cells.py: the repeats' requests pooled)."""
     out = {}
@@ -67,7 +67,7 @@ def cell_stat(a: Archive, metric: str, field: str = "p50") -> dict[tuple[str, st
     return out
 
 
-def _colors(arms: list[str]) -> dict[str, str]:
+def _colors(arms: list[str]) -> dict[str, str]:  # data-keyed: arm
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     return {arm: cycle[i % len(cycle)] for i, arm in enumerate(arms)}
 
@@ -144,7 +144,7 @@ def percentiles(runs: list[tuple[str, Archive]], metric: str, title: str) -> byt
     return _png(fig)
 
 
-def speedup_table(a: Archive) -> dict[str, dict[tuple[str, int], float]]:
+def speedup_table(a: Archive) -> dict[str, dict[tuple[str, int], float]]:  # data-keyed: arm, cell
     """arm -> (domain, concurrency) -> throughput ratio over the baseline: the runner's derived speed-ups, else
     (an imported run has none) the same ratio from the archive's cells (toolkit.schema.metrics)."""
     from toolkit.schema.metrics import throughput_ratios
@@ -160,7 +160,7 @@ def speedup_table(a: Archive) -> dict[str, dict[tuple[str, int], float]]:
     return dict(out)
 
 
-def crossover_boxes(a: Archive) -> dict[str, dict[str, int]]:
+def crossover_boxes(a: Archive) -> dict[str, dict[str, int]]:  # data-keyed: arm, domain
     """arm -> domain -> the concurrency the heatmap outlines: the run's crossovers (derived.crossovers, made
     under the rule of what a verdict may use: toolkit/results/verdicts.py), nothing else."""
     from toolkit.results.verdicts import current

@@ -61,7 +61,7 @@ def _us(x: float) -> int:
     return round(x * 1000.0)
 
 
-def encode_one(r: RequestRecord) -> dict:
+def encode_one(r: RequestRecord) -> dict:  # json-edge: a records line
     d = json.loads(r.model_dump_json(exclude_defaults=True))
     d["send_us"] = round(d.pop("send_s") * 1e6)
     for f in _MS:

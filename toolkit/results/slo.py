@@ -99,7 +99,7 @@ def launch_certainty(reader: CellReader, cells: list[CellSlo]) -> None:
         return
     names = [r.objective for c in cells for r in c.objectives]
 
-    def figures(g: tuple, name: str) -> dict[int, float]:
+    def figures(g: tuple, name: str) -> dict[int, float]:  # data-keyed: launch
         if name == "attainment":
             return {la: max(x.attainment, 0.5 / x.n) for la, x in per[g].items() if x.attainment is not None and x.n}
         return {la: r.value for la, x in per[g].items() for r in x.objectives if r.objective == name and r.value}

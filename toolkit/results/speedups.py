@@ -52,7 +52,7 @@ def measured_ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.ok and not r.warmup and r.e2e_ms and r.output_tokens > 0]
 
 
-def occurrence_keys(records: list[RequestRecord]) -> dict:
+def occurrence_keys(records: list[RequestRecord]) -> dict:  # data-keyed: request key
     """(launch, repeat, prompt id, occurrence) -> record: what pairs a request of one arm with the other's."""
     seen: dict = defaultdict(int)
     out = {}
@@ -74,7 +74,7 @@ def _point(arm: list[RequestRecord], base: list[RequestRecord]) -> float | None:
     return ra / rb if rb and np.isfinite(ra / rb) else None
 
 
-def _rounds(records: list[RequestRecord]) -> dict[int, list[RequestRecord]]:
+def _rounds(records: list[RequestRecord]) -> dict[int, list[RequestRecord]]:  # data-keyed: launch
     out: dict[int, list[RequestRecord]] = defaultdict(list)
     for r in records:
         out[r.launch].append(r)

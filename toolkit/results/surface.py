@@ -103,6 +103,7 @@ def _usable(r: dict) -> bool:
             and r.get("ci_high") is not None)
 
 
+# json-edge: fields of a report --json surface row
 def interpolate(points: list[tuple[float, float, float, float]], accept: float) -> dict:
     """(accept_len, ratio, ci_low, ci_high) points of one (arm, domain, level) at `accept`: linear between the
     two nearest measured lengths, the interval's endpoints the same way. Refused outside the measured range:
@@ -233,7 +234,7 @@ def check(pred: list[dict], measured: list, goal_pct: float = GOAL_PCT) -> list[
     return out
 
 
-def check_summary(rows: list[dict], goal_pct: float = GOAL_PCT) -> dict:
+def check_summary(rows: list[dict], goal_pct: float = GOAL_PCT) -> dict:  # json-edge: report --json's surface
     """The check's verdict counts and the median |error| (percent) over its cells."""
     errs = [abs(r["error_pct"]) for r in rows if r.get("error_pct") is not None]
     return {"goal_pct": goal_pct, "cells": len(rows), "rule": VERDICT_RULE,
@@ -241,6 +242,7 @@ def check_summary(rows: list[dict], goal_pct: float = GOAL_PCT) -> dict:
             "median_abs_error_pct": statistics.median(errs) if errs else None}
 
 
+# data-keyed: arm, domain
 def real_acceptance(cells: list, baseline: str | None = None, per_level: bool = False) -> dict[tuple, float]:
     """(arm, domain) -> the real acceptance length of a speculative arm: the mean accept_length of its ok cells
     whose acceptance was not forced, weighted by each figure's n; with per_level, (arm, domain, level) -> the
@@ -256,6 +258,7 @@ def real_acceptance(cells: list, baseline: str | None = None, per_level: bool = 
     return {k: sum(v * n for v, n in vs) / sum(n for _, n in vs) for k, vs in acc.items()}
 
 
+# json-edge: report --json's surface
 def build(speedups: list, manifest_arms: dict | None, cells: list | None = None,
           measured: list | None = None, source: str | None = None, baseline: str | None = None) -> dict | None:
     """The surface of a run and, with the real acceptance `cells` (default: none), the prediction, its

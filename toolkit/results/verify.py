@@ -51,7 +51,7 @@ class Problem:
     def __str__(self) -> str:
         return f"{self.file}: {self.message}" if self.severity == "error" else f"{self.file}: warning: {self.message}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # json-edge: verify --json
         return asdict(self)
 
 
@@ -110,7 +110,7 @@ def _records(path: Path, rel: str, problems: list[Problem]) -> list[RequestRecor
 
 
 def _cells(path: Path, problems: list[Problem], records: bool = True, imported: bool = False,
-           recoded: Recoded | None = None) -> dict[str, dict]:
+           recoded: Recoded | None = None) -> dict[str, dict]:  # data-keyed: cell key
     cells = {}
     for p in glob(path / "cells", "*.json"):
         key, rel = p.name[: -len(".json")], f"cells/{p.name}"

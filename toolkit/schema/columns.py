@@ -34,7 +34,7 @@ COLUMNS = FLOAT_COLUMNS + INT_COLUMNS
 OLD_NAMES = {"itl_ms": "itl_req_mean_ms", "output_tok_s": "req_output_tok_s", "accept_length": "req_accept_length"}
 
 
-def columns_from_records(records: list[RequestRecord]) -> dict[str, np.ndarray]:
+def columns_from_records(records: list[RequestRecord]) -> dict[str, np.ndarray]:  # data-keyed: column name
     ok = successful(records)
     out = {c: request_values(ok, c) for c in FLOAT_COLUMNS}
     out["output_tokens"] = np.asarray([r.output_tokens for r in ok], dtype=np.int32)
@@ -48,14 +48,14 @@ def save_columns(cols: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def registry_names(raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def registry_names(raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # data-keyed: column name
     """Columns under the registry's names, whichever version wrote them."""
     if any(new in raw for new in OLD_NAMES.values()):
         return dict(raw)
     return {OLD_NAMES.get(k, k): v for k, v in raw.items()}
 
 
-def load_columns(path: Path) -> dict[str, np.ndarray]:
+def load_columns(path: Path) -> dict[str, np.ndarray]:  # data-keyed: column name
     try:
         with np.load(path, allow_pickle=False) as z:
             raw = {c: z[c] for c in z.files}

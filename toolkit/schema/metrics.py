@@ -225,6 +225,7 @@ def cell_throughput(cells: Iterable[CellSummary]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
+# data-keyed: cell
 def throughput_ratios(cells: Iterable[CellSummary], baseline: str) -> dict[tuple[str, str, int], float]:
     """(arm, domain, concurrency) -> the arm's cell_throughput over the baseline's at that level: the one
     speed-up every reader uses (the runner's derived speed-ups hold it as throughput_ratio)."""

@@ -98,7 +98,7 @@ class Objectives(_Model):
         return cls.of(((m, b, v) for m in OBJECTIVE_SAMPLES for b, v in (block.get(m) or {}).items()),
                       block.get("attainment"))
 
-    def block(self) -> dict[str, Any]:
+    def block(self) -> dict[str, Any]:  # json-edge: the Matrix's slo: block (diff --json)
         """Back to the shape of the Matrix's `slo:` block."""
         out: dict[str, Any] = {}
         for o in self.items:

@@ -43,7 +43,7 @@ class _Tune(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> dict[str, Any]:  # json-edge: tune.json
         """The JSON document: the fields that were set, in declaration order (see the module docstring)."""
         return self.model_dump(mode="json", exclude_unset=True)
 
@@ -154,7 +154,7 @@ class TuneState(_Tune):
                 raw = {**raw, "knobs": list(space)}
         return raw
 
-    def params(self, trial: str) -> dict[str, Any]:
+    def params(self, trial: str) -> dict[str, Any]:  # data-keyed: knob name
         """A trial's knob values in the space's order (tune.json sorts its keys)."""
         p = self.trials[trial]
         return {k: p[k] for k in self.knobs if k in p}
@@ -286,7 +286,7 @@ class TuneResult(_Tune):
     report: str | None = Field(None, description="report.md (a complete session)")
     out: str | None = Field(None, description="the tuned environment (--out)")
 
-    def params(self, trial: str) -> dict[str, Any]:
+    def params(self, trial: str) -> dict[str, Any]:  # data-keyed: knob name
         return next((t.params for t in self.trials if t.name == trial), {})
 
 

@@ -37,7 +37,7 @@ def model_dir_for(env_spec) -> Path:
     return ensure_dummy_model(env.model.dummy)
 
 
-def checked_weights(env_spec, reads: set[str]) -> dict[str, str] | None:
+def checked_weights(env_spec, reads: set[str]) -> dict[str, str] | None:  # data-keyed: weights path
     """The Environment's pinned weights this server reads, checked here before it starts (None: none pinned).
     Pins are matched to the preset's folders as resolved paths (relative ones against the spec file); a pin the
     preset does not read is neither required nor checked."""

@@ -44,6 +44,7 @@ class Launcher(Protocol):
                      progress: Callable[[str], None] | None = None) -> None: ...  # progress: what it waits for
     def check_alive(self, during: str = "the cell") -> None: ...  # raises ToolFailure if the server exited
     def info(self) -> ArmState: ...  # launcher facts (+ engine, version, limits) for the archive
+    # json-edge: what the server answered
     def server_info(self) -> dict: ...  # what the server says about itself ({} when it says nothing)
     def flush_cache(self) -> bool | None: ...  # reset counters and caches; None: nothing the toolkit resets
     def stop(self) -> None: ...
@@ -59,6 +60,7 @@ class Launcher(Protocol):
     cell_step: Callable[..., list] | None  # sends a cell from beside the server (a job step); None: from here
     log_path: Path | None  # where the toolkit keeps the server's log (None: it keeps none here)
 
+    # data-keyed: archive path
     def archive_files(self) -> dict[str, str]: ...  # {archive path: text} written once it started ({}: none)
     def job_launch(self) -> SlurmLaunch | None: ...  # the batch job a launch ran in, for its launch record (None)
     def job_record(self, launch: int) -> SlurmJobRecord | None: ...  # the batch job as the manifest lists it (None)
@@ -264,7 +266,7 @@ class BaseLauncher:
             out.add(weights_checked=self.pinned_weights)
         return out
 
-    def server_info(self) -> dict:
+    def server_info(self) -> dict:  # json-edge: what the server answered
         """What the server says about itself: nothing, unless an engine's launcher knows how to ask."""
         return {}
 
@@ -293,7 +295,7 @@ class BaseLauncher:
     jit_cache = None
     cell_step: Callable[..., list] | None = None
 
-    def archive_files(self) -> dict[str, str]:
+    def archive_files(self) -> dict[str, str]:  # data-keyed: archive path
         return {}
 
     def job_launch(self) -> SlurmLaunch | None:
@@ -463,14 +465,14 @@ class ExternalLauncher(BaseLauncher):
         return ""
 
 
-def metrics_snapshot(base_url: str) -> dict[str, float]:
+def metrics_snapshot(base_url: str) -> dict[str, float]:  # data-keyed: /metrics series
     """Prometheus /metrics as {"name{labels}": value}; {} when absent (SGLang: without --enable-metrics;
     vLLM: with --disable-log-stats)."""
     status, body = http_get(base_url + "/metrics", timeout=10)
     return parse_metrics(body.decode(errors="replace")) if status == 200 else {}
 
 
-def parse_metrics(text: str) -> dict[str, float]:
+def parse_metrics(text: str) -> dict[str, float]:  # data-keyed: /metrics series
     """Prometheus text format -> {"name{labels}": value}. Label values may hold spaces; a sample may end
     with a timestamp, which is dropped."""
     out: dict[str, float] = {}

@@ -137,7 +137,7 @@ def load_tokenizer(path: Path):
 
 # -- config-only folders for SGLang's --load-format dummy
 
-def config_json(d: DummyConfig, tok, target: DummyConfig | None = None) -> dict:
+def config_json(d: DummyConfig, tok, target: DummyConfig | None = None) -> dict:  # json-edge: config.json
     """config.json of a config-only folder; its vocabulary is the tokenizer's (every emitted id decodes)."""
     vocab = len(tok)
     cfg = {
@@ -154,7 +154,7 @@ def config_json(d: DummyConfig, tok, target: DummyConfig | None = None) -> dict:
     return cfg
 
 
-def _config_marker(d: DummyConfig, target: DummyConfig | None) -> dict:
+def _config_marker(d: DummyConfig, target: DummyConfig | None) -> dict:  # json-edge: the config marker file
     return {"recipe": CONFIG_RECIPE, **d.model_dump(mode="json"),
             "target": target.model_dump(mode="json") if target is not None else None}
 

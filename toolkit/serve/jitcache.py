@@ -105,11 +105,12 @@ class JitCache:
     def for_env(cls, root: Path, env_hash: str, gpu: str) -> "JitCache":
         return cls(Path(root) / "jit" / slug(gpu) / env_hash[:16], gpu, env_hash)
 
-    def env(self) -> dict[str, str]:
+    def env(self) -> dict[str, str]:  # data-keyed: variable names
         """The variables that point each library at its subfolder (as the server sees the folder)."""
         base = self.inside or str(self.folder)
         return {var: f"{base}/{sub}" for sub, names in KEPT.items() for var in names}
 
+    # data-keyed: variable names
     def bytecode_env(self, inherited: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
         """The variables that keep the server's Python bytecode in this folder, for a server that would
         otherwise write none: PYTHONDONTWRITEBYTECODE set (non-empty) in what it inherits from the

@@ -78,6 +78,7 @@ def cap_line(text: str) -> str | None:
     return None
 
 
+# data-keyed: start-up mark
 def startup_phases(text: str, started_at: float, startup_s: float | None = None) -> dict[str, float] | None:
     """Seconds from the launch (epoch `started_at`) to each of SGLang's start-up marks its log's head holds
     (engines.sglang.STARTUP_MARKS: {first_line, server_args, scheduler, memory_pool, ready}); None when it

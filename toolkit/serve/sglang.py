@@ -62,7 +62,7 @@ class SGLangMixin:
         """Before a cell: restart SGLang's cumulative counters (acceptance) and empty its prefix cache."""
         return flush_cache(self.base_url, timeout_s)
 
-    def server_info(self) -> dict:
+    def server_info(self) -> dict:  # json-edge: what the server answered
         return server_info(self.base_url)
 
     def info(self) -> ArmState:
@@ -124,7 +124,7 @@ class SGLangDockerLauncher(SGLangMixin, ContainerLauncher):
 
 # -- SGLang helpers for the runner ---------------------------------------------------------------
 
-def server_info(base_url: str) -> dict:
+def server_info(base_url: str) -> dict:  # json-edge: what the server answered
     """/server_info (falls back to the deprecated /get_server_info); {} when the server has neither."""
     for path in ("/server_info", "/get_server_info"):
         status, body = http_get(base_url + path, timeout=10)

@@ -68,7 +68,7 @@ class VLLMMixin:
                                   hint=f"last lines of its log:\n{tail}")
             time.sleep(0.2)
 
-    def server_info(self) -> dict:
+    def server_info(self) -> dict:  # json-edge: what the server answered
         return server_info(self.base_url)
 
     def info(self) -> ArmState:
@@ -111,7 +111,7 @@ def served_models(body: bytes) -> list[str]:
         return []
 
 
-def server_info(base_url: str) -> dict:
+def server_info(base_url: str) -> dict:  # json-edge: what the server answered
     """/version merged with /server_info?config_format=json where the server has it (dev mode): {} when it
     answers neither."""
     out: dict = {}
@@ -131,6 +131,6 @@ def server_info(base_url: str) -> dict:
     return out
 
 
-def acceptance_counters(base_url: str) -> dict[str, float] | None:
+def acceptance_counters(base_url: str) -> dict[str, float] | None:  # data-keyed: /metrics series names
     """The server's spec-decode counters now (toolkit.engines.vllm.acceptance_counters)."""
     return vllm.acceptance_counters(metrics_snapshot(base_url))

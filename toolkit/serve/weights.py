@@ -13,7 +13,7 @@ from toolkit.errors import ToolkitError
 from toolkit.fsutil import folder_digest
 
 
-def check(pins: dict[str, str]) -> dict[str, str]:
+def check(pins: dict[str, str]) -> dict[str, str]:  # data-keyed: weights path
     """Every pinned path against its sha256; {path: sha256}. A mismatch is an error before any server starts:
     other weights would be measured under this name."""
     checked = {}

@@ -275,7 +275,7 @@ class SlurmLauncher(BaseLauncher):
                               node=self.node, gpus=(self.gpus or "all") if self.node else None,
                               state=st.describe() if st else None, steps=dict(self.steps))
 
-    def archive_files(self) -> dict[str, str]:
+    def archive_files(self) -> dict[str, str]:  # data-keyed: archive path
         """Written to the archive as soon as the job is submitted: its script (its id goes into the manifest's
         slurm.jobs at the same moment: --resume cancels a job a killed toolkit left)."""
         return {f"slurm/{self.job.arm}.sbatch": self.job.text} if self.job_id is not None else {}

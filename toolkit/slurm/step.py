@@ -97,6 +97,7 @@ def run_cell_in_job(launcher, load: CellLoad, prompts: list[Prompt], *, n: int, 
             f.unlink(missing_ok=True)
 
 
+# json-edge: the step's last JSON event
 def _follow(proc, events: _Events, streamed: list, go: Path, on_record, on_measure, check_alive) -> dict | None:
     """Until the step's last event (returned) or its exit without one (None)."""
     next_check, exited_at = 0.0, None

@@ -541,7 +541,7 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def referenced_files(spec: LoadedSpec) -> dict[str, Path]:
+def referenced_files(spec: LoadedSpec) -> dict[str, Path]:  # data-keyed: key path
     """Files whose bytes are part of the spec: patches, CA bundle, model path, workload data, linked specs."""
     m = spec.model
     out: dict[str, Path] = {}
@@ -570,7 +570,7 @@ def referenced_files(spec: LoadedSpec) -> dict[str, Path]:
     return out
 
 
-def check_patch_hashes(spec: LoadedSpec) -> dict[str, str]:
+def check_patch_hashes(spec: LoadedSpec) -> dict[str, str]:  # data-keyed: patch path
     """Verify each patch's sha256 against the spec; returns {patch path: sha256}."""
     m = spec.model
     out: dict[str, str] = {}
@@ -617,7 +617,7 @@ def hash_policy(model: type[BaseModel], name: str) -> str | None:
     return next((m.policy for m in (info.metadata if info else ()) if isinstance(m, Hash)), None)
 
 
-def _hash_doc(value: Any, dumped: Any = None) -> Any:
+def _hash_doc(value: Any, dumped: Any = None) -> Any:  # json-edge: the document the spec hash covers
     """What the hash covers of a spec model, at every level: its JSON dump, less the fields whose declared
     policy (`Hash` on the field) leaves them out: `never` (a Matrix's slo and tune), `omit-default` at their
     default (a Matrix's launches: 1; workers, an Environment's dummy_models unset), plus what a model adds that
@@ -651,5 +651,5 @@ def _has_model(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and any(_has_model(x) for x in v)
 
 
-def json_schemas() -> dict[str, dict]:
+def json_schemas() -> dict[str, dict]:  # data-keyed: kind
     return {kind: cls.model_json_schema() for kind, cls in KINDS.items()}

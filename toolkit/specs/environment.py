@@ -91,6 +91,7 @@ class DummyModel(StrictModel):
                                  hint=_heads_hint(self.hidden_size, lambda h: (self.hidden_size // h) % 2 == 0))
         return self
 
+    # json-edge: added to the hashed document
     def hash_extra(self) -> dict:
         # every spec hashed before recipes were versioned was made with v1: the field appears from v2 on
         return {} if DUMMY_RECIPE == "toolkit-dummy-v1" else {"recipe": DUMMY_RECIPE}
@@ -137,7 +138,7 @@ class DummyConfig(StrictModel):
                                       + ", ".join(str(k) for k in range(1, self.heads + 1) if self.heads % k == 0))
         return self
 
-    def hash_extra(self) -> dict:
+    def hash_extra(self) -> dict:  # json-edge: added to the hashed document
         return {"recipe": CONFIG_RECIPE}
 
 

@@ -43,7 +43,7 @@ def _memo_path() -> Path | None:
     return cache_dir() / "genconfig" / name if name else None
 
 
-def _memo() -> dict:
+def _memo() -> dict:  # json-edge: the memo file
     path = _memo_path()
     try:
         doc = json.loads(path.read_text()) if path is not None else {}

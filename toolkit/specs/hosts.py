@@ -69,7 +69,7 @@ class Hosts(StrictModel):
                 return ("defaults",) + tuple(loc[2:])
         return None
 
-    def group(self, name: str) -> dict[str, Host]:
+    def group(self, name: str) -> dict[str, Host]:  # data-keyed: host name
         if name == "all":
             return dict(self.hosts)
         return {n: h for n, h in self.hosts.items() if name in h.groups}

@@ -48,7 +48,7 @@ def _log(v: Any) -> float | None:
     return math.log(v) if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else None
 
 
-def logs(values: Mapping[Any, float] | Iterable[float]) -> dict[Any, float]:
+def logs(values: Mapping[Any, float] | Iterable[float]) -> dict[Any, float]:  # data-keyed: the input's own keys
     """The positive finite figures, logged, keyed as given (a sequence: by position)."""
     items = values.items() if isinstance(values, Mapping) else enumerate(values)
     out = {}

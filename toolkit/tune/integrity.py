@@ -93,7 +93,7 @@ def run_host(run_dir: Path) -> str:
     return f"{c.get('hostname') or '?'}" + (f"({'/'.join(gpus)})" if gpus else "")
 
 
-def confirmation_machines(run_dirs: list[Path]) -> dict[str, list[str]]:
+def confirmation_machines(run_dirs: list[Path]) -> dict[str, list[str]]:  # data-keyed: arm
     """arm -> the machines its confirmation cells ran on. A cell's GPU is the uuid its telemetry sampled (the
     manifest names only the host that started the run: a resumed run may have measured elsewhere); a cell
     without telemetry (no GPU) is the manifest's host."""

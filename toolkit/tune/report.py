@@ -35,7 +35,7 @@ def _ratio(r: PairedRatio | None) -> Ratio:
         Ratio(speedup=None, ci_low=None, ci_high=None)
 
 
-def run_records(run_dir: Path) -> dict[tuple, list]:
+def run_records(run_dir: Path) -> dict[tuple, list]:  # data-keyed: cell
     """(arm, domain, concurrency) -> every record of a run's cells (repeats together)."""
     from toolkit.results.archive import open_archive
 
@@ -55,7 +55,7 @@ def rung_noise(folder: Path, runs: list[str], again: str | None):
     return None if again or not runs else derive.speedup_noise(folder / runs[0], 1)[0]
 
 
-def _merged(folder: Path, runs: list[str]) -> dict[tuple, list]:
+def _merged(folder: Path, runs: list[str]) -> dict[tuple, list]:  # data-keyed: cell
     out: dict[tuple, list] = {}
     for r in runs:
         out.update(run_records(folder / r))

@@ -68,6 +68,7 @@ def _bracket(before: list[RequestRecord], after: list[RequestRecord]) -> list[Re
             for k, r in a.items() if k in b]
 
 
+# data-keyed: cell
 def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, baseline: str,
                  again: str | None = None, seed: int = 0, noise=None) -> dict[tuple[str, int], PairedRatio]:
     """(domain, concurrency) -> paired ratio of `trial` over `baseline` with its 95 % CI and n, pooled over the

@@ -21,12 +21,14 @@ from typing import Any
 import yaml
 
 from toolkit.fsutil import write_atomic
+from toolkit.schema.tune import SplitFiles, WorkloadSplit
 from toolkit.specs import LoadedSpec
 from toolkit.specs.matrix import Target as TargetSpec
 
 
-def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[str, dict]:
-    """Write each workload's prompts and its tune sample; returns {workload: {all, tune, held_out, files}}."""
+# data-keyed: workload
+def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[str, WorkloadSplit]:
+    """Write each workload's prompts and its tune sample; returns workload -> its split (tune.json's `split`)."""
     from toolkit.bench.plan import load_workloads
     from toolkit.workloads.loader import sample
 
@@ -39,10 +41,10 @@ def split_prompts(mspec: LoadedSpec, folder: Path, share_held: float) -> dict[st
             raise mspec.error(("workloads", i), f"workload {w.name!r} has {n} prompt(s): too few to keep some out "
                               "of the search for the confirmation", hint="give the workload more prompts")
         tune = sample(w.prompts, n_tune, m.seed, f"{w.name} (tune sample)")
-        files = {"all": f"prompts/{w.name}.all.jsonl", "tune": f"prompts/{w.name}.tune.jsonl"}
-        write_atomic(folder / files["all"], _jsonl(w.prompts))
-        write_atomic(folder / files["tune"], _jsonl(tune))
-        out[w.name] = {"all": n, "tune": n_tune, "held_out": n - n_tune, "files": files, "source": w.source}
+        files = SplitFiles(all=f"prompts/{w.name}.all.jsonl", tune=f"prompts/{w.name}.tune.jsonl")
+        write_atomic(folder / files.all, _jsonl(w.prompts))
+        write_atomic(folder / files.tune, _jsonl(tune))
+        out[w.name] = WorkloadSplit(all=n, tune=n_tune, held_out=n - n_tune, files=files, source=w.source)
     return out
 
 
@@ -51,7 +53,7 @@ def _jsonl(prompts) -> str:
                    for p in prompts)
 
 
-def _abs_paths(env: dict, env_spec: LoadedSpec) -> dict:
+def _abs_paths(env: dict, env_spec: LoadedSpec) -> dict:  # json-edge: an Environment document (YAML)
     """The environment's relative paths made absolute: its copy lives in another folder. (path_of is relative
     to the working directory when the spec was named by a relative path: resolved here, or a spec loaded as
     `benchmarks/x/../../envs/e.yaml` would name its patch relative to a folder the copy is not in.)"""
@@ -73,6 +75,7 @@ def _abs_paths(env: dict, env_spec: LoadedSpec) -> dict:
     return env
 
 
+# json-edge: an Environment document (YAML)
 def trial_environment(env_spec: LoadedSpec, arm: str, baseline: str, level: str,
                       trials: dict[str, dict[str, Any]], again: str | None = None) -> dict:
     """The environment whose presets are the baseline (and, as `again`, its twin measured after the trials),
@@ -100,6 +103,7 @@ def trial_environment(env_spec: LoadedSpec, arm: str, baseline: str, level: str,
     return data
 
 
+# json-edge: a Matrix document (YAML)
 def run_matrix(mspec: LoadedSpec, *, name: str, arms: list[str], baseline: str, workloads: list[dict],
                requests: int, seed: int, repeats: int, target: TargetSpec, description: str) -> dict:
     """A Matrix like the user's (api, concurrency, output length, warmup, temperature), for one tune run."""

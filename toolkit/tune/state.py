@@ -9,7 +9,7 @@ from pathlib import Path
 
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_json
-from toolkit.schema.tune import FORMAT, STATE_FILE, VERSION, MatrixRef, Rung, TuneState, WorkloadSplit, load_tune_state
+from toolkit.schema.tune import FORMAT, STATE_FILE, VERSION, MatrixRef, Rung, TuneState, load_tune_state
 from toolkit.specs import LoadedSpec, spec_hash
 from toolkit.tune import search, specs
 from toolkit.tune.space import Space
@@ -53,7 +53,7 @@ def new_state(mspec: LoadedSpec, env_spec: LoadedSpec, space: Space, arm: str, *
         tune=m.tune.model_dump(mode="json"), budget=budget, candidates=len(space.candidates), notes=space.notes,
         incumbent=space.base, trials=trials, schedule=search.schedule(len(trials), m.tune.eta),
         first_requests=first, confirm_requests=confirm_requests,
-        split={w: WorkloadSplit.model_validate(s) for w, s in split.items()}, server=None, again=again,
+        split=split, server=None, again=again,
         seed=m.seed, knobs=space.knobs, rungs=[Rung(index=0, trials=list(trials), requests=first)],
         confirmation=None)
 

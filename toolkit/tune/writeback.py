@@ -152,7 +152,7 @@ def write_tuned(env_spec: LoadedSpec, out: Path, *, arm: str, engine: str, param
 SECTIONS = ("servers", "request_params")
 
 
-def _resolved(y, data) -> dict:
+def _resolved(y, data) -> dict:  # json-edge: the YAML document
     """The document as a plain YAML reader sees it (anchors, aliases and merge keys resolved)."""
     import yaml
 
@@ -161,7 +161,7 @@ def _resolved(y, data) -> dict:
     return yaml.safe_load(buf.getvalue()) or {}
 
 
-def _others(doc: dict, arm: str) -> dict:
+def _others(doc: dict, arm: str) -> dict:  # json-edge: the YAML document
     """The document without the tuned preset (what must not move)."""
     out = dict(doc)
     for sec in SECTIONS:

@@ -77,7 +77,7 @@ def _resolve(base_dir: Path, path: str | Path) -> Path:
     return p if p.is_absolute() else base_dir / p
 
 
-def allocate(mix: dict[str, float], n: int) -> dict[str, int]:
+def allocate(mix: dict[str, float], n: int) -> dict[str, int]:  # data-keyed: domain
     """Split n into integer counts proportional to mix (largest remainder, ties by name)."""
     total = sum(mix.values())
     exact = {d: n * w / total for d, w in mix.items()}

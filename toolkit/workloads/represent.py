@@ -94,7 +94,7 @@ def _lengths(counts: list[int]) -> Lengths:
                    bins={labels[i]: round(hist.get(i, 0) / len(counts), 4) for i in range(len(labels))})
 
 
-def _mix(labels: list[str]) -> dict[str, float]:
+def _mix(labels: list[str]) -> dict[str, float]:  # data-keyed: domain
     c = Counter(labels)
     return {d: round(c.get(d, 0) / len(labels), 4) for d in DOMAINS}
 

@@ -233,6 +233,7 @@ def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | 
     return out
 
 
+# json-edge: report --json's surface
 def _surface(a: Archive, derived: Derived, cells: list, acceptance_from: Archive | None) -> dict | None:
     """The run's speed-up surface (toolkit/results/surface.py) with the prediction from the real acceptance of
     `acceptance_from` (its cells and speed-ups), else of this run's own real speculative arms."""

@@ -13,6 +13,7 @@ import random
 from toolkit.workloads.gen.snippets import FILES
 
 
+# json-edge: a tool's JSON schema
 def tool(name: str, desc: str, params: dict[str, tuple[str, str]], required: list[str] | None = None) -> dict:
     props = {k: {"type": t, "description": d} for k, (t, d) in params.items()}
     return {"type": "function", "function": {
