@@ -63,9 +63,9 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
         raise mspec.error(("tune", "space"), f"no search space for arm {arm!r}",
                           hint=did_you_mean(arm, list(m.tune.space)) or
                           f"spaces here: {', '.join(m.tune.space)}; or add `{arm}:` under tune.space")
-    if arm not in m.arms:
-        raise mspec.error(("tune", "space", arm), f"arm {arm!r} is not one of the matrix's arms {m.arms}",
-                          hint=did_you_mean(arm, list(m.arms)) or
+    if arm not in m.arm_names:
+        raise mspec.error(("tune", "space", arm), f"arm {arm!r} is not one of the matrix's arms {m.arm_names}",
+                          hint=did_you_mean(arm, list(m.arm_names)) or
                           f"add {arm!r} to `arms:`: a tuned arm is one the matrix compares, so its baseline is "
                           "the matrix's baseline")
     if arm == m.baseline_arm:

@@ -111,8 +111,9 @@ def _matrix_facts(spec: dict, sweep: SweepRecord | None = None) -> list[list[str
     if isinstance(dur, dict):
         dur = ", ".join(f"c>={k}: {v:g} s" for k, v in sorted(dur.items(), key=lambda kv: int(kv[0])))
     per_cell = spec.get("requests") or (f"{dur:g} s" if isinstance(dur, (int, float)) else dur or None)
-    rows = [["arms", ", ".join(spec.get("arms") or []) + (f" (baseline: {spec['baseline']})" if spec.get("baseline")
-                                                          else "")],
+    arms = [a if isinstance(a, str) else f"{a['name']} ({a.get('preset') or a['name']} of {a['environment']})"
+            for a in spec.get("arms") or []]  # an arm of another Environment: whose preset it is
+    rows = [["arms", ", ".join(arms) + (f" (baseline: {spec['baseline']})" if spec.get("baseline") else "")],
             ["concurrency", ", ".join(str(c) for c in spec.get("concurrency") or [])],
             ["rates (req/s, open loop)", ", ".join(rate_text(r) for r in spec.get("rates") or [])],
             ["sweep (req/s, open loop)", _sweep(spec, sweep)],
