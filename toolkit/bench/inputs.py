@@ -31,6 +31,7 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
+from toolkit.bench.sources import other_environments
 from toolkit.results.compact import STORE
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
@@ -84,11 +85,8 @@ def _entries(plan) -> list[tuple[str, str, Path]]:
     """(key, role, path) of every file the run reads, specs first."""
     out: list[tuple[str, str, Path]] = []
     specs: list[tuple[str, LoadedSpec]] = [("matrix", plan.spec), ("environment", plan.env_spec)]
-    # the other Environments arms come from (`{name, environment, preset}`), each once, named after the first
-    # arm entry that names it (its key in the Matrix's referenced files)
-    others = {id(s.env_spec): (f"arms[{s.index}].environment", s.env_spec) for s in
-              sorted(plan.sources.values(), key=lambda s: -s.index) if s.env_spec is not plan.env_spec}
-    environments = specs[1:] + sorted(others.values(), key=lambda x: x[0])
+    # the other Environments arms come from (`{name, environment, preset}`), each once
+    environments = specs[1:] + list(other_environments(plan.sources, plan.env_spec).items())
     if plan.hosts_spec is not None:
         specs.append(("target.hosts", plan.hosts_spec))
     specs += environments[1:]

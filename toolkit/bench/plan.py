@@ -18,7 +18,7 @@ from typing import Any
 
 from toolkit import engines, targets
 from toolkit.engines import preset_meaning, sglang
-from toolkit.errors import SpecError, ToolkitError
+from toolkit.errors import SpecError, ToolkitError, did_you_mean
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key, level_label, rate_text, synthetic_arm
 from toolkit.schema.manifest import (ArmEnvironmentRecord, ArmRecord, ArmState, BuildRecord, Determinism, Manifest,
@@ -27,7 +27,7 @@ from toolkit.schema.records import Prompt
 from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import Slot, plan_slots
-from toolkit.bench.sources import ArmSource, check_presets, load_arm_sources, load_env_spec
+from toolkit.bench.sources import ArmSource
 from toolkit.targets import LaunchArgs
 from toolkit.specs.environment import Environment
 from toolkit.specs.matrix import SWEEP_PROBE_SLOTS, Matrix
@@ -515,6 +515,52 @@ def check_matrix(spec: LoadedSpec) -> LoadedSpec:
     plan = plan_target(spec)
     load_workloads(spec, plan.paths.training_data)
     return plan.env_spec
+
+
+def load_env_spec(spec: LoadedSpec, keypath: tuple, rel: str) -> LoadedSpec:
+    """The Environment a Matrix names at `keypath` (`environment:`, or an arm's `environment:`): a missing file,
+    a folder or another kind of spec is an error at that key's line."""
+    env_path = spec.path_of(keypath, rel, file=True)
+    try:
+        return load_spec(env_path, expect="Environment")
+    except SpecError as exc:
+        if exc.message.startswith("expected an Environment spec") and Path(exc.file) == env_path:
+            raise spec.error(keypath, f"{rel} is not an Environment spec: {exc.message.split(', ', 1)[-1]}",
+                             hint=exc.hint) from None
+        raise
+
+
+def check_presets(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[tuple[int, str, tuple]], rel: str) -> None:
+    """Every (index, preset, keypath) a server preset of env_spec; else an error at the first one's line."""
+    presets = list(env_spec.model.servers)
+    missing = [(i, p, key) for i, p, key in arms if p not in presets]
+    if missing:
+        _, preset, key = missing[0]
+        names = [p for _, p, _ in missing]
+        raise spec.error(key, f"arm(s) {names} are not server presets of {rel}", hint=did_you_mean(preset, presets) or f"presets there: {', '.join(presets)}")
+
+
+def load_arm_sources(spec: LoadedSpec, primary: LoadedSpec) -> dict[str, ArmSource]:
+    """The arms listed as `{name, environment, preset}`, each with its Environment (a file loaded once, the
+    primary's own object where it is the same file) and preset, checked: the file is an Environment, the
+    preset one of its servers."""
+    from toolkit.render import template_version
+
+    loaded: dict[Path, LoadedSpec] = {primary.path.resolve(): primary}
+    hashes: dict[Path, str] = {}
+    out: dict[str, ArmSource] = {}
+    for i, a in enumerate(spec.model.arms):
+        if isinstance(a, str):
+            continue
+        path = spec.path_of(("arms", i, "environment"), a.environment, file=True).resolve()
+        if path not in loaded:
+            loaded[path] = load_env_spec(spec, ("arms", i, "environment"), a.environment)
+        key = ("arms", i, "preset") if spec.mark(("arms", i, "preset")) else ("arms", i)
+        check_presets(spec, loaded[path], [(i, a.preset, key)], a.environment)
+        if path not in hashes:
+            hashes[path] = spec_hash(loaded[path], template_version())
+        out[a.name] = ArmSource(loaded[path], a.preset, i, hashes[path])
+    return out
 
 
 def load_environment(spec: LoadedSpec) -> LoadedSpec:

@@ -71,6 +71,14 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
     if arm == m.baseline_arm:
         raise mspec.error(("tune", "space", arm), f"{arm!r} is the baseline: trials are measured against it",
                           hint="tune a speculative arm; the baseline stays as it is")
+    for which in (arm, m.baseline_arm):  # trials are presets written into a copy of the matrix's Environment
+        src = m.arm_source(which)
+        if src is not None:
+            raise mspec.error(("arms", m.arm_index(which)), f"arm {which!r} is preset {src.preset!r} of "
+                              f"{src.environment}, not of the matrix's environment {m.environment}: `bench tune` "
+                              "searches presets of the matrix's own Environment (each trial a preset written into "
+                              "a copy of it)", hint=f"tune it from a matrix whose `environment:` is {src.environment} "
+                                                    f"(arms: its baseline and {src.preset})")
     if arm not in env.servers:
         raise mspec.error(("arms",), f"arm {arm!r} is not a server preset of {m.environment}",
                           hint=f"presets there: {', '.join(env.servers)}")
