@@ -168,7 +168,7 @@ def render_slurm_cmd(
     from toolkit.specs import load_spec
 
     plan = plan_target(load_spec(spec, expect="Matrix"))
-    jobs = render_jobs(plan.spec, plan.env_spec)
+    jobs = render_jobs(plan.spec, plan.env_spec, served=plan.served)
     if out_dir:
         for path in write_jobs(jobs, out_dir):
             out.print(f"wrote {path}")

@@ -182,10 +182,10 @@ class ArmRunner:
         from toolkit.serve.sglang import preset_mismatches
 
         info = self.launcher.info()
-        preset = self.plan.env_spec.model.servers[self.plan.preset_name(self.arm)]
-        meaning = preset_meaning(self.plan.env_spec.model, self.plan.preset_name(self.arm))
+        env, name = self.plan.env_of(self.arm), self.plan.preset_name(self.arm)
+        preset, meaning = env.servers[name], preset_meaning(env, name)
         info.add(external=not self.plan.target.starts_servers, speculative_algorithm=meaning.algorithm)
-        eng = get(self.plan.engine)
+        eng = get(env.engine)
         if not eng.reports_server_info:
             return info
         # the /server_info the launcher read (kept whole as an extra), archived as a file of its own
@@ -247,7 +247,7 @@ class ArmRunner:
         prompts, cell_load = self.plan.prompts(cell), self.plan.load(cell)
         flushed = self._flush()
         self.ledger.set_flushed(cell.arm, flushed is not False)
-        probe = probe_for(launcher, self.plan.engine, speculative=self._speculative(), flushed=flushed,
+        probe = probe_for(launcher, self.plan.engine_of(cell.arm), speculative=self._speculative(), flushed=flushed,
                           warmup=cell_load.warmup)
         probe.start()
         on_record = self.ledger.progress.on_record(cell) if self.ledger.progress else None

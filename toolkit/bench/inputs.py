@@ -31,6 +31,7 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
+from toolkit.bench.sources import other_environments
 from toolkit.results.compact import STORE
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
@@ -84,17 +85,22 @@ def _entries(plan) -> list[tuple[str, str, Path]]:
     """(key, role, path) of every file the run reads, specs first."""
     out: list[tuple[str, str, Path]] = []
     specs: list[tuple[str, LoadedSpec]] = [("matrix", plan.spec), ("environment", plan.env_spec)]
+    # the other Environments arms come from (`{name, environment, preset}`), each once
+    environments = specs[1:] + list(other_environments(plan.sources, plan.env_spec).items())
     if plan.hosts_spec is not None:
         specs.append(("target.hosts", plan.hosts_spec))
+    specs += environments[1:]
     for name, spec in specs:
         for i, f in enumerate(spec.files or [spec.path]):
             out.append((name if i == 0 else f"{name}.extends[{i - 1}]", "spec", Path(f)))
-    for name, spec in specs[:2]:
+    for name, spec in [specs[0], *environments]:
         for key, f in referenced_files(spec).items():
-            if key not in ("environment", "target.hosts"):  # the specs themselves, listed above
+            if key not in ("environment", "target.hosts") and not key.endswith("].environment"):  # specs, above
                 out.append((f"{name}:{key}", _role(key), f))
-    if plan.paths.model is not None:
-        out.append(("environment:model.path", "model", plan.paths.model))
+    for name, spec in environments:
+        model = getattr(spec.model, "model", None)
+        if model is not None and model.path:
+            out.append((f"{name}:model.path", "model", spec.path_of(("model", "path"), model.path)))
     return out
 
 
@@ -114,17 +120,17 @@ def collect(plan) -> tuple[InputsRecord, dict[str, bytes]]:
     """The inputs listing of a planned run and the bytes to archive ({tree path: original bytes})."""
     entries = _entries(plan)
     secrets = secret_values(names=referenced_vars(plan.m.model_dump(mode="json")))  # as the archive writer masks
-    env_model = getattr(plan.env_spec.model, "model", None)
-    packaged = _abs(plan.paths.model) if plan.paths.model is not None and env_model is not None and \
-        str(env_model.path or "").startswith(PACKAGED) else None  # toolkit:NAME, kept out of the tree's root
-    root = os.path.commonpath([os.path.dirname(_abs(p)) for _, _, p in entries if _abs(p) != packaged])
+    # a model the toolkit ships (`model.path: toolkit:NAME`), kept out of the tree's root
+    packaged = {_abs(e.path_of(("model", "path"), e.model.model.path)) for e in plan.env_specs()
+                if getattr(e.model, "model", None) is not None and str(e.model.model.path or "").startswith(PACKAGED)}
+    root = os.path.commonpath([os.path.dirname(_abs(p)) for _, _, p in entries if _abs(p) not in packaged])
     files: list[InputFile] = []
     data: dict[str, bytes] = {}
     seen: set[str] = set()
     for key, role, p in entries:
         src = _abs(p)
         rel = PurePosixPath(*Path(os.path.relpath(src, root)).parts).as_posix()
-        if src == packaged:  # a model the toolkit ships: archived beside the specs' tree, under its name
+        if src in packaged:  # a model the toolkit ships: archived beside the specs' tree, under its name
             rel = f"_toolkit/{Path(src).name}"
         if role == "model":
             files.append(InputFile(ref=key, role=role, path=rel, source=src, archived=False, files=_model_files(p)))

@@ -140,7 +140,7 @@ def _new_archive(plan: RunPlan, launchers: dict, results_root: Path, origin: Ori
                  probed: Any) -> ArchiveWriter:
     """The run's archive with its manifest (the plan written down, the arms' commands, the target's record)
     and inputs/; a sweep's probes (`probed`) archived into it."""
-    commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arms}
+    commands = {arm: command_of(launchers.get(arm)) for arm in plan.m.arm_names}
     manifest = run_manifest(plan, commands)
     if purpose:
         manifest = manifest.model_copy(update={"purpose": purpose})
@@ -357,7 +357,7 @@ def shared_server(plan: RunPlan) -> set[str]:
 def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -> Derived:
     """Speedups, crossovers, threshold advice and methodology checks of what the ledger holds; with an slo
     block, goodput, capacity and the advice within the objectives (toolkit/results/slo.py)."""
-    m, env = plan.m, plan.env
+    m = plan.m
     from toolkit.results.verdicts import verdicts
 
     measured = any(c.status == "ok" for c in ledger.cells)  # no cell succeeded: no advice from zero data
@@ -366,13 +366,13 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
     rows = derive.speedups(ledger.cells, ledger.records, m.baseline_arm, seed=m.seed, noise=noise, shared=shared,
                            stage1=stage1_rounds(m.launches) if m.launches_auto is not None else None) \
         if measured else []
-    spec_arms = ({a for a in m.arms if a != m.baseline_arm and preset_meaning(env, plan.preset_name(a)).speculative}
+    spec_arms = ({a for a in m.arm_names if a != m.baseline_arm and preset_meaning(plan.env_of(a), plan.preset_name(a)).speculative}
                  if measured else set())
     v = verdicts(rows, ledger.cells, ledger.arm_info, spec_arms)  # crossovers and advice over usable levels
     checks = derive.methodology_checks(matrix=m, cells=ledger.cells, records=ledger.records,
                                        arm_info=ledger.arm_info, flushed=ledger.flushed,
                                        representativeness=plan.representativeness, windows=ledger.windows,
-                                       dummy_arms=[a for a in m.arms if plan.is_dummy(a, ledger.arm_info.get(a))])
+                                       dummy_arms=[a for a in m.arm_names if plan.is_dummy(a, ledger.arm_info.get(a))])
     if m.launches > 1 and not plan.target.starts_servers:
         checks.append(Check(check="launches-of-external-servers", severity="warning",
                             message=f"launches: {m.launches} against external servers: the toolkit does not start "

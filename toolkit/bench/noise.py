@@ -49,7 +49,7 @@ def calibrate(spec: LoadedSpec, *, launches: int = DEFAULT_LAUNCHES, results_roo
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     try:
         loaded = load_spec(path, expect="Matrix")
-        log(f"noise calibration: {spec.model.name}, {launches} launches per arm of {', '.join(spec.model.arms)} "
+        log(f"noise calibration: {spec.model.name}, {launches} launches per arm of {', '.join(spec.model.arm_names)} "
             "(an A/A run: nothing changes between launches but the launch)")
         result = run_matrix(loaded, results_root=results_root, progress=progress, log=log, purpose=NOISE_CALIBRATION)
         busy = _busy(result.path)

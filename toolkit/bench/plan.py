@@ -21,12 +21,13 @@ from toolkit.engines import preset_meaning, sglang
 from toolkit.errors import SpecError, ToolkitError, did_you_mean
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key, level_label, rate_text, synthetic_arm
-from toolkit.schema.manifest import (ArmRecord, ArmState, BuildRecord, Determinism, Manifest,
+from toolkit.schema.manifest import (ArmEnvironmentRecord, ArmRecord, ArmState, BuildRecord, Determinism, Manifest,
                                      SyntheticAcceptance)
 from toolkit.schema.records import Prompt
 from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import Slot, plan_slots
+from toolkit.bench.sources import ArmSource
 from toolkit.targets import LaunchArgs
 from toolkit.specs.environment import Environment
 from toolkit.specs.matrix import SWEEP_PROBE_SLOTS, Matrix
@@ -121,11 +122,11 @@ def plan_rounds(m: Matrix, round_seed: int | None = None) -> list[list[str]]:
     the same arm in every run, and the run's orders can be replayed; without one (None: older callers), from
     the Matrix's `seed` (the same orders every run). The Matrix's `seed` stays the prompts'."""
     if m.planned_launches == 1:
-        return [list(m.arms)]
+        return [list(m.arm_names)]
     base = m.seed if round_seed is None else f"run:{round_seed}"
     out = []
     for r in range(m.planned_launches):
-        order = list(m.arms)
+        order = list(m.arm_names)
         random.Random(f"rounds:{base}:{r}").shuffle(order)
         out.append(order)
     return out
@@ -156,22 +157,25 @@ class Synthetic:
         return SyntheticAcceptance(of=self.arm, accept_len=self.accept_len, env=self.env)
 
 
-def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec) -> None:
-    """A Matrix's `synthetic_acceptance:` against its Environment (toolkit validate and every run): only SGLang
-    has the knob, only speculative arms use it, and no run arm name may collide with one of the matrix's."""
+def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec, sources: dict[str, ArmSource] | None = None) -> None:
+    """A Matrix's `synthetic_acceptance:` against its Environment(s) (toolkit validate and every run): only SGLang
+    has the knob, only speculative arms of an engine that has it use it (an arm of another engine runs once, at
+    its real acceptance), and no run arm name may collide with one of the matrix's."""
     m: Matrix = spec.model
     if m.synthetic_acceptance is None:
         return
     env = env_spec.model
-    if not engines.get(env.engine).synthetic_acceptance:
+    sources = sources or {}
+    if not any(engines.get(e.engine).synthetic_acceptance for e in [env, *(s.env_spec.model for s in sources.values())]):
         raise spec.error(("synthetic_acceptance",), f"the {env.engine} engine of {m.environment} has no way to force "
                          "an acceptance length (SGLang's SGLANG_SIMULATE_ACC_LEN)",
                          hint="drop `synthetic_acceptance:`, or use an SGLang environment")
-    spec_arms = speculative_arms(m, env)
+    spec_arms = speculative_arms(m, env, sources)
     if not spec_arms:
         raise spec.error(("synthetic_acceptance",), "no arm but the baseline is speculative: a synthetic acceptance "
                          "length applies to speculative arms only", hint="add a speculative arm, or drop it")
-    forced = {k for k in (*m.target.env, *env.env) if k.startswith("SGLANG_SIMULATE_ACC")}
+    forced = {k for k in (*m.target.env, *env.env, *(k for s in sources.values() for k in s.env_spec.model.env))
+              if k.startswith("SGLANG_SIMULATE_ACC")}
     if forced:
         raise spec.error(("synthetic_acceptance",), f"{', '.join(sorted(forced))} is also set in the servers' "
                          "environment (target.env or the Environment's env:)", hint="set acceptance in one place: "
@@ -179,7 +183,7 @@ def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec) -> None:
     for arm in spec_arms:
         for a in m.synthetic_acceptance:
             name = synthetic_arm(arm, a)
-            if name in m.arms or name in env.servers:
+            if name in m.arm_names or name in _served(env_spec, sources, arm)[0].model.servers:
                 raise spec.error(("synthetic_acceptance",), f"arm {arm} at acceptance {a:g} runs as {name}, "
                                  "already an arm or preset", hint="rename that preset")
 
@@ -191,24 +195,41 @@ def probe_concurrency(m: Matrix) -> int:
     return m.sweep.probe_concurrency or m.max_concurrency or m.requests or SWEEP_PROBE_SLOTS
 
 
-def speculative_arms(m: Matrix, env: Environment) -> list[str]:
-    """The arms other than the baseline whose preset speculates, in the matrix's order."""
-    return [a for a in m.arms if a != m.baseline_arm and preset_meaning(env, a).speculative]
+def _served(env_spec: LoadedSpec, sources: dict[str, ArmSource], arm: str) -> tuple[LoadedSpec, str]:
+    """(the Environment, the preset) that serve a declared arm: its own `{environment, preset}`, else the
+    Matrix's Environment's preset of its name."""
+    s = sources.get(arm)
+    return (s.env_spec, s.preset) if s is not None else (env_spec, arm)
 
 
-def expand_synthetic(spec: LoadedSpec, env_spec: LoadedSpec) -> tuple[LoadedSpec, dict[str, Synthetic]]:
+def speculative_arms(m: Matrix, env: Environment | LoadedSpec, sources: dict[str, ArmSource] | None = None) -> list[str]:
+    """The arms other than the baseline whose preset speculates on an engine that can force its acceptance
+    (SGLang), in the matrix's order. `env`: the Matrix's Environment; `sources`: the arms of others."""
+    out = []
+    for a in m.arm_names:
+        if a == m.baseline_arm:
+            continue
+        s = (sources or {}).get(a)
+        e, preset = (s.env_spec.model, s.preset) if s is not None else (getattr(env, "model", env), a)
+        if engines.get(e.engine).synthetic_acceptance and preset_meaning(e, preset).speculative:
+            out.append(a)
+    return out
+
+
+def expand_synthetic(spec: LoadedSpec, env_spec: LoadedSpec, sources: dict[str, ArmSource] | None = None
+                     ) -> tuple[LoadedSpec, dict[str, Synthetic]]:
     """The Matrix as it runs: each speculative arm replaced by one run arm per synthetic acceptance length (in
     the listed order), the baseline and plain arms once and unaffected. Returns (the spec with those arms, the
     run arms that are synthetic). A matrix without `synthetic_acceptance:` is returned as it is."""
-    check_synthetic(spec, env_spec)
+    check_synthetic(spec, env_spec, sources)
     m: Matrix = spec.model
     if m.synthetic_acceptance is None:
         return spec, {}
-    spec_arms = set(speculative_arms(m, env_spec.model))
+    spec_arms = set(speculative_arms(m, env_spec.model, sources))
     arms, synthetic = [], {}
-    for arm in m.arms:
+    for entry, arm in zip(m.arms, m.arm_names):
         if arm not in spec_arms:
-            arms.append(arm)
+            arms.append(entry)
             continue
         for a in m.synthetic_acceptance:
             name = synthetic_arm(arm, a)
@@ -240,6 +261,8 @@ class RunPlan:
     sweep: SweepRecord | None = None  # a `sweep:` matrix: the rates chosen (set_sweep); None before its probes
     synthetic: dict[str, Synthetic] = field(default_factory=dict)  # run arms at a synthetic acceptance length
     declared: Matrix | None = None  # the Matrix as written (m: as it runs, synthetic arms expanded)
+    sources: dict[str, ArmSource] = field(default_factory=dict)  # arms `{name, environment, preset}`: theirs
+    builds: dict[str, BuildRecord | None] = field(default_factory=dict)  # another Environment's image, by its hash
 
     @property
     def m(self) -> Matrix:
@@ -247,11 +270,57 @@ class RunPlan:
 
     @property
     def env(self) -> Environment:
+        """The Matrix's own Environment (`environment:`); an arm's is env_of(arm)."""
         return self.env_spec.model
 
     @property
     def engine(self) -> str:
+        """The engine of the Matrix's own Environment; an arm's is engine_of(arm)."""
         return self.env.engine
+
+    def source(self, arm: str) -> ArmSource | None:
+        """The `{name, environment, preset}` a run arm comes from (a synthetic arm: its arm's); None: a preset of
+        the Matrix's own Environment."""
+        return self.sources.get(self.preset_arm(arm))
+
+    def env_spec_of(self, arm: str) -> LoadedSpec:
+        """The Environment that serves a run arm (loaded once per file)."""
+        s = self.source(arm)
+        return s.env_spec if s is not None else self.env_spec
+
+    def env_of(self, arm: str) -> Environment:
+        return self.env_spec_of(arm).model
+
+    def engine_of(self, arm: str) -> str:
+        return self.env_of(arm).engine
+
+    def served(self, arm: str) -> tuple[LoadedSpec, str]:
+        """(the Environment, its server preset) that serve a run arm."""
+        return self.env_spec_of(arm), self.preset_name(arm)
+
+    def env_hash_of(self, arm: str) -> str | None:
+        s = self.source(arm)
+        return s.hash if s is not None else self.hashes.get("environment")
+
+    def build_of(self, arm: str) -> BuildRecord | None:
+        """The image a run arm's server runs (its Environment's build record; None: none, or no image)."""
+        s = self.source(arm)
+        if s is None or s.env_spec is self.env_spec:
+            return self.build
+        return self.builds.get(s.hash)
+
+    def env_specs(self) -> list[LoadedSpec]:
+        """Every Environment the arms come from, the Matrix's own first, each once."""
+        out = [self.env_spec]
+        for s in self.sources.values():
+            if all(s.env_spec is not e for e in out):
+                out.append(s.env_spec)
+        return out
+
+    @property
+    def arm_engines(self) -> list[str]:
+        """The engines of the arms, each once, the Matrix's own Environment's first."""
+        return list(dict.fromkeys(e.model.engine for e in self.env_specs()))
 
     @property
     def target(self) -> targets.Target:
@@ -267,7 +336,7 @@ class RunPlan:
         traced, levels = trace_levels(m, self.workloads), m.levels(self.swept)
         per_arm = sum(len(traced[d]) if d in traced else len(levels) for d in self.workloads) \
             if self.workloads else len(m.workloads) * len(levels)
-        return len(m.arms) * per_arm * m.repeats * rounds
+        return len(m.arm_names) * per_arm * m.repeats * rounds
 
     @property
     def swept(self) -> list[float] | None:
@@ -279,7 +348,7 @@ class RunPlan:
         at them."""
         self.sweep = record
         traced = trace_levels(self.m, self.workloads)
-        self.todo = {arm: plan_cells(self.m, list(self.workloads), arm, traced, record.rates) for arm in self.m.arms}
+        self.todo = {arm: plan_cells(self.m, list(self.workloads), arm, traced, record.rates) for arm in self.m.arm_names}
 
     def launch_todo(self, arm: str, launch: int) -> list[Cell]:
         """The cells one launch of an arm still has to run (resume: only the missing ones)."""
@@ -321,12 +390,18 @@ class RunPlan:
         return cell_prompts(w.prompts, n, cell_seed(m.seed, cell.domain, cell.concurrency, cell.repeat, cell.rate))
 
     def request_params(self, arm: str) -> dict:
-        return self.env.request_params.get(self.preset_name(arm), {})
+        return self.env_of(arm).request_params.get(self.preset_name(arm), {})
 
-    def preset_name(self, arm: str) -> str:
-        """The Environment preset a run arm serves (a synthetic arm: its speculative arm's)."""
+    def preset_arm(self, arm: str) -> str:
+        """The Matrix's arm a run arm runs (a synthetic arm: its speculative arm; any other: itself)."""
         s = self.synthetic.get(arm)
         return s.arm if s is not None else arm
+
+    def preset_name(self, arm: str) -> str:
+        """The Environment preset a run arm serves (a synthetic arm: its speculative arm's; an arm of another
+        Environment: its `preset:`)."""
+        s = self.sources.get(self.preset_arm(arm))
+        return s.preset if s is not None else self.preset_arm(arm)
 
     def synthetic_env(self, arm: str) -> dict[str, str]:
         """What a synthetic arm adds to its server's environment (SGLang's simulate knobs); {} for the others."""
@@ -340,18 +415,19 @@ class RunPlan:
         s = self.synthetic.get(arm)
         if s is not None:
             return s.accept_len
-        if not engines.get(self.engine).synthetic_acceptance or not self.target.starts_servers:
+        env = self.env_of(arm)
+        if not engines.get(env.engine).synthetic_acceptance or not self.target.starts_servers:
             return None
-        if not preset_meaning(self.env, self.preset_name(arm)).speculative:
+        if not preset_meaning(env, self.preset_name(arm)).speculative:
             return None
-        return sglang.simulated_length({**self.env.env, **self.m.target.env})
+        return sglang.simulated_length({**env.env, **self.m.target.env})
 
     def is_dummy(self, arm: str, info: ArmState | None = None) -> bool:
         """Does this arm serve random weights? Of a server the toolkit did not start (an external target) only
         what the server says about itself counts (`info`: its arm facts, SGLang's load_format)."""
         if not self.target.starts_servers:
             return sglang.server_says_dummy(info and info.model_extra)  # the facts' extras keep its load_format
-        return preset_meaning(self.env, self.preset_name(arm)).dummy_weights
+        return preset_meaning(self.env_of(arm), self.preset_name(arm)).dummy_weights
 
     def launcher_kwargs(self, slot: Slot, arm: str, log_dir: Path) -> LaunchArgs:
         """How the slot's target becomes the arm's launcher: the target kind's keywords (toolkit.targets)."""
@@ -369,6 +445,9 @@ class RunPlan:
             self.set_sweep(resumed.sweep)
         self.todo = {arm: [c for c in cells if c.key not in done] for arm, cells in self.todo.items()}
         self.build = resumed.build
+        for arm, rec in resumed.arms.items():  # another Environment's image, as the arm's record names it
+            if rec.environment is not None and rec.environment.hash and rec.environment.build is not None:
+                self.builds[rec.environment.hash] = rec.environment.build
         if resumed.rounds:
             self.rounds = [list(r) for r in resumed.rounds]
             self.round_seed = resumed.round_seed
@@ -438,25 +517,61 @@ def check_matrix(spec: LoadedSpec) -> LoadedSpec:
     return plan.env_spec
 
 
+def load_env_spec(spec: LoadedSpec, keypath: tuple, rel: str) -> LoadedSpec:
+    """The Environment a Matrix names at `keypath` (`environment:`, or an arm's `environment:`): a missing file,
+    a folder or another kind of spec is an error at that key's line."""
+    env_path = spec.path_of(keypath, rel, file=True)
+    try:
+        return load_spec(env_path, expect="Environment")
+    except SpecError as exc:
+        if exc.message.startswith("expected an Environment spec") and Path(exc.file) == env_path:
+            raise spec.error(keypath, f"{rel} is not an Environment spec: {exc.message.split(', ', 1)[-1]}",
+                             hint=exc.hint) from None
+        raise
+
+
+def check_presets(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[tuple[int, str, tuple]], rel: str) -> None:
+    """Every (index, preset, keypath) a server preset of env_spec; else an error at the first one's line."""
+    presets = list(env_spec.model.servers)
+    missing = [(i, p, key) for i, p, key in arms if p not in presets]
+    if missing:
+        _, preset, key = missing[0]
+        names = [p for _, p, _ in missing]
+        raise spec.error(key, f"arm(s) {names} are not server presets of {rel}", hint=did_you_mean(preset, presets) or f"presets there: {', '.join(presets)}")
+
+
+def load_arm_sources(spec: LoadedSpec, primary: LoadedSpec) -> dict[str, ArmSource]:
+    """The arms listed as `{name, environment, preset}`, each with its Environment (a file loaded once, the
+    primary's own object where it is the same file) and preset, checked: the file is an Environment, the
+    preset one of its servers."""
+    from toolkit.render import template_version
+
+    loaded: dict[Path, LoadedSpec] = {primary.path.resolve(): primary}
+    hashes: dict[Path, str] = {}
+    out: dict[str, ArmSource] = {}
+    for i, a in enumerate(spec.model.arms):
+        if isinstance(a, str):
+            continue
+        path = spec.path_of(("arms", i, "environment"), a.environment, file=True).resolve()
+        if path not in loaded:
+            loaded[path] = load_env_spec(spec, ("arms", i, "environment"), a.environment)
+        key = ("arms", i, "preset") if spec.mark(("arms", i, "preset")) else ("arms", i)
+        check_presets(spec, loaded[path], [(i, a.preset, key)], a.environment)
+        if path not in hashes:
+            hashes[path] = spec_hash(loaded[path], template_version())
+        out[a.name] = ArmSource(loaded[path], a.preset, i, hashes[path])
+    return out
+
+
 def load_environment(spec: LoadedSpec) -> LoadedSpec:
-    """The matrix's Environment, with every arm one of its server presets."""
+    """The matrix's Environment, with every arm named by a string one of its server presets (the arms of other
+    Environments: toolkit.bench.sources.load_arm_sources)."""
     if not isinstance(spec.model, Matrix):
         raise SpecError(f"{spec.path} is a {spec.kind} spec; bench matrix needs a Matrix", file=spec.path)
     m: Matrix = spec.model
-    env_path = spec.path_of(("environment",), m.environment, file=True)
-    try:
-        env_spec = load_spec(env_path, expect="Environment")
-    except SpecError as exc:
-        if exc.message.startswith("expected an Environment spec") and Path(exc.file) == env_path:
-            raise spec.error(("environment",), f"{m.environment} is not an Environment spec: "
-                             f"{exc.message.split(', ', 1)[-1]}", hint=exc.hint) from None
-        raise
-    missing = [a for a in m.arms if a not in env_spec.model.servers]
-    if missing:
-        presets = list(env_spec.model.servers)
-        raise spec.error(("arms", m.arms.index(missing[0])), f"arm(s) {missing} are not server presets of "
-                         f"{m.environment}", hint=did_you_mean(missing[0], presets) or
-                         f"presets there: {', '.join(presets)}")
+    env_spec = load_env_spec(spec, ("environment",), m.environment)
+    check_presets(spec, env_spec, [(i, a, ("arms", i)) for i, a in enumerate(m.arms) if isinstance(a, str)],
+                  m.environment)
     return env_spec
 
 
@@ -464,15 +579,20 @@ def plan_target(spec: LoadedSpec) -> RunPlan:
     """The part of the plan that says where the arms run: the Environment and Hosts spec loaded, every path
     resolved, the slots. Every spec mistake of the target is found here, before anything about this machine."""
     env_spec = load_environment(spec)
+    sources = load_arm_sources(spec, env_spec)
     declared, declared_spec = spec.model, spec
-    spec, synthetic = expand_synthetic(spec, env_spec)  # the arms as they run
+    spec, synthetic = expand_synthetic(spec, env_spec, sources)  # the arms as they run
     paths = resolve_paths(spec, env_spec)
     target = targets.get(spec.model.target.kind)
     hosts_spec = load_spec(paths.hosts, expect="Hosts" if target.reads_hosts_spec else None) if paths.hosts else None
-    slots = plan_slots(spec, env_spec.model.engine, hosts_spec)
-    target.check(declared_spec, env_spec)
-    return RunPlan(spec, env_spec, {}, slots, {}, paths=paths, hosts_spec=hosts_spec, synthetic=synthetic,
-                   declared=declared)
+    plan = RunPlan(spec, env_spec, {}, [], {}, paths=paths, hosts_spec=hosts_spec, synthetic=synthetic,
+                   declared=declared, sources=sources)
+    # the engine whose rules the slots follow: one that needs GPUs of its own, where any arm's does
+    exclusive = [e for e in plan.arm_engines if engines.get(e).exclusive_gpus]
+    plan.slots = plan_slots(spec, (exclusive or plan.arm_engines)[0], hosts_spec)
+    for e in plan.env_specs():  # every arm's engine runs under the target's launcher
+        target.check(declared_spec, e)
+    return plan
 
 
 def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str] = frozenset(),
@@ -487,8 +607,11 @@ def plan_run(spec: LoadedSpec, *, resumed: Manifest | None = None, done: set[str
     plan.hashes = {"matrix": _hash(spec), "environment": _hash(plan.env_spec)}  # the spec as written
     plan.workloads = load_workloads(spec, plan.paths.training_data)
     traced = trace_levels(m, plan.workloads)
-    plan.todo = {arm: plan_cells(m, list(plan.workloads), arm, traced) for arm in m.arms}
+    plan.todo = {arm: plan_cells(m, list(plan.workloads), arm, traced) for arm in m.arm_names}
     plan.build = find_build(plan.env_spec, plan.hashes["environment"])
+    for s in plan.sources.values():  # the image of each other Environment, by its own hash
+        if s.env_spec is not plan.env_spec and s.hash not in plan.builds:
+            plan.builds[s.hash] = find_build(s.env_spec, s.hash)
     plan.representativeness = _representativeness(m, plan.paths.training_data, plan.workloads)
     plan.round_seed = draw_round_seed() if round_seed is None else round_seed
     plan.rounds = plan_rounds(m, plan.round_seed)
@@ -512,7 +635,7 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
         "environment": {"name": env.name, "path": str(plan.env_spec.path), "hash": plan.hashes["environment"],
                         "resolved": env.model_dump(mode="json")},
         "build": plan.build,
-        "arms": {a: arm_record(plan, a, commands.get(a)) for a in m.arms},
+        "arms": {a: arm_record(plan, a, commands.get(a)) for a in m.arm_names},
         "baseline": m.baseline_arm,
         "slots": [{"name": s.name, "arms": s.arms, "hardware": s.hardware,
                    "target": s.target.record()} for s in plan.slots],
@@ -536,17 +659,24 @@ def synthetic_record(plan: RunPlan, arm: str) -> SyntheticAcceptance | None:
     level = plan.synthetic_level(arm)
     if level is None:
         return None
-    env = {**plan.env.env, **plan.m.target.env}
+    env = {**plan.env_of(arm).env, **plan.m.target.env}
     return SyntheticAcceptance(of=arm, accept_len=level, source="set by hand in the servers' environment",
                                env={k: v for k, v in env.items() if k.startswith("SGLANG_SIMULATE_ACC")})
 
 
 def arm_record(plan: RunPlan, arm: str, command: Any) -> ArmRecord:
-    """One arm as the manifest lists it: its preset, request parameters and command, and how its acceptance was
-    forced where it was (set only then)."""
+    """One arm as the manifest lists it: its preset, request parameters and command, how its acceptance was
+    forced where it was, and the Environment it comes from where the Matrix lists it as `{name, environment,
+    preset}` (each set only then: an older manifest's arms read the same)."""
     forced = synthetic_record(plan, arm)
-    return ArmRecord(preset=plan.env.servers[plan.preset_name(arm)], request_params=plan.request_params(arm),
-                     command=command, **({"synthetic_acceptance": forced} if forced is not None else {}))
+    s = plan.source(arm)
+    where = ArmEnvironmentRecord(name=s.env_spec.model.name, path=str(s.env_spec.path), hash=s.hash,
+                                 engine=s.env_spec.model.engine, preset=s.preset,
+                                 **({"build": plan.build_of(arm)} if plan.build_of(arm) is not None else {})) \
+        if s is not None else None
+    return ArmRecord(preset=plan.env_of(arm).servers[plan.preset_name(arm)], request_params=plan.request_params(arm),
+                     command=command, **({"synthetic_acceptance": forced} if forced is not None else {}),
+                     **({"environment": where} if where is not None else {}))
 
 
 def _config_sha(preset: dict) -> str | None:
@@ -562,20 +692,25 @@ def determinism(plan: RunPlan) -> Determinism:
     """What makes the generated tokens repeat from one launch to the next (docs/results.md#launch-noise):
     greedy sampling with a fixed seed, the same weights (a dummy model's recipe hash; SGLang's dummy weights
     come from a fixed seed), and per arm whether deterministic inference is on."""
-    m, env = plan.m, plan.env_spec.model
+    m = plan.m
     out = Determinism(temperature=m.temperature, seed=m.seed, greedy=m.temperature == 0)
-    if engines.get(env.engine).dummy_weight_seed is not None:  # dummy weights the engine fills from a seed
-        dummy = [a for a in m.arms if plan.is_dummy(a)]
+    # arms whose engine fills dummy weights from a seed (SGLang)
+    seeded = [a for a in m.arm_names if engines.get(plan.engine_of(a)).dummy_weight_seed is not None]
+    if seeded:
+        dummy = [a for a in seeded if plan.is_dummy(a)]
         if dummy:
             out.sglang_dummy_weights = {"arms": dummy, "seed": sglang.DUMMY_WEIGHT_SEED,
                                         "source": sglang.DUMMY_WEIGHT_SOURCE,
-                                        "config_sha256": {a: _config_sha(env.servers[plan.preset_name(a)])
+                                        "config_sha256": {a: _config_sha(plan.env_of(a).servers[plan.preset_name(a)])
                                                           for a in dummy}}
-        out.deterministic_inference = {a: bool(env.servers.get(plan.preset_name(a), {}).get(sglang.DETERMINISTIC))
-                                       for a in m.arms}
-    elif env.model is not None and env.model.dummy is not None:
-        from toolkit.bench.inputs import dummy_record
+        out.deterministic_inference = {a: bool(plan.env_of(a).servers.get(plan.preset_name(a), {})
+                                               .get(sglang.DETERMINISTIC)) for a in seeded}
+    if len(seeded) < len(m.arm_names):  # the embedded engine's dummy model, made from the first such spec
+        made = next((e for e in plan.env_specs() if e.model.model is not None and e.model.model.dummy is not None
+                     and not engines.get(e.model.engine).dummy_weight_seed), None)
+        if made is not None:
+            from toolkit.bench.inputs import dummy_record
 
-        rec = dummy_record(plan.env_spec)
-        out.dummy_model = rec.hash if rec is not None else None
+            rec = dummy_record(made)
+            out.dummy_model = rec.hash if rec is not None else None
     return out

@@ -300,6 +300,8 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
     the margin X of `reproduced within ±X %`, percent; default toolkit.results.equivalence.DEFAULT_MARGIN_PCT)."""
     from toolkit.bench.matrix import run_matrix
     from toolkit.bench.plan import load_environment, load_workloads
+    from toolkit.bench.plan import load_arm_sources
+    from toolkit.bench.sources import other_environments
     from toolkit.render import template_version
 
     if target:
@@ -313,7 +315,9 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
                        else rebuild_from_manifest(original, tree, notes))
         spec = load_spec(matrix_path, expect="Matrix")
         env_spec = load_environment(spec)
-        check_outside(original, {"matrix": spec, "environment": env_spec}, tree)
+        sources = load_arm_sources(spec, env_spec)  # arms of other Environments: theirs, from inputs/ too
+        check_outside(original, {"matrix": spec, "environment": env_spec,
+                                 **other_environments(sources, env_spec)}, tree)
         drift = _resolution_drift("matrix", m.matrix.resolved, spec) + \
             _resolution_drift("environment", m.environment.resolved, env_spec)
         for part, loaded in (("environment", env_spec), ("matrix", spec)):
@@ -321,6 +325,12 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
             if m.inputs is not None and was and was != spec_hash(loaded, template_version()):
                 notes.append(f"the {part} hash differs from the original's ({was[:12]}): this toolkit's templates "
                              "or spec hashing changed")
+        for arm, s in sources.items():
+            rec = m.arms.get(arm)
+            was = rec.environment.hash if rec is not None and rec.environment is not None else None
+            if m.inputs is not None and was and was != s.hash:
+                notes.append(f"arm {arm}: the hash of its environment {s.env_spec.model.name} differs from the "
+                             f"original's ({was[:12]}): this toolkit's templates or spec hashing changed")
         if target:
             spec, asked = _retarget(spec, target)
             drift.append(asked)

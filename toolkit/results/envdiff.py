@@ -102,7 +102,12 @@ def sections(m: Manifest) -> dict[str, dict[str, str]]:  # data-keyed: section t
         if n[part]["hash"]:
             flat[f"{part}.hash"] = n[part]["hash"]
     args: dict[str, str] = {}
+    several = any("environment" in info for info in n["arms"].values())  # arms from several Environments
     for arm, info in n["arms"].items():
+        if several:  # each arm's Environment and engine (an arm of the run's own: the run's)
+            e = info.get("environment") or {"name": env["name"], "hash": env["hash"], "engine": spec.get("engine")}
+            args[f"{arm} environment"] = f"{e['name']} ({(e['hash'] or '-')[:12]})"
+            args[f"{arm} engine"] = str(e["engine"])
         if info["command"]:
             # the port is the launcher's pick of a free one at each start: never a difference in what ran
             args.update({f"{arm} {flag}": val for flag, val in parse_argv(info["command"]).items() if flag != "--port"})

@@ -47,7 +47,9 @@ def normalized(m: Manifest) -> dict:  # json-edge: the view envdiff flattens
         "environment": {"name": m.environment.name, "hash": m.environment.hash, "spec": m.environment.resolved},
         "matrix": {"name": m.matrix.name, "hash": m.matrix.hash, "spec": m.matrix.resolved},
         "image": _image(m.build),
-        "arms": {arm: {"command": a.command, "server_args": a.preset, "request_params": a.request_params}
+        "arms": {arm: {"command": a.command, "server_args": a.preset, "request_params": a.request_params,
+                       **({"environment": {"name": a.environment.name, "hash": a.environment.hash,
+                                           "engine": a.environment.engine}} if a.environment is not None else {})}
                  for arm, a in m.arms.items()},
         "host": host_view(primary),
         "hosts": {h: host_view(fp) for h, fp in hosts.items()} if len(hosts) > 1 else {},

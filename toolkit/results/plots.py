@@ -17,6 +17,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from toolkit.results import compact  # noqa: E402
 from toolkit.results.archive import Archive  # noqa: E402
 from toolkit.results.cells import CellReader  # noqa: E402
+from toolkit.schema.keys import spec_arm_names  # noqa: E402
 
 STYLES = ("-", "--")
 MARKERS = ("o", "s")
@@ -37,7 +38,7 @@ def baseline_arm(a: Archive) -> str | None:
     for row in a.derived.speedups:
         if row.baseline:
             return row.baseline
-    arms = spec.get("arms") or sorted({c.arm for c in a.cells})
+    arms = spec_arm_names(spec.get("arms")) or sorted({c.arm for c in a.cells})
     if "baseline" in arms:
         return "baseline"
     return arms[0] if arms else None

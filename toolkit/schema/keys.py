@@ -66,3 +66,8 @@ def cell_key(arm: str, domain: str, concurrency: int, repeat: int = 0, launch: i
     # no dot in a key (readers split file names at the first dot): 0.5 req/s is q0p5
     level = f"q{safe_name(rate_text(rate).replace('.', 'p'))}" if rate is not None else f"c{int(concurrency)}"
     return f"{safe_name(arm)}__{safe_name(domain)}__{level}__r{int(repeat)}{launch_suffix(launch)}"
+
+
+def spec_arm_names(arms: list | None) -> list[str]:
+    """The arm names of a resolved Matrix's `arms:` (a string, or an `{name, environment, preset}` entry)."""
+    return [a["name"] if isinstance(a, dict) else str(a) for a in arms or []]

@@ -84,6 +84,9 @@ class ArmRecord(_Open):
     request_params: dict[str, Any] = Field(default_factory=dict)
     command: str | list[str] | dict[str, Any] | None = None
     synthetic_acceptance: SyntheticAcceptance | None = None
+    environment: "ArmEnvironmentRecord | None" = Field(
+        None, description="an arm the Matrix lists as {name, environment, preset}: the Environment it comes from "
+                          "(absent: the run's `environment`)")
 
 
 class TargetRecord(_Open):
@@ -196,6 +199,21 @@ class BuildRecord(_Open):
     def image(self) -> str | None:
         """What names the image for `docker run`: its first tag, else its id."""
         return (self.tags or [None])[0] or self.image_id or self.id
+
+
+class ArmEnvironmentRecord(_Open):
+    """The Environment an arm's server comes from, where it is not the run's own (engines as arms)."""
+
+    name: str | None = None
+    path: str | None = None
+    hash: str | None = None
+    engine: str | None = None
+    preset: str | None = Field(None, description="its server preset there")
+    build: BuildRecord | None = Field(None, description="the image its servers ran (an engine whose image the "
+                                                        "toolkit builds)")
+
+
+ArmRecord.model_rebuild()
 
 
 class ToolkitRecord(_Open):

@@ -16,6 +16,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from toolkit import __version__
 from toolkit import engines
@@ -125,20 +126,28 @@ def sbatch_options(spec: LoadedSpec, job_name: str, workdir: Path) -> list[str]:
     return opts + list(s.sbatch)
 
 
-def render_jobs(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[str] | None = None) -> list[JobScript]:
-    """The job script of every arm (or of `arms`), in the matrix's order."""
-    m, env = spec.model, env_spec.model
+def render_jobs(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[str] | None = None,
+                served: Callable[[str], tuple[LoadedSpec, str]] | None = None) -> list[JobScript]:
+    """The job script of every arm (or of `arms`), in the matrix's order. `served`: arm -> (its Environment,
+    its preset) where arms come from several Environments (default: env_spec's preset of the arm's name)."""
+    m = spec.model
     t = m.target
     if t.kind != "slurm":
         raise spec.error(("target", "kind"), f"render slurm needs a target of kind slurm, this one is {t.kind}",
                          hint="set `target: {kind: slurm, slurm: {...}}` (docs/slurm.md)")
+    served = served or (lambda a: (env_spec, a))
     workdir = check_slurm(spec, env_spec)
-    env_hash = spec_hash(env_spec, template_version())
     template = jinja_env().get_template("slurm/job.sbatch.j2")
-    out = []
-    for arm in arms or m.arms:
+    out, hashes = [], {}
+    for arm in arms or m.arm_names:
+        arm_env, preset = served(arm)
+        env = arm_env.model
+        if arm_env.path not in hashes:
+            check_slurm(spec, arm_env)
+            hashes[arm_env.path] = spec_hash(arm_env, template_version())
+        env_hash = hashes[arm_env.path]
         job_name = f"tk-{m.name}-{arm}"
-        command, model, port = server_command(spec, env_spec, arm)
+        command, model, port = server_command(spec, arm_env, preset)
         job_env = {**env.env, **engines.get(env.engine).job_env, **t.env}
         text = template.render(
             arm=arm, matrix=m.name, matrix_path=str(spec.path), env_name=env.name, env_hash=env_hash,
@@ -150,16 +159,16 @@ def render_jobs(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[str] | None =
     return out
 
 
-def manifest_record(spec: LoadedSpec, env_spec: LoadedSpec):
+def manifest_record(spec: LoadedSpec, env_spec: LoadedSpec, served: Callable[[str], tuple[LoadedSpec, str]] | None = None):
     """What the manifest says of a Slurm run before any job exists (toolkit.schema.manifest.SlurmRecord): where
     the load generator runs and every arm's script as it will be submitted (an arm whose script cannot be
     rendered has none: its cells fail with the reason)."""
     from toolkit.schema.manifest import SlurmRecord
 
     scripts = {}
-    for arm in spec.model.arms:
+    for arm in spec.model.arm_names:
         try:
-            scripts[arm] = render_jobs(spec, env_spec, [arm])[0].text
+            scripts[arm] = render_jobs(spec, env_spec, [arm], served)[0].text
         except ToolkitError:
             continue
     return SlurmRecord(loadgen=spec.model.target.slurm.loadgen, scripts=scripts, jobs=[])

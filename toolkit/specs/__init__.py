@@ -553,6 +553,9 @@ def referenced_files(spec: LoadedSpec) -> dict[str, Path]:  # data-keyed: key pa
             out["ca_bundle"] = spec.path_of(("ca_bundle", "path"), m.ca_bundle.path)
     elif isinstance(m, Matrix):
         out["environment"] = spec.path_of(("environment",), m.environment)
+        for i, a in enumerate(m.arms):  # an arm from another Environment: its spec's bytes too
+            if not isinstance(a, str):
+                out[f"arms[{i}].environment"] = spec.path_of(("arms", i, "environment"), a.environment)
         if m.target.hosts:
             out["target.hosts"] = spec.path_of(("target", "hosts"), m.target.hosts)
         if m.target.ca_bundle:

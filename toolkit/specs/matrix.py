@@ -331,12 +331,30 @@ def _only_traces(data: dict) -> bool:
     return isinstance(ws, list) and bool(ws) and all(isinstance(w, dict) and "trace" in w for w in ws)
 
 
+class ArmSource(StrictModel):
+    """An arm served by a preset of another Environment than the matrix's `environment:` (engines as arms:
+    SGLang's and vLLM's presets in one run, on the same prompts, launches interleaved)."""
+
+    name: Name = Field(description="the arm's name in this run (cells, speed-ups, the manifest)")
+    environment: str = Field(description="path of the Environment spec that serves it, relative to this file")
+    preset: Name | None = Field(None, description="its server preset there (default: the arm's name)")
+
+    @model_validator(mode="after")
+    def _preset(self) -> "ArmSource":
+        if self.preset is None:
+            self.preset = self.name
+        return self
+
+
 class Matrix(StrictModel):
     kind: Literal["Matrix"]
     name: Name
     description: str = ""
     environment: str = Field(description="path of the Environment spec whose presets are the arms")
-    arms: list[Name] = Field(min_length=1, description="server presets of the environment to compare")
+    arms: list[Name | ArmSource] = Field(
+        min_length=1, description="the arms to compare: a server preset of `environment:` by name, or "
+                                  "{name, environment, preset}: a preset of another Environment "
+                                  "(docs/bench.md#arms-from-several-environments)")
     baseline: Name | None = Field(None, description="the reference arm (default: the first arm)")
     target: Target = Field(default_factory=Target)
     workloads: list[Name | Workload] = Field(min_length=1, description="bundled workload names or Workload entries")
@@ -508,11 +526,12 @@ class Matrix(StrictModel):
         if (self.rates is not None or self.traces) and self.warmup == "concurrency":
             raise SpecValueError("`warmup: concurrency` sends one full batch of the cell's concurrency: with "
                                  "`rates:` give a number of requests", key="warmup", hint="e.g. `warmup: 4`")
-        if self.baseline is not None and self.baseline not in self.arms:
-            raise SpecValueError(f"baseline {self.baseline!r} is not one of the arms {self.arms}"
-                                 + (f": {did_you_mean(self.baseline, self.arms)}" if did_you_mean(self.baseline, self.arms) else ""),
-                                 key="baseline", hint=did_you_mean(self.baseline, self.arms)
-                                 or f"name one of the arms: {', '.join(self.arms)}")
+        names = self.arm_names
+        if self.baseline is not None and self.baseline not in names:
+            raise SpecValueError(f"baseline {self.baseline!r} is not one of the arms {names}"
+                                 + (f": {did_you_mean(self.baseline, names)}" if did_you_mean(self.baseline, names) else ""),
+                                 key="baseline", hint=did_you_mean(self.baseline, names)
+                                 or f"name one of the arms: {', '.join(names)}")
         if self.synthetic_acceptance is not None and self.target.kind in ("external", "slurm"):
             raise SpecValueError(f"`synthetic_acceptance:` sets the environment of servers the toolkit starts; a "
                                  f"target of kind {self.target.kind} " + ("is started by others" if self.target.kind ==
@@ -570,7 +589,7 @@ class Matrix(StrictModel):
         out = []
         for key, names in (("concurrency", [str(c) for c in self.concurrency or []]),
                            ("synthetic_acceptance", [f"{a:g}" for a in self.synthetic_acceptance or []]),
-                           ("rates", [f"{r:g}" for r in self.rates or []]), ("arms", list(self.arms)),
+                           ("rates", [f"{r:g}" for r in self.rates or []]), ("arms", self.arm_names),
                            ("workloads", [w if isinstance(w, str) else w.name for w in self.workloads])):
             seen: dict[str, int] = {}
             for i, name in enumerate(names):
@@ -579,8 +598,9 @@ class Matrix(StrictModel):
                             "synthetic_acceptance": "acceptance length",
                             "workloads": "workload"}[key]
                     out.append(((key, i), f"{what} {name} is listed twice (also {key}[{seen[name]}])",
-                                f"list each {what} once" + (" (a Workload entry is named by its `name:`)"
-                                                            if key == "workloads" else "")))
+                                f"list each {what} once" + ({"workloads": " (a Workload entry is named by its `name:`)",
+                                                             "arms": " (rename one: an {name, environment, preset} "
+                                                                     "entry is named by its `name:`)"}.get(key, ""))))
                 seen.setdefault(name, i)
         if self.target.slurm is not None:
             out += [(("target", *key), message, hint) for key, message, hint in
@@ -588,8 +608,22 @@ class Matrix(StrictModel):
         return out
 
     @property
+    def arm_names(self) -> list[str]:
+        """The arms' names, in the listed order (an `{name, environment, preset}` entry by its name)."""
+        return [a if isinstance(a, str) else a.name for a in self.arms]
+
+    def arm_source(self, arm: str) -> ArmSource | None:
+        """The `{name, environment, preset}` entry of an arm from another Environment (None: a preset of
+        `environment:`)."""
+        return next((a for a in self.arms if not isinstance(a, str) and a.name == arm), None)
+
+    def arm_index(self, arm: str) -> int:
+        """Where an arm is listed in `arms:` (for an error at its line)."""
+        return self.arm_names.index(arm)
+
+    @property
     def baseline_arm(self) -> str:
-        return self.baseline or self.arms[0]
+        return self.baseline or self.arm_names[0]
 
     def levels(self, swept: list[float] | None = None) -> list[tuple[int, float | None]]:
         """The cells' load levels, (concurrency, rate): closed loop (c, None) per concurrency level; open loop

@@ -140,8 +140,8 @@ class Target:
         """The arm's launcher (toolkit.serve.Launcher), made but not started."""
         from toolkit.serve import launcher_for
 
-        return launcher_for(plan.env_spec, plan.preset_name(arm), **{f.name: getattr(kw, f.name) for f in fields(kw)
-                                                                      if getattr(kw, f.name) is not None})
+        return launcher_for(*plan.served(arm), **{f.name: getattr(kw, f.name) for f in fields(kw)
+                                                  if getattr(kw, f.name) is not None})
 
     def resume(self, run_dir: Path, manifest, log: Callable[[str], None]) -> None:
         """Clean what a killed run of this archive left behind, before the resumed run starts anything."""
@@ -167,16 +167,16 @@ class Target:
 
 
 def require_embedded(plan) -> None:
-    """The embedded engine (it runs in the toolkit's Python) needs a model and the `local` extra."""
-    env_spec = plan.env_spec
-    env = env_spec.model
-    if not engines.get(env.engine).embedded:
-        return
-    if env.model is None:
-        raise env_spec.error(("engine",), "the embedded engine runs here (target local) and this environment "
-                             "names no model for it", hint="add `model: {dummy: {}}` (random weights) or "
-                             "`model: {path: DIR}`; a server of your own is a target of kind external")
-    require_extra("local", "the embedded CPU engine (engine: transformers)")
+    """The embedded engine (it runs in the toolkit's Python) needs a model and the `local` extra, in every
+    Environment the arms come from that runs it."""
+    embedded = [e for e in plan.env_specs() if engines.get(e.model.engine).embedded]
+    for env_spec in embedded:
+        if env_spec.model.model is None:
+            raise env_spec.error(("engine",), "the embedded engine runs here (target local) and this environment "
+                                 "names no model for it", hint="add `model: {dummy: {}}` (random weights) or "
+                                 "`model: {path: DIR}`; a server of your own is a target of kind external")
+    if embedded:
+        require_extra("local", "the embedded CPU engine (engine: transformers)")
 
 
 def engine_kwargs(plan, arm: str, log_path: Path, gpus: str | None = None, address: str | None = None,
@@ -185,13 +185,14 @@ def engine_kwargs(plan, arm: str, log_path: Path, gpus: str | None = None, addre
     starts it from the Environment's model), a process (target.launcher: process) or a container; `gpus`: the
     GPU set it sees; `address`, `docker_url`: where its Docker engine is (a host's, over ssh)."""
     target = plan.m.target
-    if engines.get(plan.engine).embedded:
+    if engines.get(plan.engine_of(arm)).embedded:
         return LaunchArgs(log_path)
     if target.launcher == "process":
         env = {**target.env, **plan.synthetic_env(arm)}
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = gpus
         return LaunchArgs(log_path, kind="process", python=target.python, env=env)
-    return LaunchArgs(log_path, kind="docker", image=plan.build.image if plan.build else None,
+    build = plan.build_of(arm)
+    return LaunchArgs(log_path, kind="docker", image=build.image if build else None,
                       env=plan.synthetic_env(arm) or None,  # over the Environment's env: (toolkit.serve.launcher_for)
                       gpus=gpus.split(",") if gpus else None, address=address, docker_url=docker_url)

@@ -58,13 +58,13 @@ class External(Target):
         t = m.target
         if not t.urls:
             host = urlsplit(t.url).hostname or t.url
-            return [Slot("external", ExternalTarget({a: t.url for a in m.arms}), list(m.arms),
+            return [Slot("external", ExternalTarget({a: t.url for a in m.arm_names}), list(m.arm_names),
                          hardware={"host": host, "gpus": "all"})]
-        missing = [a for a in m.arms if a not in t.urls]
+        missing = [a for a in m.arm_names if a not in t.urls]
         if missing:
             raise spec.error(("target", "urls"), f"no URL for arm(s) {missing}", hint="give every arm a URL")
         slots_by: dict[str, Slot] = {}
-        for arm in m.arms:
+        for arm in m.arm_names:
             url = t.urls[arm]
             host = urlsplit(url).hostname or url
             key = url if t.independent else host  # one host is one machine unless the spec says otherwise

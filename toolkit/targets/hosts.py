@@ -46,12 +46,12 @@ class Hosts(Target):
                              hint=f"hosts there: {', '.join(hosts_spec.model.hosts)}")
         slots = [Slot(name, HostTarget(name, h, str(hosts_spec.path)), hardware={"host": h.address, "gpus": "all"})
                  for name, h in group.items()]
-        return deal(slots, spec.model.arms)
+        return deal(slots, spec.model.arm_names)
 
     def preflight(self, plan) -> list:
         """The embedded engine's extra; for SGLang in containers the docker SDK (the hosts' engines answer later)."""
         require_embedded(plan)
-        if engines.get(plan.engine).supports_launcher("docker"):
+        if any(engines.get(e).supports_launcher("docker") for e in plan.arm_engines):  # any arm's engine
             require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")
         return []
 

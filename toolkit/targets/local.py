@@ -32,19 +32,20 @@ class Local(Target):
         t = m.target
         if t.gpus:
             slots = [Slot(f"gpus-{g}", LocalTarget(g), hardware={"host": "localhost", "gpus": g}) for g in t.gpus]
-            return deal(slots, m.arms)
-        n = min(t.parallel, len(m.arms))
+            return deal(slots, m.arm_names)
+        n = min(t.parallel, len(m.arm_names))
         if n > 1 and engine is not None and engines.get(engine).exclusive_gpus:
             raise spec.error(("target", "parallel"), "SGLang arms on the same GPUs would be measured while "
                              "they disturb each other", hint="give `gpus: ['0', '1']` to run arms side by side "
                              "on separate GPUs, or drop `parallel` to run them one after another")
         return deal([Slot(f"local-{i}", LocalTarget(), hardware={"host": "localhost", "gpus": "all"})
-                     for i in range(n)], m.arms)
+                     for i in range(n)], m.arm_names)
 
     def preflight(self, plan) -> list:
         """The embedded engine's extra; for SGLang in containers the docker SDK and an engine that answers."""
         require_embedded(plan)
-        if engines.get(plan.engine).supports_launcher("docker") and plan.m.target.launcher != "process":
+        docker = any(engines.get(e).supports_launcher("docker") for e in plan.arm_engines)  # any arm's engine
+        if docker and plan.m.target.launcher != "process":
             require_module("docker", "docker", "SGLang in containers (talking to the Docker engine)")
             from toolkit.docker_api import client
 

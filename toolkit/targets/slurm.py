@@ -41,9 +41,9 @@ class Slurm(Target):
         m = spec.model
         t = m.target
         target = SlurmTarget(t.slurm.partition, t.launcher, t.slurm.loadgen)
-        n = min(t.slurm.jobs or slurm_jobs_default(t.slurm, len(m.arms)), len(m.arms))
+        n = min(t.slurm.jobs or slurm_jobs_default(t.slurm, len(m.arm_names)), len(m.arm_names))
         return deal([Slot(f"slurm-{i}", target, hardware={"host": f"slurm-job-{i}", "gpus": "all"})
-                     for i in range(n)], m.arms)
+                     for i in range(n)], m.arm_names)
 
     def check(self, spec, env_spec) -> None:
         from toolkit.slurm.render import check_slurm
@@ -62,12 +62,13 @@ class Slurm(Target):
         """The arm's rendered job script (toolkit.slurm.launcher.slurm_launcher takes it)."""
         from toolkit.slurm.render import render_jobs
 
-        return LaunchArgs(Path(log_dir) / f"{arm}.log", kind="slurm", job=render_jobs(plan.spec, plan.env_spec, [arm])[0])
+        return LaunchArgs(Path(log_dir) / f"{arm}.log", kind="slurm",
+                          job=render_jobs(plan.spec, plan.env_spec, [arm], served=plan.served)[0])
 
     def launcher(self, plan, arm: str, kw: LaunchArgs):
         from toolkit.slurm.launcher import slurm_launcher
 
-        return slurm_launcher(plan.env_spec, arm, job=kw.job, log_path=kw.log_path)
+        return slurm_launcher(plan.env_spec_of(arm), plan.preset_name(arm), job=kw.job, log_path=kw.log_path)
 
     def resume(self, run_dir: Path, manifest, log: Callable[[str], None]) -> None:
         """Jobs a killed run left behind: cancelled before any is resubmitted."""
@@ -80,7 +81,7 @@ class Slurm(Target):
         """The job scripts now; the jobs as they are submitted (note_launch)."""
         from toolkit.slurm.render import manifest_record
 
-        return manifest.model_copy(update={"slurm": manifest_record(plan.spec, plan.env_spec)})
+        return manifest.model_copy(update={"slurm": manifest_record(plan.spec, plan.env_spec, served=plan.served)})
 
     def note_launch(self, manifest, launcher, launch: int) -> tuple[str, Any] | None:
         """The job (SlurmJobRecord) into the manifest's slurm.jobs: when submitted (a toolkit killed with -9

@@ -57,7 +57,7 @@ class Servers:
         # each run's arm stands for the matrix's arm of that name, else for the tuned arm (a kind that names
         # arms, e.g. URLs someone else serves, sends it to that arm's server: Target.for_arms)
         return targets.get(m.target.kind).for_arms(specs.user_target(self.mspec),
-                                                   {a: a if a in m.arms else self.arm for a in arms})
+                                                   {a: a if a in m.arm_names else self.arm for a in arms})
 
     def _url(self) -> str:
         from toolkit.serve import free_port, launcher_for

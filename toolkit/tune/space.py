@@ -63,14 +63,22 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
         raise mspec.error(("tune", "space"), f"no search space for arm {arm!r}",
                           hint=did_you_mean(arm, list(m.tune.space)) or
                           f"spaces here: {', '.join(m.tune.space)}; or add `{arm}:` under tune.space")
-    if arm not in m.arms:
-        raise mspec.error(("tune", "space", arm), f"arm {arm!r} is not one of the matrix's arms {m.arms}",
-                          hint=did_you_mean(arm, list(m.arms)) or
+    if arm not in m.arm_names:
+        raise mspec.error(("tune", "space", arm), f"arm {arm!r} is not one of the matrix's arms {m.arm_names}",
+                          hint=did_you_mean(arm, list(m.arm_names)) or
                           f"add {arm!r} to `arms:`: a tuned arm is one the matrix compares, so its baseline is "
                           "the matrix's baseline")
     if arm == m.baseline_arm:
         raise mspec.error(("tune", "space", arm), f"{arm!r} is the baseline: trials are measured against it",
                           hint="tune a speculative arm; the baseline stays as it is")
+    for which in (arm, m.baseline_arm):  # trials are presets written into a copy of the matrix's Environment
+        src = m.arm_source(which)
+        if src is not None:
+            raise mspec.error(("arms", m.arm_index(which)), f"arm {which!r} is preset {src.preset!r} of "
+                              f"{src.environment}, not of the matrix's environment {m.environment}: `bench tune` "
+                              "searches presets of the matrix's own Environment (each trial a preset written into "
+                              "a copy of it)", hint=f"tune it from a matrix whose `environment:` is {src.environment} "
+                                                    f"(arms: its baseline and {src.preset})")
     if arm not in env.servers:
         raise mspec.error(("arms",), f"arm {arm!r} is not a server preset of {m.environment}",
                           hint=f"presets there: {', '.join(env.servers)}")

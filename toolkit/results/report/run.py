@@ -104,6 +104,21 @@ def _rates(rates: list[float]) -> str:
     return ", ".join(rate_text(r) for r in rates)
 
 
+def arm_environments(m) -> str | None:
+    """Each arm's engine and Environment, where arms come from several (a Matrix arm `{name, environment,
+    preset}`); None where every arm is a preset of the run's own Environment."""
+    if not any(info.environment is not None for info in m.arms.values()):
+        return None
+    own = m.environment.resolved or {}
+    parts = []
+    for arm, info in m.arms.items():
+        e = info.environment
+        name, engine, h = (e.name, e.engine, e.hash) if e is not None else \
+            (m.environment.name or own.get("name"), own.get("engine"), m.environment.hash)
+        parts.append(f"{arm}: {engine or '?'}, {name or '?'} ({(h or '-')[:12]})")
+    return "; ".join(parts)
+
+
 def _matrix_facts(spec: dict, sweep: SweepRecord | None = None) -> list[list[str]]:
     if not spec:
         return []
@@ -111,8 +126,9 @@ def _matrix_facts(spec: dict, sweep: SweepRecord | None = None) -> list[list[str
     if isinstance(dur, dict):
         dur = ", ".join(f"c>={k}: {v:g} s" for k, v in sorted(dur.items(), key=lambda kv: int(kv[0])))
     per_cell = spec.get("requests") or (f"{dur:g} s" if isinstance(dur, (int, float)) else dur or None)
-    rows = [["arms", ", ".join(spec.get("arms") or []) + (f" (baseline: {spec['baseline']})" if spec.get("baseline")
-                                                          else "")],
+    arms = [a if isinstance(a, str) else f"{a['name']} ({a.get('preset') or a['name']} of {a['environment']})"
+            for a in spec.get("arms") or []]  # an arm of another Environment: whose preset it is
+    rows = [["arms", ", ".join(arms) + (f" (baseline: {spec['baseline']})" if spec.get("baseline") else "")],
             ["concurrency", ", ".join(str(c) for c in spec.get("concurrency") or [])],
             ["rates (req/s, open loop)", ", ".join(rate_text(r) for r in spec.get("rates") or [])],
             ["sweep (req/s, open loop)", _sweep(spec, sweep)],
@@ -160,6 +176,7 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
     facts = [["run", f"{f.matrix}/{f.run_id}"], ["status", status_text(f.status, f.why)],
              ["started / finished", f"{f.started_at or '-'} / {f.finished_at or '-'}"],
              ["environment", f"{f.environment or '-'} (hash {f.env_hash or '-'})"],
+             *([["arms' environments", arm_environments(m)]] if arm_environments(m) else []),
              *([["weights", w]] if (w := weights_fact(m.environment.resolved if m.environment else None)) else []),
              ["image", image or "-"], ["host / GPU", f"{f.host or '-'} / {f.gpu or '-'}"],
              ["toolkit", f"{m.toolkit.version or '-'} {m.toolkit.git_sha or ''}".strip()],
