@@ -17,13 +17,10 @@ Flags are written as in a preset: dashes, no leading `--`.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolkit.engines.base import AcceptanceCounts, Engine, flag_args
 from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
-
-if TYPE_CHECKING:
-    from toolkit.schema.manifest import ArmState
 
 ALGORITHM = "speculative-algorithm"
 DRAFT_MODEL = "speculative-draft-model-path"
@@ -227,18 +224,15 @@ def server_state(info: dict | None) -> dict:
 IMPORTED_SPEC_FIELDS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 
-def imported_state(info: dict | None) -> ArmState:
+def imported_state(info: dict | None) -> dict:
     """The arm facts of a /server_info another client saved beside its results (toolkit results import):
-    the top-level fields only (no live scheduler state), the tree's shape where speculation is on. Nothing
-    set without one."""
-    from toolkit.schema.manifest import ArmState
-
+    the top-level fields only (no live scheduler state), the tree's shape where speculation is on."""
     if not isinstance(info, dict):
-        return ArmState()
+        return {}
     algo = info.get("speculative_algorithm")
-    return ArmState(server_info_read=True, engine="sglang", engine_version=info.get("version"),
-                    speculative_algorithm=algo, max_running_requests=info.get("max_running_requests"),
-                    speculative={k: info[k] for k in IMPORTED_SPEC_FIELDS if info.get(k) is not None and algo})
+    return {"server_info_read": True, "engine": "sglang", "engine_version": info.get("version"),
+            "speculative_algorithm": algo, "max_running_requests": info.get("max_running_requests"),
+            "speculative": {k: info[k] for k in IMPORTED_SPEC_FIELDS if info.get(k) is not None and algo}}
 
 
 # its acceptance counters in /metrics (with --enable-metrics): tokens generated, verify steps, requests done
