@@ -52,6 +52,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("the benchmark (drives loadgen, serve, image, provision; writes through results)", {"toolkit.bench"}),
     ("the tuner (runs bench matrices)", {"toolkit.tune"}),
     ("the command line", {"toolkit.cli"}),
+    ("`python -m toolkit`: the command line run as a module", {"toolkit.__main__"}),
 ]
 
 

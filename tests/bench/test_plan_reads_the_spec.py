@@ -14,7 +14,7 @@ PLAN = "plan.py"
 ENTRY = {"commands.py", "noise.py", "reproduce.py"}  # load a Matrix file, hand it to run_matrix
 # what plan_run (and bench tune's preflight, through plan_target) calls while it plans: the slots of a spec, the
 # target's preflight of a spec not yet planned, the spec files archived as inputs/ (they take LoadedSpecs)
-PLANNING = {"slots.py", "targets.py", "inputs.py"}
+PLANNING = {"slots.py", "targets.py", "inputs.py", "sources.py"}  # sources: the Environments arms come from
 
 
 def spec_reads(path: Path) -> list[str]:

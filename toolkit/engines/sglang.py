@@ -224,7 +224,7 @@ def server_state(info: dict | None) -> dict:
 IMPORTED_SPEC_FIELDS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 
-def imported_state(info: dict | None) -> dict:
+def imported_state(info: dict | None) -> dict:  # json-edge: ArmState's fields from a saved /server_info; the schema's model sits on a floor above engines/, so the importer validates
     """The arm facts of a /server_info another client saved beside its results (toolkit results import):
     the top-level fields only (no live scheduler state), the tree's shape where speculation is on."""
     if not isinstance(info, dict):
