@@ -8,14 +8,17 @@
 #   2. record.py (DEST/record/, DEST/record.tar.gz): a real vLLM's answers for the fake (tests/data/fake_vllm),
 #      a misspelt flag's and an engine core's failed starts; its starts also fill vLLM's compile caches;
 #   3. warm-up starts outside any matrix (each preset once, not measured: the machine's first start compiles
-#      into empty caches), then matrix-vllm.yaml and matrix-sglang.yaml (baseline and n-gram, coding and
-#      encyclopedic, c=1/16/64, 3 launches per arm) on the toolkit's small trained Llama; each verified, shown
-#      and reported; then `results diff` SGLang -> vLLM (DEST/diff.txt, diff.json) and a report of the vLLM run
-#      against the SGLang one.
+#      into empty caches), then matrix-engines.yaml: ONE run of four arms from the two Environments (SGLang and
+#      vLLM, each baseline and n-gram; coding and encyclopedic, c=1/16/64, 3 launches per arm, launches
+#      interleaved) on the toolkit's small trained Llama; verified, shown and reported, with the paired
+#      speed-ups of each engine's n-gram over its own baseline and of vLLM over SGLang per role (--pair;
+#      DEST/pairs.txt). MATRICES=".../matrix-vllm.yaml .../matrix-sglang.yaml" runs the two one-engine matrices
+#      instead (or too), each verified, shown and reported; with both, `results diff` SGLang -> vLLM
+#      (DEST/diff.txt, diff.json) and a report of the vLLM run against the SGLang one.
 # Writes DEST/log.txt, DEST/partial.tar.gz every PARTIAL_S (30 s; the results so far, never a verified archive:
 # a machine taken back mid-run loses that much at most), DEST/run.tar.gz after each matrix, DEST/DONE at the end
 # (DEST/FAILED beside it when vLLM did not import).
-# MATRICES (default: both, vLLM first) picks the matrices; STEPS (default "import record warm matrix") the steps.
+# MATRICES (default: benchmarks/vllm_gpu/matrix-engines.yaml) picks the matrices; STEPS (default "import record warm matrix") the steps.
 # VLLM_DRY=1 tries it on a CPU with the fakes (tests/data/fake_vllm, tests/data/fake_sglang; SGL_DRY for
 # setup.sh), with a Python that has the toolkit's dependencies first on PATH.
 set -uo pipefail
@@ -24,7 +27,10 @@ DEST=${1:-/tmp/vllm-out}; export DEST
 SCRIPT=benchmarks/vllm_gpu/run.sh
 export ENV_SPEC=envs/sglang-0.5.17-quickstart.yaml VENV_SPEC=envs/vllm-0.24.0-quickstart.yaml
 export SITE=${SITE:-/tmp/site} VSITE=${VSITE:-/tmp/vsite} MAKE_MODELS=0
-MATRICES=${MATRICES:-benchmarks/vllm_gpu/matrix-vllm.yaml benchmarks/vllm_gpu/matrix-sglang.yaml}
+MATRICES=${MATRICES:-benchmarks/vllm_gpu/matrix-engines.yaml}
+# the engines matrix's pairs beside its speed-ups over sglang-baseline: each engine's n-gram over its own
+# baseline, and vLLM over SGLang in each role (toolkit results show/report --pair ARM/REF)
+PAIRS="--pair sglang-ngram/sglang-baseline --pair vllm-ngram/vllm-baseline --pair vllm-baseline/sglang-baseline --pair vllm-ngram/sglang-ngram"
 STEPS=${STEPS:-import record warm matrix}
 PARTIAL_S=${PARTIAL_S:-30} WAIT_S=${WAIT_S:-1200}
 MODEL=/tmp/toolkit-qs/target   # the Environments' model and weights pin
@@ -45,8 +51,9 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 if [ -n "${VLLM_DRY:-}" ]; then  # the fakes of tests/data, in this private copy; nothing is unpacked into them
   export SGL_DRY=1 SITE=$PWD/tests/data/fake_sglang VSITE=$PWD/tests/data/fake_vllm WAIT_S=0
 fi
-if [ "$VSITE" != /tmp/vsite ]; then  # the vLLM matrix names the carried set's usual folder: this copy's instead
-  sed -i "s#PYTHONPATH: /tmp/vsite#PYTHONPATH: $VSITE#" benchmarks/vllm_gpu/matrix-vllm.yaml
+if [ "$VSITE" != /tmp/vsite ]; then  # the vLLM matrices name the carried set's usual folder: this copy's instead
+  sed -i "s#PYTHONPATH: /tmp/vsite#PYTHONPATH: $VSITE#" benchmarks/vllm_gpu/matrix-vllm.yaml \
+    benchmarks/vllm_gpu/matrix-engines.yaml
 fi
 stamp "the model: toolkit/_data/quickstart-model -> $MODEL (pinned by sha256 in both Environments)"
 rm -rf "$MODEL" && mkdir -p "$(dirname "$MODEL")" && cp -r toolkit/_data/quickstart-model "$MODEL"
@@ -56,7 +63,7 @@ nvidia-smi -L || [ -n "${VLLM_DRY:-}" ] || exit 1
 partials() {
   while sleep "$PARTIAL_S"; do
     tar --warning=no-file-changed --ignore-failed-read -czf "$DEST/partial.tar.gz.tmp" -C "$DEST" \
-      $(cd "$DEST" && ls -d log.txt import.txt record results reports diff.txt 2>/dev/null) 2>/dev/null
+      $(cd "$DEST" && ls -d log.txt import.txt record results reports diff.txt pairs.txt show-*.txt 2>/dev/null) 2>/dev/null
     mv -f "$DEST/partial.tar.gz.tmp" "$DEST/partial.tar.gz"
   done
 }
@@ -142,7 +149,7 @@ has matrix || finish 0
 declare -A RUNS
 for MATRIX in $MATRICES; do
   NAME=$(sed -n 's/^name: *//p' "$MATRIX")
-  if [ "$RECORDED" = 0 ] && [ "$NAME" = engines-qs-vllm ] && [ -z "${FORCE:-}" ]; then
+  if [ "$RECORDED" = 0 ] && { [ "$NAME" = engines-qs-vllm ] || [ "$NAME" = engines-qs ]; } && [ -z "${FORCE:-}" ]; then
     echo "skipping $MATRIX: vLLM did not serve in step 2 (FORCE=1 runs it anyway)"; continue
   fi
   stamp "3. the matrix ($MATRIX)"
@@ -151,10 +158,15 @@ for MATRIX in $MATRICES; do
   if [ -n "$RUN" ]; then
     RUNS[$NAME]=$RUN
     tk results verify "$RUN" --root "$RESULTS"; echo "verify rc=$?"
-    tk results show "$RUN" --root "$RESULTS" | head -120
-    tk results report "$RUN" --root "$RESULTS" -o "$REPORTS/$(basename "$RUN")" || echo "(report failed: make it here)"
+    PAIRED=; [ "$NAME" = engines-qs ] && PAIRED=$PAIRS
+    tk results show "$RUN" --root "$RESULTS" $PAIRED > "$DEST/show-$NAME.txt"; echo "show rc=$?"
+    head -160 "$DEST/show-$NAME.txt"
+    if [ -n "$PAIRED" ]; then  # the pairs' tables alone, for the docs
+      sed -n '/^## Speed-up of /,/^## [^S]/p' "$DEST/show-$NAME.txt" | tee "$DEST/pairs.txt"
+    fi
+    tk results report "$RUN" --root "$RESULTS" $PAIRED -o "$REPORTS/$(basename "$RUN")" || echo "(report failed: make it here)"
   fi
-  tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports 2>/dev/null)
+  tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports pairs.txt show-*.txt 2>/dev/null)
 done
 SGL=${RUNS[engines-qs-sglang]:-} VL=${RUNS[engines-qs-vllm]:-}
 if [ -n "$SGL" ] && [ -n "$VL" ]; then
@@ -163,6 +175,6 @@ if [ -n "$SGL" ] && [ -n "$VL" ]; then
   tk results diff "$SGL" "$VL" --root "$RESULTS" --json > "$DEST/diff.json"
   tk results report "$VL" --against "$SGL" --root "$RESULTS" -o "$REPORTS/engines-$(basename "$VL")-vs-$(basename "$SGL")" \
     || echo "(report failed: make it here)"
-  tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports diff.txt diff.json 2>/dev/null)
+  tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports pairs.txt show-*.txt diff.txt diff.json 2>/dev/null)
 fi
 finish 0

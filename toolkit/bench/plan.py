@@ -174,7 +174,8 @@ def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec, sources: dict[str, A
     if not spec_arms:
         raise spec.error(("synthetic_acceptance",), "no arm but the baseline is speculative: a synthetic acceptance "
                          "length applies to speculative arms only", hint="add a speculative arm, or drop it")
-    forced = {k for k in (*m.target.env, *env.env, *(k for s in sources.values() for k in s.env_spec.model.env))
+    forced = {k for k in (*m.target.env, *(k for e in m.target.engines.values() for k in e.env), *env.env,
+                          *(k for s in sources.values() for k in s.env_spec.model.env))
               if k.startswith("SGLANG_SIMULATE_ACC")}
     if forced:
         raise spec.error(("synthetic_acceptance",), f"{', '.join(sorted(forced))} is also set in the servers' "
@@ -420,7 +421,7 @@ class RunPlan:
             return None
         if not preset_meaning(env, self.preset_name(arm)).speculative:
             return None
-        return sglang.simulated_length({**env.env, **self.m.target.env})
+        return sglang.simulated_length({**env.env, **self.m.target.env_of(env.engine)})
 
     def is_dummy(self, arm: str, info: ArmState | None = None) -> bool:
         """Does this arm serve random weights? Of a server the toolkit did not start (an external target) only
@@ -592,6 +593,11 @@ def plan_target(spec: LoadedSpec) -> RunPlan:
     plan.slots = plan_slots(spec, (exclusive or plan.arm_engines)[0], hosts_spec)
     for e in plan.env_specs():  # every arm's engine runs under the target's launcher
         target.check(declared_spec, e)
+    stray = [e for e in spec.model.target.engines if e not in plan.arm_engines]
+    if stray:  # a misspelt engine would leave its arms on the target's own Python and environment
+        raise declared_spec.error(("target", "engines", stray[0]), f"engine {stray[0]!r} serves none of the arms "
+                                  f"(their engines: {', '.join(plan.arm_engines)})",
+                                  hint=did_you_mean(stray[0], plan.arm_engines) or "remove it")
     return plan
 
 
@@ -659,7 +665,7 @@ def synthetic_record(plan: RunPlan, arm: str) -> SyntheticAcceptance | None:
     level = plan.synthetic_level(arm)
     if level is None:
         return None
-    env = {**plan.env_of(arm).env, **plan.m.target.env}
+    env = {**plan.env_of(arm).env, **plan.m.target.env_of(plan.engine_of(arm))}
     return SyntheticAcceptance(of=arm, accept_len=level, source="set by hand in the servers' environment",
                                env={k: v for k, v in env.items() if k.startswith("SGLANG_SIMULATE_ACC")})
 

@@ -102,14 +102,14 @@ def server_command(spec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> tuple[li
 
         model_dir = str(model_dir_for(env_spec))
         device = [] if "device" in args else ["--device", "cpu"]
-        python = t.python or sys.executable
+        python = t.python_of(env.engine) or sys.executable
         return ([python, "-m", "toolkit.serve._tserve", "serve", model_dir, *device, "--host", "0.0.0.0",
                  "--port", PORT, *render_serve_args(args)], model_dir, None)
     eng = engines.get(env.engine)  # its own command line (Engine.server_command): sglang, vllm
     own = int(args["port"]) if "port" in args else None
     args.setdefault("host", "0.0.0.0")
     args.setdefault("port", PORT)
-    python = (t.python or sys.executable) if t.launcher == "process" else "python3"
+    python = (t.python_of(env.engine) or sys.executable) if t.launcher == "process" else "python3"
     return eng.server_command(args, python), eng.served_name(args), own
 
 
@@ -148,7 +148,7 @@ def render_jobs(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[str] | None =
         env_hash = hashes[arm_env.path]
         job_name = f"tk-{m.name}-{arm}"
         command, model, port = server_command(spec, arm_env, preset)
-        job_env = {**env.env, **engines.get(env.engine).job_env, **t.env}
+        job_env = {**env.env, **engines.get(env.engine).job_env, **t.env_of(env.engine)}
         text = template.render(
             arm=arm, matrix=m.name, matrix_path=str(spec.path), env_name=env.name, env_hash=env_hash,
             engine=env.engine, launcher=t.launcher, runtime=t.slurm.container_runtime, version=__version__,

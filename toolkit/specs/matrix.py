@@ -25,6 +25,16 @@ TARGET_KINDS: set[str] = set(BUILTIN_TARGET_KINDS)
 OPEN_LOOP_SLOTS = 4096  # `rates:` without `max_concurrency`: requests in flight at most, more than any cell here sends
 
 
+class EngineLaunch(StrictModel):
+    """`target.engines.<engine>`: where one engine is installed on this machine, for the arms it serves under
+    `launcher: process` (engines as arms: SGLang and vLLM each in a Python, or a site, of its own)."""
+
+    python: str | None = Field(None, description="the Python that has this engine (default: the target's `python:`)")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment variables of this engine's "
+                                                                  "servers, over the target's `env:`, e.g. "
+                                                                  "PYTHONPATH: /opt/vllm-site")
+
+
 class Target(StrictModel):
     """Where the arms run: this machine, hosts of a Hosts spec, URLs already serving, or Slurm jobs.
 
@@ -41,6 +51,11 @@ class Target(StrictModel):
     python: str | None = Field(None, description="launcher process: the Python that has SGLang (default: the "
                                                   "toolkit's own)")
     env: dict[str, str] = Field(default_factory=dict, description="launcher process: extra environment variables")
+    engines: Annotated[dict[Name, EngineLaunch], Hash.omit_default("added with engines as arms: unset, the hash of "
+                                                                  "an older matrix holds")] = Field(
+        default_factory=dict, description="launcher process: per engine (sglang, vllm, ...), its own `python:` and "
+                                          "`env:` over the target's, for the arms its Environments serve "
+                                          "(docs/bench.md#arms-from-several-environments)")
     gpus: list[Annotated[str, Field(pattern=r"^[0-9]+(,[0-9]+)*$", description="GPU indices joined by commas, no "
                                     "spaces, e.g. '0,1'")]] = Field(
         default_factory=list, description="kind local: GPU sets, e.g. ['0,1', '2,3']: one slot per set "
@@ -64,6 +79,16 @@ class Target(StrictModel):
                                                         "matrix holds")] = Field(
         None, description="kind slurm: partition, account, time limit, GPUs, nodes, sbatch options, container "
                           "(docs/slurm.md)")
+
+    def python_of(self, engine: str) -> str | None:
+        """The Python that starts an engine's servers (launcher process): its `engines:` entry's, else `python:`."""
+        own = self.engines.get(engine)
+        return own.python if own is not None and own.python else self.python
+
+    def env_of(self, engine: str) -> dict[str, str]:
+        """The extra environment of an engine's servers: `env:`, with its `engines:` entry's over it."""
+        own = self.engines.get(engine)
+        return {**self.env, **own.env} if own is not None else dict(self.env)
 
     @field_validator("kind")
     @classmethod
@@ -111,6 +136,10 @@ class Target(StrictModel):
             raise SpecValueError("`gpus:` and `launcher: process` apply to a target of kind local or slurm",
                                  key=["gpus", "launcher"] if self.gpus else ["launcher"],
                                  hint="remove them: a hosts or external target's servers run where it says")
+        if self.engines and self.launcher != "process":
+            raise SpecValueError("`engines:` sets each engine's Python and environment for `launcher: process`; "
+                                 f"this target's launcher is {self.launcher}", key="engines",
+                                 hint="set `launcher: process`, or remove `engines:` (an engine's image has its own)")
         if self.kind != "slurm" and self.slurm is not None:
             raise SpecValueError("`slurm:` applies to a target of kind slurm", key="slurm",
                                  hint="remove `slurm:`, or set `kind: slurm`")

@@ -188,10 +188,11 @@ def engine_kwargs(plan, arm: str, log_path: Path, gpus: str | None = None, addre
     if engines.get(plan.engine_of(arm)).embedded:
         return LaunchArgs(log_path)
     if target.launcher == "process":
-        env = {**target.env, **plan.synthetic_env(arm)}
+        engine = plan.engine_of(arm)  # each engine's own Python and environment (target.engines), over the target's
+        env = {**target.env_of(engine), **plan.synthetic_env(arm)}
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = gpus
-        return LaunchArgs(log_path, kind="process", python=target.python, env=env)
+        return LaunchArgs(log_path, kind="process", python=target.python_of(engine), env=env)
     build = plan.build_of(arm)
     return LaunchArgs(log_path, kind="docker", image=build.image if build else None,
                       env=plan.synthetic_env(arm) or None,  # over the Environment's env: (toolkit.serve.launcher_for)
