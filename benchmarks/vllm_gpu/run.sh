@@ -162,7 +162,8 @@ for MATRIX in $MATRICES; do
     tk results show "$RUN" --root "$RESULTS" $PAIRED > "$DEST/show-$NAME.txt"; echo "show rc=$?"
     head -160 "$DEST/show-$NAME.txt"
     if [ -n "$PAIRED" ]; then  # the pairs' tables alone, for the docs
-      sed -n '/^## Speed-up of /,/^## [^S]/p' "$DEST/show-$NAME.txt" | tee "$DEST/pairs.txt"
+      awk '/^Speed-up of /{on=1} /^(What each server said|Methodology checks)/{on=0} on' "$DEST/show-$NAME.txt" \
+        | tee "$DEST/pairs.txt"
     fi
     tk results report "$RUN" --root "$RESULTS" $PAIRED -o "$REPORTS/$(basename "$RUN")" || echo "(report failed: make it here)"
   fi

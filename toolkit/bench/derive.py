@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import Callable
 
 from toolkit.results.speedups import (BOOTSTRAP, PairedRatio, launch_paired, measured_ok, occurrence_keys,  # noqa: F401 (re-exported)
-                                      paired_ratio, speedups)
+                                      paired_ratio, speedup_noise, speedups)
 from toolkit.results.verdicts import crossovers, never_pays_off, recommended_threshold  # noqa: F401 (re-exported)
 from toolkit.schema.eligibility import MIN_CELL_S, MIN_REQUESTS_PER_SLOT, short_why
 from toolkit.schema.manifest import ArmState, Check, Speedup, Timing, Window
@@ -35,38 +35,6 @@ def halfwidth_pct(row: Speedup) -> float | None:
     if not lo or not hi or lo <= 0 or hi <= 0:
         return None
     return (math.sqrt(hi / lo) - 1.0) * 100.0
-
-
-def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tuple[Callable[[str], object] | None, dict]:
-    """The launch noise the speed-ups of cells measured in one round are widened by: a calibration run of this
-    GPU and environment under the run's results root (its arms' output tok/s noise), else the default launch
-    CV (a calibration made on a busy host is refused, and the note says why). Returns (arm -> Noise, the note
-    derived.noise records; `shared`: the arms on the baseline's server,
-    which speedups() does not widen)."""
-    from pathlib import Path
-
-    from toolkit.results.archive import open_archive
-    from toolkit.results.cells import CellReader
-    from toolkit.stats import DEFAULT, DEFAULT_LAUNCH_CV
-    from toolkit.results.noise import LaunchView, NoiseModel, find_calibration
-
-    if launches > 1:
-        return None, {"source": "runs", "launches": launches}
-    if shared:
-        note = {"shared_server": sorted(shared)}
-    else:
-        note = {}
-    run = open_archive(run_dir)
-    refused: list[str] = []  # a calibration made on a busy host is never used: the note says why
-    cal = find_calibration(Path(run_dir).resolve().parent.parent, run, refused)
-    if refused:
-        note["calibration_refused"] = refused
-    if cal is None:
-        return (lambda arm: DEFAULT), {"source": "default", "launch_cv": DEFAULT_LAUNCH_CV, **note}
-    view = LaunchView(CellReader(cal), source=f"calibration {cal.run_id}")
-    model = NoiseModel(view, view, view)
-    return (lambda arm: model.calibrated(arm, "output_tok_s") or DEFAULT), \
-        {"source": "calibration", "calibration": cal.run_id, **note}
 
 
 def overhead_ratio(timing: Timing, slot_arms: list[list[str]]) -> float | None:

@@ -678,6 +678,7 @@ def arm_record(plan: RunPlan, arm: str, command: Any) -> ArmRecord:
     s = plan.source(arm)
     where = ArmEnvironmentRecord(name=s.env_spec.model.name, path=str(s.env_spec.path), hash=s.hash,
                                  engine=s.env_spec.model.engine, preset=s.preset,
+                                 resolved=s.env_spec.model.model_dump(mode="json"),
                                  **({"build": plan.build_of(arm)} if plan.build_of(arm) is not None else {})) \
         if s is not None else None
     return ArmRecord(preset=plan.env_of(arm).servers[plan.preset_name(arm)], request_params=plan.request_params(arm),

@@ -95,6 +95,19 @@ TrainingData = Annotated[Optional[Path], typer.Option(
     "docs/results.md#representativeness-against-acceptance")]
 
 
+Pairs = Annotated[Optional[list[str]], typer.Option(
+    "--pair", metavar="ARM/REF", help="also the paired speed-ups of ARM over REF, any two arms of the run (e.g. "
+    "vllm-ngram/sglang-ngram: one engine over another in the same role; vllm-ngram/vllm-baseline: speculation over "
+    "its own engine's baseline), made from its records as those over the baseline are, launch-aware; repeatable. "
+    "docs/bench.md#comparing-any-two-arms")]
+
+
+def _pairs(texts: list[str] | None, a) -> list[tuple[str, str]]:
+    from toolkit.results.speedups import parse_pairs
+
+    return parse_pairs(texts or [], list(a.manifest.arms), a.manifest.baseline)
+
+
 def _acceptance_run(ref: str | None, run, root: Path, allow_unverified: bool):
     """The --acceptance-from run, read like RUN; refused when RUN has no synthetic-acceptance surface."""
     if ref is None:
@@ -109,16 +122,18 @@ def _acceptance_run(ref: str | None, run, root: Path, allow_unverified: bool):
 @app.command("show")
 def show_cmd(run: RunArg, root: Root = Path("results"), json_out: Json = False,
              allow_unverified: Unverified = False, acceptance_from: AcceptanceFrom = None,
-             training_data: TrainingData = None) -> None:
+             training_data: TrainingData = None, pair: Pairs = None) -> None:
     """One run: its facts, the per-cell table, speedups, crossovers and methodology checks. Every figure
     is read through the metric registry (docs/results.md), so it equals what `results diff` shows for
     the cell. --json gives every metric with mean, p50, p90, p99, the median's 95% CI and n. A run with
-    synthetic-acceptance arms adds its speed-up surface and the speed-ups it predicts from a real acceptance."""
+    synthetic-acceptance arms adds its speed-up surface and the speed-ups it predicts from a real acceptance.
+    Arms from several Environments: how each differs from the run's own; --pair ARM/REF: any two arms compared."""
     from toolkit.results.report import build_run_report, emit
 
     a = _open(run, root, allow_unverified)
+    pairs = _pairs(pair, a)
     src = _acceptance_run(acceptance_from, a, root, allow_unverified)
-    report = build_run_report(a, acceptance_from=src, training_data=training_data)
+    report = build_run_report(a, acceptance_from=src, training_data=training_data, pairs=pairs)
     mark_unverified(report, a, *([src] if src is not None else []))
     emit(report, json_out)
 
@@ -343,6 +358,7 @@ def report_cmd(
     allow_unverified: Unverified = False,
     acceptance_from: AcceptanceFrom = None,
     training_data: TrainingData = None,
+    pair: Pairs = None,
 ) -> None:
     """Write a report of a run: Markdown with PNG plots beside it, and a self-contained HTML page.
     Plots: throughput vs concurrency per arm and domain, TTFT/ITL percentiles, a speedup heatmap
@@ -354,13 +370,17 @@ def report_cmd(
     if against and acceptance_from:
         raise ToolkitError("--acceptance-from goes with a run report, not with --against",
                            hint="report the surface run on its own: toolkit results report RUN --acceptance-from RUN2")
+    if against and pair:
+        raise ToolkitError("--pair compares two arms of one run, not with --against",
+                           hint="report the run on its own: toolkit results report RUN --pair ARM/REF")
     if against:
         a = _open(against, root, allow_unverified)
         report = build_diff_report(a, b, diff_runs(a, b), plots=True)
         target = out_dir or Path("reports") / f"{b.run_id}-vs-{a.run_id}"
     else:
         src = _acceptance_run(acceptance_from, b, root, allow_unverified)
-        report = build_run_report(b, plots=True, acceptance_from=src, training_data=training_data)
+        report = build_run_report(b, plots=True, acceptance_from=src, training_data=training_data,
+                                  pairs=_pairs(pair, b))
         target = out_dir or Path("reports") / b.run_id
     mark_unverified(report, b, *([a] if against else []))
     written = write_report(report, target, html_too=html_out)

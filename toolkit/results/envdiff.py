@@ -135,3 +135,34 @@ def env_diff(ma: Manifest, mb: Manifest) -> list[dict]:
                 continue
             rows.append({"section": sec, "field": key, "a": va, "b": vb})
     return rows
+
+
+def arm_env_diff(m: Manifest) -> list[dict]:
+    """Within one run whose arms come from several Environments: each other Environment against the run's own,
+    field by field (their specs as the run read them, server presets left to the arms' commands). Rows
+    {environment, arms, field, own, theirs} (own or theirs None where the field is absent on that side); an
+    Environment recorded without its spec (a run written before it was) gives one row whose field is `spec`
+    and whose values say so. [] where every arm is a preset of the run's own Environment."""
+    own_spec = dict((m.environment.resolved if m.environment else None) or {})
+    own_hash = m.environment.hash if m.environment else None
+    others: dict[str, dict] = {}  # data-keyed: environment hash (or name)
+    for arm, info in m.arms.items():
+        e = info.environment
+        if e is None or (e.hash and e.hash == own_hash):
+            continue
+        got = others.setdefault(e.hash or e.name or arm, {"name": e.name, "arms": [], "spec": e.resolved})
+        got["arms"].append(arm)
+    own = _flat({k: v for k, v in own_spec.items() if k != "servers"})
+    rows = []
+    for o in others.values():
+        if o["spec"] is None:
+            rows.append({"environment": o["name"], "arms": o["arms"], "field": "spec", "own": None,
+                         "theirs": "not recorded (a run written before arms' Environments were): its hash and "
+                                   "engine are in the facts; `results reproduce` reads its file from inputs/"})
+            continue
+        theirs = _flat({k: v for k, v in o["spec"].items() if k != "servers"})
+        for key in sorted(set(own) | set(theirs)):
+            if own.get(key) != theirs.get(key):
+                rows.append({"environment": o["name"], "arms": o["arms"], "field": key, "own": own.get(key),
+                             "theirs": theirs.get(key)})
+    return rows

@@ -169,3 +169,81 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
         if got is not None:
             row.paired_ratio, row.ci_low, row.ci_high, row.ci_method = got
     return rows
+
+
+def speedup_noise(run_dir, launches: int, shared: set[str] = frozenset()) -> tuple[Callable[[str], object] | None, dict]:
+    """The launch noise the speed-ups of cells measured in one round are widened by: a calibration run of this
+    GPU and environment under the run's results root (its arms' output tok/s noise), else the default launch
+    CV (a calibration made on a busy host is refused, and the note says why). Returns (arm -> Noise, the note
+    derived.noise records; `shared`: the arms on the baseline's server,
+    which speedups() does not widen)."""
+    from pathlib import Path
+
+    from toolkit.results.archive import open_archive
+    from toolkit.results.cells import CellReader
+    from toolkit.stats import DEFAULT, DEFAULT_LAUNCH_CV
+    from toolkit.results.noise import LaunchView, NoiseModel, find_calibration
+
+    if launches > 1:
+        return None, {"source": "runs", "launches": launches}
+    if shared:
+        note = {"shared_server": sorted(shared)}
+    else:
+        note = {}
+    run = open_archive(run_dir)
+    refused: list[str] = []  # a calibration made on a busy host is never used: the note says why
+    cal = find_calibration(Path(run_dir).resolve().parent.parent, run, refused)
+    if refused:
+        note["calibration_refused"] = refused
+    if cal is None:
+        return (lambda arm: DEFAULT), {"source": "default", "launch_cv": DEFAULT_LAUNCH_CV, **note}
+    view = LaunchView(CellReader(cal), source=f"calibration {cal.run_id}")
+    model = NoiseModel(view, view, view)
+    return (lambda arm: model.calibrated(arm, "output_tok_s") or DEFAULT), \
+        {"source": "calibration", "calibration": cal.run_id, **note}
+
+
+PAIR_SEP = "/"  # ARM/REF: an arm name never holds a slash (toolkit.specs.base.NAME_RE)
+
+
+def parse_pairs(texts: list[str], arms: list[str], baseline: str | None) -> list[tuple[str, str]]:
+    """`--pair ARM/REF` options as (arm, reference) pairs of the run's arms, each once; a mistake is a
+    ToolkitError (exit 2) naming the arms the run has."""
+    from toolkit.errors import ToolkitError, did_you_mean
+
+    out: list[tuple[str, str]] = []
+    for text in texts:
+        arm, sep, ref = text.partition(PAIR_SEP)
+        if not sep or not arm or not ref or PAIR_SEP in ref:
+            raise ToolkitError(f"--pair {text!r}: write ARM/REF, two arms of the run, e.g. "
+                               f"{(arms + ['ngram'])[-1]}/{baseline or arms[0]}", hint=f"the run's arms: {', '.join(arms)}")
+        for name in (arm, ref):
+            if name not in arms:
+                raise ToolkitError(f"--pair {text!r}: the run has no arm {name!r}",
+                                   hint=did_you_mean(name, arms) or f"the run's arms: {', '.join(arms)}")
+        if arm == ref:
+            raise ToolkitError(f"--pair {text!r}: an arm over itself is 1 by definition",
+                               hint="name two different arms, ARM/REF")
+        if (arm, ref) not in out:
+            out.append((arm, ref))
+    return out
+
+
+def pair_speedups(a, arm: str, ref: str) -> list[Speedup]:
+    """The paired speed-ups of `arm` over `ref` in one archived run (toolkit.results.archive.Archive), per
+    (domain, level), made as the runner makes those over the baseline (speedups: one paired ratio per launch
+    round and a t-interval over the rounds; one round: the bootstrap widened by the launch noise of both
+    servers, speedup_noise; a launches_auto run: Stein's interval). Any two arms: an engine against another in
+    the same role, or a speculative arm against its own engine's baseline. Unmarked (verdicts.verdicts marks)."""
+    d = a.derived
+    m = a.manifest
+    cells = [c for c in a.cells if c.arm in (arm, ref)]
+    records: dict[tuple, list[RequestRecord]] = defaultdict(list)  # data-keyed: cell
+    for c in cells:
+        records[(c.arm, c.domain, c.level)].extend(a.iter_records(c.key))
+    on_base = set((d.noise or {}).get("shared_server") or [])  # arms served by the baseline's own server
+    shared = {arm} if ({arm, ref} <= on_base | {d.baseline}) else set()
+    noise, _ = speedup_noise(a.path, m.launches, shared)
+    seed = int((m.matrix.resolved or {}).get("seed") or 0)
+    return speedups(cells, records, ref, seed=seed, noise=noise, shared=shared,
+                    stage1=stage1_rounds(m.launches) if d.launches_auto is not None else None)

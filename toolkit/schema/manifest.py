@@ -211,6 +211,9 @@ class ArmEnvironmentRecord(_Open):
     preset: str | None = Field(None, description="its server preset there")
     build: BuildRecord | None = Field(None, description="the image its servers ran (an engine whose image the "
                                                         "toolkit builds)")
+    resolved: dict[str, Any] | None = Field(None, description="the Environment as the run read it (as the "
+                                            "manifest's `environment.resolved`): what `results show` compares with "
+                                            "the run's own, field by field")
 
 
 ArmRecord.model_rebuild()

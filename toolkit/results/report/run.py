@@ -50,6 +50,19 @@ class RunView:
     power: Any = None  # a one-launch run's minimum detectable effects (report/noise.py PowerReport)
     surface: dict | None = None  # the speed-up surface of synthetic-acceptance arms and its prediction (surface.py)
     represent: Any = None  # representativeness against real acceptance per domain (results/represent.py Represented)
+    pairs: list["PairView"] = field(default_factory=list)  # `--pair ARM/REF`: speed-ups between any two arms
+    arm_envs: list[dict] = field(default_factory=list)  # arms of other Environments: how each differs from the run's
+
+
+@dataclass
+class PairView:
+    """The paired speed-ups of one arm over another of the same run (`results show/report --pair ARM/REF`),
+    marked for verdicts, with the crossovers where ARM is speculative and REF is not."""
+    arm: str
+    ref: str
+    speedups: list
+    crossovers: list
+    environments: str | None = None  # `ARM: its Environment; REF: its Environment` where the two differ
 
 
 def status_text(status: str, why: str | None) -> str:
@@ -160,11 +173,12 @@ def _derived(d: Derived | dict | None) -> Derived:
 
 def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: str | None = None,
                  why: str = "", acceptance_from: Archive | None = None,
-                 training_data: Path | None = None) -> RunView:
+                 training_data: Path | None = None, pairs: list[tuple[str, str]] = ()) -> RunView:
     """A run read back; `derived`, `status` and `why` stand in for summary.json while the runner finalizes.
     `acceptance_from`: the run whose real acceptance (and real speed-ups) the surface's prediction uses (default:
     this run's own). `training_data`: a sample of the drafter's training prompts the run's workloads are compared
-    with now (default: the representativeness the run recorded)."""
+    with now (default: the representativeness the run recorded). `pairs`: (arm, reference) pairs whose paired
+    speed-ups are made now, beside those over the run's baseline (toolkit.results.speedups.pair_speedups)."""
     from toolkit.results.cells import CellReader
     from toolkit.results.facts import run_facts
 
@@ -227,9 +241,39 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
     represent = _represent(a, derived, cells, training_data)
     if represent is not None:
         data["representativeness_vs_acceptance"] = {k: v for k, v in asdict(represent).items() if v is not None}
+    from toolkit.results.envdiff import arm_env_diff
+
+    arm_envs = arm_env_diff(m)
+    if arm_envs:
+        data["arm_environments"] = arm_envs
+    views = [pair_view(a, derived, arm, ref) for arm, ref in pairs]
+    if views:
+        data["pairs"] = [{"arm": p.arm, "ref": p.ref, "environments": p.environments,
+                          "speedups": [r.model_dump(mode="json") for r in p.speedups],
+                          "crossovers": [c.model_dump(mode="json") for c in p.crossovers]} for p in views]
     return RunView(title=f"Run {a.matrix_name}/{a.run_id}", facts=facts, cells=cells, derived=derived,
                    commands=commands, description=spec.get("description") or "", data=data, archive=a, slo=slo,
-                   noise=noise, power=power, surface=surface, represent=represent)
+                   noise=noise, power=power, surface=surface, represent=represent, pairs=views, arm_envs=arm_envs)
+
+
+def _arm_env_name(m, arm: str) -> str | None:
+    info = m.arms.get(arm)
+    e = info.environment if info is not None else None
+    return e.name if e is not None else (m.environment.name if m.environment else None)
+
+
+def pair_view(a: Archive, derived: Derived, arm: str, ref: str) -> PairView:
+    """One `--pair ARM/REF`: its speed-ups (toolkit.results.speedups.pair_speedups) marked under the rule of
+    what a verdict may use, and a crossover per domain where ARM is speculative and REF is not (speculation
+    against a plain server; two speculative arms, or two plain ones, compare without one)."""
+    from toolkit.results.speedups import pair_speedups
+    from toolkit.results.verdicts import judged_cells, verdicts
+
+    spec = set(derived.speculative_arms)
+    judged = {arm} if arm in spec and ref not in spec else set()
+    v = verdicts(pair_speedups(a, arm, ref), judged_cells(a), derived.arm_info, judged)
+    ea, er = _arm_env_name(a.manifest, arm), _arm_env_name(a.manifest, ref)
+    return PairView(arm, ref, v.speedups, v.crossovers, f"{arm}: {ea}; {ref}: {er}" if ea != er else None)
 
 
 def _represent(a: Archive, derived: Derived, cells: list, training_data: Path | None) -> Any:
@@ -392,6 +436,35 @@ def speedup_table(derived: Derived) -> Table:
     return Table(cols, rows, align="ll" + "r" * 6 + "l")
 
 
+def pair_blocks(p: PairView, d: Derived) -> list:
+    """One `--pair ARM/REF` as the report prints it: its table (REF in the baseline's column), how its CIs were
+    made, the two Environments where they differ, and its crossovers."""
+    out: list = [Heading(f"Speed-up of {p.arm} over {p.ref}"),
+                 speedup_table(Derived(speedups=p.speedups)) if p.speedups else Para("no cell of both arms")]
+    how = sorted({r.ci_method for r in p.speedups if r.ci_method})
+    note = (f"Made now from the run's records as the speed-ups over the baseline are (the same prompts, paired per "
+            f"launch round; base tok/s: {p.ref}'s)" + (": " + "; ".join(how) if how else "") + ".")
+    if p.environments:
+        note += (f" The two arms come from different Environments ({p.environments}): "
+                 "the ratio is the engines' (or builds') together with their presets.")
+    out.append(Para(note))
+    if p.crossovers:
+        out.append(Items([f"{c.arm} / {c.domain}: {c.note}" for c in p.crossovers]))
+    return out
+
+
+def arm_env_blocks(rows: list[dict], own: str | None) -> list:
+    """How each other Environment an arm comes from differs from the run's own, field by field."""
+    if not rows:
+        return []
+    return [Heading("How the arms' Environments differ"),
+            Para(f"Each other Environment against the run's own ({own or '-'}), as the run read them; the server "
+                 "presets are the arms' commands (below)."),
+            Table(["environment (arms)", "field", own or "run's own", "theirs"],
+                  [[f"{r['environment']} ({', '.join(r['arms'])})", r["field"], "-" if r["own"] is None else r["own"],
+                    "-" if r["theirs"] is None else r["theirs"]] for r in rows], align="llll")]
+
+
 def _speedup_note(d: Derived) -> str:
     """How the paired CIs were made: the bootstrap (older archives), or per the launch noise (d.noise set)."""
     if d.noise is None:
@@ -403,7 +476,8 @@ def _speedup_note(d: Derived) -> str:
             + "; ".join(how) + "." + "".join(f" {why}: the default launch CV used instead." for why in refused))
 
 
-def _derived_blocks(d: Derived, slo: SloAnalysis | None, surface: dict | None = None) -> list:
+def _derived_blocks(d: Derived, slo: SloAnalysis | None, surface: dict | None = None,
+                    pairs: list[PairView] = ()) -> list:
     out: list = []
     if d.speedups:
         out += [Heading(f"Speedup over the baseline ({d.baseline})"), speedup_table(d), Para(_speedup_note(d))]
@@ -415,6 +489,8 @@ def _derived_blocks(d: Derived, slo: SloAnalysis | None, surface: dict | None = 
                for arm in d.recommended_disable_batch_threshold]
     if advice:
         out += [Heading("Crossover"), Items(advice)]
+    for p in pairs:
+        out += pair_blocks(p, d)
     if surface is not None:
         from toolkit.results.report.surface import surface_blocks
 
@@ -483,9 +559,9 @@ def slurm_blocks(rec: SlurmRecord) -> list:
 
 
 def build_run_report(source: Archive | RunView, *, plots: bool = False, acceptance_from: Archive | None = None,
-                     training_data: Path | None = None) -> Report:
+                     training_data: Path | None = None, pairs: list[tuple[str, str]] = ()) -> Report:
     v = source if isinstance(source, RunView) else archive_view(source, acceptance_from=acceptance_from,
-                                                                training_data=training_data)
+                                                                training_data=training_data, pairs=pairs)
     r = Report(v.title, data=v.data)
     r.add(Heading(v.title, 1), Facts(v.facts))
     if v.description:
@@ -499,7 +575,7 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False, acceptan
               + f": {c.reason}" for _, c, _ in v.cells if c.status != "ok"]
     if failed:
         r.add(Heading("Failed cells"), Items(failed))
-    r.add(*eligibility_blocks(elig), *_derived_blocks(v.derived, v.slo, v.surface))
+    r.add(*eligibility_blocks(elig), *_derived_blocks(v.derived, v.slo, v.surface, v.pairs))
     if v.represent is not None:
         from toolkit.results.report.represent import represent_blocks
 
@@ -512,6 +588,8 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False, acceptan
         from toolkit.results.report.noise import power_blocks
 
         r.add(*power_blocks(v.power))
+    if v.arm_envs:
+        r.add(*arm_env_blocks(v.arm_envs, v.archive.manifest.environment.name if v.archive is not None else None))
     if v.commands:
         r.add(Heading("Server commands"), Code("\n".join(v.commands)))
     if v.archive is not None and v.archive.manifest.slurm is not None:
