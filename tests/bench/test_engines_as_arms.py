@@ -244,3 +244,83 @@ def test_sglang_and_vllm_arms_in_one_matrix(tmp_path: Path) -> None:
     speedups = {s["arm"] for s in summary["derived"]["speedups"]}
     assert speedups == {"ngram", "vllm-baseline", "vllm-ngram"}
     assert run_cli("results", "verify", str(run)).returncode == 0
+
+
+ENGINES_MATRIX = ROOT / "benchmarks" / "vllm_gpu" / "matrix-engines.yaml"
+
+
+def test_the_gpu_engines_matrix_plans_four_arms_of_two_engines(tmp_path: Path) -> None:
+    """benchmarks/vllm_gpu/matrix-engines.yaml through the plan (no server): both Environments found, four arms,
+    SGLang's and vLLM's, each engine's servers on its own site (target.engines), and the same cells as the two
+    one-engine matrices beside it, so their runs diff against this one."""
+    from toolkit.bench.plan import plan_target
+    from toolkit.specs import load_spec
+    from toolkit.targets.base import engine_kwargs
+
+    plan = plan_target(load_spec(ENGINES_MATRIX))
+    arms = plan.m.arm_names
+    assert arms == ["sglang-baseline", "sglang-ngram", "vllm-baseline", "vllm-ngram"]
+    assert [plan.engine_of(a) for a in arms] == ["sglang", "sglang", "vllm", "vllm"]
+    assert [plan.env_of(a).name for a in arms] == ["sglang-0.5.17-quickstart"] * 2 + ["vllm-0.24.0-quickstart"] * 2
+    assert [plan.preset_name(a) for a in arms] == ["baseline", "ngram"] * 2 and plan.m.baseline_arm == "sglang-baseline"
+    assert len(plan.env_specs()) == 2 and plan.arm_engines == ["sglang", "vllm"]
+    vl, sg = (engine_kwargs(plan, a, tmp_path / "log") for a in ("vllm-ngram", "sglang-ngram"))
+    assert vl.kind == sg.kind == "process" and vl.env["PYTHONPATH"] == "/tmp/vsite" and "PYTHONPATH" not in sg.env
+    m = plan.m.model_dump(mode="json")
+    for twin in ("matrix-sglang.yaml", "matrix-vllm.yaml"):
+        t = load_spec(ENGINES_MATRIX.parent / twin).model.model_dump(mode="json")
+        same = ("workloads", "api", "concurrency", "output_len", "duration_s", "warmup", "launches", "seed")
+        assert {k: m[k] for k in same} == {k: t[k] for k in same}, twin
+    assert m["launches"] == 3 and m["concurrency"] == [1, 16, 64] and m["workloads"] == ["coding", "encyclopedic"]
+
+
+ENGINES_TARGET = """\
+target:
+  kind: local
+  launcher: process
+  env: {A: target}
+  engines:
+    vllm: {python: /opt/vllm/bin/python, env: {A: vllm, PYTHONPATH: /opt/vllm-site}}
+"""
+
+
+def test_target_engines_give_each_engine_its_python_and_env(tmp_path: Path) -> None:
+    """`target.engines`: an engine's own Python and environment over the target's, for its arms only; a matrix
+    without it hashes as before (Hash.omit_default)."""
+    from toolkit.bench.plan import plan_target
+    from toolkit.specs import load_spec, spec_hash
+    from toolkit.targets.base import engine_kwargs
+
+    (tmp_path / "sglang.yaml").write_text(SGL_ENV)
+    (tmp_path / "vllm.yaml").write_text(VLLM_ENV)
+    body = ("kind: Matrix\nname: e\nenvironment: sglang.yaml\narms:\n  - baseline\n"
+            "  - {name: vllm-baseline, environment: vllm.yaml, preset: baseline}\n"
+            "workloads: [coding]\nconcurrency: [1]\nrequests: 4\n")
+    (tmp_path / "m.yaml").write_text(body + ENGINES_TARGET)
+    plan = plan_target(load_spec(tmp_path / "m.yaml"))
+    vl, sg = engine_kwargs(plan, "vllm-baseline", tmp_path / "l"), engine_kwargs(plan, "baseline", tmp_path / "l")
+    assert (vl.python, vl.env["A"], vl.env["PYTHONPATH"]) == ("/opt/vllm/bin/python", "vllm", "/opt/vllm-site")
+    assert (sg.python, sg.env["A"], "PYTHONPATH" in sg.env) == (None, "target", False)
+    plain = body + "target: {kind: local, launcher: process, env: {A: target}}\n"
+    (tmp_path / "m.yaml").write_text(plain)
+    h = spec_hash(load_spec(tmp_path / "m.yaml"))
+    (tmp_path / "m.yaml").write_text(plain.replace("env: {A: target}}", "env: {A: target}, engines: {}}"))
+    assert spec_hash(load_spec(tmp_path / "m.yaml")) == h
+
+
+@pytest.mark.parametrize("target,said,hint", [
+    (ENGINES_TARGET.replace("    vllm:", "    vlm:"), r"m\.yaml:\d+:\d+: target\.engines\.vlm: engine 'vlm' serves none "
+                                                     r"of the arms \(their engines: sglang, vllm\)", "did you mean 'vllm'"),
+    (ENGINES_TARGET.replace("launcher: process", "launcher: docker"),
+     r"m\.yaml:\d+:\d+: target\.engines: `engines:` sets each engine's Python and environment for `launcher: process`",
+     "set `launcher: process`")], ids=["unknown-engine", "docker"])
+def test_a_bad_target_engines_entry_exits_2_at_its_line(tmp_path: Path, target: str, said: str, hint: str) -> None:
+    (tmp_path / "sglang.yaml").write_text(SGL_ENV)
+    (tmp_path / "vllm.yaml").write_text(VLLM_ENV)
+    (tmp_path / "m.yaml").write_text("kind: Matrix\nname: e\nenvironment: sglang.yaml\narms:\n  - baseline\n"
+                                     "  - {name: vllm-baseline, environment: vllm.yaml, preset: baseline}\n"
+                                     "workloads: [coding]\nconcurrency: [1]\nrequests: 4\n" + target)
+    r = run_cli("validate", str(tmp_path / "m.yaml"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert re.search(said, r.stderr), r.stderr
+    assert hint in r.stderr and "Traceback" not in r.stderr

@@ -107,7 +107,7 @@ def test_show_says_how_the_arms_environments_differ(tmp_path: Path) -> None:
     assert rows["packages[vllm]"]["own"] is None and rows["sglang.version"]["theirs"] is None
     assert "servers.baseline.model" not in rows and "name" in rows  # presets are the arms' commands
     text = run_cli("results", "show", str(run))
-    assert "How the arms' Environments differ" in text.stdout and "vllm-env (other)" in text.stdout, text.stdout
+    assert "How the arms' Environments differ" in text.stdout and "vllm-env (arms other):" in text.stdout, text.stdout
     # an arm's Environment recorded without its spec (before the manifest held it): said, not guessed
     del man["arms"]["other"]["environment"]["resolved"]
     old = _run(tmp_path / "old", launches=1, manifest=man)

@@ -454,15 +454,21 @@ def pair_blocks(p: PairView, d: Derived) -> list:
 
 
 def arm_env_blocks(rows: list[dict], own: str | None) -> list:
-    """How each other Environment an arm comes from differs from the run's own, field by field."""
+    """How each other Environment an arm comes from differs from the run's own, field by field: one table each."""
     if not rows:
         return []
-    return [Heading("How the arms' Environments differ"),
-            Para(f"Each other Environment against the run's own ({own or '-'}), as the run read them; the server "
-                 "presets are the arms' commands (below)."),
-            Table(["environment (arms)", "field", own or "run's own", "theirs"],
-                  [[f"{r['environment']} ({', '.join(r['arms'])})", r["field"], "-" if r["own"] is None else r["own"],
-                    "-" if r["theirs"] is None else r["theirs"]] for r in rows], align="llll")]
+    out: list = [Heading("How the arms' Environments differ"),
+                 Para(f"Each other Environment against the run's own ({own or '-'}), as the run read them; the "
+                      "server presets are the arms' commands (below).")]
+    by: dict[str, list[dict]] = {}  # data-keyed: environment name
+    for r in rows:
+        by.setdefault(r["environment"], []).append(r)
+    for name, rs in by.items():
+        out += [Para(f"{name} (arms {', '.join(rs[0]['arms'])}):"),
+                Table(["field", own or "run's own", name],
+                      [[r["field"], "-" if r["own"] is None else r["own"], "-" if r["theirs"] is None else r["theirs"]]
+                       for r in rs], align="lll")]
+    return out
 
 
 def _speedup_note(d: Derived) -> str:
