@@ -244,6 +244,20 @@ def test_sglang_and_vllm_arms_in_one_matrix(tmp_path: Path) -> None:
     speedups = {s["arm"] for s in summary["derived"]["speedups"]}
     assert speedups == {"ngram", "vllm-baseline", "vllm-ngram"}
     assert run_cli("results", "verify", str(run)).returncode == 0
+    # any two arms (speculation over its own engine's baseline: a crossover), and how vLLM's Environment differs
+    shown = run_cli("results", "show", str(run), "--pair", "vllm-ngram/vllm-baseline", "--pair", "vllm-ngram/ngram",
+                    "--json")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    data = json.loads(shown.stdout)
+    own, across = data["pairs"]
+    assert {s["baseline"] for s in own["speedups"]} == {"vllm-baseline"} and len(own["speedups"]) == 1
+    assert [c["arm"] for c in own["crossovers"]] == ["vllm-ngram"] and across["crossovers"] == []
+    assert across["environments"] == "vllm-ngram: vllm-fake; ngram: sg-fake" and own["environments"] is None
+    envs = {r["field"]: r for r in data["arm_environments"]}
+    assert (envs["engine"]["own"], envs["engine"]["theirs"]) == ("sglang", "vllm")
+    assert envs["engine"]["arms"] == ["vllm-baseline", "vllm-ngram"] and envs["packages[vllm].version"]["theirs"] == "0.24.0"
+    text = run_cli("results", "show", str(run)).stdout
+    assert "vllm-ngram: per cell, from the server: vLLM /metrics counters 1 + vllm:spec_decode_num_accepted" in text
 
 
 ENGINES_MATRIX = ROOT / "benchmarks" / "vllm_gpu" / "matrix-engines.yaml"

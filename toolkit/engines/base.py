@@ -68,6 +68,9 @@ class Engine:
     knob_separator: str = "-"          # how its knob names join words (flags: dashes; generation_config: _)
     dummy_weight_seed: int | None = None  # dummy weights it fills itself from this fixed seed
     acceptance: str | None = None      # "metrics", "log" or None (see the module's docstring)
+    # the counters a "metrics" acceptance is made of, as reports say it (None: SGLang's, the default wording of
+    # toolkit.schema.metrics.ACCEPT_SOURCES["server-metrics"])
+    metrics_counters: str | None = None
     job_env: dict[str, str] = {}       # what a batch job of it adds to the server's environment
     top_k_off: tuple[int, ...] = (-1, 0)  # a request body's top_k values that turn top-k off (toolkit/specs/sampling.py)
 

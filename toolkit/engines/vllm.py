@@ -278,6 +278,7 @@ class VLLMEngine(Engine):
     exclusive_gpus = True
     knob_separator = "-"
     acceptance = "metrics"
+    metrics_counters = f"vLLM /metrics counters 1 + {ACCEPTED} / {DRAFTS}"
 
     def meaning(self, env: Any, arm: str) -> PresetMeaning:
         return meaning(env.servers.get(arm, {}) or {})

@@ -406,10 +406,19 @@ SYNTHETIC_NOTE = ("synthetic acc N: the arm's server was started with SGLANG_SIM
                   "never compared with a real acceptance.")
 
 
-def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) -> Items | None:
+def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]],
+                       arm_info: dict[str, ArmState] | None = None) -> Items | None:
     """Per arm, where its cells' acceptance lengths came from: per request from the wire, or one figure per
-    cell from the server's own counts (toolkit.schema.metrics.ACCEPT_SOURCES)."""
+    cell from the server's own counts (toolkit.schema.metrics.ACCEPT_SOURCES; an engine's own counters where
+    it names them, Engine.metrics_counters: vLLM's are not SGLang's)."""
     from toolkit.schema.metrics import ACCEPT_SOURCES
+
+    def said(arm: str, src: str) -> str:
+        info = (arm_info or {}).get(arm)
+        eng = engines.lookup(info.engine) if info is not None and info.engine else None
+        if src == "server-metrics" and eng is not None and eng.metrics_counters:
+            return f"per cell, from the server: {eng.metrics_counters} over the measured phase"
+        return ACCEPT_SOURCES.get(src, src)
 
     by: dict[tuple[str, str], int] = {}
     for _, c, m in cells:
@@ -421,8 +430,7 @@ def acceptance_sources(cells: list[tuple[str, CellSummary, dict[str, Stat]]]) ->
             by[key] = by.get(key, 0) + 1
     if not by:
         return None
-    return Items([f"{arm}: {ACCEPT_SOURCES.get(src, src)} ({n} cell{'s' if n > 1 else ''})"
-                  for (arm, src), n in sorted(by.items())])
+    return Items([f"{arm}: {said(arm, src)} ({n} cell{'s' if n > 1 else ''})" for (arm, src), n in sorted(by.items())])
 
 
 def speedup_table(derived: Derived) -> Table:
@@ -574,7 +582,7 @@ def build_run_report(source: Archive | RunView, *, plots: bool = False, acceptan
         r.add(Para(v.description))
     elig = eligibility_of([c for _, c, _ in v.cells], v.derived)
     r.add(Heading("Cells"), cells_table(v.cells, elig) if v.cells else Para("no cells"), Para(CELLS_NOTE))
-    sources = acceptance_sources(v.cells)
+    sources = acceptance_sources(v.cells, v.derived.arm_info)
     if sources is not None:
         r.add(Para("Acceptance length (accept), per arm:"), sources)
     failed = [f"{c.arm} {c.domain} {c.label} rep {c.repeat}" + (f" launch {c.launch}" if c.launch else "")
