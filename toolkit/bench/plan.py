@@ -211,7 +211,7 @@ def speculative_arms(m: Matrix, env: Environment | LoadedSpec, sources: dict[str
         if a == m.baseline_arm:
             continue
         s = (sources or {}).get(a)
-        e, preset = (s.env_spec.model, s.preset) if s is not None else (getattr(env, "model", env), a)
+        e, preset = (s.env_spec.model, s.preset) if s is not None else (env.model if isinstance(env, LoadedSpec) else env, a)
         if engines.get(e.engine).synthetic_acceptance and preset_meaning(e, preset).speculative:
             out.append(a)
     return out

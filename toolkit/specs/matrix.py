@@ -364,7 +364,7 @@ class ArmSource(StrictModel):
     """An arm served by a preset of another Environment than the matrix's `environment:` (engines as arms:
     SGLang's and vLLM's presets in one run, on the same prompts, launches interleaved)."""
 
-    name: Name = Field(description="the arm's name in this run (cells, speed-ups, the manifest)")
+    name: Name = Field(description="the arm's name in this run (cells, speed-ups, the manifest), e.g. vllm-ngram")
     environment: str = Field(description="path of the Environment spec that serves it, relative to this file")
     preset: Name | None = Field(None, description="its server preset there (default: the arm's name)")
 
