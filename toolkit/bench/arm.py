@@ -18,6 +18,7 @@ from toolkit.bench.hostload import HostLoad
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import Cell, RunPlan, Slot
 from toolkit.errors import ToolFailure, ToolkitError
+from toolkit.loadgen.load import CellLoad
 from toolkit.schema.eligibility import busy_check
 from toolkit.schema.keys import launch_suffix
 from toolkit.schema.manifest import ArmState, LaunchRecord, Window
@@ -27,7 +28,7 @@ from toolkit.targets import LaunchArgs
 START_TIMEOUT_S = 600
 
 
-def make_launchers(plan: RunPlan, log_dir: Path) -> dict[str, Any]:
+def make_launchers(plan: RunPlan, log_dir: Path) -> dict[str, Any]:  # data-keyed: arm (its launcher, or why none)
     """Every arm's launcher (toolkit.serve.Launcher), made but not started, so that the manifest records
     the exact command; an arm whose launcher cannot be made maps to the ToolkitError saying why."""
     out: dict[str, Any] = {}
@@ -190,7 +191,7 @@ class ArmRunner:
             return info
         # the /server_info the launcher read (kept whole as an extra), archived as a file of its own
         raw = info.model_extra.pop("server_info", None) or self.launcher.server_info()
-        info.add(**eng.server_state(raw))
+        info.add_state(eng.server_state(raw))
         if raw and raw.get(sglang.SERVER_INFO_LOAD_FORMAT):
             # `dummy`: random weights, said by the server itself
             info.add(load_format=raw[sglang.SERVER_INFO_LOAD_FORMAT])
@@ -236,7 +237,7 @@ class ArmRunner:
             from toolkit.serve.sglang import server_state
 
             st = server_state(self.launcher.server_info())
-            self.ledger.cell_state(self.arm, cell.key, {"avg_spec_accept_length": st.get("avg_spec_accept_length")})
+            self.ledger.cell_state(self.arm, cell.key, {"avg_spec_accept_length": st.avg_spec_accept_length})
 
     def _run_cell(self, cell: Cell) -> None:
         from toolkit.bench.acceptance import probe_for
@@ -269,7 +270,8 @@ class ArmRunner:
         records = _launched(records, cell.launch)
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
                             repeat=cell.repeat, launch=cell.launch, output_len=m.output_len, workload_hash=workload.hash,
-                            sampling={**self.plan.sampling(), "workers": cell_load.processes},  # as run; diff ignores it
+                            # the workers as run; diff ignores them
+                            sampling={**CellLoad.recorded(self.plan.m), "workers": cell_load.processes},
                             load=cell_load)
         summary.synthetic_acceptance = self.plan.synthetic_level(cell.arm)
         if cell_load.arrivals is not None:  # a trace's cell: which trace at which speed, not a seeded process
@@ -305,7 +307,8 @@ class ArmRunner:
                             repeat=cell.repeat,
                             launch=cell.launch, output_len=self.plan.m.output_len, workload_hash=workload_hash, status="failed",
                             reason=reason, log_tail=scrub_text(log_tail)[-4000:] if log_tail else None,
-                            sampling=self.plan.sampling(), n_requests=len([r for r in records or [] if not r.warmup]),
+                            sampling=CellLoad.recorded(self.plan.m),
+                            n_requests=len([r for r in records or [] if not r.warmup]),
                             synthetic_acceptance=self.plan.synthetic_level(cell.arm))
             self.ledger.record(cell, s, _launched(records or [], cell.launch))
 

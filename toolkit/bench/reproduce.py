@@ -65,7 +65,7 @@ class Reproduction:
     def exit_code(self) -> int:
         return self.judged.exit_code if self.judged else (1 if self.moved else 0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # json-edge: bench reproduce --json
         d = self.diff.to_dict()
         cells = d["cells"]
         moved_labels = {m["cell"] for m in self.moved}
@@ -169,7 +169,7 @@ def rebuild_from_manifest(arch: Archive, tree: Path, notes: list[str]) -> Path:
 
 # -- what changed underneath
 
-def _changed(was: Any, now: Any, prefix: str = "") -> dict[str, tuple[Any, Any]]:
+def _changed(was: Any, now: Any, prefix: str = "") -> dict[str, tuple[Any, Any]]:  # data-keyed: dotted field
     """Dotted fields whose recorded value differs now; fields a newer toolkit added are not changes."""
     if isinstance(was, dict) and isinstance(now, dict):
         out: dict[str, tuple[Any, Any]] = {}

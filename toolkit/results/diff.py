@@ -182,7 +182,7 @@ class DiffResult:
         """The tested metric-cells that can support no claim (MetricDiff.claims: 2 launches a side)."""
         return [(c, m) for c in self.cells for m in c.metrics.values() if m.se is not None and not m.claims]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # json-edge: results diff --json
         d = asdict(self)
         for c, cd in zip(self.cells, d["cells"]):
             cd["label"] = c.label
@@ -327,7 +327,7 @@ def family(tests: list[tuple[CellDiff, MetricDiff]]) -> list[int | None]:
     return [index.get((c.label, METRICS[m.metric].tracks)) for c, m in tests]
 
 
-def _arm_changes(cells: list[CellDiff]) -> dict[tuple[str, str], float]:
+def _arm_changes(cells: list[CellDiff]) -> dict[tuple[str, str], float]:  # data-keyed: (arm, metric)
     """(arm, metric) -> the mean log change over the arm's comparable cells (its geometric mean)."""
     acc: dict[tuple[str, str], list[float]] = {}
     for c in cells:

@@ -38,6 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolkit.engines.facts import ServerState
 from toolkit.errors import ToolkitError
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, run_status
 from toolkit.schema.records import CellSummary
@@ -365,7 +366,7 @@ class Manifest(_Open):
     def is_noise_calibration(self) -> bool:
         return self.purpose == NOISE_CALIBRATION
 
-    def written(self) -> dict:
+    def written(self) -> dict:  # json-edge: manifest.json as written
         """The JSON the writer stores: only the fields that were set (no defaults invented)."""
         return self.model_dump(mode="json", exclude_unset=True)
 
@@ -489,6 +490,10 @@ class ArmState(_Open):
         for name, value in facts.items():
             setattr(self, name, value)
         return self
+
+    def add_state(self, state: ServerState) -> "ArmState":
+        """What the server said of itself (Engine.server_state): the fields the engine's reading gives."""
+        return self.add(**{name: getattr(state, name) for name in state.said})
 
 
 class Window(_Open):
@@ -657,7 +662,7 @@ def status_reason(status: str, interrupted: bool, ok: int, failed: int, missing:
 
 # -- reading any version this toolkit reads
 
-def check_schema(raw: Any, path: Path | None = None) -> dict:
+def check_schema(raw: Any, path: Path | None = None) -> None:
     """Accept the archive schema versions this toolkit reads; refuse others with what to do."""
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise ToolkitError(f"not a toolkit run archive ({_name(path)} lacks format: {FORMAT})", file=path)
@@ -674,7 +679,6 @@ def check_schema(raw: Any, path: Path | None = None) -> dict:
         raise ToolkitError(f"archive schema {version} is older than any this toolkit reads "
                            f"({MIN_SCHEMA_VERSION}..{SCHEMA_VERSION})", file=path,
                            hint="re-import the raw numbers with `toolkit results import`")
-    return raw
 
 
 def _name(path: Path | None) -> str:
@@ -692,7 +696,7 @@ def _validate(model: type[BaseModel], data: dict, path: Path | None):
                                 "checks every file") from None
 
 
-def _manifest_v1(raw: dict) -> dict:
+def _manifest_v1(raw: dict) -> dict:  # json-edge: manifest.json as read, before validation
     """Every shape version-1 writers left, mapped to the model's names (on a copy)."""
     m = dict(raw)
     for part in ("matrix", "environment"):
@@ -731,7 +735,7 @@ def _manifest_v1(raw: dict) -> dict:
     return m
 
 
-def _derived_v1(raw: Any) -> dict:
+def _derived_v1(raw: Any) -> dict:  # json-edge: summary.json's derived as read, before validation
     d = dict(raw) if isinstance(raw, dict) else {}
     if not isinstance(d.get("methodology"), list):
         for key in ("checks", "warnings", "methodology_checks"):

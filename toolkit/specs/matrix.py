@@ -164,7 +164,7 @@ class Workload(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _trace_name(cls, data: Any) -> Any:
+    def _trace_name(cls, data: Any) -> Any:  # json-edge: the workload's YAML mapping, before validation
         """`{trace: traces/prod.jsonl}` is named after its file (prod) unless it says `name:`."""
         if isinstance(data, dict) and "name" not in data and isinstance(data.get("trace"), str):
             return {"name": workload_name(data["trace"]), **data}

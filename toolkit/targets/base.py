@@ -154,7 +154,7 @@ class Target:
         """(manifest field, new value) that records a launch as it is now, or None: nothing to record."""
         return None
 
-    def served_urls(self, slot: Slot) -> dict[str, str]:
+    def served_urls(self, slot: Slot) -> dict[str, str]:  # data-keyed: arm
         """{arm: URL} of servers someone else started ({}: the toolkit starts them)."""
         return {}
 

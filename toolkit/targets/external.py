@@ -95,7 +95,7 @@ class External(Target):
     def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> LaunchArgs:
         return LaunchArgs(Path(log_dir) / f"{arm}.log", kind="external", url=slot.target.urls[arm])
 
-    def served_urls(self, slot: Slot) -> dict[str, str]:
+    def served_urls(self, slot: Slot) -> dict[str, str]:  # data-keyed: arm
         return dict(slot.target.urls)
 
 
