@@ -23,7 +23,7 @@ from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key, level_label, rate_text, synthetic_arm
 from toolkit.schema.manifest import (ArmEnvironmentRecord, ArmRecord, ArmState, BuildRecord, Determinism, Manifest,
                                      SyntheticAcceptance)
-from toolkit.schema.records import Prompt
+from toolkit.schema.records import Prompt, TraceArrival
 from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import Slot, plan_slots
@@ -368,13 +368,12 @@ class RunPlan:
             return None
         return w.speeds[w.rates.index(cell.rate)]
 
-    def trace_record(self, cell: Cell) -> dict | None:
+    def trace_record(self, cell: Cell) -> TraceArrival | None:
         """A trace cell's `arrival` record in its summary: the trace, its speed and its requests."""
         speed = self.trace_speed(cell)
         if speed is None:
             return None
-        w = self.workloads[cell.domain]
-        return {"process": "trace", "speed": speed, "requests": len(w.prompts)}
+        return TraceArrival(speed=speed, requests=len(self.workloads[cell.domain].prompts))
 
     def prompts(self, cell: Cell) -> list[Prompt]:
         """The prompts a cell sends, warmup first: the same for every arm. A trace's cell: its requests in
