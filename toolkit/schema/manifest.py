@@ -104,10 +104,18 @@ class TargetRecord(_Open):
     partition: str | None = Field(None, description="slurm: the partition, where the spec names one")
 
 
+class Hardware(_Open):
+    """What a slot's arms load, or where a launch's server came up (a Slurm job's node): a host and its GPUs.
+    Slots whose hardware overlaps are never measured at the same time (toolkit.targets.shares_hardware)."""
+
+    host: str | None = Field(None, description='"localhost", a provisioned host\'s address, a URL\'s host, a node')
+    gpus: str = Field("all", description='the GPU indices ("0,1"), or "all"')
+
+
 class SlotRecord(_Open):
     name: str
     arms: list[str] = Field(default_factory=list)
-    hardware: dict[str, Any] = Field(default_factory=dict, description="{host, gpus}: what 'shared' means")
+    hardware: Hardware = Field(default_factory=Hardware, description="what 'shared' means")
     target: TargetRecord = Field(default_factory=TargetRecord, description="kind (local|hosts|external|slurm) "
                                                                            "and details")
 
@@ -500,7 +508,7 @@ class Window(_Open):
     """When an arm was measured (epoch seconds) and on what hardware."""
 
     slot: str | None = None
-    hardware: dict[str, Any] = Field(default_factory=dict)
+    hardware: Hardware = Field(default_factory=Hardware)
     start: float
     end: float | None = None
 
