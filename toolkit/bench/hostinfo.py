@@ -8,7 +8,7 @@ import os
 import platform
 from importlib import metadata
 
-from toolkit.schema.manifest import Fingerprint, Hardware, HostRecord, MachineRecord
+from toolkit.schema.manifest import Fingerprint, GpuDevice, Hardware, HostRecord, MachineRecord
 from toolkit.scrub import scrub
 
 
@@ -99,8 +99,7 @@ def _local_gpus() -> tuple[tuple[int, str], ...]:
         fp = gpu_fingerprint()
     except ImportError:
         fp = None
-    return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
-                 for i, g in enumerate(fp.gpus if fp else []) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
+    return _indexed(fp.gpus if fp else [])
 
 
 @functools.lru_cache(maxsize=None)
@@ -112,9 +111,12 @@ def _host_gpus(host: str) -> tuple[tuple[int, str], ...]:
         fp = load_fingerprint(host) or Fingerprint()
     except Exception:  # noqa: BLE001 - no fingerprint: the launch's GPUs stay unknown, said so in the record
         fp = Fingerprint()
-    gpus = fp.gpus if fp.gpus is not None else (fp.gpu.gpus if fp.gpu else [])
-    return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
-                 for i, g in enumerate(gpus) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
+    return _indexed(fp.devices)
+
+
+def _indexed(gpus: list[GpuDevice]) -> tuple[tuple[int, str], ...]:
+    """(index, UUID or serial) of each GPU that has one (its place in the list where no index is recorded)."""
+    return tuple((g.index if g.index is not None else i, g.identity) for i, g in enumerate(gpus) if g.identity)
 
 
 def launch_machine(hardware: Hardware | None, slot_name: str | None = None, local_gpus=None,

@@ -203,12 +203,12 @@ def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
     from toolkit.bench.hostinfo import host_fingerprint
     from toolkit.bench.inputs import dummy_record
     from toolkit.bench.slots import plan_slots
-    from toolkit.results.facts import host_view
+    from toolkit.results.facts import gpu_model
 
     env = env_spec.model
     now = Manifest(host=host_fingerprint(plan_slots(spec, env.engine)))
     out = []
-    g0, g1 = host_view(original.manifest.host.primary).get("gpus"), host_view(now.host.primary).get("gpus")
+    g0, g1 = gpu_model(original.manifest.host.primary), gpu_model(now.host.primary)
     if g0 != g1:
         out.append(DriftRecord(what="gpu", original=g0, current=g1))
     v0 = _engine_version(original.manifest, original.derived, env.engine)

@@ -14,12 +14,11 @@ from toolkit.schema.manifest import BuildRecord, Fingerprint, Manifest
 def gpu_model(fp: Fingerprint) -> str | None:
     """A fingerprint's GPUs as `results list` names them ("2x NVIDIA H100 80GB HBM3"; several models: their
     names joined), None without any: what noise calibrations and reproductions are matched on."""
-    gpus = fp.gpus if fp.gpus is not None else (fp.gpu.gpus if fp.gpu else [])
-    names = [g.get("name") or g.get("product_name") or "?" if isinstance(g, dict) else str(g) for g in gpus]
+    names = [g.name or "?" for g in fp.devices]
     return (f"{len(names)}x {names[0]}" if names and len(set(names)) == 1 else ", ".join(names)) or None
 
 
-def host_view(fp: Fingerprint) -> dict:
+def host_view(fp: Fingerprint) -> dict:  # json-edge: the view envdiff flattens (normalized's `host`)
     """The fields of a fingerprint that matter for a comparison (no per-device serials or UUIDs)."""
     gpu = fp.gpu
     links = gpu.topology.links if gpu is not None and gpu.topology is not None else None

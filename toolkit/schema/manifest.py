@@ -137,16 +137,60 @@ class GpuTopology(_Open):
     error: str | None = None
 
 
+class GpuDevice(_Open):
+    """One GPU as `nvidia-smi -q -x` describes it (toolkit.gpu.smi): what identifies it, its memory, power,
+    clocks, ECC and modes, each number in nvidia-smi's unit (named in the field); None where it reports N/A or
+    nothing."""
+
+    index: int | None = Field(None, description="nvidia-smi's index (its order in the log)")
+    minor_number: int | None = None
+    name: str | None = None
+    brand: str | None = None
+    architecture: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    pci_bus_id: str | None = None
+    vbios: str | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    memory_reserved_mib: int | None = None
+    power_limit_w: float | None = None
+    power_limit_default_w: float | None = None
+    power_limit_max_w: float | None = None
+    power_draw_w: float | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    mem_clock_max_mhz: int | None = None
+    sm_clock_app_mhz: int | None = None
+    ecc_mode: str | None = None
+    ecc_errors_uncorrected_volatile: int | None = None
+    ecc_errors_corrected_volatile: int | None = None
+    persistence_mode: str | None = None
+    mig_mode: str | None = None
+    compute_mode: str | None = None
+    performance_state: str | None = None
+    temperature_c: int | None = None
+    pcie_link_gen_max: int | None = None
+    pcie_link_width_max: str | None = None
+
+    @property
+    def identity(self) -> str | None:
+        """What tells this GPU from any other: its UUID, else its serial (None: neither recorded)."""
+        return self.uuid or self.serial
+
+
 class GpuFingerprint(_Open):
     """The GPU stage's fingerprint (toolkit.gpu.smi.gpu_fingerprint): `nvidia-smi -q -x` read into the driver and
-    CUDA versions and one dict per GPU (index, name, uuid, serial, memory, clocks, power, ECC, ...), the topology,
-    and the source; a failing nvidia-smi is recorded as `error` (a fingerprint records what the machine said)."""
+    CUDA versions and one GpuDevice per GPU (index, name, uuid, serial, memory, clocks, power, ECC, ...), the
+    topology, and the source; a failing nvidia-smi is recorded as `error` (a fingerprint records what the machine
+    said)."""
 
     timestamp: str | None = None
     driver_version: str | None = None
     cuda_version: str | None = None
     count: int | None = None
-    gpus: list[Any] = Field(default_factory=list, description="one dict per GPU, in nvidia-smi's order")
+    gpus: list[GpuDevice] = Field(default_factory=list, description="one per GPU, in nvidia-smi's order")
     topology: GpuTopology | None = None
     source: str | None = None
     error: str | None = None
@@ -166,10 +210,19 @@ class Fingerprint(_Open):
     python: str | None = None
     engines: dict[str, str | None] = Field(default_factory=dict)
     gpu: GpuFingerprint | None = None
-    gpus: list[Any] | None = None
+    gpus: list[Any] | None = Field(None, description="an older writer's GPUs (Fingerprint.devices reads them)")
     env: dict[str, str] = Field(default_factory=dict)  # the controller's engine variables (hostinfo.ENGINE_ENV_PREFIXES)
     driver: str | None = None
     cuda: str | None = None
+
+    @property
+    def devices(self) -> list[GpuDevice]:
+        """Its GPUs: the GPU stage's (`gpu.gpus`), else an older writer's top-level `gpus` (a mapping read as a
+        GpuDevice, its `product_name` as the name where it has none; anything else as a name)."""
+        if self.gpus is None:
+            return list(self.gpu.gpus) if self.gpu else []
+        return [GpuDevice.model_validate({"name": g.get("product_name"), **g}) if isinstance(g, dict)
+                else GpuDevice(name=str(g)) for g in self.gpus]
 
 
 class HostRecord(_Open):
