@@ -283,7 +283,7 @@ class ArmRunner:
             if busy is not None:
                 summary.checks = [*summary.checks, busy]
         if samples:
-            self.ledger.write_file(f"telemetry/{cell.key}.json", _json(samples))
+            self.ledger.write_file(f"telemetry/{cell.key}.json", _json([dataclasses.asdict(s) for s in samples]))
         self._acceptance(cell, summary, probe)
         self.ledger.record(cell, summary, records)
 
