@@ -73,7 +73,7 @@ def test_cross_machine_diff_says_so_and_widens_its_intervals(tmp_path: Path) -> 
     assert cross_machines(a, same).status == "same" and cross_machines(a, other).different
     d_same, d_other = diff_runs(a, same, metrics=["tpot_ms"]), diff_runs(a, other, metrics=["tpot_ms"])
     assert not d_same.cross_machine and d_other.cross_machine
-    assert d_other.machines["variance"]["tpot_ms"]["source"].startswith("default prior")
+    assert d_other.machines.variance["tpot_ms"].source.startswith("default prior")
     ms, mo = d_same.cells[0].metrics["tpot_ms"], d_other.cells[0].metrics["tpot_ms"]
     assert mo.se > ms.se and "machine level" in mo.noise  # same requests, same launches: only the level differs
     from toolkit.results.report import build_diff_report, render_text
@@ -153,4 +153,4 @@ def test_the_judged_pair_never_estimates_its_own_machine_level(tmp_path: Path) -
     own = machine_variance(root, ["tpot_ms"], judged=(a.run_id, b.run_id))["tpot_ms"]
     assert own.var == machine_prior("tpot_ms").var and "judged run left out" in own.source
     d = diff_runs(a, b, metrics=["tpot_ms"])
-    assert d.cross_machine and d.machines["variance"]["tpot_ms"]["source"].startswith("default prior")
+    assert d.cross_machine and d.machines.variance["tpot_ms"].source.startswith("default prior")

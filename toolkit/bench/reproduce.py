@@ -434,8 +434,9 @@ def reproduce_text(rep: Reproduction) -> str:
     across = "; across machines, the machine level included" if rep.diff.cross_machine else ""
     lines.append(f"{j.headline} ({rep.original.run_id} -> {rep.new.run_id}; tolerance ±{j.tolerance_pct:g}% from "
                  f"{j.tolerance_source}{across}; exit {j.exit_code})")
-    if rep.diff.machines.get("status") in ("different", "unknown"):
-        lines.append(f"  machines: {rep.diff.machines.get('text')}")
+    m = rep.diff.machines
+    if m is not None and m.cross.status in ("different", "unknown"):
+        lines.append(f"  machines: {m.cross.text()}")
     lines += [f"  {why}" for why in rep.diff.calibration_refused]
     lines.append(f"  ±{j.tolerance_pct:g}% on the log scale, as every test: a ratio B/A within "
                  f"{1 / (1 + j.tolerance_pct / 100):.3f}..{1 + j.tolerance_pct / 100:.3f}")
