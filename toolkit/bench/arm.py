@@ -21,7 +21,7 @@ from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.eligibility import busy_check
 from toolkit.schema.keys import launch_suffix
-from toolkit.schema.manifest import ArmState, LaunchRecord, Window
+from toolkit.schema.manifest import ArmState, CommandError, LaunchRecord, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.targets import LaunchArgs
 
@@ -45,10 +45,10 @@ def make_launchers(plan: RunPlan, log_dir: Path) -> dict[str, Any]:  # data-keye
     return out
 
 
-def command_of(launcher) -> str | dict | None:
+def command_of(launcher) -> str | CommandError | None:
     """What the manifest records as an arm's command."""
     if isinstance(launcher, ToolkitError):
-        return {"error": launcher.message}
+        return CommandError(error=launcher.message)
     return shlex.join(launcher.command) if launcher is not None and launcher.command else None
 
 

@@ -77,13 +77,20 @@ class SyntheticAcceptance(_Open):
     env: dict[str, str] = Field(default_factory=dict, description="the simulate variables its servers got")
 
 
+class CommandError(_Open):
+    """An arm whose launcher could not be made: why (its manifest `command`, written as {error})."""
+
+    error: str
+
+
 class ArmRecord(_Open):
     """One arm as planned: the server preset (flags without dashes), per-request parameters, and the
-    exact command its launcher runs (a string; a list from older writers; {error} when none could be made)."""
+    exact command its launcher runs (a string; a list from older writers; a CommandError when none could be
+    made)."""
 
     preset: dict[str, Any] = Field(default_factory=dict)
     request_params: dict[str, Any] = Field(default_factory=dict)
-    command: str | list[str] | dict[str, Any] | None = None
+    command: str | list[str] | CommandError | None = None
     synthetic_acceptance: SyntheticAcceptance | None = None
     environment: "ArmEnvironmentRecord | None" = Field(
         None, description="an arm the Matrix lists as {name, environment, preset}: the Environment it comes from "
