@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_serializer, model_validator
 
 from toolkit.engines.facts import ServerState
 from toolkit.errors import ToolkitError
@@ -53,6 +53,28 @@ class _Open(BaseModel):
     """Typed where readers look; any other field the archive holds is kept (extra='allow')."""
 
     model_config = ConfigDict(extra="allow")
+
+
+class _AsGiven(_Open):
+    """A record the archive kept as a plain mapping before it was typed (a slot's hardware, a GPU, a command's
+    error): it dumps the keys it was given, in the order given (read from a file, or made), then any field set
+    since, so manifest.json, summary.json and every --json print it as they did."""
+
+    _given: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _note_keys(cls, data: Any, handler: Any) -> Any:
+        record = handler(data)
+        if isinstance(data, dict):
+            record._given = tuple(data)
+        return record
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: Any) -> Any:
+        dumped = handler(self)
+        order = [*self._given, *(k for k in dumped if k not in self._given and k in self.model_fields_set)]
+        return {k: dumped[k] for k in order if k in dumped}
 
 
 # -- manifest.json
@@ -77,7 +99,7 @@ class SyntheticAcceptance(_Open):
     env: dict[str, str] = Field(default_factory=dict, description="the simulate variables its servers got")
 
 
-class CommandError(_Open):
+class CommandError(_AsGiven):
     """An arm whose launcher could not be made: why (its manifest `command`, written as {error})."""
 
     error: str
@@ -111,7 +133,7 @@ class TargetRecord(_Open):
     partition: str | None = Field(None, description="slurm: the partition, where the spec names one")
 
 
-class Hardware(_Open):
+class Hardware(_AsGiven):
     """What a slot's arms load, or where a launch's server came up (a Slurm job's node): a host and its GPUs.
     Slots whose hardware overlaps are never measured at the same time (toolkit.targets.shares_hardware)."""
 
@@ -144,7 +166,7 @@ class GpuTopology(_Open):
     error: str | None = None
 
 
-class GpuDevice(_Open):
+class GpuDevice(_AsGiven):
     """One GPU as `nvidia-smi -q -x` describes it (toolkit.gpu.smi): what identifies it, its memory, power,
     clocks, ECC and modes, each number in nvidia-smi's unit (named in the field); None where it reports N/A or
     nothing."""
