@@ -71,7 +71,7 @@ class _AsGiven(_Open):
         return record
 
     @model_serializer(mode="wrap")
-    def _as_given(self, handler: Any) -> Any:
+    def _as_given(self, handler: Any) -> Any:  # json-edge: the mapping as the archive's files hold it
         dumped = handler(self)
         order = [*self._given, *(k for k in dumped if k not in self._given and k in self.model_fields_set)]
         return {k: dumped[k] for k in order if k in dumped}
