@@ -18,7 +18,6 @@ from toolkit.bench.hostload import HostLoad
 from toolkit.bench.ledger import Ledger
 from toolkit.bench.plan import Cell, RunPlan, Slot
 from toolkit.errors import ToolFailure, ToolkitError
-from toolkit.loadgen.load import CellLoad
 from toolkit.schema.eligibility import busy_check
 from toolkit.schema.keys import launch_suffix
 from toolkit.schema.manifest import ArmState, CommandError, LaunchRecord, Window
@@ -270,8 +269,7 @@ class ArmRunner:
         records = _launched(records, cell.launch)
         summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency,
                             repeat=cell.repeat, launch=cell.launch, output_len=m.output_len, workload_hash=workload.hash,
-                            # the workers as run; diff ignores them
-                            sampling={**CellLoad.recorded(self.plan.m), "workers": cell_load.processes},
+                            sampling={**self.plan.sampling(), "workers": cell_load.processes},  # as run; diff ignores it
                             load=cell_load)
         summary.synthetic_acceptance = self.plan.synthetic_level(cell.arm)
         if cell_load.arrivals is not None:  # a trace's cell: which trace at which speed, not a seeded process
@@ -307,8 +305,7 @@ class ArmRunner:
                             repeat=cell.repeat,
                             launch=cell.launch, output_len=self.plan.m.output_len, workload_hash=workload_hash, status="failed",
                             reason=reason, log_tail=scrub_text(log_tail)[-4000:] if log_tail else None,
-                            sampling=CellLoad.recorded(self.plan.m),
-                            n_requests=len([r for r in records or [] if not r.warmup]),
+                            sampling=self.plan.sampling(), n_requests=len([r for r in records or [] if not r.warmup]),
                             synthetic_acceptance=self.plan.synthetic_level(cell.arm))
             self.ledger.record(cell, s, _launched(records or [], cell.launch))
 

@@ -354,6 +354,10 @@ class RunPlan:
         """The cells one launch of an arm still has to run (resume: only the missing ones)."""
         return [c for c in self.todo.get(arm, []) if c.launch == launch]
 
+    def sampling(self) -> dict[str, Any]:  # json-edge: the cell summary's sampling record (CellLoad's field names)
+        """A cell summary's `sampling` record: what CellLoad records of the Matrix (CellLoad.recorded)."""
+        return CellLoad.recorded(self.m)
+
     def load(self, cell: Cell) -> CellLoad:
         """What the cell sends: the Matrix's load at its concurrency, with its arm's request parameters; a
         trace's cell its send times at the cell's speed."""

@@ -23,7 +23,6 @@ from toolkit.bench.arm import START_TIMEOUT_S, make_launcher
 from toolkit.bench.inputs import Origin
 from toolkit.bench.plan import Cell, RunPlan, probe_concurrency
 from toolkit.errors import ToolFailure, ToolkitError
-from toolkit.loadgen.load import CellLoad
 from toolkit.results.archive import ArchiveWriter
 from toolkit.schema.keys import rate_text
 from toolkit.schema.metrics import figure_of
@@ -118,7 +117,7 @@ def _probe_cell(plan: RunPlan, launcher, cell: Cell, kind: str) -> tuple[CellSum
                else run(run_cell(launcher.base_url, load, prompts, **who)))
     summary = summarize(records, arm=cell.arm, domain=cell.domain, concurrency=cell.concurrency, repeat=0,
                         output_len=plan.m.output_len, workload_hash=workload.hash,
-                        sampling={**CellLoad.recorded(plan.m), "workers": load.processes}, load=load)
+                        sampling={**plan.sampling(), "workers": load.processes}, load=load)
     return summary, records
 
 
