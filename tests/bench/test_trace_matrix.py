@@ -134,7 +134,7 @@ def test_trace_replays_in_a_matrix_on_the_embedded_engine(tmp_path: Path) -> Non
     bound = late_bound_ms(rate)
     for c in arch.cells:
         assert c.status == "ok" and c.rate == rate and c.n_requests == N, c
-        assert c.arrival["process"] == "trace" and c.arrival["speed"] == SPEED and c.arrival["requests"] == N
+        assert (c.arrival.process, c.arrival.speed, c.arrival.requests) == ("trace", SPEED, N)
         recs = sorted((x for x in arch.iter_records(c.key) if not x.warmup), key=lambda x: int(x.prompt_id[1:]))
         assert [x.prompt_id for x in recs] == [f"t{i}" for i in range(N)]  # request i is trace line i, every arm
         # the stated error: each request's send time, from the first's, against the trace's / speed

@@ -67,9 +67,9 @@ def test_server_info_is_read_by_the_engine() -> None:
             "max_running_requests": 48, "internal_states": [{"max_running_requests": 32,
                                                              "avg_spec_accept_length": 2.5}]}
     st = engines.get("sglang").server_state(info)
-    assert st["max_running_requests"] == 32 and st["avg_spec_accept_length"] == 2.5
-    assert st["speculative"] == {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3}
-    assert engines.get("transformers").server_state(info) == {}
+    assert st.max_running_requests == 32 and st.avg_spec_accept_length == 2.5
+    assert st.speculative == {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3}
+    assert engines.get("transformers").server_state(info).said == ()
     from toolkit.serve.sglang import server_state
 
     assert server_state(info) == st  # the serve name is the engine's function

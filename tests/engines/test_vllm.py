@@ -16,6 +16,7 @@ from toolkit import engines
 from toolkit.engines import preset_meaning, vllm, vllm_flags
 from toolkit.engines.base import AcceptanceCounts
 from toolkit.errors import ToolkitError
+from toolkit.schema.manifest import ArmState
 from toolkit.serve.base import parse_metrics
 from toolkit.specs import load_spec
 
@@ -199,11 +200,14 @@ def test_the_last_error_line_is_the_root_cause() -> None:
 
 
 def test_server_state() -> None:
-    assert vllm.server_state({}) == {"engine": "vllm", "server_info_read": False}
+    st = vllm.server_state({})
+    assert (st.engine, st.server_info_read, st.said) == ("vllm", False, ("engine", "server_info_read"))
+    # the arm's state keeps what was said, and only that (summary.json writes the fields set)
+    assert ArmState().add_state(st).model_dump(exclude_unset=True) == {"engine": "vllm", "server_info_read": False}
     st = vllm.server_state({"version": "0.24.0"})
-    assert st["engine_version"] == "0.24.0" and not st["server_info_read"] and st["max_running_requests"] is None
+    assert st.engine_version == "0.24.0" and not st.server_info_read and st.max_running_requests is None
     dev = {"version": "0.24.0", "vllm_config": {"scheduler_config": {"max_num_seqs": 128},
                                                  "speculative_config": json.loads(EAGLE3)}}
     st = vllm.server_state(dev)
-    assert st["server_info_read"] and st["max_running_requests"] == 128
-    assert st["speculative"] == {"method": "eagle3", "model": "/models/draft", "num_speculative_tokens": 3}
+    assert st.server_info_read and st.max_running_requests == 128
+    assert st.speculative == {"method": "eagle3", "model": "/models/draft", "num_speculative_tokens": 3}

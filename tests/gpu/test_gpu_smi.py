@@ -23,26 +23,26 @@ def test_h200_xml_fields():
     assert fp.cuda_version == "13.0"
     assert fp.count == 1 and len(fp.gpus) == 1
     g = fp.gpus[0]
-    assert g["name"] == "NVIDIA H200"
-    assert g["architecture"] == "Hopper"
-    assert g["uuid"] == "GPU-8bb3f560-524d-977f-fea3-528d57df7555"
-    assert g["pci_bus_id"] == "00000000:00:06.0"
-    assert g["memory_total_mib"] == 143771
-    assert g["power_limit_w"] == 700.0 and g["power_limit_max_w"] == 700.0
-    assert g["power_draw_w"] == pytest.approx(77.97)  # instant_power_draw, not the average (77.74)
-    assert (g["sm_clock_mhz"], g["sm_clock_max_mhz"], g["mem_clock_max_mhz"]) == (345, 1980, 3201)
-    assert g["ecc_mode"] == "Enabled"
-    assert g["ecc_errors_uncorrected_volatile"] == 0 and g["ecc_errors_corrected_volatile"] == 0
-    assert g["mig_mode"] == "Disabled" and g["persistence_mode"] == "Enabled"
+    assert g.name == "NVIDIA H200"
+    assert g.architecture == "Hopper"
+    assert g.uuid == "GPU-8bb3f560-524d-977f-fea3-528d57df7555"
+    assert g.pci_bus_id == "00000000:00:06.0"
+    assert g.memory_total_mib == 143771
+    assert g.power_limit_w == 700.0 and g.power_limit_max_w == 700.0
+    assert g.power_draw_w == pytest.approx(77.97)  # instant_power_draw, not the average (77.74)
+    assert (g.sm_clock_mhz, g.sm_clock_max_mhz, g.mem_clock_max_mhz) == (345, 1980, 3201)
+    assert g.ecc_mode == "Enabled"
+    assert g.ecc_errors_uncorrected_volatile == 0 and g.ecc_errors_corrected_volatile == 0
+    assert g.mig_mode == "Disabled" and g.persistence_mode == "Enabled"
 
 
 def test_na_values_are_none_not_zero():
     # a figure reported as N/A falls through to the next source, or is None, never 0
     text = XML.replace("<instant_power_draw>77.97 W</instant_power_draw>", "<instant_power_draw>N/A</instant_power_draw>", 1)
-    assert smi.parse_nvidia_smi_xml(text).gpus[0]["power_draw_w"] == pytest.approx(77.74)  # average_power_draw
+    assert smi.parse_nvidia_smi_xml(text).gpus[0].power_draw_w == pytest.approx(77.74)  # average_power_draw
     text = XML.replace("<current_ecc>Enabled", "<current_ecc>N/A").replace("<minor_number>0<", "<minor_number>N/A<")
     g = smi.parse_nvidia_smi_xml(text).gpus[0]
-    assert g["ecc_mode"] is None and g["minor_number"] is None
+    assert g.ecc_mode is None and g.minor_number is None
 
 
 def test_two_gpu_log_built_from_the_real_one():
@@ -51,8 +51,8 @@ def test_two_gpu_log_built_from_the_real_one():
     text = XML[:end] + "\n" + second + XML[end:]
     fp = smi.parse_nvidia_smi_xml(text.replace("<attached_gpus>1<", "<attached_gpus>2<"))
     assert fp.count == 2
-    assert [g["index"] for g in fp.gpus] == [0, 1]
-    assert fp.gpus[1]["uuid"].startswith("GPU-00000000") and fp.gpus[1]["pci_bus_id"] == "00000000:00:07.0"
+    assert [g.index for g in fp.gpus] == [0, 1]
+    assert fp.gpus[1].uuid.startswith("GPU-00000000") and fp.gpus[1].pci_bus_id == "00000000:00:07.0"
 
 
 @pytest.mark.parametrize("text, msg", [
@@ -96,7 +96,7 @@ def test_fingerprint_through_nvidia_smi(tmp_path, monkeypatch):
                               f'  topo) cat "{DATA}/h200-topo-m.txt";;\n  *) exit 3;;\nesac\n')
     monkeypatch.setenv("PATH", env["PATH"])
     fp = smi.gpu_fingerprint()
-    assert fp.gpus[0]["name"] == "NVIDIA H200"
+    assert fp.gpus[0].name == "NVIDIA H200"
     assert fp.topology.gpus == ["GPU0"] and "CPU Affinity" in fp.topology.text
 
 
@@ -120,4 +120,4 @@ def test_hostinfo_merges_the_gpu_fingerprint(tmp_path, monkeypatch):
                               f'  topo) cat "{DATA}/h200-topo-m.txt";;\nesac\n')
     monkeypatch.setenv("PATH", env["PATH"])
     fp = hostinfo.local_fingerprint()
-    assert fp.gpu.gpus[0]["name"] == "NVIDIA H200" and fp.gpu.driver_version == "580.159.04"
+    assert fp.gpu.gpus[0].name == "NVIDIA H200" and fp.gpu.driver_version == "580.159.04"

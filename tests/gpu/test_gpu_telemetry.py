@@ -4,6 +4,7 @@ that replays those captured lines at the set interval."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -22,25 +23,27 @@ def test_query_matches_the_captured_columns():
     assert len(first.split(",")) == len(tm.FIELDS)
     cmd = tm.query_command(0.2)
     assert cmd[1] == f"--query-gpu={tm.QUERY}" and cmd[-1] == "-lms=200"
+    # a sample has a field per column, in the query's order, after this host's clock
+    assert [f.name for f in dataclasses.fields(tm.GpuSample)] == ["t", *(key for _, key, _ in tm.FIELDS)]
 
 
 def test_parse_real_capture():
     samples = tm.parse_query_output(CSV)
     assert len(samples) == len(CSV.splitlines()) == 161
     s0 = samples[0]
-    assert s0["gpu"] == 0 and s0["uuid"] == "GPU-8bb3f560-524d-977f-fea3-528d57df7555"
-    assert s0["mem_total_mib"] == 143771 and s0["power_w"] == pytest.approx(77.78)
-    assert s0["sm_clock_mhz"] == 345 and s0["smi_time"] == "2026/12/02 11:15:36.770"
+    assert s0.gpu == 0 and s0.uuid == "GPU-8bb3f560-524d-977f-fea3-528d57df7555"
+    assert s0.mem_total_mib == 143771 and s0.power_w == pytest.approx(77.78)
+    assert s0.sm_clock_mhz == 345 and s0.smi_time == "2026/12/02 11:15:36.770"
     # the load is visible: the SM clock went to its 1980 MHz maximum and utilisation to 100 %
-    assert max(s["sm_clock_mhz"] for s in samples) == 1980
-    assert max(s["util_gpu_pct"] for s in samples) == 100
-    assert all(0 < s["power_w"] < 800 for s in samples)
+    assert max(s.sm_clock_mhz for s in samples) == 1980
+    assert max(s.util_gpu_pct for s in samples) == 100
+    assert all(0 < s.power_w < 800 for s in samples)
 
 
 def test_na_and_foreign_lines():
     line = "2026/12/02 11:15:36.770, 0, GPU-x, [N/A], 0, 10, 143771, [Not Supported], 345, 3201, 39"
     s = tm.parse_query_line(line, t=5.0)
-    assert s["util_gpu_pct"] is None and s["power_w"] is None and s["mem_used_mib"] == 10 and s["t"] == 5.0
+    assert s.util_gpu_pct is None and s.power_w is None and s.mem_used_mib == 10 and s.t == 5.0
     assert tm.parse_query_line("") is None
     assert tm.parse_query_line("No devices were found") is None
     assert tm.parse_query_line("a, b, c, d, e, f, g, h, i, j, k") is None  # right width, not numbers
@@ -48,12 +51,11 @@ def test_na_and_foreign_lines():
 
 def test_summarize():
     samples = tm.parse_query_output(CSV)
-    for i, s in enumerate(samples):
-        s["t"] = i * 0.2
+    samples = [dataclasses.replace(s, t=i * 0.2) for i, s in enumerate(samples)]
     summary = tm.summarize(samples)
     g = summary["0"]
     assert g["n"] == 161 and g["sm_clock_mhz"]["max"] == 1980
-    assert g["power_w"]["mean"] == pytest.approx(sum(s["power_w"] for s in samples) / 161, abs=1e-3)
+    assert g["power_w"]["mean"] == pytest.approx(sum(s.power_w for s in samples) / 161, abs=1e-3)
     assert g["span_s"] == pytest.approx(160 * 0.2)
 
 
@@ -91,9 +93,9 @@ def test_sampler_collects_in_background_and_stops(tmp_path):
     samples = tel.stop()
     assert not tel.running
     assert 20 <= len(samples) <= 161
-    ts = [s["t"] for s in samples]
+    ts = [s.t for s in samples]
     assert ts == sorted(ts) and ts[-1] - ts[0] > 0
-    assert [s["smi_time"] for s in samples] == [s["smi_time"] for s in tm.parse_query_output(CSV)[:len(samples)]]
+    assert [s.smi_time for s in samples] == [s.smi_time for s in tm.parse_query_output(CSV)[:len(samples)]]
     assert not tel._thread.is_alive()  # reader joined: nothing more can arrive after stop()
     assert len(tel.snapshot()) == len(samples)
 

@@ -19,7 +19,7 @@ from toolkit.loadgen import CellLoad, run, run_cell
 from toolkit.loadgen.share import gaps, load_schedule
 from toolkit.loadgen.summary import summarize
 from toolkit.schema.eligibility import late_bound_ms
-from toolkit.schema.records import Prompt
+from toolkit.schema.records import ProcessArrival, Prompt
 
 N = 4000
 ALPHA = 0.01  # fixed seeds: each p-value is one number, and a correct generator's is far above this
@@ -93,7 +93,7 @@ def test_a_gamma_cell_sends_its_schedule_and_records_the_achieved_rate(server):
     expected = list(islice(load_schedule(load), 120))
     assert max(abs((s - scheduled[0]) - (e - expected[0])) for s, e in zip(scheduled, expected)) < 1e-6
     s = summarize(recs, arm="a", domain="d", concurrency=64, output_len=4, load=load)
-    assert s.rate == 40.0 and s.arrival == {"process": "gamma", "burstiness": 0.5} and "late" in s.checked
+    assert s.rate == 40.0 and s.arrival == ProcessArrival(process="gamma", burstiness=0.5) and "late" in s.checked
     truth = (len(expected) - 1) / (expected[-1] - expected[0])  # the schedule's own rate over these arrivals
     assert s.achieved_rate == pytest.approx(truth, rel=0.25)  # what was sent, late sends and all
     assert s.lag_p99_ms is not None and s.key == "a__d__q40__r0" and s.label == "r=40/s"

@@ -93,9 +93,9 @@ def test_server_info_as_the_toolkit_reads_it():
 
     info = json.loads(body("server_info"))
     st = server_state(info)
-    assert st["server_info_read"] and st["engine_version"] == "0.5.17"
-    assert st["speculative"]["speculative_algorithm"] == "EAGLE3"
-    assert st["max_running_requests"] == info["max_running_requests"] == 64
+    assert st.server_info_read and st.engine_version == "0.5.17"
+    assert st.speculative["speculative_algorithm"] == "EAGLE3"
+    assert st.max_running_requests == info["max_running_requests"] == 64
     preset = load_spec(DATA.parents[2] / "envs" / "sglang-0.5.17-h200.yaml").model.servers["eagle3-threshold"]
     assert preset_mismatches(preset, info) == []
     # a value the server reports differently is named, with both sides
@@ -107,9 +107,9 @@ def test_the_48_cap_as_an_uncapped_speculative_server_reports_it():
     info = json.loads((DATA / "server_info_ngram.json").read_text())
     st = server_state(info)
     # the flag was unset (envs/sglang-0.5.17-h200.yaml's ngram preset): SGLang chose 48, at both places
-    assert st["max_running_requests"] == 48 == info["max_running_requests"]
+    assert st.max_running_requests == 48 == info["max_running_requests"]
     assert info["internal_states"][0]["max_running_requests"] == 48
-    assert st["speculative"]["speculative_algorithm"] == "NGRAM"
+    assert st.speculative["speculative_algorithm"] == "NGRAM"
 
 
 def test_metrics_and_flush_cache():

@@ -45,7 +45,7 @@ def test_a_busy_calibration_is_refused_by_diff_and_the_gate_with_the_reason(tmp_
     assert refused and refused[0].startswith(f"calibration {cal.name} refused: its host was busy")
     r = diff_runs(open_archive(a), open_archive(b))
     assert r.calibration is None and r.calibration_refused == refused
-    assert all(x["source"] == DEFAULT_FLOOR for x in r.noise.values())  # the fallback: the default floor
+    assert all(x.source == DEFAULT_FLOOR for x in r.noise.values())  # the fallback: the default floor
     assert all(m.noise in (DEFAULT_FLOOR, "") for c in r.cells for m in c.metrics.values())
     # the same calibration given explicitly is refused too
     assert diff_runs(open_archive(a), open_archive(b), calibration=open_archive(cal)).calibration is None

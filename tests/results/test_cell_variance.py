@@ -60,6 +60,6 @@ def test_no_claim_at_the_family_level_from_two_launches_a_side_unless_calibrated
     assert judge(r, []).verdict == "inconclusive"
     cal = write_run(tmp_path, seed=82, launches=4, purpose="noise-calibration", **kw)
     r = diff_runs(a, b)  # the calibration under the same root is found
-    assert r.calibration == cal.name and r.noise["eagle3"]["source"] == f"calibration {cal.name}"
+    assert r.calibration == cal.name and r.noise["eagle3"].source == f"calibration {cal.name}"
     assert {c.arm for c in r.cells for m in c.metrics.values() if m.verdict == "worse"} == {"eagle3"}
     assert r.regressions(5.0) and judge(r, []).verdict == "differs"

@@ -21,7 +21,7 @@ import pytest
 
 from tests.synthetic import two_level, write_run
 from toolkit.results.archive import open_archive
-from toolkit.results.diff import diff_runs
+from toolkit.results.diff import ArmNoise, diff_runs
 from toolkit.stats import (ALPHA, DEFAULT_FLOOR_PCT, Noise, compare, interval, launch_noise, mde_pct,
                                       tost_p)
 from toolkit.stats import mann_whitney
@@ -129,7 +129,7 @@ def test_single_launch_aa_pair_is_inconclusive_and_a_true_2x_slowdown_is_caught(
     tested = [m for c in r.cells for m in c.metrics.values() if m.p is not None]
     assert not _worse(r) and all(m.verdict in ("inconclusive", "~") for m in tested)
     assert sum(m.p_adj < ALPHA for m in tested) >= 5  # what the per-request test alone would have called
-    assert r.noise["baseline"] == {"launches_a": 1, "launches_b": 1, "source": "default floor"}
+    assert r.noise["baseline"] == ArmNoise(launches_a=1, launches_b=1, source="default floor")
     res = cli("results", "diff", str(a), str(b), "--fail-on-regression", "5")
     assert res.returncode == 0, res.stderr
     assert f"beyond the default floor ±{DEFAULT_FLOOR_PCT}%" in res.stdout and "one launch a side" in res.stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.synthetic import manifest_for, write_run
 from toolkit.bench.hostinfo import launch_machine
+from toolkit.schema.manifest import Hardware
 from toolkit.results.archive import open_archive
 from toolkit.results.diff import diff_runs
 from toolkit.stats import machine_prior
@@ -31,12 +32,13 @@ def _run(root: Path, seed: int, host: str = "vm", uuid: str = "GPU-aaaa", **kw) 
 
 def test_launch_machine_names_the_host_and_the_gpus_used() -> None:
     gpus = lambda: ((0, "GPU-a"), (1, "GPU-b"))  # noqa: E731
-    rec = launch_machine({"host": "localhost", "gpus": "1"}, local_gpus=gpus)
+    rec = launch_machine(Hardware(host="localhost", gpus="1"), local_gpus=gpus)
     assert rec.gpus == ["GPU-b"] and rec.host and rec.host != "localhost"
-    assert launch_machine({"host": "localhost", "gpus": "all"}, local_gpus=gpus).gpus == ["GPU-a", "GPU-b"]
-    remote = launch_machine({"host": "10.0.0.2", "gpus": "all"}, "h1", host_gpus=lambda h: gpus() if h == "h1" else ())
+    assert launch_machine(Hardware(host="localhost", gpus="all"), local_gpus=gpus).gpus == ["GPU-a", "GPU-b"]
+    remote = launch_machine(Hardware(host="10.0.0.2", gpus="all"), "h1",
+                            host_gpus=lambda h: gpus() if h == "h1" else ())
     assert remote.model_dump(exclude_unset=True) == {"host": "10.0.0.2", "gpus": ["GPU-a", "GPU-b"], "gpu_ids": "all"}
-    assert launch_machine({"host": "node7", "gpus": "0"}, host_gpus=lambda h: ()).gpus is None
+    assert launch_machine(Hardware(host="node7", gpus="0"), host_gpus=lambda h: ()).gpus is None
     assert machine_of(rec) == Machine(rec.host, ("GPU-b",))
 
 
@@ -71,7 +73,7 @@ def test_cross_machine_diff_says_so_and_widens_its_intervals(tmp_path: Path) -> 
     assert cross_machines(a, same).status == "same" and cross_machines(a, other).different
     d_same, d_other = diff_runs(a, same, metrics=["tpot_ms"]), diff_runs(a, other, metrics=["tpot_ms"])
     assert not d_same.cross_machine and d_other.cross_machine
-    assert d_other.machines["variance"]["tpot_ms"]["source"].startswith("default prior")
+    assert d_other.machines.variance["tpot_ms"].source.startswith("default prior")
     ms, mo = d_same.cells[0].metrics["tpot_ms"], d_other.cells[0].metrics["tpot_ms"]
     assert mo.se > ms.se and "machine level" in mo.noise  # same requests, same launches: only the level differs
     from toolkit.results.report import build_diff_report, render_text
@@ -151,4 +153,4 @@ def test_the_judged_pair_never_estimates_its_own_machine_level(tmp_path: Path) -
     own = machine_variance(root, ["tpot_ms"], judged=(a.run_id, b.run_id))["tpot_ms"]
     assert own.var == machine_prior("tpot_ms").var and "judged run left out" in own.source
     d = diff_runs(a, b, metrics=["tpot_ms"])
-    assert d.cross_machine and d.machines["variance"]["tpot_ms"]["source"].startswith("default prior")
+    assert d.cross_machine and d.machines.variance["tpot_ms"].source.startswith("default prior")

@@ -42,7 +42,7 @@ def test_a_calibration_of_an_older_hash_is_refused_naming_both_hashes_and_the_fi
     assert "re-run `toolkit bench noise MATRIX` for this environment" in why and "--tolerance" in why
     r = diff_runs(open_archive(a), open_archive(b))
     assert r.calibration is None and r.calibration_refused == [why]
-    assert all(x["source"] == DEFAULT_FLOOR for x in r.noise.values())
+    assert all(x.source == DEFAULT_FLOOR for x in r.noise.values())
     # given explicitly: refused too
     given = diff_runs(open_archive(a), open_archive(b), calibration=open_archive(cal))
     assert given.calibration is None and given.calibration_refused == [why]

@@ -16,7 +16,7 @@ import pytest
 from toolkit import targets
 from toolkit.errors import ToolkitError
 from toolkit.specs import load_spec
-from toolkit.schema.manifest import TargetRecord
+from toolkit.schema.manifest import Hardware, TargetRecord
 from toolkit.targets import LaunchArgs, Slot, Target, TargetSpec, deal
 
 from tests.helpers import write_matrix
@@ -85,7 +85,7 @@ def cloud_launcher(env_spec, preset: str, log_path: Path):
     from toolkit.serve.transformers import TransformersLauncher
 
     class CloudLauncher(TransformersLauncher):
-        hardware = {"host": "cloud-node-1", "gpus": "all"}
+        hardware = Hardware(host="cloud-node-1", gpus="all")
 
         def archive_files(self) -> dict[str, str]:
             return {f"cloud/{preset}.txt": f"{preset} placed by the fake cloud\n"}
@@ -102,7 +102,7 @@ class FakeCloud(Target):
         self.preflights = 0
 
     def slots(self, spec, engine, hosts_spec) -> list[Slot]:
-        return deal([Slot(f"cloud-{r}", CloudTarget(r), hardware={"host": f"cloud-{r}", "gpus": "all"})
+        return deal([Slot(f"cloud-{r}", CloudTarget(r), hardware=Hardware(host=f"cloud-{r}", gpus="all"))
                      for r in ("eu", "us")], spec.model.arms)
 
     def preflight(self, plan) -> list:

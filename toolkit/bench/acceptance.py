@@ -112,7 +112,7 @@ class MetricsProbe(Probe):
         from toolkit.serve import server_info
 
         try:
-            avg = self.engine.server_state(server_info(self.base_url)).get("avg_spec_accept_length")
+            avg = self.engine.server_state(server_info(self.base_url)).avg_spec_accept_length
         except Exception:  # noqa: BLE001 - no figure
             return None
         return ServerAcceptance("server-info", float(avg)) if avg else None

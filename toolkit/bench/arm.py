@@ -20,14 +20,14 @@ from toolkit.bench.plan import Cell, RunPlan, Slot
 from toolkit.errors import ToolFailure, ToolkitError
 from toolkit.schema.eligibility import busy_check
 from toolkit.schema.keys import launch_suffix
-from toolkit.schema.manifest import ArmState, LaunchRecord, Window
+from toolkit.schema.manifest import ArmState, CommandError, LaunchRecord, Window
 from toolkit.schema.records import CellSummary, RequestRecord
 from toolkit.targets import LaunchArgs
 
 START_TIMEOUT_S = 600
 
 
-def make_launchers(plan: RunPlan, log_dir: Path) -> dict[str, Any]:
+def make_launchers(plan: RunPlan, log_dir: Path) -> dict[str, Any]:  # data-keyed: arm (its launcher, or why none)
     """Every arm's launcher (toolkit.serve.Launcher), made but not started, so that the manifest records
     the exact command; an arm whose launcher cannot be made maps to the ToolkitError saying why."""
     out: dict[str, Any] = {}
@@ -44,10 +44,10 @@ def make_launchers(plan: RunPlan, log_dir: Path) -> dict[str, Any]:
     return out
 
 
-def command_of(launcher) -> str | dict | None:
+def command_of(launcher) -> str | CommandError | None:
     """What the manifest records as an arm's command."""
     if isinstance(launcher, ToolkitError):
-        return {"error": launcher.message}
+        return CommandError(error=launcher.message)
     return shlex.join(launcher.command) if launcher is not None and launcher.command else None
 
 
@@ -190,7 +190,7 @@ class ArmRunner:
             return info
         # the /server_info the launcher read (kept whole as an extra), archived as a file of its own
         raw = info.model_extra.pop("server_info", None) or self.launcher.server_info()
-        info.add(**eng.server_state(raw))
+        info.add_state(eng.server_state(raw))
         if raw and raw.get(sglang.SERVER_INFO_LOAD_FORMAT):
             # `dummy`: random weights, said by the server itself
             info.add(load_format=raw[sglang.SERVER_INFO_LOAD_FORMAT])
@@ -236,7 +236,7 @@ class ArmRunner:
             from toolkit.serve.sglang import server_state
 
             st = server_state(self.launcher.server_info())
-            self.ledger.cell_state(self.arm, cell.key, {"avg_spec_accept_length": st.get("avg_spec_accept_length")})
+            self.ledger.cell_state(self.arm, cell.key, {"avg_spec_accept_length": st.avg_spec_accept_length})
 
     def _run_cell(self, cell: Cell) -> None:
         from toolkit.bench.acceptance import probe_for
@@ -281,7 +281,7 @@ class ArmRunner:
             if busy is not None:
                 summary.checks = [*summary.checks, busy]
         if samples:
-            self.ledger.write_file(f"telemetry/{cell.key}.json", _json(samples))
+            self.ledger.write_file(f"telemetry/{cell.key}.json", _json([dataclasses.asdict(s) for s in samples]))
         self._acceptance(cell, summary, probe)
         self.ledger.record(cell, summary, records)
 

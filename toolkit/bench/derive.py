@@ -113,7 +113,7 @@ def _overlap_checks(windows: dict[str, Window], add: Callable[..., None]) -> Non
         hw = windows[a].hardware
         add("arms-overlapped-on-shared-hardware",
             f"arms {a} and {b} were measured at the same time for {secs:.0f} s on the same hardware "
-            f"(host {hw.get('host')}, GPUs {hw.get('gpus', 'all')}): each one's figures include the other's load; "
+            f"(host {hw.host}, GPUs {hw.gpus}): each one's figures include the other's load; "
             "run them one after another (one slot), or on separate GPU sets (`gpus:`), or declare external URLs "
             "`independent: true` only when they really are separate machines", "error")
 

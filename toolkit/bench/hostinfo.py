@@ -8,7 +8,7 @@ import os
 import platform
 from importlib import metadata
 
-from toolkit.schema.manifest import Fingerprint, HostRecord, MachineRecord
+from toolkit.schema.manifest import Fingerprint, GpuDevice, Hardware, HostRecord, MachineRecord
 from toolkit.scrub import scrub
 
 
@@ -99,8 +99,7 @@ def _local_gpus() -> tuple[tuple[int, str], ...]:
         fp = gpu_fingerprint()
     except ImportError:
         fp = None
-    return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
-                 for i, g in enumerate(fp.gpus if fp else []) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
+    return _indexed(fp.gpus if fp else [])
 
 
 @functools.lru_cache(maxsize=None)
@@ -112,20 +111,22 @@ def _host_gpus(host: str) -> tuple[tuple[int, str], ...]:
         fp = load_fingerprint(host) or Fingerprint()
     except Exception:  # noqa: BLE001 - no fingerprint: the launch's GPUs stay unknown, said so in the record
         fp = Fingerprint()
-    gpus = fp.gpus if fp.gpus is not None else (fp.gpu.gpus if fp.gpu else [])
-    return tuple((int(g.get("index", i)), str(g.get("uuid") or g.get("serial")))
-                 for i, g in enumerate(gpus) if isinstance(g, dict) and (g.get("uuid") or g.get("serial")))
+    return _indexed(fp.devices)
 
 
-def launch_machine(hardware: dict | None, slot_name: str | None = None, local_gpus=None,
+def _indexed(gpus: list[GpuDevice]) -> tuple[tuple[int, str], ...]:
+    """(index, UUID or serial) of each GPU that has one (its place in the list where no index is recorded)."""
+    return tuple((g.index if g.index is not None else i, g.identity) for i, g in enumerate(gpus) if g.identity)
+
+
+def launch_machine(hardware: Hardware | None, slot_name: str | None = None, local_gpus=None,
                    host_gpus=None) -> MachineRecord:
     """The machine one launch runs on, for its launch record: {host, gpus, gpu_ids}. `hardware` is the slot's (or
-    a Slurm job's) {host, gpus}: "localhost" is this machine (its host name, GPUs from nvidia-smi); another host
+    a Slurm job's) host and GPUs: "localhost" is this machine (its host name, GPUs from nvidia-smi); another host
     a provisioned one (GPUs from its fingerprint, under the address or the slot's inventory name); a Slurm node's GPUs are not known here (gpus None). gpus: the
     UUIDs (serials where a driver gives none) of the GPUs the launch used, by the slot's indices ("all": every
     one). local_gpus / host_gpus: the (index, id) readers (tests give their own)."""
-    hardware = hardware or {}
-    host, ids = hardware.get("host"), hardware.get("gpus")
+    host, ids = (hardware.host, hardware.gpus) if hardware is not None else (None, None)
     local = host in (None, "localhost")
     read = host_gpus or _host_gpus
     found = (local_gpus or _local_gpus)() if local else read(str(host)) or (read(slot_name) if slot_name else ())

@@ -161,7 +161,7 @@ def _file(key: str, role: str, rel: str, src: str, raw: bytes, secrets: list[str
                      size=len(raw), scrubbed=_archived_bytes(raw, secrets) != raw)
 
 
-def _model_files(d: Path) -> dict[str, str]:
+def _model_files(d: Path) -> dict[str, str]:  # data-keyed: model file name
     """The small files of a model directory that decide how prompts become tokens (chat template, config)."""
     return {n: sha256_file(d / n) for n in MODEL_FILES
             if (d / n).is_file() and (d / n).stat().st_size <= MODEL_FILE_MAX}

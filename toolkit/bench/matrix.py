@@ -333,6 +333,7 @@ def _auto_round(plan: RunPlan, ledger: Ledger, at_round: dict, log: Callable[[st
            f": wider than ±{auto.halfwidth_pct:g}%, one more round"))
 
 
+# data-keyed: signal (signals.catch)
 def _install_interrupts(stopping: threading.Event, hold: threading.Event | None = None) -> dict:
     """SIGINT/SIGTERM: mark the run as stopping *before* servers go down, so that requests failing
     because of the stop are not archived as failed cells (resume reruns those cells)."""

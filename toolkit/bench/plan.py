@@ -23,7 +23,7 @@ from toolkit.loadgen.load import CellLoad
 from toolkit.schema.keys import cell_key, level_label, rate_text, synthetic_arm
 from toolkit.schema.manifest import (ArmEnvironmentRecord, ArmRecord, ArmState, BuildRecord, Determinism, Manifest,
                                      SyntheticAcceptance)
-from toolkit.schema.records import Prompt
+from toolkit.schema.records import Prompt, TraceArrival
 from toolkit.schema.sweep import SweepRecord
 from toolkit.specs import LoadedSpec, load_spec, spec_hash
 from toolkit.bench.slots import Slot, plan_slots
@@ -105,7 +105,7 @@ def plan_cells(m: Matrix, domains: list[str], arm: str, traced: dict[str, list] 
             for d in domains for c, rate in (traced[d] if d in traced else m.levels(swept))]
 
 
-def trace_levels(m: Matrix, workloads: dict) -> dict[str, list[tuple[int, float]]]:
+def trace_levels(m: Matrix, workloads: dict) -> dict[str, list[tuple[int, float]]]:  # data-keyed: workload
     """(cap on requests in flight, rate) of each speed of each `trace:` workload: its cells are open loop,
     keyed by the trace's mean rate at that speed (toolkit.schema.trace.offered_rate)."""
     from toolkit.specs.matrix import OPEN_LOOP_SLOTS
@@ -149,7 +149,7 @@ class Synthetic:
     accept_len: float
 
     @property
-    def env(self) -> dict[str, str]:
+    def env(self) -> dict[str, str]:  # data-keyed: environment variable
         return sglang.simulate_env(self.accept_len)
 
     def record(self) -> SyntheticAcceptance:
@@ -355,7 +355,7 @@ class RunPlan:
         """The cells one launch of an arm still has to run (resume: only the missing ones)."""
         return [c for c in self.todo.get(arm, []) if c.launch == launch]
 
-    def sampling(self) -> dict[str, Any]:
+    def sampling(self) -> dict[str, Any]:  # json-edge: the cell summary's sampling record (CellLoad's field names)
         """A cell summary's `sampling` record: what CellLoad records of the Matrix (CellLoad.recorded)."""
         return CellLoad.recorded(self.m)
 
@@ -373,13 +373,12 @@ class RunPlan:
             return None
         return w.speeds[w.rates.index(cell.rate)]
 
-    def trace_record(self, cell: Cell) -> dict | None:
+    def trace_record(self, cell: Cell) -> TraceArrival | None:
         """A trace cell's `arrival` record in its summary: the trace, its speed and its requests."""
         speed = self.trace_speed(cell)
         if speed is None:
             return None
-        w = self.workloads[cell.domain]
-        return {"process": "trace", "speed": speed, "requests": len(w.prompts)}
+        return TraceArrival(speed=speed, requests=len(self.workloads[cell.domain].prompts))
 
     def prompts(self, cell: Cell) -> list[Prompt]:
         """The prompts a cell sends, warmup first: the same for every arm. A trace's cell: its requests in
@@ -390,7 +389,7 @@ class RunPlan:
         n = m.warmup_at(cell.concurrency) + (m.requests or max(len(w.prompts), 1))
         return cell_prompts(w.prompts, n, cell_seed(m.seed, cell.domain, cell.concurrency, cell.repeat, cell.rate))
 
-    def request_params(self, arm: str) -> dict:
+    def request_params(self, arm: str) -> dict:  # json-edge: the preset's request body fields
         return self.env_of(arm).request_params.get(self.preset_name(arm), {})
 
     def preset_arm(self, arm: str) -> str:
@@ -404,7 +403,7 @@ class RunPlan:
         s = self.sources.get(self.preset_arm(arm))
         return s.preset if s is not None else self.preset_arm(arm)
 
-    def synthetic_env(self, arm: str) -> dict[str, str]:
+    def synthetic_env(self, arm: str) -> dict[str, str]:  # data-keyed: environment variable
         """What a synthetic arm adds to its server's environment (SGLang's simulate knobs); {} for the others."""
         s = self.synthetic.get(arm)
         return s.env if s is not None else {}
@@ -469,7 +468,7 @@ def find_build(env_spec: LoadedSpec, env_hash: str | None = None) -> BuildRecord
     return find_build_record(env_hash or _hash(env_spec))
 
 
-def load_workloads(spec: LoadedSpec, training: Path | None = None) -> dict:
+def load_workloads(spec: LoadedSpec, training: Path | None = None) -> dict:  # data-keyed: workload
     """The matrix's workloads by name (`training`: its training_data, resolved; resolved here when not given)."""
     from toolkit.workloads import load_workload
 
@@ -541,7 +540,7 @@ def check_presets(spec: LoadedSpec, env_spec: LoadedSpec, arms: list[tuple[int, 
         raise spec.error(key, f"arm(s) {names} are not server presets of {rel}", hint=did_you_mean(preset, presets) or f"presets there: {', '.join(presets)}")
 
 
-def load_arm_sources(spec: LoadedSpec, primary: LoadedSpec) -> dict[str, ArmSource]:
+def load_arm_sources(spec: LoadedSpec, primary: LoadedSpec) -> dict[str, ArmSource]:  # data-keyed: arm
     """The arms listed as `{name, environment, preset}`, each with its Environment (a file loaded once, the
     primary's own object where it is the same file) and preset, checked: the file is an Environment, the
     preset one of its servers."""

@@ -34,6 +34,7 @@ import yaml
 
 from toolkit import engines, targets
 from toolkit.bench.inputs import Origin, check_outside, materialize
+from toolkit.bench.sources import ArmSource
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, open_archive
 from toolkit.results.diff import DiffResult, diff_runs
@@ -65,7 +66,7 @@ class Reproduction:
     def exit_code(self) -> int:
         return self.judged.exit_code if self.judged else (1 if self.moved else 0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # json-edge: bench reproduce --json
         d = self.diff.to_dict()
         cells = d["cells"]
         moved_labels = {m["cell"] for m in self.moved}
@@ -169,7 +170,7 @@ def rebuild_from_manifest(arch: Archive, tree: Path, notes: list[str]) -> Path:
 
 # -- what changed underneath
 
-def _changed(was: Any, now: Any, prefix: str = "") -> dict[str, tuple[Any, Any]]:
+def _changed(was: Any, now: Any, prefix: str = "") -> dict[str, tuple[Any, Any]]:  # data-keyed: dotted field
     """Dotted fields whose recorded value differs now; fields a newer toolkit added are not changes."""
     if isinstance(was, dict) and isinstance(now, dict):
         out: dict[str, tuple[Any, Any]] = {}
@@ -203,12 +204,12 @@ def host_drift(original: Archive, spec: LoadedSpec, env_spec: LoadedSpec,
     from toolkit.bench.hostinfo import host_fingerprint
     from toolkit.bench.inputs import dummy_record
     from toolkit.bench.slots import plan_slots
-    from toolkit.results.facts import host_view
+    from toolkit.results.facts import gpu_model
 
     env = env_spec.model
     now = Manifest(host=host_fingerprint(plan_slots(spec, env.engine)))
     out = []
-    g0, g1 = host_view(original.manifest.host.primary).get("gpus"), host_view(now.host.primary).get("gpus")
+    g0, g1 = gpu_model(original.manifest.host.primary), gpu_model(now.host.primary)
     if g0 != g1:
         out.append(DriftRecord(what="gpu", original=g0, current=g1))
     v0 = _engine_version(original.manifest, original.derived, env.engine)
@@ -293,6 +294,26 @@ def extract(ref: str, root: Path, dest: Path) -> Path:
     return materialize(original, dest)
 
 
+def _hash_notes(m: Manifest, spec: LoadedSpec, env_spec: LoadedSpec, sources: dict[str, ArmSource]) -> list[str]:
+    """Where the archived inputs hash differently under this toolkit than in the original's manifest (the
+    Matrix, its Environment, each arm's other Environment): its templates or spec hashing changed."""
+    from toolkit.render import template_version
+
+    notes = []
+    for part, loaded in (("environment", env_spec), ("matrix", spec)):
+        was = getattr(m, part).hash
+        if was and was != spec_hash(loaded, template_version()):
+            notes.append(f"the {part} hash differs from the original's ({was[:12]}): this toolkit's templates "
+                         "or spec hashing changed")
+    for arm, s in sources.items():
+        rec = m.arms.get(arm)
+        was = rec.environment.hash if rec is not None and rec.environment is not None else None
+        if was and was != s.hash:
+            notes.append(f"arm {arm}: the hash of its environment {s.env_spec.model.name} differs from the "
+                         f"original's ({was[:12]}): this toolkit's templates or spec hashing changed")
+    return notes
+
+
 def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | None = None,
               allow_drift: bool = False, progress: Any = None, log: Callable[[str], None] = print,
               tolerance: float | None = None) -> Reproduction:
@@ -302,7 +323,6 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
     from toolkit.bench.plan import load_environment, load_workloads
     from toolkit.bench.plan import load_arm_sources
     from toolkit.bench.sources import other_environments
-    from toolkit.render import template_version
 
     if target:
         check_target(target)
@@ -320,17 +340,8 @@ def reproduce(ref: str, *, root: Path, image: str | None = None, target: str | N
                                  **other_environments(sources, env_spec)}, tree)
         drift = _resolution_drift("matrix", m.matrix.resolved, spec) + \
             _resolution_drift("environment", m.environment.resolved, env_spec)
-        for part, loaded in (("environment", env_spec), ("matrix", spec)):
-            was = getattr(m, part).hash
-            if m.inputs is not None and was and was != spec_hash(loaded, template_version()):
-                notes.append(f"the {part} hash differs from the original's ({was[:12]}): this toolkit's templates "
-                             "or spec hashing changed")
-        for arm, s in sources.items():
-            rec = m.arms.get(arm)
-            was = rec.environment.hash if rec is not None and rec.environment is not None else None
-            if m.inputs is not None and was and was != s.hash:
-                notes.append(f"arm {arm}: the hash of its environment {s.env_spec.model.name} differs from the "
-                             f"original's ({was[:12]}): this toolkit's templates or spec hashing changed")
+        if m.inputs is not None:
+            notes += _hash_notes(m, spec, env_spec, sources)
         if target:
             spec, asked = _retarget(spec, target)
             drift.append(asked)
@@ -434,8 +445,9 @@ def reproduce_text(rep: Reproduction) -> str:
     across = "; across machines, the machine level included" if rep.diff.cross_machine else ""
     lines.append(f"{j.headline} ({rep.original.run_id} -> {rep.new.run_id}; tolerance ±{j.tolerance_pct:g}% from "
                  f"{j.tolerance_source}{across}; exit {j.exit_code})")
-    if rep.diff.machines.get("status") in ("different", "unknown"):
-        lines.append(f"  machines: {rep.diff.machines.get('text')}")
+    m = rep.diff.machines
+    if m is not None and m.cross.status in ("different", "unknown"):
+        lines.append(f"  machines: {m.cross.text()}")
     lines += [f"  {why}" for why in rep.diff.calibration_refused]
     lines.append(f"  ±{j.tolerance_pct:g}% on the log scale, as every test: a ratio B/A within "
                  f"{1 / (1 + j.tolerance_pct / 100):.3f}..{1 + j.tolerance_pct / 100:.3f}")

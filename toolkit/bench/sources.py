@@ -23,6 +23,7 @@ class ArmSource:
     hash: str  # the Environment's spec hash (as the manifest's `environment.hash` is taken)
 
 
+# data-keyed: the arms[I].environment reference
 def other_environments(sources: dict[str, ArmSource], primary: LoadedSpec) -> dict[str, LoadedSpec]:
     """The Environments other than the Matrix's own that arms come from, each once, named after the first arm
     entry that names it (`arms[I].environment`: its key among the Matrix's referenced files, and its name in

@@ -6,7 +6,7 @@ engine (sglang.py, transformers.py) gives its facts here; the registry is toolki
     eng.meaning(env, arm)            PresetMeaning (what the preset means to this engine)
     eng.knobs, eng.level             what the tuner may search, and whether a trial restarts the server
     eng.supports_launcher("docker")  the target launchers it runs under
-    eng.server_state(info)           what its /server_info says (engines without one: {})
+    eng.server_state(info)           ServerState: what its /server_info says (engines without one: nothing)
     eng.spec_errors(env)             mistakes its Environment has before any server starts ([] by default)
     eng.acceptance                   where a cell's acceptance is read: "metrics" (the server's counters,
                                      speculative arms), "log" (its log, every arm) or None
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
+from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning, ServerState
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,9 @@ class Engine:
         fetched source in the tune session)."""
         return None
 
-    def server_state(self, info: dict | None) -> dict:
-        """The arm facts a running server's /server_info gives ({} for an engine that has none)."""
-        return {}
+    def server_state(self, info: dict | None) -> ServerState:
+        """The arm facts a running server's /server_info gives (none said, for an engine that has none)."""
+        return ServerState()
 
     def acceptance_counts(self, metrics: dict[str, float]) -> AcceptanceCounts | None:
         """Its counters in one shape (AcceptanceCounts), for the difference over a cell; None without them

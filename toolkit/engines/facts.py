@@ -1,10 +1,12 @@
 """The types engine knowledge is given in: what a preset means (PresetMeaning), what a tunable knob is
-(KnobInfo) and what an engine is as a whole (EngineFacts). Plain frozen dataclasses: they hold facts, read
-by spec, image, serve, bench and tune, and import nothing of the toolkit."""
+(KnobInfo), what an engine is as a whole (EngineFacts) and what a running server says about itself
+(ServerState). Plain frozen dataclasses: they hold facts, read by spec, image, serve, bench and tune, and
+import nothing of the toolkit."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,3 +36,26 @@ class EngineFacts:
     name: str
     knobs: dict[str, KnobInfo]
     level: str          # "request" (every knob a request parameter: one server for all trials) or "server"
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What a running server says about itself (Engine.server_state: SGLang's /server_info, vLLM's /version and
+    dev-mode config), in one shape for every engine; the runner and the import copy it into the arm's ArmState
+    (toolkit.schema.manifest, ArmState.add_state). `said`: the fields the engine's reading gives, None among
+    them where the server was asked and gave nothing (ServerState.of keeps them; an engine without a reading
+    gives none)."""
+
+    engine: str | None = None
+    server_info_read: bool = False
+    engine_version: str | None = None
+    max_running_requests: int | None = None  # the scheduler's effective cap
+    speculative: dict[str, Any] = field(default_factory=dict)  # the speculation settings, by the server's names
+    speculative_algorithm: str | None = None
+    avg_spec_accept_length: float | None = None  # SGLang's server-wide figure since the last flush
+    said: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, **given: Any) -> ServerState:
+        """These fields, as given (None too): `said` names them."""
+        return cls(**given, said=tuple(given))

@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from toolkit.engines.base import AcceptanceCounts, Engine, flag_args
-from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
+from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning, ServerState
 
 ALGORITHM = "speculative-algorithm"
 DRAFT_MODEL = "speculative-draft-model-path"
@@ -202,37 +202,38 @@ def tree_capacity(steps: int, topk: int) -> int:
     return topk + (steps - 1) * topk * topk
 
 
-def server_state(info: dict | None) -> dict:
+def server_state(info: dict | None) -> ServerState:
     """What a running SGLang server says about itself, from its /server_info (0.5.x: the ServerArgs fields
-    at top level, the scheduler's live state under internal_states[0]). Empty values where it said nothing.
+    at top level, the scheduler's live state under internal_states[0]). None where it said nothing.
 
     `max_running_requests` is the scheduler's effective limit (internal_states[0]; 0.5.17 also writes the
     resolved value back to the top-level field: 48 when speculation is on and the flag unset, None for a
     plain server whose limit comes from its KV-cache size). Whether the flag was given is the preset's to say."""
     if not info:
-        return {"engine": "sglang", "server_info_read": False}
+        return ServerState.of(engine="sglang", server_info_read=False)
     states = info.get("internal_states") or [{}]
     st0 = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
     mrr = st0.get("max_running_requests", info.get("max_running_requests"))
-    return {"engine": "sglang", "server_info_read": True, "engine_version": info.get("version"),
-            "max_running_requests": mrr,
-            "speculative": {k: info[k] for k in SERVER_INFO_SPEC_FIELDS if info.get(k) is not None},
-            "avg_spec_accept_length": st0.get("avg_spec_accept_length")}
+    return ServerState.of(engine="sglang", server_info_read=True, engine_version=info.get("version"),
+                          max_running_requests=mrr,
+                          speculative={k: info[k] for k in SERVER_INFO_SPEC_FIELDS if info.get(k) is not None},
+                          avg_spec_accept_length=st0.get("avg_spec_accept_length"))
 
 
 # what an imported client's result file (sglang.bench_serving) keeps of /server_info: the tree's shape only
 IMPORTED_SPEC_FIELDS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 
-def imported_state(info: dict | None) -> dict:  # json-edge: ArmState's fields from a saved /server_info; the schema's model sits on a floor above engines/, so the importer validates
+def imported_state(info: dict | None) -> ServerState:
     """The arm facts of a /server_info another client saved beside its results (toolkit results import):
-    the top-level fields only (no live scheduler state), the tree's shape where speculation is on."""
+    the top-level fields only (no live scheduler state), the tree's shape where speculation is on. Nothing
+    said without one."""
     if not isinstance(info, dict):
-        return {}
+        return ServerState()
     algo = info.get("speculative_algorithm")
-    return {"server_info_read": True, "engine": "sglang", "engine_version": info.get("version"),
-            "speculative_algorithm": algo, "max_running_requests": info.get("max_running_requests"),
-            "speculative": {k: info[k] for k in IMPORTED_SPEC_FIELDS if info.get(k) is not None and algo}}
+    return ServerState.of(server_info_read=True, engine="sglang", engine_version=info.get("version"),
+                          speculative_algorithm=algo, max_running_requests=info.get("max_running_requests"),
+                          speculative={k: info[k] for k in IMPORTED_SPEC_FIELDS if info.get(k) is not None and algo})
 
 
 # its acceptance counters in /metrics (with --enable-metrics): tokens generated, verify steps, requests done
@@ -287,7 +288,7 @@ class SGLangEngine(Engine):
     def pinned_version(self, env: Any) -> str | None:
         return env.sglang.version if getattr(env, "sglang", None) else None
 
-    def server_state(self, info: dict | None) -> dict:
+    def server_state(self, info: dict | None) -> ServerState:
         return server_state(info)
 
     def acceptance_counts(self, metrics: dict[str, float]) -> AcceptanceCounts | None:

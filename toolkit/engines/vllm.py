@@ -31,7 +31,7 @@ from typing import Any
 
 from toolkit.engines import vllm_flags
 from toolkit.engines.base import AcceptanceCounts, Engine, flag_args
-from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning
+from toolkit.engines.facts import EngineFacts, KnobInfo, PresetMeaning, ServerState
 
 PACKAGE = "vllm"               # the `packages:` entry that pins it
 MODEL = "model"                # the positional MODEL of `vllm serve`
@@ -213,19 +213,20 @@ def acceptance_length(before: dict[str, float] | None, after: dict[str, float] |
                              acceptance_rate=d[ACCEPTED] / d[DRAFT_TOKENS] if d[DRAFT_TOKENS] > 0 else 0.0)
 
 
-def server_state(info: dict | None) -> dict:
+def server_state(info: dict | None) -> ServerState:
     """What a running vLLM says about itself: `version` (GET /version) and, where the server runs with
     VLLM_SERVER_DEV_MODE=1, `vllm_config` (GET /server_info?config_format=json: the resolved VllmConfig, whose
     scheduler_config.max_num_seqs is the effective cap and speculative_config the resolved speculation)."""
     if not info:
-        return {"engine": "vllm", "server_info_read": False}
+        return ServerState.of(engine="vllm", server_info_read=False)
     cfg = info.get("vllm_config") if isinstance(info.get("vllm_config"), dict) else {}
     sched = cfg.get("scheduler_config") or {}
     spec = cfg.get("speculative_config") or {}
-    return {"engine": "vllm", "server_info_read": bool(cfg), "engine_version": info.get("version"),
-            "max_running_requests": sched.get("max_num_seqs") if isinstance(sched, dict) else None,
-            "speculative": {k: spec[k] for k in ("method", "model", "num_speculative_tokens", "prompt_lookup_min",
-                                                 "prompt_lookup_max") if isinstance(spec, dict) and spec.get(k) is not None}}
+    return ServerState.of(engine="vllm", server_info_read=bool(cfg), engine_version=info.get("version"),
+                          max_running_requests=sched.get("max_num_seqs") if isinstance(sched, dict) else None,
+                          speculative={k: spec[k] for k in ("method", "model", "num_speculative_tokens",
+                                                            "prompt_lookup_min", "prompt_lookup_max")
+                                       if isinstance(spec, dict) and spec.get(k) is not None})
 
 
 # Its log lines: `(APIServer pid=12) ERROR 12-06 21:03:28 [core.py:123] text` (vllm/logger.py _FORMAT; the
@@ -295,7 +296,7 @@ class VLLMEngine(Engine):
     def knob_error(self, env: Any, knob: str, value: Any) -> tuple[str, str | None] | None:
         return knob_error(env, knob, value)
 
-    def server_state(self, info: dict | None) -> dict:
+    def server_state(self, info: dict | None) -> ServerState:
         return server_state(info)
 
     def acceptance_counts(self, metrics: dict[str, float]) -> AcceptanceCounts | None:

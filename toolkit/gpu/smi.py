@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from toolkit.errors import ToolFailure
-from toolkit.schema.manifest import GpuFingerprint, GpuTopology
+from toolkit.schema.manifest import GpuDevice, GpuFingerprint, GpuTopology
 
 _NUMBER = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]+)?)\s*([A-Za-z%/]*)\s*$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -78,48 +78,48 @@ def _ecc_sum(volatile: ET.Element | None, kind: str) -> int | None:
     return sum(vals) if vals else None
 
 
-def _gpu(g: ET.Element, index: int) -> dict[str, Any]:
+def _gpu(g: ET.Element, index: int) -> GpuDevice:
     power = g.find("gpu_power_readings")
     if power is None:
         power = g.find("power_readings")  # drivers before 535
     ecc_errors = g.find("ecc_errors/volatile")
-    return {
-        "index": index,  # order in the log = nvidia-smi's index
-        "minor_number": _int(g, "minor_number"),
-        "name": _text(g, "product_name"),
-        "brand": _text(g, "product_brand"),
-        "architecture": _text(g, "product_architecture"),
-        "uuid": _text(g, "uuid"),
-        "serial": _text(g, "serial"),
-        "pci_bus_id": g.get("id") or _text(g, "pci/pci_bus_id"),
-        "vbios": _text(g, "vbios_version"),
-        "memory_total_mib": _int(g, "fb_memory_usage/total"),
-        "memory_used_mib": _int(g, "fb_memory_usage/used"),
-        "memory_reserved_mib": _int(g, "fb_memory_usage/reserved"),
-        "power_limit_w": _num(power, "current_power_limit", "power_limit", "enforced_power_limit"),
-        "power_limit_default_w": _num(power, "default_power_limit"),
-        "power_limit_max_w": _num(power, "max_power_limit"),
-        "power_draw_w": _num(power, "instant_power_draw", "power_draw", "average_power_draw"),
-        "sm_clock_mhz": _int(g, "clocks/sm_clock"),
-        "mem_clock_mhz": _int(g, "clocks/mem_clock"),
-        "sm_clock_max_mhz": _int(g, "max_clocks/sm_clock"),
-        "mem_clock_max_mhz": _int(g, "max_clocks/mem_clock"),
-        "sm_clock_app_mhz": _int(g, "applications_clocks/graphics_clock"),
-        "ecc_mode": _text(g, "ecc_mode/current_ecc"),
-        "ecc_errors_uncorrected_volatile": _ecc_sum(ecc_errors, "uncorrectable"),
-        "ecc_errors_corrected_volatile": _ecc_sum(ecc_errors, "correctable"),
-        "persistence_mode": _text(g, "persistence_mode"),
-        "mig_mode": _text(g, "mig_mode/current_mig"),
-        "compute_mode": _text(g, "compute_mode"),
-        "performance_state": _text(g, "performance_state"),
-        "temperature_c": _int(g, "temperature/gpu_temp"),
-        "pcie_link_gen_max": _int(g, "pci/pci_gpu_link_info/pcie_gen/max_link_gen"),
-        "pcie_link_width_max": _text(g, "pci/pci_gpu_link_info/link_widths/max_link_width"),
-    }
+    return GpuDevice(
+        index=index,  # order in the log = nvidia-smi's index
+        minor_number=_int(g, "minor_number"),
+        name=_text(g, "product_name"),
+        brand=_text(g, "product_brand"),
+        architecture=_text(g, "product_architecture"),
+        uuid=_text(g, "uuid"),
+        serial=_text(g, "serial"),
+        pci_bus_id=g.get("id") or _text(g, "pci/pci_bus_id"),
+        vbios=_text(g, "vbios_version"),
+        memory_total_mib=_int(g, "fb_memory_usage/total"),
+        memory_used_mib=_int(g, "fb_memory_usage/used"),
+        memory_reserved_mib=_int(g, "fb_memory_usage/reserved"),
+        power_limit_w=_num(power, "current_power_limit", "power_limit", "enforced_power_limit"),
+        power_limit_default_w=_num(power, "default_power_limit"),
+        power_limit_max_w=_num(power, "max_power_limit"),
+        power_draw_w=_num(power, "instant_power_draw", "power_draw", "average_power_draw"),
+        sm_clock_mhz=_int(g, "clocks/sm_clock"),
+        mem_clock_mhz=_int(g, "clocks/mem_clock"),
+        sm_clock_max_mhz=_int(g, "max_clocks/sm_clock"),
+        mem_clock_max_mhz=_int(g, "max_clocks/mem_clock"),
+        sm_clock_app_mhz=_int(g, "applications_clocks/graphics_clock"),
+        ecc_mode=_text(g, "ecc_mode/current_ecc"),
+        ecc_errors_uncorrected_volatile=_ecc_sum(ecc_errors, "uncorrectable"),
+        ecc_errors_corrected_volatile=_ecc_sum(ecc_errors, "correctable"),
+        persistence_mode=_text(g, "persistence_mode"),
+        mig_mode=_text(g, "mig_mode/current_mig"),
+        compute_mode=_text(g, "compute_mode"),
+        performance_state=_text(g, "performance_state"),
+        temperature_c=_int(g, "temperature/gpu_temp"),
+        pcie_link_gen_max=_int(g, "pci/pci_gpu_link_info/pcie_gen/max_link_gen"),
+        pcie_link_width_max=_text(g, "pci/pci_gpu_link_info/link_widths/max_link_width"),
+    )
 
 
 def parse_nvidia_smi_xml(text: str) -> GpuFingerprint:
-    """Parse `nvidia-smi -q -x` into {driver_version, cuda_version, count, gpus: [...]}. Pure."""
+    """Parse `nvidia-smi -q -x` into its driver and CUDA versions, count and GpuDevices. Pure."""
     # nvidia-smi writes a DOCTYPE naming a DTD file that is not there; ElementTree ignores DOCTYPEs.
     try:
         root = ET.fromstring(text)

@@ -2,7 +2,7 @@
 
     tel = Telemetry(interval_s=0.5).start()
     ...                       # the cell's load
-    samples = tel.stop()      # [{t, gpu, util_gpu_pct, mem_used_mib, power_w, sm_clock_mhz, ...}, ...]
+    samples = tel.stop()      # [GpuSample(t, gpu, util_gpu_pct, mem_used_mib, power_w, sm_clock_mhz, ...), ...]
     summarize(samples)        # per GPU: n, mean and max of each figure
 
 One `nvidia-smi --query-gpu=... --format=csv,noheader,nounits -lms N` process prints a line per GPU
@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
@@ -41,6 +42,26 @@ QUERY = ",".join(f for f, _, _ in FIELDS)
 NUMERIC = [key for _, key, conv in FIELDS if conv is float]
 
 
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU at one moment: a line of the query (FIELDS names each figure), stamped with this host's clock `t`
+    (seconds since the epoch; None for captured text). None: a figure the GPU does not report. The archive keeps
+    a cell's samples as telemetry/<cell>.json (dataclasses.asdict, one object each)."""
+
+    t: float | None
+    smi_time: str | None
+    gpu: int
+    uuid: str | None
+    util_gpu_pct: float | None
+    util_mem_pct: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    power_w: float | None
+    sm_clock_mhz: float | None
+    mem_clock_mhz: float | None
+    temp_c: float | None
+
+
 def gpu_present() -> bool:
     """True where nvidia-smi is on PATH (the sampler's source)."""
     return shutil.which("nvidia-smi") is not None
@@ -50,45 +71,45 @@ def query_command(interval_s: float) -> list[str]:
     return ["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits", f"-lms={max(1, round(interval_s * 1000))}"]
 
 
-def parse_query_line(line: str, t: float | None = None) -> dict[str, Any] | None:
+def parse_query_line(line: str, t: float | None = None) -> GpuSample | None:
     """One CSV line of the query above -> a sample; None for a blank or foreign line. Pure.
 
     `[N/A]` / `[Not Supported]` become None, so a figure the GPU does not report never reads as 0."""
     cells = [c.strip() for c in line.strip().split(",")]
     if len(cells) != len(FIELDS):
         return None
-    sample: dict[str, Any] = {"t": t}
+    figures: dict[str, Any] = {}
     for (_, key, conv), cell in zip(FIELDS, cells):
         if cell.startswith("[") or cell.lower() in ("n/a", ""):
-            sample[key] = None
+            figures[key] = None
             continue
         try:
-            sample[key] = conv(cell)
+            figures[key] = conv(cell)
         except ValueError:
             return None
-    if sample["gpu"] is None:
+    if figures["gpu"] is None:
         return None
-    return sample
+    return GpuSample(t=t, **figures)
 
 
-def parse_query_output(text: str) -> list[dict[str, Any]]:
+def parse_query_output(text: str) -> list[GpuSample]:
     """Every sample in captured output (t left None: captured text carries no host clock). Pure."""
     return [s for s in (parse_query_line(ln) for ln in text.splitlines()) if s is not None]
 
 
-def summarize(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:  # data-keyed: GPU index
+def summarize(samples: list[GpuSample]) -> dict[str, dict[str, Any]]:  # data-keyed: GPU index
     """Per GPU (key: its index as a string): n, and mean/max of each numeric figure present."""
-    by_gpu: dict[int, list[dict[str, Any]]] = {}
+    by_gpu: dict[int, list[GpuSample]] = {}
     for s in samples:
-        by_gpu.setdefault(s["gpu"], []).append(s)
+        by_gpu.setdefault(s.gpu, []).append(s)
     out: dict[str, dict[str, Any]] = {}
     for gpu, rows in sorted(by_gpu.items()):
-        entry: dict[str, Any] = {"n": len(rows), "uuid": rows[0].get("uuid")}
+        entry: dict[str, Any] = {"n": len(rows), "uuid": rows[0].uuid}
         for key in NUMERIC:
-            vals = [r[key] for r in rows if r.get(key) is not None]
+            vals = [getattr(r, key) for r in rows if getattr(r, key) is not None]
             if vals:
                 entry[key] = {"mean": round(fmean(vals), 3), "max": max(vals)}
-        ts = [r["t"] for r in rows if r.get("t") is not None]
+        ts = [r.t for r in rows if r.t is not None]
         if len(ts) > 1:
             entry["span_s"] = round(max(ts) - min(ts), 3)
         out[str(gpu)] = entry
@@ -103,7 +124,7 @@ class Telemetry:
             raise ValueError("interval_s must be positive")
         self.interval_s = interval_s
         self.command = command or query_command(interval_s)
-        self.samples: list[dict[str, Any]] = []
+        self.samples: list[GpuSample] = []
         self.reason: str | None = None   # why it is inert (no nvidia-smi)
         self.error: str | None = None    # why it failed (set by stop())
         self.stderr = ""
@@ -141,11 +162,11 @@ class Telemetry:
         """Block until the first sample arrived (or timeout); True if it did."""
         return self._first.wait(timeout)
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[GpuSample]:
         with self._lock:
             return list(self.samples)
 
-    def stop(self, timeout: float = 10) -> list[dict[str, Any]]:
+    def stop(self, timeout: float = 10) -> list[GpuSample]:
         """Stop sampling; every sample taken. A sampler that died with an error and took no sample
         sets `error` (a benchmark cell never fails for want of telemetry); `check()` raises it."""
         if self._proc is None:

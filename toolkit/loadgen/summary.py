@@ -14,7 +14,7 @@ from typing import Iterable, Literal
 from toolkit.loadgen.load import CellLoad
 from toolkit.schema.eligibility import bundled_check, late_check, stall_check
 from toolkit.schema.metrics import achieved_rate, cell_stats, chunk_itls
-from toolkit.schema.records import CellSummary, RequestRecord
+from toolkit.schema.records import CellSummary, ProcessArrival, RequestRecord
 
 ITL_CONVENTION = "per-chunk gap divided by tokens in the chunk"  # itl_ms, pooled over chunks
 
@@ -81,7 +81,7 @@ def summarize(records: list[RequestRecord], *, arm: str, domain: str, concurrenc
         summary.checks = [*summary.checks, bundled]
     if load is not None and load.rate is not None:
         summary.rate, summary.achieved_rate = load.rate, achieved_rate(records)
-        summary.arrival = {"process": load.arrival, "burstiness": load.burstiness}
+        summary.arrival = ProcessArrival(process=load.arrival, burstiness=load.burstiness)
         summary.lag_p99_ms, late = late_check(records, load.rate, load.concurrency)
         summary.checked = [*summary.checked, "late"]
         if late is not None:

@@ -36,10 +36,11 @@ from toolkit.loadgen.load import CellLoad
 from toolkit.results.archive import Archive
 from toolkit.results.cells import CellReader, Group
 from toolkit.results.envdiff import env_diff
+from toolkit.results.machines import CrossMachines
 from toolkit.results.noise import LaunchView, NoiseModel, calibration_view, refusal
-from toolkit.stats import (ALPHA, DEFAULT, DEFAULT_FLOOR_PCT, MIN_SAMPLES, Comparison, beyond_margin, cell_noise, combine,
-                           compare, cv_of_var, delta_pct, exceeds_p, fisher_p, floor_pct, from_delta, geomean, holm, log_of_pct,
-                           logs, mann_whitney, pct_of_log)
+from toolkit.stats import (ALPHA, DEFAULT, DEFAULT_FLOOR_PCT, MIN_SAMPLES, Comparison, MachineVar, beyond_margin,
+                           cell_noise, combine, compare, cv_of_var, delta_pct, exceeds_p, fisher_p, floor_pct, from_delta,
+                           geomean, holm, log_of_pct, logs, mann_whitney, pct_of_log)
 from toolkit.schema.metrics import METRICS, NAMES, SLO_METRICS
 from toolkit.schema.records import Stat
 from toolkit.schema.slo import Objectives
@@ -115,6 +116,25 @@ class CellDiff:
         return _label((self.arm, self.domain, self.concurrency, self.output_len))
 
 
+@dataclass(frozen=True)
+class ArmNoise:
+    """Which launch noise an arm's verdicts used: its launches in each run and the noise's source (measured in the
+    runs, a calibration, or the default floor)."""
+
+    launches_a: int
+    launches_b: int
+    source: str
+
+
+@dataclass(frozen=True)
+class MachineLevel:
+    """Whether the two runs ran on one machine and, across machines, the between-machine variance (by metric)
+    that every launch test and geometric mean added (toolkit/results/machines.py)."""
+
+    cross: CrossMachines
+    variance: dict[str, MachineVar] = field(default_factory=dict)
+
+
 @dataclass
 class DiffResult:
     a: str
@@ -131,15 +151,15 @@ class DiffResult:
     slo: dict | None = None  # the objectives goodput and attainment are judged by (the slo block's shape)
     slo_note: str = ""
     floor_pct: float = DEFAULT_FLOOR_PCT
-    noise: dict[str, dict] = field(default_factory=dict)  # arm -> {launches_a, launches_b, source}
+    noise: dict[str, ArmNoise] = field(default_factory=dict)  # by arm
     calibration: str | None = None  # run id of the calibration used, if any
     calibration_refused: list[str] = field(default_factory=list)  # calibrations not used, and why (a busy host)
     family_size: int = 0  # the tests of the Holm family (derived duplicates not counted: `family`)
-    machines: dict = field(default_factory=dict)  # {status: same|different|unknown, a, b, variance: {metric: ...}}
+    machines: MachineLevel | None = None
 
     @property
     def cross_machine(self) -> bool:
-        return self.machines.get("status") == "different"
+        return self.machines is not None and self.machines.cross.different
 
     def regressions(self, pct: float, gated: bool = True) -> list[tuple[CellDiff, MetricDiff, float | None]]:
         """The changes worse by more than pct percent with confidence (`gate`), in the cells a verdict may use
@@ -182,10 +202,16 @@ class DiffResult:
         """The tested metric-cells that can support no claim (MetricDiff.claims: 2 launches a side)."""
         return [(c, m) for c in self.cells for m in c.metrics.values() if m.se is not None and not m.claims]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # json-edge: results diff --json
         d = asdict(self)
         for c, cd in zip(self.cells, d["cells"]):
             cd["label"] = c.label
+        m = self.machines
+        d["machines"] = {} if m is None else {
+            **m.cross.to_dict(),
+            **({"variance": {k: {"cv": v.cv, "df": None if math.isinf(v.df) else v.df, "source": v.source}
+                             for k, v in m.variance.items()}} if m.cross.different else {}),
+            "text": m.cross.text()}
         return d
 
 
@@ -327,7 +353,7 @@ def family(tests: list[tuple[CellDiff, MetricDiff]]) -> list[int | None]:
     return [index.get((c.label, METRICS[m.metric].tracks)) for c, m in tests]
 
 
-def _arm_changes(cells: list[CellDiff]) -> dict[tuple[str, str], float]:
+def _arm_changes(cells: list[CellDiff]) -> dict[tuple[str, str], float]:  # data-keyed: (arm, metric)
     """(arm, metric) -> the mean log change over the arm's comparable cells (its geometric mean)."""
     acc: dict[tuple[str, str], list[float]] = {}
     for c in cells:
@@ -445,7 +471,8 @@ def _noise_model(ra: CellReader, rb: CellReader, calibration, objectives,
     return va, vb, NoiseModel(va, vb, cal)
 
 
-def _noise_summary(arms: set[str], va: LaunchView, vb: LaunchView, model: NoiseModel) -> dict[str, dict]:
+def _noise_summary(arms: set[str], va: LaunchView, vb: LaunchView,  # data-keyed: arm
+                   model: NoiseModel) -> dict[str, ArmNoise]:
     out = {}
     for arm in sorted(arms):
         na, nb = va.arm_launches(arm), vb.arm_launches(arm)
@@ -459,25 +486,21 @@ def _noise_summary(arms: set[str], va: LaunchView, vb: LaunchView, model: NoiseM
             src = model.calibration.source
         else:
             src = DEFAULT_FLOOR
-        out[arm] = {"launches_a": na, "launches_b": nb, "source": src}
+        out[arm] = ArmNoise(na, nb, src)
     return out
 
 
-def _machine_level(a: Archive, b: Archive, metrics: list[str], model: NoiseModel) -> dict:
+def _machine_level(a: Archive, b: Archive, metrics: list[str], model: NoiseModel) -> MachineLevel:
     """Did the runs run on different machines? If so, every launch test and geometric mean adds the
     between-machine variance (toolkit/results/machines.py: from committed cross-machine A/A pairs under A's
     results root, else the default prior), set on the noise model before any test runs."""
     from toolkit.results.machines import cross_machines, machine_variance
 
     cross = cross_machines(a, b)
-    out = cross.to_dict()
-    if cross.different:
-        mv = machine_variance(Path(a.path).resolve().parent.parent, metrics, judged=(a.run_id, b.run_id))
-        model.machine = mv
-        out["variance"] = {m: {"cv": v.cv, "df": None if math.isinf(v.df) else v.df, "source": v.source}
-                           for m, v in mv.items()}
-    out["text"] = cross.text()
-    return out
+    if not cross.different:
+        return MachineLevel(cross)
+    model.machine = machine_variance(Path(a.path).resolve().parent.parent, metrics, judged=(a.run_id, b.run_id))
+    return MachineLevel(cross, dict(model.machine))
 
 
 def diff_runs(a: Archive, b: Archive, metrics: list[str] | None = None, correction: str = "holm",

@@ -8,18 +8,17 @@ from pathlib import Path
 
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import Archive, open_archive
-from toolkit.schema.manifest import BuildRecord, Fingerprint, Manifest
+from toolkit.schema.manifest import BuildRecord, CommandError, Fingerprint, Manifest
 
 
 def gpu_model(fp: Fingerprint) -> str | None:
     """A fingerprint's GPUs as `results list` names them ("2x NVIDIA H100 80GB HBM3"; several models: their
     names joined), None without any: what noise calibrations and reproductions are matched on."""
-    gpus = fp.gpus if fp.gpus is not None else (fp.gpu.gpus if fp.gpu else [])
-    names = [g.get("name") or g.get("product_name") or "?" if isinstance(g, dict) else str(g) for g in gpus]
+    names = [g.name or "?" for g in fp.devices]
     return (f"{len(names)}x {names[0]}" if names and len(set(names)) == 1 else ", ".join(names)) or None
 
 
-def host_view(fp: Fingerprint) -> dict:
+def host_view(fp: Fingerprint) -> dict:  # json-edge: the view envdiff flattens (normalized's `host`)
     """The fields of a fingerprint that matter for a comparison (no per-device serials or UUIDs)."""
     gpu = fp.gpu
     links = gpu.topology.links if gpu is not None and gpu.topology is not None else None
@@ -40,6 +39,11 @@ def _image(rec: BuildRecord | None) -> dict:  # json-edge: the view envdiff flat
     return {k: v for k, v in keep.items() if v}
 
 
+def _command(c: str | list[str] | CommandError | None) -> str | list[str] | dict | None:
+    """An arm's command as the manifest holds it ({error} where no launcher could be made)."""
+    return c.model_dump(mode="json") if isinstance(c, CommandError) else c
+
+
 def normalized(m: Manifest) -> dict:  # json-edge: the view envdiff flattens
     """The comparable view of a manifest (what the environment diff flattens and reports print)."""
     primary, hosts = m.host.primary, m.host.hosts
@@ -47,7 +51,7 @@ def normalized(m: Manifest) -> dict:  # json-edge: the view envdiff flattens
         "environment": {"name": m.environment.name, "hash": m.environment.hash, "spec": m.environment.resolved},
         "matrix": {"name": m.matrix.name, "hash": m.matrix.hash, "spec": m.matrix.resolved},
         "image": _image(m.build),
-        "arms": {arm: {"command": a.command, "server_args": a.preset, "request_params": a.request_params,
+        "arms": {arm: {"command": _command(a.command), "server_args": a.preset, "request_params": a.request_params,
                        **({"environment": {"name": a.environment.name, "hash": a.environment.hash,
                                            "engine": a.environment.engine}} if a.environment is not None else {})}
                  for arm, a in m.arms.items()},

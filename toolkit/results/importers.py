@@ -266,7 +266,7 @@ def import_files(paths: list[str | Path], fmt: str, root: str | Path = "results"
     if len(files) > 1:
         spec = {a for a, i in infos.items() if isinstance(i, dict) and i.get("speculative_algorithm")} \
             or {a for a in names if a != baseline}  # vllm files name no algorithm: every other arm is compared
-        arm_info = {a: ArmState.model_validate(sglang.imported_state(infos[a])) for a in names}
+        arm_info = {a: ArmState().add_state(sglang.imported_state(infos[a])) for a in names}
         derived = importarms.import_derived(cells, records, baseline, pairing, spec, arm_info, checks)
     writer.finalize("complete", derived=derived, report_md=summary_markdown(open_archive(writer.path)))
     return writer.path

@@ -50,8 +50,7 @@ def machine_of(record: MachineRecord | None) -> Machine | None:
 
 def fingerprint_machine(fp: Fingerprint) -> Machine:
     """The machine a host fingerprint describes: its host name and every GPU it lists (UUID, else serial)."""
-    gpus = fp.gpus if fp.gpus is not None else (fp.gpu.gpus if fp.gpu else [])
-    ids = [str(g.get("uuid") or g.get("serial")) for g in gpus if isinstance(g, dict) and (g.get("uuid") or g.get("serial"))]
+    ids = [g.identity for g in fp.devices if g.identity]
     return Machine(host=fp.hostname, gpus=tuple(sorted(ids)))
 
 

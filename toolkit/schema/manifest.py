@@ -36,8 +36,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_serializer, model_validator
 
+from toolkit.engines.facts import ServerState
 from toolkit.errors import ToolkitError
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, run_status
 from toolkit.schema.records import CellSummary
@@ -52,6 +53,28 @@ class _Open(BaseModel):
     """Typed where readers look; any other field the archive holds is kept (extra='allow')."""
 
     model_config = ConfigDict(extra="allow")
+
+
+class _AsGiven(_Open):
+    """A record the archive kept as a plain mapping before it was typed (a slot's hardware, a GPU, a command's
+    error): it dumps the keys it was given, in the order given (read from a file, or made), then any field set
+    since, so manifest.json, summary.json and every --json print it as they did."""
+
+    _given: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _note_keys(cls, data: Any, handler: Any) -> Any:
+        record = handler(data)
+        if isinstance(data, dict):
+            record._given = tuple(data)
+        return record
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: Any) -> Any:  # json-edge: the mapping as the archive's files hold it
+        dumped = handler(self)
+        order = [*self._given, *(k for k in dumped if k not in self._given and k in self.model_fields_set)]
+        return {k: dumped[k] for k in order if k in dumped}
 
 
 # -- manifest.json
@@ -76,13 +99,20 @@ class SyntheticAcceptance(_Open):
     env: dict[str, str] = Field(default_factory=dict, description="the simulate variables its servers got")
 
 
+class CommandError(_AsGiven):
+    """An arm whose launcher could not be made: why (its manifest `command`, written as {error})."""
+
+    error: str
+
+
 class ArmRecord(_Open):
     """One arm as planned: the server preset (flags without dashes), per-request parameters, and the
-    exact command its launcher runs (a string; a list from older writers; {error} when none could be made)."""
+    exact command its launcher runs (a string; a list from older writers; a CommandError when none could be
+    made)."""
 
     preset: dict[str, Any] = Field(default_factory=dict)
     request_params: dict[str, Any] = Field(default_factory=dict)
-    command: str | list[str] | dict[str, Any] | None = None
+    command: str | list[str] | CommandError | None = None
     synthetic_acceptance: SyntheticAcceptance | None = None
     environment: "ArmEnvironmentRecord | None" = Field(
         None, description="an arm the Matrix lists as {name, environment, preset}: the Environment it comes from "
@@ -103,10 +133,18 @@ class TargetRecord(_Open):
     partition: str | None = Field(None, description="slurm: the partition, where the spec names one")
 
 
+class Hardware(_AsGiven):
+    """What a slot's arms load, or where a launch's server came up (a Slurm job's node): a host and its GPUs.
+    Slots whose hardware overlaps are never measured at the same time (toolkit.targets.shares_hardware)."""
+
+    host: str | None = Field(None, description='"localhost", a provisioned host\'s address, a URL\'s host, a node')
+    gpus: str = Field("all", description='the GPU indices ("0,1"), or "all"')
+
+
 class SlotRecord(_Open):
     name: str
     arms: list[str] = Field(default_factory=list)
-    hardware: dict[str, Any] = Field(default_factory=dict, description="{host, gpus}: what 'shared' means")
+    hardware: Hardware = Field(default_factory=Hardware, description="what 'shared' means")
     target: TargetRecord = Field(default_factory=TargetRecord, description="kind (local|hosts|external|slurm) "
                                                                            "and details")
 
@@ -128,16 +166,60 @@ class GpuTopology(_Open):
     error: str | None = None
 
 
+class GpuDevice(_AsGiven):
+    """One GPU as `nvidia-smi -q -x` describes it (toolkit.gpu.smi): what identifies it, its memory, power,
+    clocks, ECC and modes, each number in nvidia-smi's unit (named in the field); None where it reports N/A or
+    nothing."""
+
+    index: int | None = Field(None, description="nvidia-smi's index (its order in the log)")
+    minor_number: int | None = None
+    name: str | None = None
+    brand: str | None = None
+    architecture: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    pci_bus_id: str | None = None
+    vbios: str | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    memory_reserved_mib: int | None = None
+    power_limit_w: float | None = None
+    power_limit_default_w: float | None = None
+    power_limit_max_w: float | None = None
+    power_draw_w: float | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    mem_clock_max_mhz: int | None = None
+    sm_clock_app_mhz: int | None = None
+    ecc_mode: str | None = None
+    ecc_errors_uncorrected_volatile: int | None = None
+    ecc_errors_corrected_volatile: int | None = None
+    persistence_mode: str | None = None
+    mig_mode: str | None = None
+    compute_mode: str | None = None
+    performance_state: str | None = None
+    temperature_c: int | None = None
+    pcie_link_gen_max: int | None = None
+    pcie_link_width_max: str | None = None
+
+    @property
+    def identity(self) -> str | None:
+        """What tells this GPU from any other: its UUID, else its serial (None: neither recorded)."""
+        return self.uuid or self.serial
+
+
 class GpuFingerprint(_Open):
     """The GPU stage's fingerprint (toolkit.gpu.smi.gpu_fingerprint): `nvidia-smi -q -x` read into the driver and
-    CUDA versions and one dict per GPU (index, name, uuid, serial, memory, clocks, power, ECC, ...), the topology,
-    and the source; a failing nvidia-smi is recorded as `error` (a fingerprint records what the machine said)."""
+    CUDA versions and one GpuDevice per GPU (index, name, uuid, serial, memory, clocks, power, ECC, ...), the
+    topology, and the source; a failing nvidia-smi is recorded as `error` (a fingerprint records what the machine
+    said)."""
 
     timestamp: str | None = None
     driver_version: str | None = None
     cuda_version: str | None = None
     count: int | None = None
-    gpus: list[Any] = Field(default_factory=list, description="one dict per GPU, in nvidia-smi's order")
+    gpus: list[GpuDevice] = Field(default_factory=list, description="one per GPU, in nvidia-smi's order")
     topology: GpuTopology | None = None
     source: str | None = None
     error: str | None = None
@@ -157,10 +239,19 @@ class Fingerprint(_Open):
     python: str | None = None
     engines: dict[str, str | None] = Field(default_factory=dict)
     gpu: GpuFingerprint | None = None
-    gpus: list[Any] | None = None
+    gpus: list[Any] | None = Field(None, description="an older writer's GPUs (Fingerprint.devices reads them)")
     env: dict[str, str] = Field(default_factory=dict)  # the controller's engine variables (hostinfo.ENGINE_ENV_PREFIXES)
     driver: str | None = None
     cuda: str | None = None
+
+    @property
+    def devices(self) -> list[GpuDevice]:
+        """Its GPUs: the GPU stage's (`gpu.gpus`), else an older writer's top-level `gpus` (a mapping read as a
+        GpuDevice, its `product_name` as the name where it has none; anything else as a name)."""
+        if self.gpus is None:
+            return list(self.gpu.gpus) if self.gpu else []
+        return [GpuDevice.model_validate({"name": g.get("product_name"), **g}) if isinstance(g, dict)
+                else GpuDevice(name=str(g)) for g in self.gpus]
 
 
 class HostRecord(_Open):
@@ -368,7 +459,7 @@ class Manifest(_Open):
     def is_noise_calibration(self) -> bool:
         return self.purpose == NOISE_CALIBRATION
 
-    def written(self) -> dict:
+    def written(self) -> dict:  # json-edge: manifest.json as written
         """The JSON the writer stores: only the fields that were set (no defaults invented)."""
         return self.model_dump(mode="json", exclude_unset=True)
 
@@ -493,12 +584,16 @@ class ArmState(_Open):
             setattr(self, name, value)
         return self
 
+    def add_state(self, state: ServerState) -> "ArmState":
+        """What the server said of itself (Engine.server_state): the fields the engine's reading gives."""
+        return self.add(**{name: getattr(state, name) for name in state.said})
+
 
 class Window(_Open):
     """When an arm was measured (epoch seconds) and on what hardware."""
 
     slot: str | None = None
-    hardware: dict[str, Any] = Field(default_factory=dict)
+    hardware: Hardware = Field(default_factory=Hardware)
     start: float
     end: float | None = None
 
@@ -660,7 +755,7 @@ def status_reason(status: str, interrupted: bool, ok: int, failed: int, missing:
 
 # -- reading any version this toolkit reads
 
-def check_schema(raw: Any, path: Path | None = None) -> dict:
+def check_schema(raw: Any, path: Path | None = None) -> None:
     """Accept the archive schema versions this toolkit reads; refuse others with what to do."""
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise ToolkitError(f"not a toolkit run archive ({_name(path)} lacks format: {FORMAT})", file=path)
@@ -677,7 +772,6 @@ def check_schema(raw: Any, path: Path | None = None) -> dict:
         raise ToolkitError(f"archive schema {version} is older than any this toolkit reads "
                            f"({MIN_SCHEMA_VERSION}..{SCHEMA_VERSION})", file=path,
                            hint="re-import the raw numbers with `toolkit results import`")
-    return raw
 
 
 def _name(path: Path | None) -> str:
@@ -695,7 +789,7 @@ def _validate(model: type[BaseModel], data: dict, path: Path | None):
                                 "checks every file") from None
 
 
-def _manifest_v1(raw: dict) -> dict:
+def _manifest_v1(raw: dict) -> dict:  # json-edge: manifest.json as read, before validation
     """Every shape version-1 writers left, mapped to the model's names (on a copy)."""
     m = dict(raw)
     for part in ("matrix", "environment"):
@@ -734,7 +828,7 @@ def _manifest_v1(raw: dict) -> dict:
     return m
 
 
-def _derived_v1(raw: Any) -> dict:
+def _derived_v1(raw: Any) -> dict:  # json-edge: summary.json's derived as read, before validation
     d = dict(raw) if isinstance(raw, dict) else {}
     if not isinstance(d.get("methodology"), list):
         for key in ("checks", "warnings", "methodology_checks"):

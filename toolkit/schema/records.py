@@ -131,6 +131,25 @@ class HostLoadRecord(BaseModel):
     other_runs: list[dict] = Field(default_factory=list, description="{pid, matrix, run} of each")
 
 
+class ProcessArrival(BaseModel):
+    """An open-loop cell's seeded arrival process (the Matrix's `arrival:`), as CellSummary.arrival records it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    process: str = Field(description="poisson | gamma | constant")
+    burstiness: float | None = None
+
+
+class TraceArrival(BaseModel):
+    """A trace's cell (CellSummary.arrival): the trace replayed at `speed`, its `requests`, not a seeded process."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    process: Literal["trace"] = "trace"
+    speed: float
+    requests: int
+
+
 class CellSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -172,7 +191,9 @@ class CellSummary(BaseModel):
     rate: float | None = Field(None, description="open loop (`rates:`): the target rate, req/s, which keys the cell "
                                                  "(its concurrency is then the cap on requests in flight); None: a "
                                                  "closed-loop cell, keyed by concurrency (every older archive)")
-    arrival: dict | None = Field(None, description="open loop: the arrival process (process, burstiness)")
+    arrival: TraceArrival | ProcessArrival | None = Field(
+        None, description="open loop: the arrival process (process, burstiness), or the trace replayed (speed, "
+                          "requests)")
     achieved_rate: float | None = Field(None, description="open loop: measured requests sent over the span of their "
                                                           "send times, (n - 1) / (last send - first send), req/s")
     lag_p99_ms: float | None = Field(None, description="open loop: p99 of how late the measured requests left")

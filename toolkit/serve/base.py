@@ -27,7 +27,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from toolkit.errors import ToolFailure
 from toolkit.fsutil import tail_lines
-from toolkit.schema.manifest import ArmState, SlurmJobRecord, SlurmLaunch, StopRecord
+from toolkit.schema.manifest import ArmState, Hardware, SlurmJobRecord, SlurmLaunch, StopRecord
 from toolkit.signals import catch
 
 
@@ -55,7 +55,7 @@ class Launcher(Protocol):
 
     # Optional capabilities, with BaseLauncher's no-op defaults: a launcher that has none of them (a local
     # process, a container, an external URL) inherits them; a batch job's (toolkit.slurm) gives them all.
-    hardware: dict | None  # what its server loads ({host, gpus}) once it runs; None: the slot's hardware
+    hardware: Hardware | None  # what its server loads once it runs (a job's node); None: the slot's hardware
     jit_cache: Any  # the kept compile cache (toolkit.serve.jitcache.JitCache), judged warm at the start; None
     cell_step: Callable[..., list] | None  # sends a cell from beside the server (a job step); None: from here
     log_path: Path | None  # where the toolkit keeps the server's log (None: it keeps none here)
@@ -291,7 +291,7 @@ class BaseLauncher:
         return None
 
     # -- optional capabilities (the Launcher protocol's): none, unless a launcher has them
-    hardware: dict | None = None
+    hardware: Hardware | None = None
     jit_cache = None
     cell_step: Callable[..., list] | None = None
 

@@ -69,7 +69,7 @@ class SGLangMixin:
         """The launcher's facts and what the server says about itself (its /server_info, kept whole as the extra
         `server_info` for the runner to archive)."""
         said = self.server_info()
-        return super().info().add(**server_state(said), server_info=said)  # type: ignore[misc] - a mixin
+        return super().info().add_state(server_state(said)).add(server_info=said)  # type: ignore[misc] - a mixin
 
 
 class SGLangExternalLauncher(SGLangMixin, ExternalLauncher):

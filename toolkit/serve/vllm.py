@@ -73,7 +73,7 @@ class VLLMMixin:
 
     def info(self) -> ArmState:
         said = self.server_info()
-        return super().info().add(**vllm.server_state(said), server_info=said)  # type: ignore[misc] - a mixin
+        return super().info().add_state(vllm.server_state(said)).add(server_info=said)  # type: ignore[misc] - a mixin
 
 
 class VLLMProcessLauncher(VLLMMixin, ProcessLauncher):

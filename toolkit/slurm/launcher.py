@@ -28,7 +28,7 @@ from typing import Callable
 from toolkit import engines
 from toolkit.errors import ToolFailure
 from toolkit.fsutil import tail_lines, write_atomic
-from toolkit.schema.manifest import ArmState, SlurmJobRecord, SlurmLaunch, StopRecord
+from toolkit.schema.manifest import ArmState, Hardware, SlurmJobRecord, SlurmLaunch, StopRecord
 from toolkit.serve.base import NOTE_EVERY_S, BaseLauncher, http_get, last_error_line
 from toolkit.serve.sglang import SGLangMixin
 from toolkit.slurm import tools
@@ -77,9 +77,9 @@ class SlurmLauncher(BaseLauncher):
         return self.job.workdir / f"{self.job.job_name}-{self.job_id}.endpoint" if self.job_id else None
 
     @property
-    def hardware(self) -> dict | None:
+    def hardware(self) -> Hardware | None:
         """What the job's server loads, as a slot's hardware: its node and GPUs (all: it got none of its own)."""
-        return {"host": self.node, "gpus": self.gpus or "all"} if self.node else None
+        return Hardware(host=self.node, gpus=self.gpus or "all") if self.node else None
 
     @property
     def cpus_per_node(self) -> int | None:

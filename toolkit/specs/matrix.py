@@ -85,7 +85,7 @@ class Target(StrictModel):
         own = self.engines.get(engine)
         return own.python if own is not None and own.python else self.python
 
-    def env_of(self, engine: str) -> dict[str, str]:
+    def env_of(self, engine: str) -> dict[str, str]:  # data-keyed: environment variable names
         """The extra environment of an engine's servers: `env:`, with its `engines:` entry's over it."""
         own = self.engines.get(engine)
         return {**self.env, **own.env} if own is not None else dict(self.env)
@@ -193,7 +193,7 @@ class Workload(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _trace_name(cls, data: Any) -> Any:
+    def _trace_name(cls, data: Any) -> Any:  # json-edge: the workload's YAML mapping, before validation
         """`{trace: traces/prod.jsonl}` is named after its file (prod) unless it says `name:`."""
         if isinstance(data, dict) and "name" not in data and isinstance(data.get("trace"), str):
             return {"name": workload_name(data["trace"]), **data}

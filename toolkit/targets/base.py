@@ -26,7 +26,7 @@ from typing import Any, Callable, Protocol
 
 from toolkit import engines
 from toolkit.extras import require_extra
-from toolkit.schema.manifest import Fingerprint, Manifest, TargetRecord
+from toolkit.schema.manifest import Fingerprint, Hardware, Manifest, TargetRecord
 from toolkit.specs.matrix import Target as TargetSpec
 
 
@@ -40,21 +40,21 @@ class SlotTarget(Protocol):
 
 @dataclass
 class Slot:
-    """Where arms run one after another. `hardware` names what the slot's arms load ({host, gpus}): slots
+    """Where arms run one after another. `hardware` names what the slot's arms load (host, GPUs): slots
     whose hardware overlaps must not be measured at the same time."""
 
     name: str
     target: Any  # a SlotTarget
     arms: list[str] = field(default_factory=list)
-    hardware: dict = field(default_factory=dict)
+    hardware: Hardware = field(default_factory=Hardware)
 
 
-def shares_hardware(a: dict, b: dict) -> bool:
+def shares_hardware(a: Hardware, b: Hardware) -> bool:
     """Do two slots' hardware overlap? Same host, and the same GPUs (or all of them) on it."""
-    if not a or not b or a.get("host") != b.get("host"):
+    if a.host is None or a.host != b.host:
         return False
-    ga, gb = a.get("gpus", "all"), b.get("gpus", "all")
-    return ga == "all" or gb == "all" or bool(set(str(ga).split(",")) & set(str(gb).split(",")))
+    ga, gb = a.gpus, b.gpus
+    return ga == "all" or gb == "all" or bool(set(ga.split(",")) & set(gb.split(",")))
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ class Target:
         """(manifest field, new value) that records a launch as it is now, or None: nothing to record."""
         return None
 
-    def served_urls(self, slot: Slot) -> dict[str, str]:
+    def served_urls(self, slot: Slot) -> dict[str, str]:  # data-keyed: arm
         """{arm: URL} of servers someone else started ({}: the toolkit starts them)."""
         return {}
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from toolkit import endpoints
 from toolkit.errors import ToolkitError
-from toolkit.schema.manifest import TargetRecord
+from toolkit.schema.manifest import Hardware, TargetRecord
 from toolkit.targets.base import LaunchArgs, Slot, Target, TargetSpec
 
 
@@ -59,7 +59,7 @@ class External(Target):
         if not t.urls:
             host = urlsplit(t.url).hostname or t.url
             return [Slot("external", ExternalTarget({a: t.url for a in m.arm_names}), list(m.arm_names),
-                         hardware={"host": host, "gpus": "all"})]
+                         hardware=Hardware(host=host, gpus="all"))]
         missing = [a for a in m.arm_names if a not in t.urls]
         if missing:
             raise spec.error(("target", "urls"), f"no URL for arm(s) {missing}", hint="give every arm a URL")
@@ -69,7 +69,7 @@ class External(Target):
             host = urlsplit(url).hostname or url
             key = url if t.independent else host  # one host is one machine unless the spec says otherwise
             slot = slots_by.setdefault(key, Slot(f"external-{arm}" if t.independent else f"external-{host}",
-                                                 ExternalTarget(), hardware={"host": key, "gpus": "all"}))
+                                                 ExternalTarget(), hardware=Hardware(host=key, gpus="all")))
             slot.target.urls[arm] = url
             slot.arms.append(arm)
         return list(slots_by.values())
@@ -95,7 +95,7 @@ class External(Target):
     def launcher_kwargs(self, plan, slot: Slot, arm: str, log_dir: Path) -> LaunchArgs:
         return LaunchArgs(Path(log_dir) / f"{arm}.log", kind="external", url=slot.target.urls[arm])
 
-    def served_urls(self, slot: Slot) -> dict[str, str]:
+    def served_urls(self, slot: Slot) -> dict[str, str]:  # data-keyed: arm
         return dict(slot.target.urls)
 
 

@@ -10,7 +10,7 @@ from toolkit import engines
 from toolkit.extras import require_module
 from toolkit.specs import load_spec
 from toolkit.specs.hosts import Host
-from toolkit.schema.manifest import Fingerprint, TargetRecord
+from toolkit.schema.manifest import Fingerprint, Hardware, TargetRecord
 from toolkit.targets.base import LaunchArgs, Slot, Target, TargetSpec, deal, engine_kwargs, require_embedded
 
 
@@ -44,7 +44,7 @@ class Hosts(Target):
         if not group:
             raise spec.error(("target", "group"), f"group {t.group!r} has no hosts in {t.hosts}",
                              hint=f"hosts there: {', '.join(hosts_spec.model.hosts)}")
-        slots = [Slot(name, HostTarget(name, h, str(hosts_spec.path)), hardware={"host": h.address, "gpus": "all"})
+        slots = [Slot(name, HostTarget(name, h, str(hosts_spec.path)), hardware=Hardware(host=h.address, gpus="all"))
                  for name, h in group.items()]
         return deal(slots, spec.model.arm_names)
 

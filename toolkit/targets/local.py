@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from toolkit import engines
 from toolkit.extras import require_module
-from toolkit.schema.manifest import TargetRecord
+from toolkit.schema.manifest import Hardware, TargetRecord
 from toolkit.targets.base import LaunchArgs, Slot, Target, TargetSpec, deal, engine_kwargs, require_embedded
 
 
@@ -31,14 +31,14 @@ class Local(Target):
         m = spec.model
         t = m.target
         if t.gpus:
-            slots = [Slot(f"gpus-{g}", LocalTarget(g), hardware={"host": "localhost", "gpus": g}) for g in t.gpus]
+            slots = [Slot(f"gpus-{g}", LocalTarget(g), hardware=Hardware(host="localhost", gpus=g)) for g in t.gpus]
             return deal(slots, m.arm_names)
         n = min(t.parallel, len(m.arm_names))
         if n > 1 and engine is not None and engines.get(engine).exclusive_gpus:
             raise spec.error(("target", "parallel"), "SGLang arms on the same GPUs would be measured while "
                              "they disturb each other", hint="give `gpus: ['0', '1']` to run arms side by side "
                              "on separate GPUs, or drop `parallel` to run them one after another")
-        return deal([Slot(f"local-{i}", LocalTarget(), hardware={"host": "localhost", "gpus": "all"})
+        return deal([Slot(f"local-{i}", LocalTarget(), hardware=Hardware(host="localhost", gpus="all"))
                      for i in range(n)], m.arm_names)
 
     def preflight(self, plan) -> list:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
-from toolkit.schema.manifest import Manifest, TargetRecord
+from toolkit.schema.manifest import Hardware, Manifest, TargetRecord
 from toolkit.targets.base import LaunchArgs, Slot, Target, deal, require_embedded
 
 
@@ -42,7 +42,7 @@ class Slurm(Target):
         t = m.target
         target = SlurmTarget(t.slurm.partition, t.launcher, t.slurm.loadgen)
         n = min(t.slurm.jobs or slurm_jobs_default(t.slurm, len(m.arm_names)), len(m.arm_names))
-        return deal([Slot(f"slurm-{i}", target, hardware={"host": f"slurm-job-{i}", "gpus": "all"})
+        return deal([Slot(f"slurm-{i}", target, hardware=Hardware(host=f"slurm-job-{i}", gpus="all"))
                      for i in range(n)], m.arm_names)
 
     def check(self, spec, env_spec) -> None:

@@ -122,7 +122,7 @@ def build_diff_report(a: Archive, b: Archive, r: DiffResult, *, plots: bool = Fa
 def _legend(r: DiffResult, corr: str) -> str:
     """What `~`, `?` and the untested mean in this diff: per-request tests where launch noise is unknown, a
     t-test of the per-launch figures where it is known (docs/results.md#launch-noise)."""
-    sources = {x["source"] for x in r.noise.values()}
+    sources = {x.source for x in r.noise.values()}
     launch = any(s != DEFAULT_FLOOR for s in sources)
     floor = DEFAULT_FLOOR in sources or not sources
     out = [f"~ : no significant change (p >= {ALPHA}, {corr})."]
@@ -149,7 +149,7 @@ def _noise_blocks(r: DiffResult) -> list:
     refused = [f"{why}: not used" for why in r.calibration_refused]
     groups: dict[tuple, list[str]] = {}
     for arm, x in r.noise.items():
-        groups.setdefault((x["launches_a"], x["launches_b"], x["source"]), []).append(arm)
+        groups.setdefault((x.launches_a, x.launches_b, x.source), []).append(arm)
     items = []
     for (la, lb, src), arms in groups.items():
         if src == DEFAULT_FLOOR:
@@ -168,14 +168,14 @@ def machine_blocks(r: DiffResult) -> list:
     """Which machines the runs ran on and, across machines, the between-machine variance the tests added
     (docs/results.md#the-machine-level)."""
     x = r.machines
-    if not x:
+    if x is None:
         return []
-    items = [x.get("text") or x.get("status", "")]
+    items = [x.cross.text()]
     if r.cross_machine:
         items.append("the tests and intervals add the machine level (twice the between-machine variance: launches "
                      "on one machine do not average a machine's effect away): "
-                     + "; ".join(f"{m} CV {v['cv']:.0%}" for m, v in sorted(x.get("variance", {}).items())))
-        sources = sorted({v["source"] for v in x.get("variance", {}).values()})
+                     + "; ".join(f"{m} CV {v.cv:.0%}" for m, v in sorted(x.variance.items())))
+        sources = sorted({v.source for v in x.variance.values()})
         items += [f"between-machine variance from: {src}" for src in sources]
     return [Heading("Machines", 3), Items(items)]
 

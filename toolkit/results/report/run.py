@@ -15,7 +15,7 @@ from toolkit.results.report.model import (Code, Facts, Heading, Image, Items, Pa
                                           fmt_num, fmt_stat)
 from toolkit.results.report.starts import starts_blocks
 from toolkit.schema.keys import level_label, rate_text, synthetic_label
-from toolkit.schema.manifest import ArmState, Derived, SlurmRecord
+from toolkit.schema.manifest import ArmState, CommandError, Derived, SlurmRecord
 from toolkit.schema.records import CellSummary, Stat
 from toolkit.schema.slo import SloAnalysis
 from toolkit.schema.sweep import SweepRecord
@@ -218,6 +218,8 @@ def archive_view(a: Archive, *, derived: Derived | dict | None = None, status: s
     for arm, info in m.arms.items():
         if info.command:
             cmd = info.command
+            if isinstance(cmd, CommandError):  # no launcher could be made: printed as the manifest holds it
+                cmd = cmd.model_dump(mode="json")
             commands.append(f"{arm}: {' '.join(map(str, cmd)) if isinstance(cmd, list) else cmd}")
         elif info.preset:
             commands.append(f"{arm}: " + " ".join(f"--{k} {v}" for k, v in info.preset.items()))
