@@ -57,3 +57,21 @@ def test_the_count_finds_an_unmarked_record_and_a_stale_marker(tmp_path: Path, m
     assert [n.split()[-1] for n in got["data-keyed"]] == ["by_arm"]
     assert [n.split()[-1] for n in got["json-edge"]] == ["document"]
     assert [n.split()[1] for n in got["stale markers"]] == ["typed"]
+
+
+def test_no_function_in_bench_runs_over_60_lines() -> None:
+    """Issue 44's acceptance: no function over 60 lines in toolkit/bench/ (the merge of engines as arms grew
+    reproduce() to 62 before this test held the line)."""
+    long = _script().measure()["long"]
+    assert not long, "functions over 60 lines in toolkit/bench/ (split them):\n  " + "\n  ".join(long)
+
+
+def test_the_length_rule_finds_a_long_bench_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "toolkit"
+    (pkg / "bench").mkdir(parents=True)
+    (pkg / "bench" / "ledger.py").write_text("class Ledger:\n    def __init__(self):\n        pass\n")
+    (pkg / "bench" / "long.py").write_text("def f():\n" + "    x = 1\n" * 60 + "\ndef g():\n" + "    x = 1\n" * 59)
+    tm = _script()
+    monkeypatch.setattr(tm, "ROOT", tmp_path)
+    monkeypatch.setattr(tm, "PKG", pkg)
+    assert [n.split()[1] for n in tm.measure()["long"]] == ["f"]
