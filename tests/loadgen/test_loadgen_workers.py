@@ -154,18 +154,26 @@ def test_errors_are_records_not_a_stop(server):
 
 def test_killed_server_fails_the_cell_cleanly(tmp_path):
     srv = start_server(tmp_path, ttft_ms=10, itl_ms=5)
+    checks = []
+
+    def check_alive():
+        checks.append(time.monotonic())
+        srv.check_alive()
+
     killed = threading.Timer(1.5, srv.proc.kill)
     killed.start()
     t0 = time.monotonic()
     with pytest.raises(CellFailed) as err:
-        cell(srv.base_url, concurrency=4, requests=200, output_len=100, check_alive=srv.check_alive)
+        cell(srv.base_url, concurrency=4, requests=200, output_len=100, check_alive=check_alive)
     assert time.monotonic() - t0 < 20
     assert "exited" in err.value.message or "died" in err.value.message, err.value.message
     assert all(r.concurrency == 4 for r in err.value.records)
-    # as with one process: each slot's failed request waits for check_alive, so a dead server is not
-    # raced through (without the wait, all 200 came back as "connection refused"). A few per slot can
-    # fail before the kernel shows the process as exited (its sockets close first): seen up to 13.
-    assert sum(r.error is not None for r in err.value.records) <= 50
+    # as with one process: each slot's failed request waits for check_alive, so a dead server is not raced
+    # through: every failed request was checked (the 4 slots' last ones may fail after the check that saw the
+    # exit). A count of failures cannot say this: between the server's sockets closing and its exit showing,
+    # the failures are that window over one check's round trip (13 seen on one run, 140 on a quiet, fast one)
+    failed = sum(r.error is not None for r in err.value.records)
+    assert failed >= 1 and len(checks) >= failed - 4, (failed, len(checks))
     assert not worker_pids(os.getpid())
     srv.stop()
 
