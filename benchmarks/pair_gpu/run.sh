@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Issue 41 on the GPU, phase 2: the pair served by SGLang 0.5.17 through the toolkit (docs/lab/pair.md).
 #   bash benchmarks/pair_gpu/run.sh [DEST]     (after train.sh, or with the pair unpacked at /tmp/toolkit-pair)
+#   TUNES=benchmarks/pair_gpu/matrix-tune.yaml:eagle3 MATRICES=... bash benchmarks/pair_gpu/run.sh [DEST]
+#                                              (bench tune of each MATRIX:ARM first, then the matrices)
 #   ENV_SPEC=envs/sglang-0.5.17-8b.yaml MATRICES=... bash benchmarks/pair_gpu/run.sh [DEST]
 #                                              (another Environment: its dummy models are made, no pair is needed)
 # The wheel set must be unpacked in /tmp/site already (benchmarks/sglang_h200/unpack.py, one part per call).
@@ -31,6 +33,20 @@ open(path, "w").write(text.rstrip("\n") + "\n# pinned by benchmarks/pair_gpu/run
 print(pins, end="")
 PY
 fi
+pack() { tar -czf "$DEST/run.tar.gz.tmp" -C "$DEST" $(cd "$DEST" && ls -d results reports said tuned-env.yaml 2>/dev/null) \
+         && mv "$DEST/run.tar.gz.tmp" "$DEST/run.tar.gz"; }
+# a pack every 60 s, so that a sitting cut short by the device budget still brings back what finished
+( while [ ! -e "$DEST/DONE" ]; do sleep 60; [ -e "$DEST/DONE" ] || pack; done ) &
+# TUNES: MATRIX:ARM pairs, each `bench tune MATRIX --arm ARM` (a launch per trial), before the matrices; the
+# winner (only one that beat the preset) is written to DEST/tuned-env.yaml, what the tune said to DEST/said/
+mkdir -p "$DEST/said"
+for T in ${TUNES:-}; do
+  stamp "bench tune ${T%%:*} --arm ${T##*:}"
+  tk bench tune "${T%%:*}" --arm "${T##*:}" --results "$RESULTS" --out "$DEST/tuned-env.yaml" \
+    > "$DEST/said/tune.txt" 2> "$DEST/said/tune.err"; echo "bench tune rc=$?" | tee "$DEST/said/tune.rc"
+  tail -60 "$DEST/said/tune.txt"; tail -5 "$DEST/said/tune.err"
+  pack
+done
 for MATRIX in ${MATRICES-benchmarks/pair_gpu/matrix-pair.yaml}; do
   stamp "the matrix ($MATRIX)"
   tk bench matrix "$MATRIX" --results "$RESULTS"; echo "bench matrix rc=$?"
@@ -40,7 +56,7 @@ for MATRIX in ${MATRICES-benchmarks/pair_gpu/matrix-pair.yaml}; do
     tk results show "$RUN" --root "$RESULTS" | head -120
     tk results report "$RUN" --root "$RESULTS" -o "$REPORTS/$(basename "$RUN")" || echo "(report failed: make it here)"
   fi
-  tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports 2>/dev/null)
+  pack
 done
 # REPRODUCE: archived runs (MATRIX/RUN-ID under the checkout's results/) replayed here with `results reproduce`:
 # the second half of an A/A pair across machines (docs/lab/pair.md)
@@ -52,7 +68,8 @@ for REF in ${REPRODUCE:-}; do
   if [ "$NEW" != "$RESULTS/$REF" ]; then
     tk results report "$NEW" --root "$RESULTS" -o "$REPORTS/$(basename "$NEW")" || echo "(report failed: make it here)"
   fi
-  tar -czf "$DEST/run.tar.gz" -C "$DEST" $(cd "$DEST" && ls -d results reports 2>/dev/null)
+  pack
 done
+pack
 stamp "done"
 touch "$DEST/DONE"
