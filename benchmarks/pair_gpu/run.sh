@@ -40,9 +40,14 @@ pack() { tar -czf "$DEST/run.tar.gz.tmp" -C "$DEST" $(cd "$DEST" && ls -d result
 # TUNES: MATRIX:ARM pairs, each `bench tune MATRIX --arm ARM` (a launch per trial), before the matrices; the
 # winner (only one that beat the preset) is written to DEST/tuned-env.yaml, what the tune said to DEST/said/
 mkdir -p "$DEST/said"
+# --out needs ruamel.yaml (a round-trip edit), which the GPU machine lacks unless carried: without it the session
+# still searches, confirms and decides (tune.json, the report); only the write-back is skipped (the 2026-12-07
+# sitting lost its tune to `--out` refused, exit 2, before any launch)
+OUT_ARGS=(--out "$DEST/tuned-env.yaml")
+python3 -c 'import ruamel.yaml' 2>/dev/null || { OUT_ARGS=(); echo "no ruamel.yaml here: bench tune runs without --out"; }
 for T in ${TUNES:-}; do
   stamp "bench tune ${T%%:*} --arm ${T##*:}"
-  tk bench tune "${T%%:*}" --arm "${T##*:}" --results "$RESULTS" --out "$DEST/tuned-env.yaml" \
+  tk bench tune "${T%%:*}" --arm "${T##*:}" --results "$RESULTS" "${OUT_ARGS[@]}" \
     > "$DEST/said/tune.txt" 2> "$DEST/said/tune.err"; echo "bench tune rc=$?" | tee "$DEST/said/tune.rc"
   tail -60 "$DEST/said/tune.txt"; tail -5 "$DEST/said/tune.err"
   pack

@@ -15,6 +15,16 @@ T0=$(date +%s)
 rm -rf "$DEST/code" && mkdir -p "$DEST/code" && cp -r toolkit "$DEST/code/"  # the checkout may be synced under us
 tar -xJf "$PREP" -C /tmp/pair-prep
 PREPDIR=$(dirname "$(ls /tmp/pair-prep/*/manifest.json | head -1)")
+# toolkit.pair writes its records with pydantic (toolkit/pair/records.py), which the GPU machine lacks: take it,
+# and only it (the machine's own transformers stays), from the unpacked wheel set (unpack both parts first)
+if ! python3 -c 'import pydantic' 2>/dev/null; then
+  SITE=${SITE:-/tmp/site}; mkdir -p /tmp/pair-pydantic
+  for m in pydantic pydantic_core typing_inspection annotated_types typing_extensions.py; do
+    [ -e "$SITE/$m" ] && ln -sfn "$SITE/$m" "/tmp/pair-pydantic/$m"
+  done
+  export PYTHONPATH=/tmp/pair-pydantic${PYTHONPATH:+:$PYTHONPATH}
+  python3 -c 'import pydantic' || { echo "no pydantic: unpack the wheel set's parts into $SITE first (docs/lab/pair.md)"; echo 1 > "$DEST/TRAINED"; exit 1; }
+fi
 nvidia-smi -L
 (cd "$DEST/code" && python3 -m toolkit.pair train "$PREPDIR" "$PAIR" --recipe "$RECIPE"); RC=$?; echo "train rc=$RC"
 cp "$PAIR/pair.json" "$DEST/" 2>/dev/null
