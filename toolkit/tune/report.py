@@ -170,7 +170,8 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
         verdict=verdict(cells, best, arm), held_out={w: s.held_out for w, s in state.split.items()},
         requests=state.confirmation.requests, cells=cells, crossovers=cross,
         recommended_disable_batch_threshold=recommended_threshold(cross, best),
-        never_pays_off=never_pays_off(cross, best), advice=advice_text(cross, best), methodology=errors)
+        never_pays_off=never_pays_off(cross, best), advice=advice_text(cross, best), methodology=errors,
+        **({"launches": launches} if launches > 1 else {}))
 
 
 def _decision(state: TuneState, folder: Path, runs: list[str], recs: list, best: str, usable: list, noise: tuple,
@@ -312,7 +313,9 @@ def _confirmation_blocks(res: TuneResult, best: str | None, best_params: dict) -
     conf = res.confirmation
     out = [Heading("Confirmation on held-out prompts"),
            Para(f"{best} ({_params(best_params)}) and {res.arm} as it was, against {res.baseline}, {conf.requests} "
-                "requests per cell on prompts the search never saw "
+                "requests per cell" + (f" in each of {conf.launches} launches per arm (rounds interleaved; each cell's "
+                                       "interval a t-interval over them)" if conf.launches > 1 else "")
+                + " on prompts the search never saw "
                 f"({', '.join(f'{w}: {n}' for w, n in conf.held_out.items())})."),
            Table(["domain", "c", f"{best} x [95% CI]", f"{res.arm} now x [95% CI]", f"{best} / {res.arm} now",
                   f"A/A {res.baseline} x [95% CI]", "pairs"],
