@@ -133,7 +133,7 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
     noise = _noise_and_source(folder, runs, again)
     launches = run_launches(folder, runs)
 
-    def cells_of(a: str, b: str) -> dict:
+    def cells_of(a: str, b: str) -> dict:  # data-keyed: cell
         if launches >= 2 and noise[0] is not None:  # launch rounds: the launch is the unit, from the rounds
             return search.round_cells(recs, a, b, seed=seed)
         return search.pooled_cells(recs, a, b, again if b == baseline else None, seed=seed, noise=noise[0])

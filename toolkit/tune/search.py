@@ -124,7 +124,6 @@ def round_score(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, b
     return None if got is None else Score(got[0], got[1], got[2], len(per))
 
 
-# data-keyed: cell
 def _pooled(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, baseline: str,
             again: str | None = None) -> tuple[dict, dict]:
     """(domain, concurrency) -> the trial's records and the baseline's, pooled over the rungs both ran in (see
