@@ -46,6 +46,11 @@ TUNE = {
                          "first_requests", ">= 1"),
     "confirm_requests 1": ("tune:\n  confirm_requests: 1  # here\n  space:\n    ngram: {prompt_lookup_num_tokens: [2]}\n",
                            "confirm_requests", ">= 2"),
+    "confirm_launches 0": ("tune:\n  confirm_launches: 0  # here\n  space:\n    ngram: {prompt_lookup_num_tokens: [2]}\n",
+                           "confirm_launches", "from 1 to 10"),
+    "confirm_launches on request knobs": ("tune:\n  confirm_launches: 3  # here\n  space:\n    ngram: "
+                                          "{prompt_lookup_num_tokens: [2, 4]}\n", "one shared server",
+                                          "remove `confirm_launches:`"),
     "a value listed twice": ("tune:\n  space:\n    ngram:\n      prompt_lookup_num_tokens:\n        - 2\n"
                              "        - 2  # here\n", "lists 2 twice", "remove the second"),
     "an empty value list": ("tune:\n  space:\n    ngram: {prompt_lookup_num_tokens: []}  # here\n",
@@ -80,7 +85,8 @@ def test_a_tune_mistake_is_refused_at_its_line(tmp_path: Path, case: str) -> Non
     _refused(m, 3 + _line(body), says, hint)
 
 
-@pytest.mark.parametrize("case", [c for c in TUNE if c.startswith(("an arm", "the baseline", "an SGLang", "a value"))])
+@pytest.mark.parametrize("case", [c for c in TUNE if c.startswith(("an arm", "the baseline", "an SGLang", "a value",
+                                                                      "confirm_launches on"))])
 def test_bench_tune_refuses_the_same_way(tmp_path: Path, case: str) -> None:
     """The check validate runs is the one `bench tune --arm ARM` runs (check_space), same message and line."""
     block, _, _ = TUNE[case]

@@ -289,3 +289,85 @@ def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path)
     assert {k: tuned[k] for k in res["best"]["params"]} == res["best"]["params"]
     assert "speculative-num-steps: {}  # tuned: bench tune".format(res["best"]["params"]["speculative-num-steps"]) \
         in out.read_text()
+
+
+def test_server_flags_confirm_with_several_launches_the_launch_as_the_unit(tmp_path):
+    """`confirm_launches: 2` on the fake SGLang: the confirmation is one run with `launches: 2` (every arm
+    launched twice, rounds interleaved), and the decision's interval is the t-interval over the two rounds'
+    geometric means of winner / preset: recomputed here from the archive's records by hand, so a decision that
+    fell back to the default launch CV (or to no launch noise at all) would fail."""
+    import math
+
+    import numpy as np
+
+    from tests.bench.test_matrix_sglang_process import ENV, process_target
+    from toolkit.results.archive import open_archive
+    from toolkit.stats import quantile
+
+    (tmp_path / "env.yaml").write_text(ENV)
+    m = tmp_path / "m.yaml"
+    m.write_text(textwrap.dedent(f"""\
+        kind: Matrix
+        name: sg
+        environment: env.yaml
+        arms: [baseline, eagle3]
+        target: {process_target()}
+        workloads: [coding]
+        api: generate
+        concurrency: [1, 4]
+        output_len: 12
+        requests: 8
+        warmup: 1
+        tune:
+          space:
+            eagle3:
+              speculative-num-steps: [1, 2]
+              speculative-eagle-topk: [1]
+              speculative-num-draft-tokens: [2, 3]
+          budget: 2
+          first_requests: 4
+          confirm_requests: 12
+          confirm_launches: 2
+        """))
+    r = run_cli("bench", "tune", str(m), "--arm", "eagle3", "--json", "--results", str(tmp_path / "results"),
+                timeout=900)
+    res = json.loads(r.stdout)
+    assert r.returncode == (0 if res["decision"] == "adopt the winner" else 3), r.stderr[-3000:]
+    conf, best = res["confirmation"], res["best"]["trial"]
+    [run] = conf["runs"]
+    arch = open_archive(run)
+    assert arch.manifest.launches == 2 and "launches: 2" in (Path(run).parents[1] / "specs" / "sg-tune-confirm.yaml").read_text()
+    session = Path(res["session"])
+    assert json.loads((session / "tune.json").read_text())["tune"]["confirm_launches"] == 2
+    assert conf["launches"] == 2 and "in each of 2 launches per arm" in (session / "report.md").read_text()
+    for c in conf["cells"]:
+        assert "t-interval over 2 rounds" in c["ci_method"], c
+    d = conf["decision"]
+    assert "2 launches per arm, the launch as the unit" in d["interval"] and "default launch CV" not in d["interval"]
+
+    # by hand: per round, the paired rate ratio of the winner over the preset in each usable cell; their
+    # geometric mean per round; a t-interval (df 1) over the two rounds
+    usable = {(c["domain"], c["concurrency"]) for c in conf["cells"] if not c["excluded"]}
+    recs: dict = {}
+    for c in arch.cells:
+        for x in arch.iter_records(c.key):
+            if x.ok and not x.warmup and x.e2e_ms and x.output_tokens > 0:
+                recs.setdefault((c.arm, c.domain, c.concurrency, x.launch), {})[(x.repeat, x.prompt_id)] = x
+
+    def rate(arm, cell, k, keys):
+        rs = [recs[(arm, *cell, k)][q] for q in keys]
+        return sum(x.output_tokens for x in rs) / sum(x.e2e_ms for x in rs)
+
+    rounds = []
+    for k in (0, 1):
+        logs = []
+        for cell in sorted(usable):
+            keys = sorted(set(recs[(best, *cell, k)]) & set(recs[("eagle3", *cell, k)]))
+            logs.append(math.log(rate(best, cell, k, keys) / rate("eagle3", cell, k, keys)))
+        rounds.append(sum(logs) / len(logs))
+    mean = sum(rounds) / 2
+    h = quantile(0.975, 1) * math.sqrt(np.var(rounds, ddof=1) / 2)
+    got = d["vs_preset"]
+    assert d["cells"] == len(usable) >= 1
+    assert (got["speedup"], got["ci_low"], got["ci_high"]) == pytest.approx(
+        (math.exp(mean), math.exp(mean - h), math.exp(mean + h)), rel=1e-9)

@@ -120,6 +120,22 @@ def test_an_interrupted_confirmation_runs_every_arm_again(tmp_path, no_archives)
     assert any("runs again in this sitting" in c[1] for c in calls if c[0] == "log")
 
 
+def test_an_interrupted_confirmation_of_several_launches_runs_all_of_them_again(tmp_path, no_archives):
+    """`confirm_launches: 3` (the session's recorded tune block): --resume runs the confirmation afresh, as one
+    run of 3 launch rounds, never a resumed or partly reused one."""
+    calls: list = []
+    old = ConfirmationPlan(runs=["quickstart-tune-confirm/old"], status="partial", trials=["ngram", "t05"],
+                           requests=24)
+    loop, state = _loop(tmp_path, old, calls)
+    state.tune["confirm_launches"] = 3
+    seen = []
+    inner = loop._run_units
+    loop._run_units = lambda units, **kw: (seen.append(kw), inner(units, **kw))[1]
+    assert loop.confirm() == "complete"
+    assert [(kw["launches"], kw["fresh"]) for kw in seen] == [(3, True)]
+    assert state.confirmation.sitting == 1 and state.confirmation.abandoned == ["quickstart-tune-confirm/old"]
+
+
 def test_a_complete_confirmation_is_reused_not_run(tmp_path, no_archives):
     calls: list = []
     done = ConfirmationPlan(runs=["quickstart-tune-confirm/x"], status="complete", trials=["ngram", "t05"],

@@ -194,3 +194,62 @@ def test_the_report_shows_the_interval_each_rung_was_decided_on():
     from toolkit.results.report import render_text
 
     assert "launches' noise is in it" in render_text(build_tune_report(res))
+
+
+def _launches(per_launch: dict[int, float], cells=CELLS[:2], n: int = 12) -> dict[tuple, list[RequestRecord]]:
+    """A confirmation run of len(per_launch) launch rounds: in round k the trial is per_launch[k] x as fast as
+    the baseline in every cell, on the same prompts (prompt costs differ; no other noise)."""
+    rng = random.Random(7)
+    out: dict[tuple, list[RequestRecord]] = {}
+    for d, c in cells:
+        cost = [rng.uniform(200, 800) for _ in range(n)]
+        for k, sp in per_launch.items():
+            for arm, f in (("baseline", 1.0), ("t01", 1 / sp)):
+                out.setdefault((arm, d, c), []).extend(
+                    r.model_copy(update={"launch": k}) for r in recs(arm, d, c, [x * f for x in cost]))
+    return out
+
+
+def test_confirmation_launches_are_the_unit_of_the_decision_interval():
+    """Two launch rounds whose speed-ups differ a lot (1.5x, then 0.9x in every cell): the decision interval is
+    the t-interval over the two rounds' geometric means (df 1), by hand; the same requests taken as one launch
+    give a narrow request-only interval, so an interval that dropped the launches' spread would fail here."""
+    from toolkit.stats import quantile
+
+    runs = [_launches({0: 1.5, 1: 0.9})]
+    got = search.round_score(runs, "t01", "baseline", CELLS[:2])
+    logs = [math.log(1.5), math.log(0.9)]
+    m = sum(logs) / 2
+    h = quantile(0.975, 1) * math.sqrt(sum((x - m) ** 2 for x in logs) / 1 / 2)
+    assert got.cells == 2
+    assert (got.geomean, got.low, got.high) == pytest.approx((math.exp(m), math.exp(m - h), math.exp(m + h)))
+    assert got.low < 0.5 and got.high > 2.5  # df 1: t 12.7 over a spread of 1.5 / 0.9
+
+    pooled = [{k: [r.model_copy(update={"launch": 0}) for r in v] for k, v in runs[0].items()}]
+    assert search.round_score(pooled, "t01", "baseline", CELLS[:2]) is None  # one round: nothing to take it from
+    one = search.score(search.pooled_cells(pooled, "t01", "baseline"))
+    assert got.high / got.low > 5 * (one.high / one.low)
+
+    # rounds that agree: a narrow interval
+    agree = search.round_score([_launches({0: 1.2, 1: 1.2})], "t01", "baseline", CELLS[:2])
+    assert agree.geomean == pytest.approx(1.2) and agree.high / agree.low == pytest.approx(1.0)
+    # only the usable cells count
+    assert search.round_score(runs, "t01", "baseline", CELLS[:1]).cells == 1
+    assert search.round_score(runs, "t01", "baseline", []) is None
+
+
+def test_confirmation_cells_of_launch_rounds_take_the_rounds_own_variance():
+    """Per cell, as the runner's speed-ups with launches > 1: one paired ratio per round, a t-interval over the
+    rounds (the cell's own variance); a cell measured in one round falls back to the default launch CV."""
+    from toolkit.stats import quantile
+
+    cells = search.round_cells([_launches({0: 1.5, 1: 0.9, 2: 1.2})], "t01", "baseline")
+    assert set(cells) == set(CELLS[:2])
+    logs = [math.log(x) for x in (1.5, 0.9, 1.2)]
+    m = sum(logs) / 3
+    h = quantile(0.975, 2) * math.sqrt(sum((x - m) ** 2 for x in logs) / 2 / 3)
+    for r in cells.values():
+        assert (r.ratio, r.ci_low, r.ci_high) == pytest.approx((math.exp(m), math.exp(m - h), math.exp(m + h)))
+        assert r.rounds == 3 and r.n_pairs == 36 and "t-interval over 3 rounds" in r.ci_method
+    single = search.round_cells([_launches({0: 1.5})], "t01", "baseline")[CELLS[0]]
+    assert single.rounds == 1 and "default launch CV" in single.ci_method

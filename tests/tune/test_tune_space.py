@@ -149,6 +149,28 @@ def test_the_embedded_space_is_the_grid_and_the_incumbent_is_recorded(tmp_path):
     assert s.base == {"prompt_lookup_num_tokens": 4, "max_matching_ngram_size": None}
 
 
+def test_confirm_launches_on_request_level_knobs_exits_2_at_its_line_before_anything_runs(tmp_path):
+    """The embedded engine's knobs are request parameters on one shared server: no launch between the arms, so
+    `confirm_launches: 2` has nothing to repeat; an error at its line, nothing started."""
+    m = write(tmp_path, LOCAL_ENV, "ngram: {prompt_lookup_num_tokens: [2, 4]}\n", extra="  confirm_launches: 2\n")
+    r = run_cli("bench", "tune", str(m), "--arm", "ngram", "--results", str(tmp_path / "res"))
+    assert r.returncode == 2, r.stderr
+    assert f"{m}:12:3:" in r.stderr and "tune.confirm_launches: 2 launches per arm" in r.stderr and "one shared server" in r.stderr
+    assert "remove `confirm_launches:`" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "res").exists()  # no session, no server
+    m.write_text(m.read_text().replace("confirm_launches: 2", "confirm_launches: 1"))
+    assert check_space(load_spec(m), load_spec(tmp_path / "env.yaml"), "ngram").level == "request"  # 1: the default
+
+
+@pytest.mark.parametrize("n", [0, 11])
+def test_confirm_launches_is_bounded(tmp_path, n):
+    m = write(tmp_path, SGLANG_ENV, "eagle3: {speculative-num-steps: [1, 2]}\n", "[baseline, eagle3]",
+              extra=f"  confirm_launches: {n}\n")
+    with pytest.raises(SpecError) as exc:
+        load_spec(m)
+    assert "confirm_launches" in str(exc.value) and exc.value.line == 12
+
+
 def test_the_tune_block_is_not_part_of_the_matrix_hash(tmp_path):
     m = write(tmp_path, LOCAL_ENV, "ngram: {prompt_lookup_num_tokens: [2, 4]}\n")
     with_block = spec_hash(load_spec(m))

@@ -81,6 +81,13 @@ def _rounds(records: list[RequestRecord]) -> dict[int, list[RequestRecord]]:  # 
     return out
 
 
+def round_ratios(arm: list[RequestRecord], base: list[RequestRecord]) -> dict[int, float]:  # data-keyed: launch
+    """One cell's paired ratio per launch round both arms measured ({round: ratio}; a round with fewer than two
+    pairs has none): what a t-interval over rounds (round_interval) is made of."""
+    ra, rb = _rounds(arm), _rounds(base)
+    return {k: x for k in sorted(set(ra) & set(rb)) if (x := _point(ra[k], rb[k])) is not None}
+
+
 def launch_paired(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0,
                   noise: tuple | None = None) -> PairedRatio:
     """The paired ratio of one cell with a launch-aware CI, for a cell measured in one round: the paired
@@ -140,8 +147,7 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
         if arm == baseline or (baseline, domain, conc) not in by:
             continue
         ta, tb = cell_throughput(arm_cells), cell_throughput(by[(baseline, domain, conc)])
-        ra, rb = _rounds(records.get((arm, domain, conc), [])), _rounds(records.get((baseline, domain, conc), []))
-        ratios = {k: x for k in sorted(set(ra) & set(rb)) if (x := _point(ra[k], rb[k])) is not None}
+        ratios = round_ratios(records.get((arm, domain, conc), []), records.get((baseline, domain, conc), []))
         if len(ratios) >= 2:
             per_round[arm][(domain, conc)] = ratios
             pr = PairedRatio(None, None, None, rounds=len(ratios),

@@ -251,6 +251,8 @@ class Confirmation(_Tune):
     verdict: str = ""
     held_out: dict[str, int] = Field(default_factory=dict)
     requests: int
+    launches: int = Field(1, description="server launches per arm (`confirm_launches`; set only where more than 1): "
+                                         "`requests` per cell in each")
     cells: list[ConfirmedCell] = Field(default_factory=list)
     crossovers: list[Crossover] = Field(default_factory=list)
     recommended_disable_batch_threshold: int | None = None

@@ -342,6 +342,10 @@ class Tune(StrictModel):
     eta: int = Field(2, ge=2, le=4, description="successive halving: each rung keeps 1/eta of the trials")
     confirm_requests: int | None = Field(None, ge=2, description="measured requests per cell of the confirmation on "
                                                                   "held-out prompts (default: `requests`, else 32)")
+    confirm_launches: int = Field(1, ge=1, le=10, description="server launches per arm in the confirmation (server "
+                                  "flags only): with 2 or more, launch rounds interleaved as `launches:` runs them, "
+                                  "and the decision's interval takes the launch as the unit from those rounds "
+                                  "instead of a calibration or the default launch CV")
 
 
 class LaunchesAuto(StrictModel):

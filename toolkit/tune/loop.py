@@ -77,7 +77,8 @@ class SearchLoop:
         runs = [] if fresh else sorted(p for p in (self.folder / name).glob("*") if (p / "manifest.json").is_file())
         done = [p for p in runs if _run_status(p) == "complete"]
         if done:
-            self.progress.reused(matrix["arms"], len(matrix["workloads"]) * len(matrix["concurrency"]) * matrix["repeats"])
+            self.progress.reused(matrix["arms"], len(matrix["workloads"]) * len(matrix["concurrency"]) * matrix["repeats"]
+                                 * matrix.get("launches", 1))
             return done[-1], "complete"
         specs.write_yaml(path, matrix, header)
         resume = None
@@ -92,13 +93,14 @@ class SearchLoop:
                            image_env=self.env_spec)
 
     def _run_units(self, units, *, requests: int, seed: int, repeats: int, what: str,
-                   fresh: bool = False) -> tuple[str, list[str], dict]:
+                   fresh: bool = False, launches: int = 1) -> tuple[str, list[str], dict]:
         names, records = [], {}
         for name, arms, workloads, conc in units:
             matrix = specs.run_matrix(
                 self.mspec, name=name, arms=arms, baseline=self.m.baseline_arm,
                 workloads=[{"name": w, **wl} for w, wl in workloads.items()], requests=requests, seed=seed,
-                repeats=repeats, target=self.servers.target(arms), description=f"tune session {self.state.id}: {what}")
+                repeats=repeats, target=self.servers.target(arms), description=f"tune session {self.state.id}: {what}",
+                launches=launches)
             matrix["concurrency"] = conc
             run_dir, status = self._execute(name, matrix, f"tune session {self.state.id}: {what}", fresh=fresh)
             names.append(os.path.relpath(run_dir, self.folder))
@@ -179,9 +181,12 @@ class SearchLoop:
         self.save()
         held = {w: {"path": f"../{s.files.all}", "holdout": f"../{s.files.tune}"} for w, s in st.split.items()}
         units = self._units(f"{self.m.name}-tune-confirm", [self.arm, best], held)
-        self.progress.begin(units, len(self.m.concurrency))
+        # the session's recorded tune block (`--resume` checked it against the matrix); > 1 only for server flags
+        launches = int(st.tune.get("confirm_launches", 1))
+        self.progress.begin(units, len(self.m.concurrency), launches)
         status, runs, _ = self._run_units(
             units, requests=st.confirm_requests, seed=self.m.seed, repeats=self.m.repeats, fresh=True,
+            launches=launches,
             what=f"the winner {best} and the preset {self.arm} as it was, against {self.m.baseline_arm}, on "
                  "prompts the search never saw")
         return self._confirmed(runs, status)

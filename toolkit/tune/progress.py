@@ -30,7 +30,7 @@ class SearchProgress(RunProgress):
     def skip(self, n: int) -> None:
         """Evaluations already done (a resumed session) or no longer planned (an early stop)."""
 
-    def begin(self, units: list, levels: int = 0) -> None:
+    def begin(self, units: list, levels: int = 0, launches: int = 1) -> None:
         """The runs of one rung: (name, arms, workloads, concurrency levels) each."""
 
     def reused(self, arms: list[str], cells: int) -> None:
@@ -78,13 +78,13 @@ class TuneProgress(SearchProgress):
     def _refresh(self) -> None:
         self.progress.update(self.trials, description=f"trials {self.stage}".strip(), info=self.best)
 
-    def begin(self, units: list, _levels: int = 0) -> None:
-        """The runs of one rung: (name, arms, workloads, concurrency levels) each; a trial is done when all its
-        cells over these runs are."""
+    def begin(self, units: list, _levels: int = 0, launches: int = 1) -> None:
+        """The runs of one rung: (name, arms, workloads, concurrency levels) each, `launches` rounds of them; a
+        trial is done when all its cells over these runs are."""
         self._left = {}
         for _, arms, workloads, conc in units:
             for arm in arms:
-                self._left[arm] = self._left.get(arm, 0) + len(workloads) * len(conc)
+                self._left[arm] = self._left.get(arm, 0) + len(workloads) * len(conc) * launches
 
     def reused(self, arms: list[str], cells: int) -> None:
         """A run finished before (a resumed session): its cells count as done."""
@@ -103,7 +103,7 @@ class TuneProgress(SearchProgress):
     # -- the matrix runner's interface
     def start(self, todo: dict, matrix) -> None:
         self.matrix = matrix
-        planned = len(matrix.workloads) * len(matrix.concurrency) * matrix.repeats
+        planned = len(matrix.workloads) * len(matrix.concurrency) * matrix.repeats * matrix.launches
         for arm, cells in todo.items():
             if planned - len(cells):
                 self._cells_done(arm, planned - len(cells))

@@ -50,9 +50,28 @@ def run_records(run_dir: Path) -> dict[tuple, list]:  # data-keyed: cell
 def rung_noise(folder: Path, runs: list[str], again: str | None):
     """arm -> Noise where trials ran on servers of their own (no baseline measured again on one shared server):
     the launch is the unit, as in the runner's speed-ups; None on a shared server or with no run."""
+    return _noise_and_source(folder, runs, again)[0]
+
+
+def _noise_and_source(folder: Path, runs: list[str], again: str | None) -> tuple[object, str]:
+    """rung_noise and, in words, where one launch's noise comes from: a calibration of this machine (its run
+    id) or the default launch CV (toolkit.results.speedups.speedup_noise, asked for one launch)."""
     from toolkit.bench import derive
 
-    return None if again or not runs else derive.speedup_noise(folder / runs[0], 1)[0]
+    if again or not runs:
+        return None, ""
+    noise, note = derive.speedup_noise(folder / runs[0], 1)
+    if note.get("source") == "calibration":
+        return noise, f"the calibration {note['calibration']} of this machine"
+    return noise, f"the default launch CV {note.get('launch_cv', 0):.0%} (no calibration of this machine)"
+
+
+def run_launches(folder: Path, runs: list[str]) -> int:
+    """The launch rounds per arm of a confirmation's runs (the fewest, where they differ): 1 when each arm was
+    launched once (or all shared one server)."""
+    from toolkit.results.archive import open_archive
+
+    return max(1, min((open_archive(folder / r).manifest.launches or 1 for r in runs), default=1))
 
 
 def _merged(folder: Path, runs: list[str]) -> dict[tuple, list]:  # data-keyed: cell
@@ -111,11 +130,17 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
 
     baseline, again, arm, seed = state.baseline, state.again, state.arm, state.seed
     recs = [_merged(folder, runs)]
-    noise = rung_noise(folder, runs, again)
-    mine = search.pooled_cells(recs, best, baseline, again, seed=seed, noise=noise)
-    inc = search.pooled_cells(recs, arm, baseline, again, seed=seed, noise=noise)
+    noise = _noise_and_source(folder, runs, again)
+    launches = run_launches(folder, runs)
+
+    def cells_of(a: str, b: str) -> dict:  # data-keyed: cell
+        if launches >= 2 and noise[0] is not None:  # launch rounds: the launch is the unit, from the rounds
+            return search.round_cells(recs, a, b, seed=seed)
+        return search.pooled_cells(recs, a, b, again if b == baseline else None, seed=seed, noise=noise[0])
+
+    mine, inc = cells_of(best, baseline), cells_of(arm, baseline)
     aa = search.pooled_cells(recs, again, baseline, seed=seed) if again else {}
-    head = search.pooled_cells(recs, best, arm, seed=seed, noise=noise)  # the winner against the preset it replaces
+    head = cells_of(best, arm)  # the winner against the preset it replaces
     elig = _eligibility([open_archive(folder / r) for r in runs], judged_cells)
     cells = []
     for (d, c), r in mine.items():
@@ -138,40 +163,49 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
                f"{x.noise.speedup:.2f}x [{x.noise.ci_low:.2f}, {x.noise.ci_high:.2f}]): the machine's "
                "load changed during the cell, so its speedups are not a claim" for x in cells if x.drift]
     decision = _decision(state, folder, runs, recs, best, [(x.domain, x.concurrency) for x in cells if not x.excluded],
-                         noise)
+                         noise, launches)
     return Confirmation(
         decision=decision,
         runs=[str(folder / r) for r in runs], prompts="held-out (never seen by the search)",
         verdict=verdict(cells, best, arm), held_out={w: s.held_out for w, s in state.split.items()},
         requests=state.confirmation.requests, cells=cells, crossovers=cross,
         recommended_disable_batch_threshold=recommended_threshold(cross, best),
-        never_pays_off=never_pays_off(cross, best), advice=advice_text(cross, best), methodology=errors)
+        never_pays_off=never_pays_off(cross, best), advice=advice_text(cross, best), methodology=errors,
+        **({"launches": launches} if launches > 1 else {}))
 
 
-def _decision(state: TuneState, folder: Path, runs: list[str], recs: list, best: str, usable: list, noise) -> Decision:
-    """The winner's ratio to the preset and to the baseline over the usable held-out cells, launch-aware
-    (toolkit.tune.search.score: request noise across cells, both launches' noise once), and what follows
-    from it (toolkit.tune.integrity.decide)."""
-    from toolkit.results.archive import open_archive
+def _decision(state: TuneState, folder: Path, runs: list[str], recs: list, best: str, usable: list, noise: tuple,
+              launches: int) -> Decision:
+    """The winner's ratio to the preset and to the baseline over the usable held-out cells, launch-aware, and
+    what follows from it (toolkit.tune.integrity.decide). Two or more launch rounds per arm: the launch is the
+    unit, a t-interval over the rounds (toolkit.tune.search.round_score); one launch per arm: request noise
+    across cells plus both launches' noise once (search.score with launch_var: a calibration, else the default
+    launch CV); one shared server: the requests alone."""
     from toolkit.tune.integrity import confirmation_machines, decide
 
     baseline, again, arm, seed = state.baseline, state.again, state.arm, state.seed
-    launches = max(1, min((open_archive(folder / r).manifest.launches or 1) for r in runs))
+    per_launch, source = noise
+    rounds = launches >= 2 and per_launch is not None
 
     def geo(a: str, b: str) -> tuple[Ratio, search.Score]:
-        cells = search.pooled_cells(recs, a, b, again if b == baseline else None, seed=seed)
-        s = search.score({k: v for k, v in cells.items() if k in usable},
-                         search.launch_var(noise, a, b, launches))
+        s = search.round_score(recs, a, b, usable) if rounds else None
+        if s is None:
+            cells = search.pooled_cells(recs, a, b, again if b == baseline else None, seed=seed)
+            s = search.score({k: v for k, v in cells.items() if k in usable},
+                             search.launch_var(per_launch, a, b, 1))
         return Ratio(speedup=s.geomean, ci_low=s.low, ci_high=s.high), s
 
     vs_preset, score = geo(best, arm)
     machines = (state.confirmation.machines if state.confirmation and state.confirmation.machines else
                 confirmation_machines([folder / r for r in runs]))
     d = decide(score, best, arm, machines)
-    how = ("geometric mean over the usable held-out cells; 95 % interval from the cells' request bootstrap "
-           + (f"plus both sides' launch noise once ({launches} launch(es) per arm: a calibration of this machine "
-              "where there is one, else the default launch CV)" if noise is not None else
-              "(one shared server: no launch between the arms)"))
+    how = "geometric mean over the usable held-out cells; 95 % interval " + (
+        "from the cells' request bootstrap (one shared server: no launch between the arms)" if per_launch is None else
+        f"over {launches} launches per arm, the launch as the unit (a t-interval over the launch rounds' geometric "
+        f"means, their own variance, df {launches - 1})" if rounds and search.round_score(recs, best, arm, usable) else
+        "from the cells' request bootstrap plus both sides' launch noise once ("
+        + (f"{launches} launches per arm, fewer than two measured every usable cell: " if rounds else
+           "one launch per arm: ") + f"{source})")
     return Decision(adopt=d.adopt, says=d.says, reason=d.reason, vs_preset=vs_preset,
                     vs_baseline=geo(best, baseline)[0], preset_vs_baseline=geo(arm, baseline)[0],
                     cells=score.cells, interval=how, machines=machines)
@@ -279,7 +313,9 @@ def _confirmation_blocks(res: TuneResult, best: str | None, best_params: dict) -
     conf = res.confirmation
     out = [Heading("Confirmation on held-out prompts"),
            Para(f"{best} ({_params(best_params)}) and {res.arm} as it was, against {res.baseline}, {conf.requests} "
-                "requests per cell on prompts the search never saw "
+                "requests per cell" + (f" in each of {conf.launches} launches per arm (rounds interleaved; each cell's "
+                                       "interval a t-interval over them)" if conf.launches > 1 else "")
+                + " on prompts the search never saw "
                 f"({', '.join(f'{w}: {n}' for w, n in conf.held_out.items())})."),
            Table(["domain", "c", f"{best} x [95% CI]", f"{res.arm} now x [95% CI]", f"{best} / {res.arm} now",
                   f"A/A {res.baseline} x [95% CI]", "pairs"],

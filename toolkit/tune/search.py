@@ -23,9 +23,10 @@ import random
 from dataclasses import dataclass
 from typing import Iterable
 
-from toolkit.bench.derive import PairedRatio, launch_paired, paired_ratio
+from toolkit.bench.derive import PairedRatio, launch_paired, measured_ok, occurrence_keys, paired_ratio
+from toolkit.results.speedups import round_interval, round_ratios
 from toolkit.schema.records import RequestRecord
-from toolkit.stats import combine, of_interval
+from toolkit.stats import cell_noise, combine, geomean, interval, of_interval
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,56 @@ def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, 
     after the trials), the reference is the mean of both measurements (_bracket). `noise(arm)`: the arms ran
     on servers of their own, so the CI is widened by both launches' noise (toolkit.bench.derive.launch_paired,
     what the runner's one-round speed-ups use); None: one shared server, the request bootstrap alone."""
+    arm, base = _pooled(rungs, trial, baseline, again)
+    if noise is not None:
+        return {cell: launch_paired(arm[cell], base.get(cell, []), seed, (noise(trial), noise(baseline)))
+                for cell in sorted(arm)}
+    return {cell: paired_ratio(arm[cell], base.get(cell, []), seed) for cell in sorted(arm)}
+
+
+# data-keyed: cell
+def round_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, baseline: str,
+                seed: int = 0) -> dict[tuple[str, int], PairedRatio]:
+    """pooled_cells for a run of two or more launch rounds (the confirmation with `confirm_launches`): the launch
+    is the unit, as in the runner's speed-ups (toolkit.results.speedups): one paired ratio per round and a
+    t-interval over the rounds with the cell's own variance (round_interval). A cell with fewer than two rounds
+    measured: the request bootstrap widened by the default launch CV of both servers."""
+    arm, base = _pooled(rungs, trial, baseline)
+    out = {}
+    for cell in sorted(arm):
+        a, b = arm[cell], base.get(cell, [])
+        ratios = round_ratios(a, b)
+        got = round_interval(ratios) if len(ratios) >= 2 else None
+        if got is None:
+            out[cell] = launch_paired(a, b, seed)
+            continue
+        n = len(set(occurrence_keys(measured_ok(a))) & set(occurrence_keys(measured_ok(b))))
+        out[cell] = PairedRatio(got[0], got[1], got[2], n, rounds=len(ratios), ci_method=got[3])
+    return out
+
+
+def round_score(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, baseline: str,
+                usable: Iterable[tuple[str, int]]) -> Score | None:
+    """The geometric mean over the `usable` cells of `trial` over `baseline`, the launch as the unit: per launch
+    round, the geometric mean over the cells of that round's paired ratios (a launch moves all of its cells
+    together, so the round's figure carries it once, with the round's request noise); the 95 % t-interval over
+    the rounds with their own variance (toolkit.stats.interval, cell_noise: df rounds - 1). Only rounds every
+    cell measured count. None when fewer than two such rounds."""
+    arm, base = _pooled(rungs, trial, baseline)
+    keep = set(usable)
+    per = {cell: r for cell in sorted(arm) if cell in keep and (r := round_ratios(arm[cell], base.get(cell, [])))}
+    rounds = sorted(set.intersection(*(set(r) for r in per.values()))) if per else []
+    if len(rounds) < 2:
+        return None
+    figures = {k: geomean([r[k] for r in per.values()]) for k in rounds}
+    got = interval(figures, cell_noise(figures))
+    return None if got is None else Score(got[0], got[1], got[2], len(per))
+
+
+def _pooled(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, baseline: str,
+            again: str | None = None) -> tuple[dict, dict]:
+    """(domain, concurrency) -> the trial's records and the baseline's, pooled over the rungs both ran in (see
+    pooled_cells); a record keeps its launch round."""
     arm: dict[tuple, list[RequestRecord]] = {}
     base: dict[tuple, list[RequestRecord]] = {}
     for k, recs in enumerate(rungs):
@@ -88,10 +139,7 @@ def pooled_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, 
                 ref = _bracket(ref, recs[(again, d, c)])
             arm.setdefault((d, c), []).extend(r.model_copy(update={"repeat": k * 1000 + r.repeat}) for r in rs)
             base.setdefault((d, c), []).extend(r.model_copy(update={"repeat": k * 1000 + r.repeat}) for r in ref)
-    if noise is not None:
-        return {cell: launch_paired(arm[cell], base.get(cell, []), seed, (noise(trial), noise(baseline)))
-                for cell in sorted(arm)}
-    return {cell: paired_ratio(arm[cell], base.get(cell, []), seed) for cell in sorted(arm)}
+    return arm, base
 
 
 def score(cells: dict[tuple[str, int], PairedRatio], launch_var: float = 0.0) -> Score:

@@ -99,6 +99,12 @@ def check_space(mspec: LoadedSpec, env_spec: LoadedSpec, arm: str) -> Space:
         raise mspec.error(("target",), f"tuning {', '.join(space.knobs)} restarts the server for every "
                           "trial, and an external target's servers were started by someone else",
                           hint="tune server flags on a target the toolkit launches (local or hosts)")
+    if space.level == "request" and m.tune.confirm_launches > 1:
+        raise mspec.error(("tune", "confirm_launches"), f"{m.tune.confirm_launches} launches per arm, but the knobs of "
+                          f"{arm} ({', '.join(space.knobs)}) are request parameters, measured on one shared server "
+                          "with no launch between the arms: there is no launch to repeat",
+                          hint="remove `confirm_launches:` (it is for server flags, where each arm is a launch); "
+                               "for a narrower confirmation raise `confirm_requests:`")
     return space
 
 

@@ -105,14 +105,18 @@ def trial_environment(env_spec: LoadedSpec, arm: str, baseline: str, level: str,
 
 # json-edge: a Matrix document (YAML)
 def run_matrix(mspec: LoadedSpec, *, name: str, arms: list[str], baseline: str, workloads: list[dict],
-               requests: int, seed: int, repeats: int, target: TargetSpec, description: str) -> dict:
-    """A Matrix like the user's (api, concurrency, output length, warmup, temperature), for one tune run."""
+               requests: int, seed: int, repeats: int, target: TargetSpec, description: str,
+               launches: int = 1) -> dict:
+    """A Matrix like the user's (api, concurrency, output length, warmup, temperature), for one tune run;
+    `launches` > 1 (the confirmation's `confirm_launches`): launch rounds, as a Matrix's `launches:`."""
     m = mspec.model
     data = {"kind": "Matrix", "name": name, "description": description, "environment": "environment.yaml",
             "arms": arms, "baseline": baseline, "target": target.model_dump(mode="json", exclude_defaults=True),
             "workloads": workloads, "api": m.api,
             "concurrency": list(m.concurrency), "output_len": m.output_len, "requests": requests,
             "warmup": m.warmup, "repeats": repeats, "seed": seed, "temperature": m.temperature}
+    if launches > 1:  # written only then: a one-launch run's spec (and hash) is what it was
+        data["launches"] = launches
     if m.training_data:
         data["training_data"] = str(mspec.path_of(("training_data",), m.training_data))
     return data

@@ -21,6 +21,15 @@ def matrix_hash(mspec: LoadedSpec) -> str:
     return spec_hash(mspec, template_version())
 
 
+def tune_block(mspec: LoadedSpec) -> dict:  # json-edge: tune.json's `tune` (the Matrix's block as written)
+    """The Matrix's tune block as tune.json records it (and `--resume` compares it): `confirm_launches` only
+    where it is not 1, so a session started before the field existed resumes and is judged again as it was."""
+    out = mspec.model.tune.model_dump(mode="json")
+    if out.get("confirm_launches") == 1:
+        del out["confirm_launches"]
+    return out
+
+
 def _new_folder(parent: Path) -> Path:
     """results/<matrix>-tune/<id>/, created here (two sessions started at once get two ids)."""
     from toolkit.results.archive import new_run_id
@@ -50,7 +59,7 @@ def new_state(mspec: LoadedSpec, env_spec: LoadedSpec, space: Space, arm: str, *
         format=FORMAT, version=VERSION, id=folder.name, status="running",
         matrix=MatrixRef(name=m.name, path=str(mspec.path), hash=matrix_hash(mspec)),
         environment=str(env_spec.path), arm=arm, baseline=m.baseline_arm, engine=space.engine, level=space.level,
-        tune=m.tune.model_dump(mode="json"), budget=budget, candidates=len(space.candidates), notes=space.notes,
+        tune=tune_block(mspec), budget=budget, candidates=len(space.candidates), notes=space.notes,
         incumbent=space.base, trials=trials, schedule=search.schedule(len(trials), m.tune.eta),
         first_requests=first, confirm_requests=confirm_requests,
         split=split, server=None, again=again,
@@ -86,7 +95,7 @@ def same_search(state: TuneState, f: Path, mspec: LoadedSpec, arm: str, budget: 
     """`state` when the session is this search's (arm, matrix, tune block, budget), else an error."""
     changed = [what for what, old, new in (
         ("the arm", state.arm, arm), ("the matrix", state.matrix.hash, matrix_hash(mspec)),
-        ("the tune block", state.tune, mspec.model.tune.model_dump(mode="json")))
+        ("the tune block", state.tune, tune_block(mspec)))
         if old != new]
     if changed or budget != state.budget:
         raise ToolkitError(f"{', '.join(changed) or 'the budget'} changed since session {state.id} started",
