@@ -217,7 +217,7 @@ def heatmap_figure(runs: list[tuple[str, Archive]]):
         ax.set_xticks(range(len(concs)), _ticks(concs))
         ax.set_yticks(range(len(domains)), domains)
         ax.set_xlabel(f"{_axis_name(a.cells)} (box: crossover; hatched: left out)")
-        ax.set_title(f"speedup {arm}/baseline" + (f" ({label})" if len(runs) > 1 else ""))
+        ax.set_title(f"throughput ratio {arm}/baseline" + (f" ({label})" if len(runs) > 1 else ""))
         fig.colorbar(im, ax=ax, fraction=0.046)
     return fig
 
@@ -374,7 +374,8 @@ def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
            ("itl.png", "Inter-token latency: p50 (thick) and p99 (thin)", percentiles(runs, "itl_ms", "ITL"))]
     hm = heatmap(runs)
     if hm:
-        out.append(("speedup.png", "Speedup over the baseline arm (domain x concurrency); black box: crossover "
+        out.append(("speedup.png", "Throughput ratio over the baseline arm, output tok/s (domain x level; the "
+                                   "paired speed-ups with their intervals are in the table); black box: crossover "
                                    "(derived.crossovers); hatched: a level no verdict may use", hm))
     ac = acceptance(runs)
     if ac:
