@@ -219,6 +219,7 @@ def heatmap_figure(runs: list[tuple[str, Archive]]):
         ax.set_xlabel(f"{_axis_name(a.cells)} (box: crossover; hatched: left out)")
         ax.set_title(f"throughput ratio {arm}/baseline" + (f" ({label})" if len(runs) > 1 else ""))
         fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()  # a panel's domain names clear the colour bar of the panel before it
     return fig
 
 
