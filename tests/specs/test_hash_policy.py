@@ -64,6 +64,25 @@ def test_omit_default_fields_hash_only_off_their_default(hash_of):
     assert hash_of("workers: 2\n") != hash_of("workers: 3\n")
 
 
+SWEPT = "59bde4620b0dbf3a1814447316143b802cacbb0365f0c26a5e3861207c329c45"  # BASE with `sweep: {points: 3}`,
+# hashed before `sweep.spacing` existed
+
+
+def test_a_sweep_matrix_keeps_its_hash_at_linear_spacing(tmp_path):
+    (tmp_path / "env.yaml").write_text(
+        "kind: Environment\nname: pinned-cpu\nengine: transformers\nmodel:\n"
+        "  dummy: {hidden_size: 32, intermediate_size: 64, layers: 1, heads: 2, vocab_size: 512, seed: 0}\n"
+        "servers:\n  baseline: {}\n  ngram: {}\n")
+    (tmp_path / "prompts.jsonl").write_text('{"id": "p0", "domain": "mine", "prompt": "def f(x):"}\n')
+
+    def of(sweep: str) -> str:
+        (tmp_path / "m.yaml").write_text(BASE.replace("concurrency: [1, 4]\n", f"sweep: {sweep}\n"))
+        return spec_hash(load_spec(tmp_path / "m.yaml"))
+
+    assert of("{points: 3}") == of("{points: 3, spacing: linear}") == SWEPT
+    assert of("{points: 3, spacing: geometric}") != SWEPT
+
+
 def test_tune_stays_in_the_archived_matrix(hash_of, tmp_path):
     """A never-hashed field is still part of the spec: the manifest's resolved matrix (its model_dump) keeps the
     tune block, as it keeps slo."""

@@ -1,5 +1,6 @@
-"""`sweep: {points: N}` in a Matrix: the rates it derives from the two probes, the plan before and after they
-are known (and on resume, the recorded ones), and each mistake exits 2 through the real CLI at its file:line."""
+"""`sweep: {points: N, spacing}` in a Matrix: the rates it derives from the two probes (linear or geometric),
+the plan before and after they are known (and on resume, the recorded ones), and each mistake exits 2 through
+the real CLI at its file:line."""
 
 from __future__ import annotations
 
@@ -30,6 +31,28 @@ def test_rates_are_spread_evenly_strictly_between_sync_and_saturation() -> None:
     assert sweep_rates(2.0, 2.0, 3) == [2.0] and sweep_rates(1.0, 1.001, 3) == [1.0]
     with pytest.raises(ValueError, match="rates > 0"):
         sweep_rates(0, 5, 3)
+
+
+def test_geometric_rates_keep_a_constant_ratio_strictly_between_sync_and_saturation() -> None:
+    # by hand: 1.2 * (5 / 1.2) ** (i / 4) = 1.2 * 4.1667 ** 0.25, 0.5, 0.75 = 1.714, 2.449, 3.500
+    assert sweep_rates(1.2, 5.0, 3, "geometric") == [1.71, 2.45, 3.5]
+    # the pair's probes on the H100 (3.36 and 61.2 req/s): linear put every point above 14 req/s, past where
+    # speculation pays; geometric puts two of four below 11 (3.36 * 18.214 ** 0.2 = 6.004, ** 0.4 = 10.73, ...)
+    assert sweep_rates(3.36, 61.2, 4) == [14.9, 26.5, 38.1, 49.6]
+    assert sweep_rates(3.36, 61.2, 4, "geometric") == [6.0, 10.7, 19.2, 34.3]
+    assert sweep_rates(1, 100, 1, "geometric") == [10] and sweep_rates(1, 16, 3, "geometric") == [2, 4, 8]
+    assert sweep_rates(0.123456, 0.2, 1, "geometric") == [0.157]  # sqrt(0.0246912) = 0.15713: 3 significant digits
+    # saturation below synchronous: the same rates, from the lower; equal rates or rounding merge points
+    assert sweep_rates(61.2, 3.36, 4, "geometric") == sweep_rates(3.36, 61.2, 4, "geometric")
+    assert sweep_rates(2.0, 2.0, 3, "geometric") == [2.0] and sweep_rates(1.0, 1.001, 3, "geometric") == [1.0]
+    # every rate strictly inside, increasing, each ratio to the next the same (before rounding)
+    rates = sweep_rates(0.5, 500, 8, "geometric")
+    assert rates == sorted(rates) and 0.5 < rates[0] and rates[-1] < 500 and len(rates) == 8
+    assert all(b / a == pytest.approx(10 ** (3 / 9), rel=0.01) for a, b in zip(rates, rates[1:]))
+    with pytest.raises(ValueError, match="rates > 0"):
+        sweep_rates(0, 5, 3, "geometric")
+    with pytest.raises(ValueError, match="linear or geometric, not 'log'"):
+        sweep_rates(1, 5, 3, "log")  # type: ignore[arg-type]
 
 
 def test_the_note_says_what_the_probes_imply_about_the_rates() -> None:
@@ -90,6 +113,37 @@ def test_resume_runs_the_recorded_rates_not_new_probes(tmp_path: Path) -> None:
         plan_run(spec, resumed=Manifest(run_id="y", matrix={"hash": fresh.hashes["matrix"]}))
 
 
+def test_spacing_linear_is_the_default_the_hash_omits_and_geometric_is_recorded(tmp_path: Path) -> None:
+    from toolkit.bench.plan import plan_run, run_manifest
+    from toolkit.results.report.run import _sweep
+    from toolkit.specs import spec_hash
+
+    hashes = {}
+    for spacing in ("", ", spacing: linear", ", spacing: geometric"):
+        d = tmp_path / (spacing.split(": ")[-1] or "unset")
+        d.mkdir()
+        _, m = write(d, matrix=SWEEP.replace("points: 3", "points: 3" + spacing))
+        hashes[spacing] = spec_hash(load_spec(m))
+    # a matrix written before `spacing` (or saying linear) keeps its hash; geometric is another matrix
+    assert hashes[""] == hashes[", spacing: linear"] != hashes[", spacing: geometric"]
+
+    plan = plan_run(load_spec(m))  # the geometric one
+    assert plan.m.sweep.spacing == "geometric"
+    record = _record([1.71, 2.45, 3.5]).model_copy(update={"spacing": "geometric"})
+    plan.set_sweep(record)
+    written = run_manifest(plan, {}).written()["sweep"]
+    assert written["spacing"] == "geometric" and written["rates"] == [1.71, 2.45, 3.5]
+    assert Manifest.model_validate({"run_id": "x", "sweep": written}).sweep.spacing == "geometric"
+    # a linear record is written as every one before `spacing` was (no key), and such a record reads as linear
+    assert "spacing" not in _record([2.15, 3.1, 4.05]).written()
+    assert Manifest.model_validate({"run_id": "y", "sweep": _record([2.15]).written()}).sweep.spacing == "linear"
+    # `results show`: how the rates were chosen, before and after the probes
+    spec = {"sweep": {"points": 3, "spacing": "geometric"}}
+    assert _sweep(spec, None).startswith("3 points geometrically, rates not chosen yet")
+    assert "1.71, 2.45, 3.5: 3 points geometrically between synchronous 1.2 and saturation 5" in _sweep(spec, record)
+    assert "3 points between synchronous 1.2" in _sweep({"sweep": {"points": 3}}, _record([2.15, 3.1, 4.05]))
+
+
 def test_probe_concurrency_defaults(tmp_path: Path) -> None:
     from toolkit.bench.plan import probe_concurrency
 
@@ -109,6 +163,11 @@ CASES = {
     "points 0": (SWEEP.replace("points: 3", "points: 0"), 6, r"sweep\.points: 0 is out of range: it must be >= 1"),
     "no points": (SWEEP.replace("points: 3", "probe_concurrency: 4"), 6, r"sweep\.points"),
     "unknown key": (SWEEP.replace("points: 3", "points: 3, pionts: 4"), 6, r"sweep\.pionts"),
+    "spacing misspelt": (SWEEP.replace("points: 3", "points: 3, spacing: geometic"), 6,
+                         r"m\.yaml:6:20: sweep\.spacing: expected 'linear' or 'geometric', got 'geometic'",
+                         r"did you mean 'geometric'\?"),
+    "spacing log": (SWEEP.replace("points: 3", "points: 3, spacing: log"), 6,
+                    r"sweep\.spacing: expected 'linear' or 'geometric', got 'log'"),
     "probe_concurrency 1": (SWEEP.replace("points: 3", "points: 3, probe_concurrency: 1"), 6,
                             r"sweep\.probe_concurrency: 1 is out of range: it must be >= 2"),
     "duration per level": (SWEEP.replace("requests: 3", "duration_s: {1: 5}"), 10,
@@ -119,9 +178,9 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_sweep_mistakes_are_errors_at_their_line(tmp_path: Path, case: str) -> None:
-    text, line, pattern = CASES[case]
+    text, line, *patterns = CASES[case]
     _, m = write(tmp_path, matrix=text)
-    bad(run_cli("validate", str(m)), m, line, pattern)
+    bad(run_cli("validate", str(m)), m, line, *patterns)
 
 
 def test_tune_refuses_a_sweep_matrix(tmp_path: Path) -> None:

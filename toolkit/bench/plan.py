@@ -651,7 +651,7 @@ def run_manifest(plan: RunPlan, commands: dict[str, Any]) -> Manifest:
         "rounds": plan.rounds,
         "round_seed": plan.round_seed,
         "determinism": determinism(plan),
-        **({"sweep": plan.sweep.model_dump(mode="json", exclude_none=True)} if plan.sweep is not None else {}),
+        **({"sweep": plan.sweep.written()} if plan.sweep is not None else {}),
     })
 
 

@@ -3,9 +3,9 @@
 A new run probes the baseline arm on a launch of its own, before the archive exists: a synchronous probe
 (one request in flight, closed loop: its req/s is the synchronous rate) and a throughput probe
 (`probe_concurrency` in flight: its req/s is the saturation rate), on the first workload's prompts. The
-rates (toolkit.schema.sweep.sweep_rates) then become every arm's open-loop cells, so the arms are compared
-at the same x. A replay (`results reproduce`) takes the rates its original recorded, and --resume the ones
-its own manifest holds (toolkit.bench.plan.RunPlan.resume): neither probes again.
+rates (toolkit.schema.sweep.sweep_rates, linear or geometric) then become every arm's open-loop cells, so the
+arms are compared at the same x. A replay (`results reproduce`) takes the rates its original recorded, and
+--resume the ones its own manifest holds (toolkit.bench.plan.RunPlan.resume): neither probes again.
 
 The probes are archived beside the cells, not as cells (probes/<kind>.json, CellSummary's shape, and their
 requests): a closed-loop probe is not a level of the run's rate axis, and no speed-up, crossover, SLO
@@ -84,11 +84,11 @@ def probe(plan: RunPlan, log_dir: Path, log: Callable[[str], None]) -> Probed:
         launcher.stop()
     log_text = _log(launcher)
     sync, sat = (_rate(cells[k][0], k, arm) for k in ("sync", "throughput"))
-    rates = sweep_rates(sync, sat, m.sweep.points)
+    rates = sweep_rates(sync, sat, m.sweep.points, m.sweep.spacing)
     tp = cells["throughput"][0]
     note = rates_note(sync, sat, conc, m.sweep.points, rates, tp.n_requests, tp.duration_s)
-    record = SweepRecord(arm=arm, points=m.sweep.points, sync_rate=sync, saturation_rate=sat,
-                         probe_concurrency=conc, rates=rates, note=note,
+    record = SweepRecord(arm=arm, points=m.sweep.points, spacing=m.sweep.spacing, sync_rate=sync,
+                         saturation_rate=sat, probe_concurrency=conc, rates=rates, note=note,
                          probes={k: f"probes/{k}.json" for k in cells})
     log(f"sweep: synchronous {sync:.3g} req/s, saturation {sat:.3g} req/s (c={conc}): every arm runs "
         f"{_rates(rates)} req/s" + (f" ({note})" if note else ""))

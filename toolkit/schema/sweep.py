@@ -1,19 +1,25 @@
 """A Matrix `sweep:` as the archive records it: the rates its run measured at and where they came from.
 
-    sweep_rates(1.2, 5.0, 3)   # -> [2.15, 3.1, 4.05]: three rates evenly inside (sync, saturation)
+    sweep_rates(1.2, 5.0, 3)                # -> [2.15, 3.1, 4.05]: three rates evenly inside (sync, saturation)
+    sweep_rates(1.2, 5.0, 3, "geometric")   # -> [1.71, 2.45, 3.5]: at a constant ratio, dense at low load
 
 The baseline arm's two probes (toolkit.bench.sweep) measure the synchronous rate (one request in flight,
 closed loop) and the saturation rate (the throughput probe: many in flight); the sweep's open-loop cells
-run at `points` rates spread evenly between them, the same for every arm. The record lives in
+run at `points` rates spread between them (`spacing`: evenly, or at a constant ratio), the same for every
+arm. The record lives in
 manifest.json (`sweep`), so `--resume` and `results reproduce` run the recorded rates and never probe again.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# linear: evenly spaced (guidellm's sweep); geometric: at a constant ratio, so most points lie at low load, where
+# speculative decoding's crossover is (near one request at a time)
+Spacing = Literal["linear", "geometric"]
 SIGNIFICANT = 3  # a sweep rate keeps 3 significant digits: keys and labels stay short (r=2.15/s)
 
 
@@ -22,10 +28,11 @@ def _round(rate: float) -> float:
     return round(rate, digits)
 
 
-def sweep_rates(sync_rate: float, saturation_rate: float, points: int) -> list[float]:
-    """`points` rates spread evenly (linearly) strictly between the synchronous and the saturation rate, as
-    guidellm's sweep does (the probes themselves measured the two ends), each to 3 significant digits, in
-    increasing order. A server that served fewer requests per second with many in flight than with one (a
+def sweep_rates(sync_rate: float, saturation_rate: float, points: int, spacing: Spacing = "linear") -> list[float]:
+    """`points` rates strictly between the synchronous and the saturation rate (the probes themselves measured
+    the two ends), each to 3 significant digits, in increasing order: linear, evenly spaced, low + (high - low)
+    * i / (points + 1), as guidellm's sweep does; geometric, at a constant ratio, low * (high / low) ** (i /
+    (points + 1)), i = 1..points. A server that served fewer requests per second with many in flight than with one (a
     saturation rate below the synchronous one: e.g. a CPU engine that does not batch) still gets the rates
     between the two, from the lower; equal rates leave one rate, there is no range to spread over."""
     if sync_rate <= 0 or saturation_rate <= 0:
@@ -33,8 +40,12 @@ def sweep_rates(sync_rate: float, saturation_rate: float, points: int) -> list[f
     if points < 1:
         raise ValueError(f"a sweep needs at least one point, not {points}")
     low, high = sorted((sync_rate, saturation_rate))
-    step = (high - low) / (points + 1)
-    return sorted({_round(low + step * i) for i in range(1, points + 1)})
+    fractions = [i / (points + 1) for i in range(1, points + 1)]
+    if spacing == "geometric":
+        return sorted({_round(low * (high / low) ** f) for f in fractions})
+    if spacing != "linear":
+        raise ValueError(f"a sweep's spacing is linear or geometric, not {spacing!r}")
+    return sorted({_round(low + (high - low) * f) for f in fractions})
 
 
 FLAT_GAIN = 1.2  # a throughput probe under 1.2x the synchronous rate: the sweep spans next to nothing
@@ -69,10 +80,19 @@ class SweepRecord(BaseModel):
     sync_rate: float = Field(description="the synchronous probe's req/s (one request in flight, closed loop)")
     saturation_rate: float = Field(description="the throughput probe's req/s (probe_concurrency in flight)")
     probe_concurrency: int = Field(description="requests in flight in the throughput probe")
+    spacing: Spacing = Field("linear", description="the Matrix's sweep.spacing; written only when not linear "
+                                                   "(a record without it, as every one before geometric sweeps: "
+                                                   "linear)")
     rates: list[float] = Field(description="the open-loop rates every arm ran, req/s: sweep_rates(sync, "
-                                           "saturation, points)")
+                                           "saturation, points, spacing)")
     probes: dict[str, str] = Field(default_factory=dict, description="probe kind (sync, throughput) -> its cell "
                                    "summary under probes/ (not a cell: no verdict uses a probe)")
     source: str = Field("probed", description="probed: this run's own probes; else the run whose record it "
                                               "replays (`results reproduce`)")
     note: str | None = Field(None, description="what to know about the rates (e.g. saturation below sync)")
+
+    def written(self) -> dict:  # json-edge: manifest.json `sweep` as written
+        """The record as manifest.json stores it: no unset note; the spacing only when not linear, so a linear
+        sweep's manifest reads as every one written before geometric sweeps."""
+        linear = {"spacing"} if self.spacing == "linear" else None
+        return self.model_dump(mode="json", exclude_none=True, exclude=linear)

@@ -12,6 +12,7 @@ from pydantic_core import PydanticCustomError, PydanticKnownError
 
 from toolkit.errors import SpecValueError, did_you_mean
 from toolkit.schema.slo import BOUNDS, DEFAULT_ATTAINMENT, OBJECTIVE_SAMPLES, Objectives
+from toolkit.schema.sweep import Spacing
 from toolkit.schema.trace import MAX_TOKENS
 from toolkit.specs.base import Hash, Name, NonNegative, Positive, PositiveInt, StrictModel
 from toolkit.specs.slurm import SlurmJob
@@ -253,11 +254,16 @@ class Arrival(StrictModel):
 class Sweep(StrictModel):
     """`sweep:` instead of listing `rates:` (guidellm's sweep profile): the baseline arm's server is probed
     first, closed loop, at one request in flight (the synchronous rate) and at `probe_concurrency` (the
-    saturation rate); then every arm runs `points` open-loop rates spread evenly between the two
-    (toolkit.schema.sweep.sweep_rates). The rates are recorded in the manifest: --resume and `results
-    reproduce` run them again rather than probing again (docs/bench.md#sweep-rates-from-probes)."""
+    saturation rate); then every arm runs `points` open-loop rates spread between the two, evenly or
+    geometrically (`spacing`, toolkit.schema.sweep.sweep_rates). The rates are recorded in the manifest:
+    --resume and `results reproduce` run them again rather than probing again
+    (docs/bench.md#sweep-rates-from-probes)."""
 
     points: int = Field(ge=1, le=50, description="open-loop rates between the synchronous and the saturation rate")
+    spacing: Annotated[Spacing, Hash.omit_default("added with geometric sweeps: linear, the hash of an older "
+                                                  "matrix holds")] = Field(
+        "linear", description="linear: the points evenly spaced; geometric: at a constant ratio, dense at low "
+                              "load (where speculative decoding's crossover lies)")
     probe_concurrency: int | None = Field(
         None, ge=2, description="requests in flight in the throughput probe (default: max_concurrency, else every "
                                 f"measured request at once (`requests`), else {SWEEP_PROBE_SLOTS})")

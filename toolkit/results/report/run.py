@@ -105,10 +105,12 @@ def _sweep(spec: dict, sweep: SweepRecord | None) -> str | None:
     if not spec.get("sweep"):
         return None
     points = spec["sweep"].get("points")
+    spacing = sweep.spacing if sweep is not None else spec["sweep"].get("spacing", "linear")
+    how = " geometrically" if spacing == "geometric" else ""
     if sweep is None:
-        return f"{points} points, rates not chosen yet (the baseline's probes choose them)"
+        return f"{points} points{how}, rates not chosen yet (the baseline's probes choose them)"
     where = "probes of " + sweep.arm if sweep.source == "probed" else f"the rates of {sweep.source}"
-    return (f"{_rates(sweep.rates)}: {points} points between synchronous {sweep.sync_rate:.3g} and saturation "
+    return (f"{_rates(sweep.rates)}: {points} points{how} between synchronous {sweep.sync_rate:.3g} and saturation "
             f"{sweep.saturation_rate:.3g} req/s (c={sweep.probe_concurrency}; {where})"
             + (f"; {sweep.note}" if sweep.note else ""))
 
