@@ -32,6 +32,7 @@ fi
 export PYTHONPATH=$SITE:$PWD
 python3 -c 'import sglang, torch, transformers, pydantic; print("sglang", getattr(sglang, "__version__", "(no version: the fake)"), "torch", torch.__version__, "transformers", transformers.__version__, "pydantic", pydantic.__version__)' || exit 1
 nvidia-smi -L || [ -n "${SGL_DRY:-}" ] || exit 1
+python3 benchmarks/sglang_h200/deps.py || true  # said first: what a missing dependency of the toolkit stops
 
 stamp "SGLang's pristine source for the toolkit's own patch and flag checks (preflight), from the carried set"
 # `bench tune` checks every knob value against the pinned SGLang's argument parser through the preflight,
