@@ -137,6 +137,7 @@ def test_reproduce_and_diff_verdicts_take_the_launch_as_the_unit(launched) -> No
         groups = {(c.arm, c.domain, c.concurrency) for c in cells}
         bundled = {(c.arm, c.domain, c.concurrency) for c in cells if any(k.check == "bundled" for k in c.checks)}
         assert bundled == groups, f"ttft_ms untested, yet {sorted(groups - bundled)} had a stream"
+        assert "bundled" in out["metrics_left_out"]["ttft_ms"]  # and the verdict says so
     assert json.loads((new / "manifest.json").read_text())["launches"] == 2
     # 2 launches a side: no claim at the family's level (toolkit.results.diff.TOO_FEW_LAUNCHES), so nothing to gate
     g = run_cli("results", "diff", str(run), str(new), "--fail-on-regression", "10000")

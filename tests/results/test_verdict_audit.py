@@ -176,3 +176,19 @@ def test_a_ci_that_excludes_zero_beside_tilde_says_why() -> None:
     assert row[3] == "~" and "p=1.000" in row[4] and "unadjusted p=0.008, Holm-adjusted over 44 tests" in row[4]
     m.low_pct = -1.0  # a CI across zero: nothing to explain
     assert "unadjusted" not in metric_table(r, "ttft_ms").rows[0][4]
+
+
+# -- a verdict names the metrics it could not test
+
+def test_a_metric_left_out_of_every_cell_is_named_beside_the_verdict() -> None:
+    """TTFT of answers that arrived bundled in every cell (a busy CI box once did it): the verdict is about the
+    throughput it tested, and says that TTFT was not tested and why; a metric with one usable cell is not named."""
+    from toolkit.results.equivalence import left_out
+
+    ttft = _md("ttft_ms", 1.0, 0.01, verdict="~")
+    ttft.excluded = ["B: bundled: 8 of 8 answers arrived at once"]
+    tok = _md("output_tok_s", 1.0, 0.01, verdict="~")
+    v = judge(_diff(tok, ttft), [], tolerance_pct=10)
+    assert v.left_out == {"ttft_ms": "left out of every cell (B: bundled: 8 of 8 answers arrived at once)"}
+    ttft.excluded = []  # control: usable in its one cell, so tested and not named
+    assert left_out(_diff(tok, ttft)) == {}

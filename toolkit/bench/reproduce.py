@@ -78,7 +78,8 @@ class Reproduction:
         return {"verdict": self.verdict, "headline": j.headline if j else self.verdict,
                 "tolerance_pct": j.tolerance_pct if j else None, "tolerance_source": j.tolerance_source if j else None,
                 "supported_pct": j.supported_pct if j else None,
-                "reasons": j.reasons if j else [], "metrics": j.metrics if j else {}, "noise": d["noise"],
+                "reasons": j.reasons if j else [], "metrics": j.metrics if j else {},
+                **({"metrics_left_out": j.left_out} if j and j.left_out else {}), "noise": d["noise"],
                 "calibration": d["calibration"], "calibration_refused": d["calibration_refused"],
                 "original": {"run_id": self.original.run_id, "path": str(self.original.path)},
                 "reproduction": {"run_id": self.new.run_id, "path": str(self.new.path), "status": self.status},
@@ -463,6 +464,7 @@ def reproduce_text(rep: Reproduction) -> str:
                      f"{x['high_pct']:+.1f}%]: " + (f"within ±{j.tolerance_pct:g}%" if x["within"]
                                                     else f"not shown within ±{j.tolerance_pct:g}%")
                      + f" (TOST p={x['tost_p']:.3g})")
+    lines += [f"  {name}: not tested: {why}" for name, why in j.left_out.items()]
     if j.verdict == "inconclusive":  # the rest of why (the metric lines above already say theirs)
         lines += [f"  {r}" for r in j.reasons[1:] if not any(r.startswith(f"{n}: the geometric") for n in j.metrics)]
         lines.append(f"  {_supported(j)}")

@@ -45,6 +45,7 @@ class Verdict:
     metrics: dict[str, dict] = field(default_factory=dict)  # metric -> its geomean change, CI and TOST p
     structural: int = 0  # cells missing, failed or not comparable
     supported_pct: float | None = None  # inconclusive: the narrowest margin at which it would be `reproduced`
+    left_out: dict[str, str] = field(default_factory=dict)  # metric -> why no cell could test it (said, not hidden)
 
     @property
     def exit_code(self) -> int:
@@ -89,6 +90,7 @@ def judge(diff: DiffResult, structural: list[dict], tolerance_pct: float | None 
         v.reasons.insert(0, f"one launch per side, launch noise unknown ({len(floor_cells)} metric-cell(s) compared "
                             "without it: `launches: 3`, or a calibration by `toolkit bench noise`, makes them testable)")
     _equivalence(diff, {m.metric for _, m in tested}, tol, alpha, v)
+    v.left_out = left_out(diff)
     for row in wide:
         v.reasons.append(f"{row['cell']} {row['metric']}: moved {row['delta_pct']:+.1f}% [{row['low_pct']:+.1f}%, "
                          f"{row['high_pct']:+.1f}%], beyond ±{tol:g}% but not with confidence")
@@ -99,6 +101,17 @@ def judge(diff: DiffResult, structural: list[dict], tolerance_pct: float | None 
     if not v.reasons:
         v.verdict = "reproduced"
     return v
+
+
+def left_out(diff: DiffResult) -> dict[str, str]:  # data-keyed: metric
+    """Metrics compared in some cell but left out of every one (e.g. TTFT where every cell's answers arrived
+    bundled): a verdict is about the metrics it tested, so those it could not are named beside it."""
+    out = {}
+    for name in diff.metrics:
+        ms = [c.metrics[name] for c in diff.cells if name in c.metrics]
+        if ms and all(m.excluded for m in ms):
+            out[name] = f"left out of every cell ({ms[0].excluded[0]})"
+    return out
 
 
 def _cells(diff: DiffResult, v: Verdict) -> tuple[list, list]:
