@@ -59,7 +59,11 @@ def test_matrix_with_objectives_prints_goodput_and_capacity(tmp_path: Path) -> N
     speed = {s["concurrency"]: s for s in summary["derived"]["speedups"]}
     for x in adv["levels"]:  # both arms hold everywhere: the raw rule (significantly slower) decides
         sp = speed[x["concurrency"]]
-        if sp["excluded"]:
+        # a level is out of the rule where its speed-up is, or where either arm's SLO cell is: e.g. a bundled c=1
+        # cell (answers in one chunk on a loaded box) leaves TTFT, and so the objectives, unjudged there while its
+        # throughput speed-up stands (CI once saw it)
+        slo_out = [c for c in slo["cells"] if c["concurrency"] == x["concurrency"] and c.get("excluded")]
+        if sp["excluded"] or slo_out:
             assert x["choice"] == "excluded" and (x["concurrency"] == 2 or c1["ngram"].get("excluded")
                                                   or c1["baseline"].get("excluded")), (x, sp)
             continue
