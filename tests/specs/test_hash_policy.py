@@ -27,9 +27,9 @@ def hash_of(tmp_path):
         "servers:\n  baseline: {}\n  ngram: {}\n")
     (tmp_path / "prompts.jsonl").write_text('{"id": "p0", "domain": "mine", "prompt": "def f(x):"}\n')
 
-    def of(extra: str = "") -> str:
+    def of(extra: str = "", base: str = BASE) -> str:
         m = tmp_path / "m.yaml"
-        m.write_text(BASE + extra)
+        m.write_text(base + extra)
         return spec_hash(load_spec(m))
 
     return of
@@ -68,16 +68,9 @@ SWEPT = "59bde4620b0dbf3a1814447316143b802cacbb0365f0c26a5e3861207c329c45"  # BA
 # hashed before `sweep.spacing` existed
 
 
-def test_a_sweep_matrix_keeps_its_hash_at_linear_spacing(tmp_path):
-    (tmp_path / "env.yaml").write_text(
-        "kind: Environment\nname: pinned-cpu\nengine: transformers\nmodel:\n"
-        "  dummy: {hidden_size: 32, intermediate_size: 64, layers: 1, heads: 2, vocab_size: 512, seed: 0}\n"
-        "servers:\n  baseline: {}\n  ngram: {}\n")
-    (tmp_path / "prompts.jsonl").write_text('{"id": "p0", "domain": "mine", "prompt": "def f(x):"}\n')
-
+def test_a_sweep_matrix_keeps_its_hash_at_linear_spacing(hash_of):
     def of(sweep: str) -> str:
-        (tmp_path / "m.yaml").write_text(BASE.replace("concurrency: [1, 4]\n", f"sweep: {sweep}\n"))
-        return spec_hash(load_spec(tmp_path / "m.yaml"))
+        return hash_of(base=BASE.replace("concurrency: [1, 4]\n", f"sweep: {sweep}\n"))
 
     assert of("{points: 3}") == of("{points: 3, spacing: linear}") == SWEPT
     assert of("{points: 3, spacing: geometric}") != SWEPT

@@ -232,14 +232,12 @@ def test_out_is_checked_before_any_trial(tmp_path):
     assert not (tmp_path / "results").exists()  # nothing ran, nothing was written
 
 
-def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path):
-    """SGLang's speculative flags against the fake launch_server of tests/data/fake_sglang (SGLang's flag
-    parser, /server_info, streamed /generate): the flags are checked against 0.5.17's source first (preflight,
-    static), every trial is a launch with its own flags, and --out puts the winner in servers.eagle3."""
+def _sglang_tune_matrix(tmp_path: Path, tune: str) -> Path:
+    """The fake SGLang's Environment and a Matrix over it (coding, c=1 and 4, 12 tokens, 8 requests) whose
+    `tune:` block holds `tune` (its lines indented as in the callers): the Matrix's path."""
     from tests.bench.test_matrix_sglang_process import ENV, process_target
 
-    env = tmp_path / "env.yaml"
-    env.write_text(ENV)
+    (tmp_path / "env.yaml").write_text(ENV)
     m = tmp_path / "m.yaml"
     m.write_text(textwrap.dedent(f"""\
         kind: Matrix
@@ -254,6 +252,15 @@ def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path)
         requests: 8
         warmup: 1
         tune:
+""" + tune))
+    return m
+
+
+def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path):
+    """SGLang's speculative flags against the fake launch_server of tests/data/fake_sglang (SGLang's flag
+    parser, /server_info, streamed /generate): the flags are checked against 0.5.17's source first (preflight,
+    static), every trial is a launch with its own flags, and --out puts the winner in servers.eagle3."""
+    m = _sglang_tune_matrix(tmp_path, """\
           space:
             eagle3:
               speculative-num-steps: [1, 2, 5]
@@ -262,7 +269,7 @@ def test_server_flags_launch_one_server_per_trial_and_are_written_back(tmp_path)
           budget: 3
           first_requests: 4
           confirm_requests: 8
-        """))
+        """)
     out = tmp_path / "tuned.yaml"
     r = run_cli("bench", "tune", str(m), "--arm", "eagle3", "--out", str(out), "--json", "--write-anyway",
                 "--results", str(tmp_path / "results"), timeout=900)
@@ -300,25 +307,10 @@ def test_server_flags_confirm_with_several_launches_the_launch_as_the_unit(tmp_p
 
     import numpy as np
 
-    from tests.bench.test_matrix_sglang_process import ENV, process_target
     from toolkit.results.archive import open_archive
     from toolkit.stats import quantile
 
-    (tmp_path / "env.yaml").write_text(ENV)
-    m = tmp_path / "m.yaml"
-    m.write_text(textwrap.dedent(f"""\
-        kind: Matrix
-        name: sg
-        environment: env.yaml
-        arms: [baseline, eagle3]
-        target: {process_target()}
-        workloads: [coding]
-        api: generate
-        concurrency: [1, 4]
-        output_len: 12
-        requests: 8
-        warmup: 1
-        tune:
+    m = _sglang_tune_matrix(tmp_path, """\
           space:
             eagle3:
               speculative-num-steps: [1, 2]
@@ -328,7 +320,7 @@ def test_server_flags_confirm_with_several_launches_the_launch_as_the_unit(tmp_p
           first_requests: 4
           confirm_requests: 12
           confirm_launches: 2
-        """))
+        """)
     r = run_cli("bench", "tune", str(m), "--arm", "eagle3", "--json", "--results", str(tmp_path / "results"),
                 timeout=900)
     res = json.loads(r.stdout)
