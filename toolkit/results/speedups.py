@@ -88,6 +88,11 @@ def round_ratios(arm: list[RequestRecord], base: list[RequestRecord]) -> dict[in
     return {k: x for k in sorted(set(ra) & set(rb)) if (x := _point(ra[k], rb[k])) is not None}
 
 
+def common_pairs(arm: list[RequestRecord], base: list[RequestRecord]) -> int:
+    """How many measured requests both arms completed on the same prompt occurrence: a paired ratio's n."""
+    return len(set(occurrence_keys(measured_ok(arm))) & set(occurrence_keys(measured_ok(base))))
+
+
 def launch_paired(arm: list[RequestRecord], base: list[RequestRecord], seed: int = 0,
                   noise: tuple | None = None) -> PairedRatio:
     """The paired ratio of one cell with a launch-aware CI, for a cell measured in one round: the paired
@@ -151,8 +156,7 @@ def speedups(cells: list[CellSummary], records: dict[tuple, list[RequestRecord]]
         if len(ratios) >= 2:
             per_round[arm][(domain, conc)] = ratios
             pr = PairedRatio(None, None, None, rounds=len(ratios),
-                             n_pairs=len(set(occurrence_keys(measured_ok(records[(arm, domain, conc)])))
-                                         & set(occurrence_keys(measured_ok(records[(baseline, domain, conc)])))))
+                             n_pairs=common_pairs(records[(arm, domain, conc)], records[(baseline, domain, conc)]))
         else:
             sides = (SHARED, SHARED) if arm in shared else (noise(arm), noise(baseline)) if noise is not None else None
             pr = launch_paired(records.get((arm, domain, conc), []), records.get((baseline, domain, conc), []), seed,

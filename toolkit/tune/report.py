@@ -187,25 +187,30 @@ def _decision(state: TuneState, folder: Path, runs: list[str], recs: list, best:
     per_launch, source = noise
     rounds = launches >= 2 and per_launch is not None
 
-    def geo(a: str, b: str) -> tuple[Ratio, search.Score]:
+    def geo(a: str, b: str) -> tuple[Ratio, search.Score, bool]:
+        """(the ratio, its score, whether the launch rounds made it)"""
         s = search.round_score(recs, a, b, usable) if rounds else None
+        by_rounds = s is not None
         if s is None:
             cells = search.pooled_cells(recs, a, b, again if b == baseline else None, seed=seed)
             s = search.score({k: v for k, v in cells.items() if k in usable},
                              search.launch_var(per_launch, a, b, 1))
-        return Ratio(speedup=s.geomean, ci_low=s.low, ci_high=s.high), s
+        return Ratio(speedup=s.geomean, ci_low=s.low, ci_high=s.high), s, by_rounds
 
-    vs_preset, score = geo(best, arm)
+    vs_preset, score, by_rounds = geo(best, arm)
     machines = (state.confirmation.machines if state.confirmation and state.confirmation.machines else
                 confirmation_machines([folder / r for r in runs]))
     d = decide(score, best, arm, machines)
-    how = "geometric mean over the usable held-out cells; 95 % interval " + (
-        "from the cells' request bootstrap (one shared server: no launch between the arms)" if per_launch is None else
-        f"over {launches} launches per arm, the launch as the unit (a t-interval over the launch rounds' geometric "
-        f"means, their own variance, df {launches - 1})" if rounds and search.round_score(recs, best, arm, usable) else
-        "from the cells' request bootstrap plus both sides' launch noise once ("
-        + (f"{launches} launches per arm, fewer than two measured every usable cell: " if rounds else
-           "one launch per arm: ") + f"{source})")
+    how = "geometric mean over the usable held-out cells; 95 % interval "
+    if per_launch is None:
+        how += "from the cells' request bootstrap (one shared server: no launch between the arms)"
+    elif by_rounds:
+        how += (f"over {launches} launches per arm, the launch as the unit (a t-interval over the launch rounds' "
+                f"geometric means, their own variance, df {launches - 1})")
+    else:
+        how += ("from the cells' request bootstrap plus both sides' launch noise once ("
+                + (f"{launches} launches per arm, fewer than two measured every usable cell: " if rounds else
+                   "one launch per arm: ") + f"{source})")
     return Decision(adopt=d.adopt, says=d.says, reason=d.reason, vs_preset=vs_preset,
                     vs_baseline=geo(best, baseline)[0], preset_vs_baseline=geo(arm, baseline)[0],
                     cells=score.cells, interval=how, machines=machines)

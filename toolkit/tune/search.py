@@ -23,8 +23,8 @@ import random
 from dataclasses import dataclass
 from typing import Iterable
 
-from toolkit.bench.derive import PairedRatio, launch_paired, measured_ok, occurrence_keys, paired_ratio
-from toolkit.results.speedups import round_interval, round_ratios
+from toolkit.bench.derive import PairedRatio, launch_paired, paired_ratio
+from toolkit.results.speedups import common_pairs, round_interval, round_ratios
 from toolkit.schema.records import RequestRecord
 from toolkit.stats import cell_noise, combine, geomean, interval, of_interval
 
@@ -101,8 +101,7 @@ def round_cells(rungs: Iterable[dict[tuple, list[RequestRecord]]], trial: str, b
         if got is None:
             out[cell] = launch_paired(a, b, seed)
             continue
-        n = len(set(occurrence_keys(measured_ok(a))) & set(occurrence_keys(measured_ok(b))))
-        out[cell] = PairedRatio(got[0], got[1], got[2], n, rounds=len(ratios), ci_method=got[3])
+        out[cell] = PairedRatio(got[0], got[1], got[2], common_pairs(a, b), rounds=len(ratios), ci_method=got[3])
     return out
 
 
