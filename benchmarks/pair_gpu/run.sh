@@ -33,10 +33,8 @@ open(path, "w").write(text.rstrip("\n") + "\n# pinned by benchmarks/pair_gpu/run
 print(pins, end="")
 PY
 fi
-pack() { tar -czf "$DEST/run.tar.gz.tmp" -C "$DEST" $(cd "$DEST" && ls -d results reports said tuned-env.yaml 2>/dev/null) \
-         && mv "$DEST/run.tar.gz.tmp" "$DEST/run.tar.gz"; }
-# a pack every 60 s, so that a sitting cut short by the device budget still brings back what finished
-( while [ ! -e "$DEST/DONE" ]; do sleep 60; [ -e "$DEST/DONE" ] || pack; done ) &
+PACK=run.tar.gz PACK_ITEMS="results reports said tuned-env.yaml"  # setup.sh's pack
+pack_every 60  # a sitting cut short by the device budget still brings back what finished
 # TUNES: MATRIX:ARM pairs, each `bench tune MATRIX --arm ARM` (a launch per trial), before the matrices; the
 # winner (only one that beat the preset) is written to DEST/tuned-env.yaml, what the tune said to DEST/said/
 mkdir -p "$DEST/said"

@@ -20,8 +20,7 @@ SLEEP_MS=${SLEEP_MS:-2}
 SCRIPT=benchmarks/sglang_h200/run_noise.sh ENV_SPEC=envs/sglang-0.5.17-h200-noise.yaml
 source benchmarks/sglang_h200/setup.sh
 
-pack() { tar -czf "$DEST/noise.tar.gz.tmp" -C "$DEST" $(cd "$DEST" && ls -d results reports verdicts 2>/dev/null) \
-         && mv "$DEST/noise.tar.gz.tmp" "$DEST/noise.tar.gz"; stamp "packed: $*"; }
+PACK=noise.tar.gz PACK_ITEMS="results reports verdicts"  # setup.sh's pack
 mkdir -p "$DEST/verdicts"
 
 STAGES=${STAGES:-1 2 3}

@@ -17,12 +17,9 @@ SITE=${SITE:-/tmp/site-tune}
 SCRIPT=benchmarks/sglang_h200/run_tune.sh ENV_SPEC=envs/sglang-0.5.17-h200.yaml
 source benchmarks/sglang_h200/setup.sh
 
-pack() { tar -czf "$DEST/tune.tar.gz.tmp" -C "$DEST" $(cd "$DEST" && ls -d results reports said tuned-env.yaml log.txt 2>/dev/null) \
-         && mv "$DEST/tune.tar.gz.tmp" "$DEST/tune.tar.gz"; stamp "packed: $*"; }
+PACK=tune.tar.gz PACK_ITEMS="results reports said tuned-env.yaml log.txt"  # setup.sh's pack
 mkdir -p "$DEST/said"
-# a pack every 60 s while the tune runs, so that a sitting cut short by the device budget still brings back
-# the trials finished so far (a partial tar of a run still being written is fine: verify says what is missing)
-( while [ ! -e "$DEST/DONE" ]; do sleep 60; [ -e "$DEST/DONE" ] || pack "periodic"; done ) &
+pack_every 60 "periodic"  # while the tune runs: a sitting cut short still brings back the trials finished
 
 stamp "1. bench tune (eagle3's server flags; a launch per trial)"
 TUNED=envs/sglang-0.5.17-h200.tuned.yaml

@@ -14,6 +14,13 @@ mkdir -p "$DEST"
 T0=${T0:-$(date +%s)}; export T0
 stamp() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
 tk() { python3 -m toolkit.cli "$@"; }
+# pack [WHAT]: DEST/$PACK (a .tar.gz, replaced whole) holds those of DEST's $PACK_ITEMS that exist; WHAT, when
+# given, is stamped. pack_every SECONDS [WHAT]: a pack every SECONDS until DEST/DONE, so that a sitting cut short
+# by the device budget still brings back what finished (a partial tar of a run being written is fine: verify
+# says what is missing). The caller sets PACK and PACK_ITEMS.
+pack() { tar -czf "$DEST/$PACK.tmp" -C "$DEST" $(cd "$DEST" && ls -d $PACK_ITEMS 2>/dev/null) \
+         && mv "$DEST/$PACK.tmp" "$DEST/$PACK"; [ $# -eq 0 ] || stamp "packed: $*"; }
+pack_every() { ( while [ ! -e "$DEST/DONE" ]; do sleep "$1"; [ -e "$DEST/DONE" ] || pack "${@:2}"; done ) & }
 # Detached on the device tool, the checkout may be synced again under us: work from a private copy (the
 # marker is not SGL_*: SGLang reads those and warned that SGL_COPY is a deprecated SGLANG_COPY).
 if [ -z "${TOOLKIT_PRIVATE_COPY:-}" ]; then
