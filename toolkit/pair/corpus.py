@@ -30,13 +30,24 @@ SPECIAL = ["<|endoftext|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"
            "<|call|>"]
 EOS = "<|endoftext|>"
 # The target's chat format. render_chat() below writes the same text in Python (prepare.py checks that the
-# two agree on every chat document before it tokenizes anything).
+# two agree on every chat document before it tokenizes anything, also in the form a server hands the template).
+# A server does not pass the request's JSON through: SGLang 0.5.17 parses each assistant tool call's `arguments`
+# string into a mapping (serving_chat.py normalize_assistant_tool_call_arguments) and dumps each tool with its own
+# field order plus `strict` (protocol.py Tool/Function.model_dump()). A template that printed what it was given
+# wrote Python reprs (single quotes) and reordered tools: every served agentic prompt differed from every trained
+# one, and the drafter's acceptance on agentic fell from 2.9 (its own check) to 2.0-2.1 served. So the template
+# writes one canonical text from either form: a tool as {"type", "function": {"name", "description",
+# "parameters"}} (a missing or null field left out), arguments as JSON.
 CHAT_TEMPLATE = (
-    "{% if tools %}<|tools|>\n{{ tools | tojson }}<|end|>\n{% endif %}"
+    "{% if tools %}<|tools|>\n[{% for t in tools %}{% set f = t['function'] if t['function'] is defined else t %}"
+    "{% if not loop.first %}, {% endif %}{\"type\": \"function\", \"function\": {\"name\": {{ f['name'] | tojson }}"
+    "{% for k in ['description', 'parameters'] %}{% if f[k] is defined and f[k] is not none %}"
+    ", {{ k | tojson }}: {{ f[k] | tojson }}{% endif %}{% endfor %}}}{% endfor %}]<|end|>\n{% endif %}"
     "{% for m in messages %}<|{{ m['role'] }}|>\n"
     "{% if m['content'] %}{{ m['content'] }}{% endif %}"
-    "{% if m['tool_calls'] %}{% for c in m['tool_calls'] %}<|call|>{{ c['function']['name'] }} "
-    "{{ c['function']['arguments'] }}{% endfor %}{% endif %}<|end|>\n{% endfor %}"
+    "{% if m['tool_calls'] %}{% for c in m['tool_calls'] %}{% set a = c['function']['arguments'] %}"
+    "<|call|>{{ c['function']['name'] }} {% if a is string %}{{ a }}{% else %}{{ a | tojson }}{% endif %}"
+    "{% endfor %}{% endif %}<|end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 
@@ -45,14 +56,40 @@ class CorpusError(PairError):
     """A source is missing or unreadable (the message says how to get it)."""
 
 
+def _tool(t: dict) -> dict:  # json-edge: an OpenAI tool, in the template's canonical order
+    f = t.get("function", t)
+    fn = {"name": f.get("name")} | {k: f[k] for k in ("description", "parameters") if f.get(k) is not None}
+    return {"type": "function", "function": fn}
+
+
 def render_chat(messages: list[dict], tools: list[dict] | None, generation_prompt: bool) -> str:
-    out = f"<|tools|>\n{json.dumps(tools, ensure_ascii=False)}<|end|>\n" if tools else ""
+    out = f"<|tools|>\n{json.dumps([_tool(t) for t in tools], ensure_ascii=False)}<|end|>\n" if tools else ""
     for m in messages:
         out += f"<|{m['role']}|>\n" + (m.get("content") or "")
         for c in m.get("tool_calls") or []:
-            out += f"<|call|>{c['function']['name']} {c['function']['arguments']}"
+            args = c["function"]["arguments"]
+            out += f"<|call|>{c['function']['name']} " + (args if isinstance(args, str)
+                                                          else json.dumps(args, ensure_ascii=False))
         out += "<|end|>\n"
     return out + ("<|assistant|>\n" if generation_prompt else "")
+
+
+def server_form(messages: list[dict], tools: list[dict] | None) -> tuple[list[dict], list[dict] | None]:
+    """The conversation as SGLang 0.5.17 hands it to the chat template: each assistant tool call's arguments
+    parsed into a mapping, each tool dumped in its pydantic field order with `strict` (serving_chat.py,
+    protocol.py). The template must write the same text from it as from the request (check_template)."""
+    msgs = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [{**c, "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])}}
+                               if isinstance(c["function"].get("arguments"), str) else c for c in m["tool_calls"]]
+        msgs.append(m)
+    dumped = None if tools is None else [
+        {"type": t.get("type", "function"),
+         "function": {"description": t["function"].get("description"), "name": t["function"]["name"],
+                      "parameters": t["function"].get("parameters"), "strict": False}} for t in tools]
+    return msgs, dumped
 
 
 @dataclass

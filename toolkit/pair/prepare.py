@@ -18,7 +18,7 @@ import random
 from pathlib import Path
 
 from toolkit.pair import PairError
-from toolkit.pair.corpus import CHAT_TEMPLATE, EOS, SPECIAL, Corpus, build, render_chat
+from toolkit.pair.corpus import CHAT_TEMPLATE, EOS, SPECIAL, Corpus, build, render_chat, server_form
 from toolkit.pair.recipes import Recipe
 from toolkit.pair.records import PrepManifest
 
@@ -44,14 +44,17 @@ def train_tokenizer(texts, vocab_size: int):
 
 
 def check_template(tok, chats) -> None:
-    """The tokenizer's Jinja template and render_chat() must write the same text for every conversation."""
+    """The tokenizer's Jinja template and render_chat() must write the same text for every conversation, also
+    from the form a server hands the template (corpus.server_form: what the drafter is served must be what it
+    learned)."""
     for domain, messages, tools in chats:
-        a = tok.apply_chat_template(messages, tools=tools, tokenize=False)
         b = render_chat(messages, tools, False)
-        if a != b:
-            i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            raise PrepareError(f"chat template and render_chat differ ({domain}) at {i}: "
-                               f"{a[max(0, i - 40):i + 40]!r} vs {b[max(0, i - 40):i + 40]!r}")
+        for form, (msgs, tls) in (("as sent", (messages, tools)), ("as SGLang passes it", server_form(messages, tools))):
+            a = tok.apply_chat_template(msgs, tools=tls, tokenize=False)
+            if a != b:
+                i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+                raise PrepareError(f"chat template ({form}) and render_chat differ ({domain}) at {i}: "
+                                   f"{a[max(0, i - 40):i + 40]!r} vs {b[max(0, i - 40):i + 40]!r}")
 
 
 def _write_u16(path: Path, ids: list[int]) -> None:
