@@ -74,22 +74,44 @@ def render_chat(messages: list[dict], tools: list[dict] | None, generation_promp
     return out + ("<|assistant|>\n" if generation_prompt else "")
 
 
+# SGLang 0.5.17's pydantic models (protocol.py), in their field order: a chat message other than a user's
+# (ChatCompletionMessageGenericParam; a user's has role and content only); ToolCall and its FunctionResponse.
+_SERVED_MESSAGE = ("role", "content", "tool_call_id", "name", "reasoning_content", "tool_calls", "tools")
+
+
 def server_form(messages: list[dict], tools: list[dict] | None) -> tuple[list[dict], list[dict] | None]:
-    """The conversation as SGLang 0.5.17 hands it to the chat template: each assistant tool call's arguments
-    parsed into a mapping, each tool dumped in its pydantic field order with `strict` (serving_chat.py,
-    protocol.py). The template must write the same text from it as from the request (check_template)."""
+    """The conversation as SGLang 0.5.17 hands it to the chat template (serving_chat.py _apply_jinja_template,
+    which tests/pair/test_template.py runs on the workloads' conversations): each message dumped by its pydantic
+    model (other keys dropped), an assistant's tool call arguments parsed into a mapping
+    (normalize_assistant_tool_call_arguments), a null content made "", then the message's null fields left out;
+    each tool dumped as protocol.py Tool/Function.model_dump() (their field order, `strict`, a null top-level
+    `defer_loading`). The template must write the same text from it as from the request (check_template).
+    A conversation that ends with an assistant message is served otherwise (SGLang turns that message into a
+    user's); a served prompt ends with a user or tool message."""
+    def call(c: dict, assistant: bool) -> dict:  # json-edge: protocol.py ToolCall.model_dump() of a tool call
+        args = c["function"].get("arguments")
+        return {"id": c.get("id"), "index": c.get("index"), "type": c.get("type", "function"),
+                "function": {"name": c["function"].get("name"),
+                             "arguments": json.loads(args) if assistant and isinstance(args, str) else args}}
+
     msgs = []
     for m in messages:
-        m = dict(m)
-        if m.get("tool_calls"):
-            m["tool_calls"] = [{**c, "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])}}
-                               if isinstance(c["function"].get("arguments"), str) else c for c in m["tool_calls"]]
-        msgs.append(m)
-    dumped = None if tools is None else [
-        {"type": t.get("type", "function"),
-         "function": {"description": t["function"].get("description"), "name": t["function"]["name"],
-                      "parameters": t["function"].get("parameters"), "strict": False}} for t in tools]
-    return msgs, dumped
+        d = {k: m.get(k) for k in (("role", "content") if m["role"] == "user" else _SERVED_MESSAGE)}
+        if d.get("tool_calls"):
+            d["tool_calls"] = [call(c, m["role"] == "assistant") for c in d["tool_calls"]]
+        if d.get("tools"):
+            d["tools"] = [_served_tool(t) for t in d["tools"]]
+        d["content"] = "" if d["content"] is None else d["content"]
+        msgs.append({k: v for k, v in d.items() if v is not None})
+    return msgs, [_served_tool(t) for t in tools] if tools else None
+
+
+def _served_tool(t: dict) -> dict:  # json-edge: protocol.py Tool.model_dump() of an OpenAI tool
+    f = t["function"]
+    defer = f.get("defer_loading") if f.get("defer_loading") is not None else t.get("defer_loading")
+    fn = {"description": f.get("description"), "name": f["name"], "parameters": f.get("parameters"),
+          "strict": f.get("strict", False)} | ({} if defer is None else {"defer_loading": defer})
+    return {"type": t.get("type", "function"), "function": fn, "defer_loading": t.get("defer_loading")}
 
 
 @dataclass
