@@ -13,8 +13,10 @@ import pytest
 
 from benchmarks.reference_client import measure
 from tests.helpers import mock_server
+from toolkit.bench.hostload import HostLoad
 from toolkit.loadgen import CellLoad, run, run_cell
 from toolkit.loadgen.summary import itl_values, summarize
+from toolkit.schema.eligibility import busy_check
 from toolkit.schema.records import Prompt
 
 pytestmark = pytest.mark.slow
@@ -63,12 +65,24 @@ def test_ttft_agrees_with_reference_client(mock):
                     our.append(rec.ttft_ms)
         return ref, our
 
+    host = HostLoad().start()
     ref, our = asyncio.run(pairs())
+    busy = busy_check(host.stop())  # the toolkit's own busy-host check (toolkit/schema/eligibility.py)
     # the mock's TTFT is bimodal (~23 / ~29 ms), so medians of the two samples can flip between modes;
     # the median of the paired differences is the robust figure
     diff = statistics.median(o - r for o, r in zip(our, ref))
-    print(f"TTFT paired difference {diff:+.3f} ms (ours {statistics.median(our):.2f}, ref {statistics.median(ref):.2f})")
-    assert abs(diff) < 1.0, (diff, statistics.median(our), statistics.median(ref))
+    why = (diff, statistics.median(our), statistics.median(ref), busy and busy.message)
+    print(f"TTFT paired difference {diff:+.3f} ms (ours {statistics.median(our):.2f}, ref {statistics.median(ref):.2f})"
+          f"; {busy.message if busy else 'host not busy'}")
+    if busy is None:
+        assert abs(diff) < 1.0, why
+    else:
+        # other load on the host, measured while the pairs ran: the reference stamps a line when its Python code
+        # gets to it, after any wait for a CPU; ours keeps the kernel's receive time (SO_TIMESTAMPNS,
+        # docs/loadgen.md), so the reference's TTFT alone takes that wait (-0.5 to -2.8 ms measured: ours earlier,
+        # the more so the busier; two busy loops on a loaded 2-core box broke the 1 ms bound). Ours is still never
+        # later than the reference, nor earlier than the mock's own 20 ms to the first token
+        assert diff < 1.0 and statistics.median(our) >= 20.0, why
 
 
 @pytest.mark.parametrize("c", [1, 4])
@@ -79,10 +93,17 @@ def test_itl_agrees_with_reference_client(mock, c):
                                     run_cell(mock.base_url, CellLoad(api="chat", concurrency=c, requests=24 * c, output_len=32),
                                              SAME, model="m"))
 
+    host = HostLoad().start()
     (_, ref_itl), recs = asyncio.run(both())
+    busy = busy_check(host.stop())
     assert all(r.error is None and r.output_tokens == 32 and r.finish_reason == "stop" for r in recs)
-    d_itl = statistics.median(itl_values(recs, "chunk")) - statistics.median(ref_itl)
-    assert abs(d_itl) < 1.0, d_itl
+    ours, ref = statistics.median(itl_values(recs, "chunk")), statistics.median(ref_itl)
+    why = (ours, ref, busy and busy.message)
+    # on a busy host (measured over the cell) the reference reads lines late, several at once, and stamps them
+    # then: near-0 gaps pull its median down, while ours keeps the kernel's receive times (ours +0.01 to +0.19 ms
+    # over it under two busy loops on a loaded 2-core box, once +1.15). So ours may exceed the reference by more
+    # only there, never fall below it, nor below the mock's own 2 ms between tokens
+    assert abs(ours - ref) < 1.0 or (busy is not None and ours > ref and ours >= 2.0), why
 
 
 def test_http_500_counted_without_stopping_the_cell(tmp_path):
@@ -106,13 +127,19 @@ def test_open_loop_poisson_is_seeded(mock):
         assert all(r.error is None and r.lag_ms is not None for r in recs)
         return sorted(r.send_s for r in recs), recs
 
+    host = HostLoad().start()
     a, ra = sends(1)
-    b, _ = sends(1)
+    b, rb = sends(1)
+    busy = busy_check(host.stop())  # the toolkit's own busy-host check (toolkit/schema/eligibility.py)
     c, _ = sends(2)
     start_a, start_b, start_c = a[0], b[0], c[0]
     da = [x - start_a for x in a]
     db = [x - start_b for x in b]
     dc = [x - start_c for x in c]
-    assert max(abs(x - y) for x, y in zip(da, db)) < 0.05          # same seed: same schedule
+    # same seed: same schedule (what was scheduled: send - lag, on each cell's own clock)
+    scheduled = [sorted(r.send_s - r.lag_ms / 1000 for r in rs) for rs in (ra, rb)]
+    assert max(abs((x - scheduled[0][0]) - (y - scheduled[1][0])) for x, y in zip(*scheduled)) < 1e-5
+    if busy is None:  # and sent then: on a busy host a request can leave late (the lag's tail: 60 ms seen)
+        assert max(abs(x - y) for x, y in zip(da, db)) < 0.05, busy
     assert max(abs(x - y) for x, y in zip(da, dc)) > 0.05          # another seed: another one
     assert statistics.median(r.lag_ms for r in ra) < 20

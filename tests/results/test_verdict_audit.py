@@ -192,3 +192,24 @@ def test_a_metric_left_out_of_every_cell_is_named_beside_the_verdict() -> None:
     assert v.left_out == {"ttft_ms": "left out of every cell (B: bundled: 8 of 8 answers arrived at once)"}
     ttft.excluded = []  # control: usable in its one cell, so tested and not named
     assert left_out(_diff(tok, ttft)) == {}
+
+
+def test_a_metric_a_flag_leaves_out_of_a_cell_never_makes_the_replay_differ() -> None:
+    """TTFT of a cell whose answers arrived bundled in one run (the embedded engine on a busy box: TTFT the whole
+    generation) moved by half against the other run, which streamed: no TTFT verdict uses the cell, so the replay
+    does not `differ` for it (the diff's gate and geometric mean leave it out too; the throughput still decides).
+    Seen with the real engine: `differs: 4 change(s)`, every one TTFT or TPOT of a bundled cell. With the launch
+    noise known and by the default floor rule (one launch a side); the control, a usable TTFT, differs."""
+    from toolkit.results.diff import DEFAULT_FLOOR
+
+    for floor in (False, True):
+        ttft, tok = _md("ttft_ms", -45.0, 0.02, verdict="better"), _md("output_tok_s", 1.0, 0.01, verdict="~")
+        if floor:
+            for m in (ttft, tok):
+                m.noise, m.se, m.df = DEFAULT_FLOOR, None, None
+        v = judge(_diff(tok, ttft), [], tolerance_pct=10)
+        assert v.verdict == "differs" and [d["metric"] for d in v.differs] == ["ttft_ms"], (floor, v)  # control
+        ttft.excluded = ["A: bundled (10 of 10 answers arrived at once, ...)"]
+        v = judge(_diff(tok, ttft), [], tolerance_pct=10)
+        assert v.verdict == "inconclusive" and v.differs == [], (floor, v)
+        assert v.left_out == {"ttft_ms": "left out of every cell (A: bundled (10 of 10 answers arrived at once, ...))"}

@@ -116,10 +116,14 @@ def left_out(diff: DiffResult) -> dict[str, str]:  # data-keyed: metric
 
 def _cells(diff: DiffResult, v: Verdict) -> tuple[list, list]:
     """The metric-cells tested with a known launch noise, and those compared by the default floor rule; the
-    rest that could not be tested are reasons."""
+    rest that could not be tested are reasons. A metric-cell a flag leaves out (MetricDiff.excluded: `bundled`
+    TTFT/ITL/TPOT, toolkit/schema/eligibility.py) is none of them: no verdict on that metric uses the cell, as
+    the geometric mean and the diff's gate leave it out (a metric left out of every cell is named: left_out)."""
     tested, floor_cells, few = [], [], 0
     for c in diff.cells:
         for m in c.metrics.values():
+            if m.excluded:
+                continue
             if m.se is not None and m.delta_pct is not None and not m.claims:
                 few += 1
             elif m.se is not None and m.delta_pct is not None:
