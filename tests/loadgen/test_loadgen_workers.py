@@ -120,8 +120,13 @@ def test_server_never_sees_more_than_the_concurrency(server, c):
 def test_open_loop_is_the_seeded_poisson_process(server):
     from scipy import stats as st
 
+    from toolkit.bench.hostload import HostLoad
+    from toolkit.schema.eligibility import busy_check
+
     rate, n, seed = 60.0, 240, 7
+    host = HostLoad(interval_s=0.1).start()
     recs = cell(server.base_url, concurrency=64, requests=n, output_len=4, rate=rate, seed=seed)
+    busy = busy_check(host.stop())  # the toolkit's own busy-host check (toolkit/schema/eligibility.py)
     assert len(recs) == n and all(r.error is None for r in recs)
     # arrival for arrival the one-process schedule: scheduled = send - lag, on the cell's one clock
     recs.sort(key=lambda r: r.send_s - r.lag_ms / 1000)
@@ -129,11 +134,18 @@ def test_open_loop_is_the_seeded_poisson_process(server):
     expected = list(islice(schedule(rate, seed), n))
     assert max(abs((s - scheduled[0]) - (e - expected[0])) for s, e in zip(scheduled, expected)) < 1e-6
     assert [r.prompt_id for r in recs] == [item(PROMPTS, i, False).id for i in range(n)]
-    # and what was really sent is still Poisson at that rate
+    # and what was really sent is still Poisson at that rate, where the host left the client its CPU: on a busy
+    # host (CI once: 2 cores, a loaded suite) a stalled client sends late arrivals in a bunch, and the gaps of the
+    # real sends fail the test (p 3e-15) while the schedule above stays exact; the lag records say so themselves
     sends = sorted(r.send_s for r in recs)
     gaps = [b - a for a, b in zip(sends, sends[1:])]
-    assert st.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue > 0.01
-    assert sorted(r.lag_ms for r in recs)[n // 2] < 5.0
+    lags = sorted(r.lag_ms for r in recs)
+    why = (busy.message if busy else "host not busy", lags[n // 2], lags[-1])
+    if busy is None:
+        assert st.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue > 0.01, why
+        assert lags[n // 2] < 5.0, why
+    else:
+        assert lags[n // 2] < 50.0, why
 
 
 def test_prompts_paired_across_arms(server):
