@@ -3,6 +3,8 @@
     served(app)                   an aiohttp app served from a thread of its own; yields its base URL
     write_matrix(tmp, body)       env.yaml (the tiny embedded-engine environment, TINY_ENV) and a Matrix on it
     mock_server(tmp)              guidellm's mock server through the toolkit's own ProcessLauncher
+    BusyHost()                    `with BusyHost() as host:`, then `host.busy`: the toolkit's own busy-host check
+                                  over the block (a timing bound that holds only on a quiet host asks it)
     FAKE_SGLANG                   the fake `sglang` package (launch_server with SGLang 0.5.17's flags and
                                   stop paths), for process, container and matrix tests without a GPU
 """
@@ -138,3 +140,24 @@ def record_dicts(run: Path, key: str) -> list[dict]:
     from toolkit.results.records import read_records, records_path
 
     return [json.loads(r.model_dump_json(exclude_defaults=True)) for r in read_records(records_path(run / "cells", key))]
+
+
+class BusyHost:
+    """The toolkit's own busy-host check (toolkit/bench/hostload.py HostLoad, toolkit/schema/eligibility.py
+    busy_check) over what a `with` block ran: after it, `busy` is the check's CellCheck where other work wanted the
+    CPUs, else None."""
+
+    def __init__(self, interval_s: float | None = None):
+        from toolkit.bench.hostload import HostLoad
+
+        self._load = HostLoad() if interval_s is None else HostLoad(interval_s=interval_s)
+        self.busy = None
+
+    def __enter__(self) -> "BusyHost":
+        self._load.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from toolkit.schema.eligibility import busy_check
+
+        self.busy = busy_check(self._load.stop())

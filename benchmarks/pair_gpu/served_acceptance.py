@@ -15,6 +15,7 @@ text (the text the pair was trained on). Figures, not a test: docs/lab/pair.md s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
     ap.add_argument("--template", type=Path, help="a chat template to render with instead of the target's own")
     a = ap.parse_args(argv)
 
-    from toolkit.pair.corpus import render_chat, server_form
+    from toolkit.pair.corpus import EOS, render_chat, server_form
     from toolkit.pair.recipes import recipe
     from toolkit.pair.train import acceptance
     from toolkit.workloads.bundled import bundled
@@ -56,9 +57,8 @@ def main(argv=None) -> int:
     target, draft, tok = load_pair(a.pair)
     if a.template:
         tok.chat_template = a.template.read_text()
-    rec = recipe("gpu")
-    rec = type(rec)(**{**rec.record(), "eval_tokens": a.tokens, "eval_steps": a.steps})
-    pad = tok.convert_tokens_to_ids("<|endoftext|>")
+    rec = dataclasses.replace(recipe("gpu"), eval_tokens=a.tokens, eval_steps=a.steps)
+    pad = tok.convert_tokens_to_ids(EOS)
     for domain in a.domains.split(","):
         prompts, differ = [], 0
         for p in bundled(domain)[:a.n]:

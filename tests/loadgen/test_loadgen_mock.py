@@ -12,11 +12,9 @@ import statistics
 import pytest
 
 from benchmarks.reference_client import measure
-from tests.helpers import mock_server
-from toolkit.bench.hostload import HostLoad
+from tests.helpers import BusyHost, mock_server
 from toolkit.loadgen import CellLoad, run, run_cell
 from toolkit.loadgen.summary import itl_values, summarize
-from toolkit.schema.eligibility import busy_check
 from toolkit.schema.records import Prompt
 
 pytestmark = pytest.mark.slow
@@ -65,9 +63,9 @@ def test_ttft_agrees_with_reference_client(mock):
                     our.append(rec.ttft_ms)
         return ref, our
 
-    host = HostLoad().start()
-    ref, our = asyncio.run(pairs())
-    busy = busy_check(host.stop())  # the toolkit's own busy-host check (toolkit/schema/eligibility.py)
+    with BusyHost() as host:
+        ref, our = asyncio.run(pairs())
+    busy = host.busy
     # the mock's TTFT is bimodal (~23 / ~29 ms), so medians of the two samples can flip between modes;
     # the median of the paired differences is the robust figure
     diff = statistics.median(o - r for o, r in zip(our, ref))
@@ -93,9 +91,9 @@ def test_itl_agrees_with_reference_client(mock, c):
                                     run_cell(mock.base_url, CellLoad(api="chat", concurrency=c, requests=24 * c, output_len=32),
                                              SAME, model="m"))
 
-    host = HostLoad().start()
-    (_, ref_itl), recs = asyncio.run(both())
-    busy = busy_check(host.stop())
+    with BusyHost() as host:
+        (_, ref_itl), recs = asyncio.run(both())
+    busy = host.busy
     assert all(r.error is None and r.output_tokens == 32 and r.finish_reason == "stop" for r in recs)
     ours, ref = statistics.median(itl_values(recs, "chunk")), statistics.median(ref_itl)
     why = (ours, ref, busy and busy.message)
@@ -127,10 +125,10 @@ def test_open_loop_poisson_is_seeded(mock):
         assert all(r.error is None and r.lag_ms is not None for r in recs)
         return sorted(r.send_s for r in recs), recs
 
-    host = HostLoad().start()
-    a, ra = sends(1)
-    b, rb = sends(1)
-    busy = busy_check(host.stop())  # the toolkit's own busy-host check (toolkit/schema/eligibility.py)
+    with BusyHost() as host:
+        a, ra = sends(1)
+        b, rb = sends(1)
+    busy = host.busy
     c, _ = sends(2)
     start_a, start_b, start_c = a[0], b[0], c[0]
     da = [x - start_a for x in a]

@@ -18,12 +18,11 @@ import sys
 import numpy as np
 import pytest
 
-from toolkit.bench.hostload import HostLoad
 from toolkit.errors import ToolkitError
 from toolkit.loadgen import CellLoad, run, run_cell
-from toolkit.schema.eligibility import busy_check
 from toolkit.schema.records import Prompt
 from toolkit.schema.trace import arrivals, from_mooncake, prompt_text, read_trace
+from tests.helpers import BusyHost
 from tests.loadgen.test_loadgen_workers import ROOT, reset, start_server, stats
 
 N, RATE = 300, 60.0
@@ -88,9 +87,9 @@ def test_a_trace_of_300_requests_replays_on_schedule(server, tmp_path):
     load = CellLoad(concurrency=N, requests=N, workers=1, arrivals=tuple(times), output_from_prompt=True,
                     request_params={"stream_options": None, "temperature": None})
     reset(server)
-    host = HostLoad().start()
-    recs = run(run_cell(server.base_url, load, prompts, model="m"))
-    busy = busy_check(host.stop())  # the toolkit's own busy-host check (toolkit/schema/eligibility.py)
+    with BusyHost() as host:
+        recs = run(run_cell(server.base_url, load, prompts, model="m"))
+    busy = host.busy
     assert len(recs) == N and all(r.error is None for r in recs)
     by_id = {r.prompt_id: r for r in recs}
     # every request asked for the trace's output length, and got it

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import BusyHost, wait_for
 from toolkit.loadgen import CellFailed, CellLoad, auto_workers, item, run, run_cell, schedule
 from toolkit.schema.records import Prompt
 from toolkit.serve import ProcessLauncher, free_port
@@ -120,13 +120,10 @@ def test_server_never_sees_more_than_the_concurrency(server, c):
 def test_open_loop_is_the_seeded_poisson_process(server):
     from scipy import stats as st
 
-    from toolkit.bench.hostload import HostLoad
-    from toolkit.schema.eligibility import busy_check
-
     rate, n, seed = 60.0, 240, 7
-    host = HostLoad(interval_s=0.1).start()
-    recs = cell(server.base_url, concurrency=64, requests=n, output_len=4, rate=rate, seed=seed)
-    busy = busy_check(host.stop())  # the toolkit's own busy-host check (toolkit/schema/eligibility.py)
+    with BusyHost(interval_s=0.1) as host:
+        recs = cell(server.base_url, concurrency=64, requests=n, output_len=4, rate=rate, seed=seed)
+    busy = host.busy
     assert len(recs) == n and all(r.error is None for r in recs)
     # arrival for arrival the one-process schedule: scheduled = send - lag, on the cell's one clock
     recs.sort(key=lambda r: r.send_s - r.lag_ms / 1000)
