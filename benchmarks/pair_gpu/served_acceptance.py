@@ -8,7 +8,7 @@ bundled workload prompt is put in the form SGLang 0.5.17 hands the chat template
 tool-call arguments parsed into mappings, tools as pydantic dumps), rendered with the target's own template (or
 --template FILE, e.g. the pair's first template) with the generation prompt, and the drafter's acceptance is
 measured as toolkit.pair.train.acceptance measures it (greedy, past end of turn, a chain of `--steps`). Prints
-one line per domain: mean accepted length per verify step, and how many served prompts differ from render_chat's
+which weights (real: a trained pair, with pair.json's digests) and template, then one line per domain: mean accepted length per verify step, and how many served prompts differ from render_chat's
 text (the text the pair was trained on). Figures, not a test: docs/lab/pair.md says what they showed.
 """
 
@@ -55,6 +55,11 @@ def main(argv=None) -> int:
     from toolkit.workloads.bundled import bundled
 
     target, draft, tok = load_pair(a.pair)
+    record = a.pair / "pair.json"
+    weights = json.loads(record.read_text()).get("weights", {}) if record.is_file() else {}
+    print(f"real weights: the trained pair at {a.pair} ("
+          + (", ".join(f"{k} {v[:12]}" for k, v in weights.items()) or "no pair.json: digests unknown")
+          + f"); template: {a.template or 'the target folder'}", flush=True)
     if a.template:
         tok.chat_template = a.template.read_text()
     rec = dataclasses.replace(recipe("gpu"), eval_tokens=a.tokens, eval_steps=a.steps)
