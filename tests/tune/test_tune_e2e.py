@@ -97,7 +97,10 @@ def test_tune_acceptance_json_archives_and_the_tuned_environment(tmp_path):
     # held out: no prompt of the confirmation was in the tune sample
     session = Path(res["session"])
     tune_ids = {json.loads(ln)["id"] for w in ("coding", "encyclopedic")
-                for ln in (session / "prompts" / f"{w}.tune.jsonl").read_text().splitlines()}
+                for ln in compact.read_text(session / "prompts" / f"{w}.tune.jsonl").splitlines()}
+    # a complete session is compacted: its prompt split and its input store's blobs (1 KiB or more) as .gz
+    assert not list(session.glob("prompts/*.jsonl")) and len(list(session.glob("prompts/*.jsonl.gz"))) == 4
+    assert not [b for b in (session / "inputs" / "sha256").iterdir() if b.stat().st_size >= 1024 and b.suffix != ".gz"]
     from toolkit.results.archive import open_archive
 
     for run in conf["runs"]:

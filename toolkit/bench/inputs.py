@@ -11,7 +11,9 @@ Archived (bytes under inputs/files/<path>, listed in the manifest's `inputs` and
 A run archived inside a tune session (its results root holds tune.json) stores each such file once for the
 whole session, by content: <session>/inputs/sha256/<sha256> (STORE), the manifest's entry naming that folder
 relative to the run (`store`); verify and replay check the blob's sha256 against the entry, as for a file under
-inputs/files/ (the session's SHA256SUMS lists the blobs too). Scrubbed files stay in the run.
+inputs/files/ (the session's SHA256SUMS lists the blobs too). Scrubbed files stay in the run. A finished session
+stores its blobs of 1 KiB or more gzipped (<sha256>.gz, toolkit.results.compact): every read here goes through
+`compact.read_bytes`, so the sha256 checked and the bytes laid out are the decompressed ones.
 Referenced only (path and sha256, no bytes): CA bundles (trust material stays out of archives) and a
 `model.path` directory (weights are too big); replay checks them where the run read them.
 Not copied: bundled workloads (the manifest's workload hash is matched against the toolkit's own
@@ -24,7 +26,6 @@ resolve the same way and the replayed specs hash the same as the original's.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.bench.sources import other_environments
-from toolkit.results.compact import STORE
+from toolkit.results.compact import STORE, exists, read_bytes, stored
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
 from toolkit.schema.manifest import DummyModelRecord, DriftRecord, InputFile, InputsRecord, Manifest
@@ -42,7 +43,8 @@ FILES = "inputs/files"
 
 
 def stored_at(run: Path, f: InputFile) -> Path:
-    """Where an archived input's bytes lie: inputs/files/<path> in the run, or <store>/<sha256>."""
+    """Where an archived input's bytes lie: inputs/files/<path> in the run, or <store>/<sha256> (stored as
+    <sha256>.gz once its session is compacted): read it through toolkit.results.compact (exists, read_bytes)."""
     return run / f.store / (f.sha256 or "") if f.store else run / FILES / f.path
 
 
@@ -193,7 +195,7 @@ def archive_run(root: Path, plan, manifest: Manifest, origin: Origin | None = No
     for rel, raw in data.items():
         if store is not None and by_path.get(rel) is not None and by_path[rel].store:
             blob = stored_at(writer.path, by_path[rel])
-            if not blob.is_file() or sha256_file(blob) != by_path[rel].sha256:
+            if not exists(blob) or _digest(blob) != by_path[rel].sha256:  # once, plain or <sha256>.gz
                 blob.parent.mkdir(parents=True, exist_ok=True)
                 write_atomic(blob, raw)
             continue
@@ -207,6 +209,18 @@ def archive_run(root: Path, plan, manifest: Manifest, origin: Origin | None = No
 
 # -- replay
 
+def _digest(p: Path) -> str | None:
+    """The sha256 of an archived input's bytes (decompressed when stored as .gz), None when they cannot be read
+    (a truncated or edited .gz)."""
+    import hashlib
+    import zlib
+
+    try:
+        return hashlib.sha256(read_bytes(p)).hexdigest()
+    except (OSError, EOFError, zlib.error):
+        return None
+
+
 def _bad(arch: Archive, rel: str, what: str, hint: str) -> ToolkitError:
     return ToolkitError(f"archived input {what}", file=arch.path / rel, hint=hint)
 
@@ -219,16 +233,17 @@ def check_inputs(arch: Archive) -> list[ToolkitError]:
         if not f.archived:
             continue
         p = stored_at(arch.path, f)
-        rel = os.path.relpath(p, arch.path).replace(os.sep, "/")
-        if not p.is_file():
+        rel = os.path.relpath(stored(p), arch.path).replace(os.sep, "/")
+        if not exists(p):
             problems.append(_bad(arch, rel, f"is missing: the run read it as {f.source} ({f.ref})",
                                  "the archive is incomplete; restore the run folder from a copy"))
         elif f.scrubbed:
             problems.append(_bad(arch, rel, f"had secret-looking text masked when it was archived ({f.ref}), "
                                  "so these are not the bytes the run read",
                                  "a replay needs the original file; archives never keep secrets"))
-        elif sha256_file(p) != f.sha256:
-            problems.append(_bad(arch, rel, f"was edited after the run: sha256 {sha256_file(p)[:12]}, the manifest "
+        elif (digest := _digest(p)) != f.sha256:
+            got = f"sha256 {digest[:12]}" if digest else "not a valid gzip file"
+            problems.append(_bad(arch, rel, f"was edited after the run: {got}, the manifest "
                                  f"lists {f.sha256[:12]} ({f.ref})", "restore the run folder from a copy"))
     return problems
 
@@ -265,8 +280,8 @@ def materialize(arch: Archive, tree: Path) -> Path:
         if f.role == "model_file":
             continue  # checked in the model directory itself (its reference entry)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        if f.archived:
-            shutil.copyfile(stored_at(arch.path, f), dest)
+        if f.archived:  # the bytes the run read, decompressed where its session stores them as .gz
+            dest.write_bytes(read_bytes(stored_at(arch.path, f)))
             continue
         why = _check_reference(f)
         if why:

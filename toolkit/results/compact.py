@@ -4,8 +4,11 @@ NAME.gz, read transparently. Every reader of an archive file that may be compact
 
 What is compacted (`compactable`): server logs (*.log) and JSON files of COMPACT_MIN bytes or more
 (summary.json, cells/*.json, servers/*.json, telemetry/*.json, ...), never manifest.json or tune.json (a
-folder's kind is read from them), inputs/ (the reproduce copies, compared byte for byte) or slurm/. Records are
-already .jsonl.gz. A run that resume could still complete (interrupted) is not compacted. gzip level 9 without name or mtime: the same bytes every time.
+folder's kind is read from them), a run's inputs/files/ or slurm/. In a tune session also, from COMPACT_MIN
+bytes: its prompt split (prompts/*.jsonl) and its input store's blobs (inputs/sha256/<sha256>, the bytes its runs
+read: reproduce and verify read them through `read_bytes`, decompressed, and check the sha256 of that). Records
+are already .jsonl.gz. A run or a session that resume could still complete (interrupted) is not compacted. gzip
+level 9 without name or mtime: the same bytes every time.
 
 When: at finalize. `ArchiveWriter.finalize` (bench matrix, tune's runs, bench noise's runs, imports) and a tune
 session's finish call `finish` once the folder's SHA256SUMS is written, unless the run was interrupted (resume
@@ -66,11 +69,21 @@ def glob(folder: Path, pattern: str) -> list[Path]:
     return [folder / n for n in sorted(names)]
 
 
-def compactable(rel: str, size: int) -> bool:
+def compactable(rel: str, size: int, session: bool = False) -> bool:
+    """Whether the file at rel (relative to its folder) is stored as NAME.gz; `session`: the folder is a tune
+    session (tune.json), whose prompt split and input store are compacted too."""
     parts = rel.split("/")
+    if session and size >= COMPACT_MIN and not rel.endswith(GZ) and (
+            (len(parts) == 2 and parts[0] == "prompts" and rel.endswith(".jsonl"))
+            or (len(parts) == 3 and rel.startswith(STORE + "/") and _is_digest(parts[2]))):
+        return True
     if rel in KEPT or parts[0] in ("inputs", "slurm"):
         return False
     return rel.endswith(".log") or (rel.endswith(".json") and size >= COMPACT_MIN)
+
+
+def _is_digest(name: str) -> bool:
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
 
 
 def compact(folder: Path) -> list[str]:
@@ -110,7 +123,7 @@ def share_inputs(run: Path, store: Path) -> list[str]:
         if sha256_file(src) != f.get("sha256"):
             raise ToolkitError(f"{src} is not the bytes its manifest lists; it is left as it is", file=src)
         blob = store / f["sha256"]
-        if not blob.is_file():
+        if not exists(blob):  # stored already, plain or as <sha256>.gz
             blob.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(blob, src.read_bytes())
         f["store"] = rel_store
@@ -152,6 +165,19 @@ def _interrupted(folder: Path) -> bool:
     return summary.get("status") == "partial" if flag is None else bool(flag)
 
 
+def _is_session(folder: Path) -> bool:
+    return (folder / "tune.json").is_file() and not is_run_archive(folder)
+
+
+def _session_open(folder: Path) -> bool:
+    """A tune session that resume may still go on with (toolkit.tune.state.resume_state: not complete or failed)."""
+    try:
+        status = json.loads((folder / "tune.json").read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return False  # not a session's state: verify names it
+    return status in ("running", "partial")
+
+
 def _compact_one(folder: Path, check: bool = True, compress: bool = True) -> list[str]:
     if not (folder / SUMS).is_file():
         raise ToolkitError(f"{folder} has no {SUMS}: only a finished folder is compacted", file=folder)
@@ -164,10 +190,14 @@ def _compact_one(folder: Path, check: bool = True, compress: bool = True) -> lis
         if _interrupted(folder):
             raise ToolkitError(f"{folder} was interrupted: resume may still complete it, so it is left as it is",
                                file=folder)
+    session = _is_session(folder)
+    if session and _session_open(folder):
+        raise ToolkitError(f"{folder} is a tune session that did not finish: `--resume` may still complete it "
+                           "(reading its prompts/ as written), so it is left as it is", file=folder / "tune.json")
     if not compress:
         return []
     files = folder_files(folder)
-    todo = [r for r in files if compactable(r, (folder / r).stat().st_size)]
+    todo = [r for r in files if compactable(r, (folder / r).stat().st_size, session)]
     if not todo:
         return []
     listed = dict(reversed(ln.split("  ", 1)) for ln in (folder / SUMS).read_text().splitlines())
