@@ -96,6 +96,9 @@ def test_matrix_parallel_slots_crashing_arm_and_untouched_archive(tmp_path: Path
         ("ngram", "coding", 1), ("ngram", "math", 2)}
     assert any(c["check"] == "cell-failed" for c in d["methodology"])
     assert (run / "report.md").read_text().count("| ngram |") >= 4
+    # the report stored at finalize says when the run finished, as summary.json does (it read "-" before)
+    line = next(ln for ln in (run / "report.md").read_text().splitlines() if "started / finished" in ln)
+    assert summary["finished_at"] and line.endswith(f"/ {summary['finished_at']}"), line
     # later commands read the archive and change nothing in it
     before = tree_digest(run)
     said = {}

@@ -162,7 +162,8 @@ def _finish(plan: RunPlan, ledger: Ledger, writer: ArchiveWriter, wall_s: float 
     ledger.close()  # a slot thread outliving the interrupt's join must not change the manifest from here on
     derived = derive_results(plan, ledger, wall_s)
     derived_doc = derived.model_dump(mode="json")
-    writer.finalize(status, derived, run_markdown(writer.path, derived_doc, status, why), interrupted=interrupted)
+    writer.finalize(status, derived, lambda: run_markdown(writer.path, derived_doc, status, why),
+                    interrupted=interrupted)
     return MatrixResult(writer.path, status, list(ledger.cells), derived, interrupted, why)
 
 

@@ -23,7 +23,7 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -174,13 +174,14 @@ class ArchiveWriter:
         """Keys of the cells fully written (their summary, written last, exists)."""
         return {p.name[: -len(".json")] for p in glob(self.path / "cells", "*.json")}
 
-    def finalize(self, status: str, derived: Derived | dict | None = None, report_md: str = "",
+    def finalize(self, status: str, derived: Derived | dict | None = None, report_md: str | Callable[[], str] = "",
                  interrupted: bool | None = None, compact: bool = True) -> Path:
         """Write summary.json, report.md and SHA256SUMS, then compact the run (toolkit.results.compact.finish)
         unless it was interrupted (or `compact` is False: the plain form toolkit versions before 2026-12-06
         wrote, which tests' synthetic archives keep). `interrupted`: a signal stopped the run (resume
         completes it; None leaves it to readers to infer from the status, as for archives from before the
-        field). A partial/failed run may be finalized again."""
+        field). A partial/failed run may be finalized again. `report_md` as a callable is rendered once
+        summary.json is written, so the report reads the run's finish time and status as stored."""
         if status not in STATUSES:
             raise ToolkitError(f"status {status!r} is not one of {', '.join(STATUSES)}")
         self._check_open()
@@ -194,7 +195,8 @@ class ArchiveWriter:
         data["derived"] = scrub(derived.model_dump(mode="json", exclude_unset=True), self.secrets)  # as set
         with signals_held():  # Ctrl-C waits until the three are written: never a summary without its sums
             write_json(self.path / "summary.json", data)
-            write_atomic(self.path / "report.md", report_md or f"# {self.manifest.matrix_name} {self.run_id}\n")
+            md = report_md() if callable(report_md) else report_md
+            write_atomic(self.path / "report.md", md or f"# {self.manifest.matrix_name} {self.run_id}\n")
             write_sums(self.path)
             if compact:  # compacted as written; an interrupted run stays plain for --resume
                 finish(self.path)

@@ -58,8 +58,8 @@ def emit(report: Report, json_out: bool = False, data=None) -> None:
 
 
 def run_markdown(run_dir: str | Path, derived: dict | None = None, status: str | None = None, why: str = "") -> str:
-    """The report.md a writer stores at finalize (before summary.json exists: pass derived, status and why
-    it is not complete)."""
+    """The report.md a writer stores at finalize (called once summary.json is written, so the finish time is the
+    stored one; derived, status and why it is not complete as the runner has them)."""
     from toolkit.results.archive import open_archive
     from toolkit.results.report.render import render_md
     from toolkit.results.report.run import archive_view, build_run_report
