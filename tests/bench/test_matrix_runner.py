@@ -208,3 +208,10 @@ def test_matrix_with_training_data_scores_workloads_and_strict_fails(tmp_path: P
     # report.md (written by the runner at finalize) has the same cells table as `results report`
     cells_md = (run / "report.md").read_text().split("## Cells")[1].split("\n\n")[1]
     assert cells_md.count("\n| ngram |") == 2 and "| tok/s |" in cells_md
+    # ... and is the report `results report` makes of the archive afterwards, whole: the runner renders it from
+    # what it stored (its /server_info lines were in the order the arms finished before, sorted when read back)
+    out = tmp_path / "again"
+    assert run_cli("results", "report", str(run), "-o", str(out)).returncode == 0
+    stored, again = (run / "report.md").read_text(), (out / "report.md").read_text()
+    assert "\nPlots: `toolkit results report" in stored and "\n## Plots\n" in again  # drawn by report -o only
+    assert again.split("\n## Plots\n")[0] == stored.split("\nPlots: `toolkit results report")[0]

@@ -168,6 +168,11 @@ def test_process_arms_one_after_another_with_server_state(tmp_path: Path) -> Non
     # one slot: wall time is the sum of its parts
     assert 0.9 < summary["derived"]["timing"]["overhead_ratio"] < 1.5
     assert run_cli("results", "verify", str(run)).returncode == 0
+    # the stored report is `results report`'s of the archive (the /server_info lines came in the order the arms
+    # finished, sorted when read back, before the runner rendered it from what it stored)
+    assert run_cli("results", "report", str(run), "-o", str(tmp_path / "again")).returncode == 0
+    again = (tmp_path / "again" / "report.md").read_text().split("\n## Plots\n")[0]
+    assert again == report.split("\nPlots: `toolkit results report")[0]
 
 
 def test_chat_api_takes_acceptance_from_the_server(tmp_path: Path) -> None:

@@ -161,8 +161,7 @@ def _finish(plan: RunPlan, ledger: Ledger, writer: ArchiveWriter, wall_s: float 
     why = status_reason(status, interrupted, ok, failed, missing, plan.cells_planned)
     ledger.close()  # a slot thread outliving the interrupt's join must not change the manifest from here on
     derived = derive_results(plan, ledger, wall_s)
-    derived_doc = derived.model_dump(mode="json")
-    writer.finalize(status, derived, lambda: run_markdown(writer.path, derived_doc, status, why),
+    writer.finalize(status, derived, lambda: run_markdown(writer.path, None, status, why),
                     interrupted=interrupted)
     return MatrixResult(writer.path, status, list(ledger.cells), derived, interrupted, why)
 
