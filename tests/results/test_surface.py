@@ -257,4 +257,5 @@ def test_no_check_against_the_speed_ups_of_another_system() -> None:
                             "--json").stdout)
     s = js["surface"]
     assert s["prediction"] and s["check"] == [] and "another system" in s["check_refused"]
+    assert "measure the surface on the run's own system" in s["check_refused"]  # how to make the check possible
     assert any(p.get("ratio") for p in s["prediction"] if p["domain"] == "coding")

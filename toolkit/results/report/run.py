@@ -321,7 +321,9 @@ def _surface(a: Archive, derived: Derived, cells: list, acceptance_from: Archive
                 f"{acceptance_from.matrix_name}/{acceptance_from.run_id}", d.baseline)
     if out is not None and differ:
         out["check_refused"] = ("not checked against that run's measured speed-ups: it measured another system ("
-                                + "; ".join(differ) + "), so its speed-ups say nothing of this prediction's accuracy")
+                                + "; ".join(differ) + "), so its speed-ups say nothing of this prediction's accuracy; to check "
+                                "it, measure the surface on the run's own system: the same engine, GPU, target and "
+                                "pinned weights (the Environment's `weights:`)")
     return out
 
 
