@@ -33,7 +33,7 @@ from typing import Any
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.bench.sources import other_environments
-from toolkit.results.compact import STORE, exists, read_bytes, stored
+from toolkit.results.compact import STORE, content_sha256, exists, read_bytes, stored
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
 from toolkit.schema.manifest import DummyModelRecord, DriftRecord, InputFile, InputsRecord, Manifest
@@ -195,7 +195,7 @@ def archive_run(root: Path, plan, manifest: Manifest, origin: Origin | None = No
     for rel, raw in data.items():
         if store is not None and by_path.get(rel) is not None and by_path[rel].store:
             blob = stored_at(writer.path, by_path[rel])
-            if not exists(blob) or _digest(blob) != by_path[rel].sha256:  # once, plain or <sha256>.gz
+            if not exists(blob) or content_sha256(blob) != by_path[rel].sha256:  # once, plain or <sha256>.gz
                 blob.parent.mkdir(parents=True, exist_ok=True)
                 write_atomic(blob, raw)
             continue
@@ -208,18 +208,6 @@ def archive_run(root: Path, plan, manifest: Manifest, origin: Origin | None = No
 
 
 # -- replay
-
-def _digest(p: Path) -> str | None:
-    """The sha256 of an archived input's bytes (decompressed when stored as .gz), None when they cannot be read
-    (a truncated or edited .gz)."""
-    import hashlib
-    import zlib
-
-    try:
-        return hashlib.sha256(read_bytes(p)).hexdigest()
-    except (OSError, EOFError, zlib.error):
-        return None
-
 
 def _bad(arch: Archive, rel: str, what: str, hint: str) -> ToolkitError:
     return ToolkitError(f"archived input {what}", file=arch.path / rel, hint=hint)
@@ -241,7 +229,7 @@ def check_inputs(arch: Archive) -> list[ToolkitError]:
             problems.append(_bad(arch, rel, f"had secret-looking text masked when it was archived ({f.ref}), "
                                  "so these are not the bytes the run read",
                                  "a replay needs the original file; archives never keep secrets"))
-        elif (digest := _digest(p)) != f.sha256:
+        elif (digest := content_sha256(p)) != f.sha256:
             got = f"sha256 {digest[:12]}" if digest else "not a valid gzip file"
             problems.append(_bad(arch, rel, f"was edited after the run: {got}, the manifest "
                                  f"lists {f.sha256[:12]} ({f.ref})", "restore the run folder from a copy"))

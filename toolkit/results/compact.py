@@ -24,8 +24,10 @@ that each NAME.gz listed there decompresses to exactly those bytes. The chain fr
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
+import zlib
 from pathlib import Path
 
 from toolkit.checksums import NAME as SUMS, ORIG, check_sums, folder_files, is_run_archive, write_sums
@@ -56,6 +58,17 @@ def read_bytes(path: Path) -> bytes:
     """NAME's content, from NAME or NAME.gz (FileNotFoundError names NAME when neither exists)."""
     p = stored(path)
     return gzip.decompress(p.read_bytes()) if p.name.endswith(GZ) and p != Path(path) else p.read_bytes()
+
+
+def content_sha256(path: Path) -> str | None:
+    """The sha256 of NAME's content (read_bytes: decompressed from NAME.gz), None when NAME.gz cannot be
+    decompressed (truncated or edited). FileNotFoundError when neither exists."""
+    try:
+        return hashlib.sha256(read_bytes(path)).hexdigest()
+    except FileNotFoundError:
+        raise
+    except (OSError, EOFError, zlib.error):
+        return None
 
 
 def read_text(path: Path) -> str:

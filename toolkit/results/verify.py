@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from toolkit.checksums import NAME as SUMS, check_sums, is_run_archive, is_temp
 from toolkit.errors import ToolkitError
 from toolkit.results.archive import archive_files
-from toolkit.results.compact import exists, glob, read_bytes, read_text, stored
+from toolkit.results.compact import content_sha256, exists, glob, read_text, stored
 from toolkit.results.consistency import check_cell
 from toolkit.results.records import (RECODED, Recoded, load_recoded, read_records, recoded_problems, records_path,
                                      tolerance_for)
@@ -85,9 +85,6 @@ def _stored_inputs(path: Path, manifest: dict | None, problems: list[Problem]) -
     """Inputs kept once for a tune session (toolkit.bench.inputs STORE: <store>/<sha256>, outside the run's own
     SHA256SUMS; <sha256>.gz once the session is compacted): each blob the manifest names must be there, and its
     bytes (decompressed, through compact.read_bytes) must have exactly that sha256."""
-    import hashlib
-    import zlib
-
     files = ((manifest or {}).get("inputs") or {}).get("files") or [] if isinstance(manifest, dict) else []
     for f in files:
         if not isinstance(f, dict) or not f.get("store") or not f.get("archived", True):
@@ -100,10 +97,9 @@ def _stored_inputs(path: Path, manifest: dict | None, problems: list[Problem]) -
                                          "shared store"))
             continue
         rel = f"{f['store']}/{stored(blob).name}"
-        try:
-            got = hashlib.sha256(read_bytes(blob)).hexdigest()
-        except (OSError, EOFError, zlib.error) as exc:
-            problems.append(Problem(rel, f"input {f.get('path')} ({f.get('ref')}): not a valid gzip file ({exc}): "
+        got = content_sha256(blob)
+        if got is None:
+            problems.append(Problem(rel, f"input {f.get('path')} ({f.get('ref')}): not a valid gzip file: "
                                          "truncated or edited"))
             continue
         if got != digest:
