@@ -11,9 +11,10 @@ Archived (bytes under inputs/files/<path>, listed in the manifest's `inputs` and
 A run archived inside a tune session (its results root holds tune.json) stores each such file once for the
 whole session, by content: <session>/inputs/sha256/<sha256> (STORE), the manifest's entry naming that folder
 relative to the run (`store`); verify and replay check the blob's sha256 against the entry, as for a file under
-inputs/files/ (the session's SHA256SUMS lists the blobs too). Scrubbed files stay in the run. A finished session
-stores its blobs of 1 KiB or more gzipped (<sha256>.gz, toolkit.results.compact): every read here goes through
-`compact.read_bytes`, so the sha256 checked and the bytes laid out are the decompressed ones.
+inputs/files/ (the session's SHA256SUMS lists the blobs too). Scrubbed files stay in the run. A finished run
+stores its inputs/files/ of 1 KiB or more gzipped (NAME.gz), a finished session its blobs (<sha256>.gz,
+toolkit.results.compact): every read here goes through `compact.stored_at` and `compact.read_bytes`, so the
+sha256 checked and the bytes laid out are the decompressed ones.
 Referenced only (path and sha256, no bytes): CA bundles (trust material stays out of archives) and a
 `model.path` directory (weights are too big); replay checks them where the run read them.
 Not copied: bundled workloads (the manifest's workload hash is matched against the toolkit's own
@@ -33,19 +34,11 @@ from typing import Any
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic
 from toolkit.bench.sources import other_environments
-from toolkit.results.compact import STORE, content_sha256, exists, read_bytes, stored
+from toolkit.results.compact import FILES, STORE, content_sha256, exists, read_bytes, stored, stored_at
 from toolkit.results.archive import Archive, ArchiveWriter
 from toolkit.scrub import referenced_vars, scrub_text, secret_values
 from toolkit.schema.manifest import DummyModelRecord, DriftRecord, InputFile, InputsRecord, Manifest
 from toolkit.specs import PACKAGED, LoadedSpec, referenced_files, sha256_file
-
-FILES = "inputs/files"
-
-
-def stored_at(run: Path, f: InputFile) -> Path:
-    """Where an archived input's bytes lie: inputs/files/<path> in the run, or <store>/<sha256> (stored as
-    <sha256>.gz once its session is compacted): read it through toolkit.results.compact (exists, read_bytes)."""
-    return run / f.store / (f.sha256 or "") if f.store else run / FILES / f.path
 
 
 def session_store(root: Path) -> Path | None:

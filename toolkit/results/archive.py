@@ -3,7 +3,8 @@
     results/<matrix>/<run-id>/
       manifest.json              written at create (schema version, specs, image, commands, host, ...)
       cells/<key>.jsonl.gz       every RequestRecord of a cell (warmup included, flagged)
-      cells/<key>.npz            per-request numeric columns of the measured, successful requests
+      cells/<key>.npz            per-request numeric columns of the measured, successful requests (.npz.gz
+                                 once finalized: toolkit.results.compact; read through stored_columns)
       cells/<key>.json           the CellSummary; written last, so its presence means "cell done"
       logs/...                   server logs
       summary.json               at finalize: status, finished_at, cells, derived results
@@ -20,6 +21,7 @@ import gzip
 import json
 import os
 import secrets
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,9 +38,9 @@ from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_atomic, write_json
 from toolkit.schema.keys import FORMAT, SCHEMA_VERSION, STATUSES, cell_key, safe_name  # noqa: F401 (re-exported)
 from toolkit.schema.manifest import Derived, Manifest, Summary, load_manifest, load_summary
-from toolkit.schema.columns import COLUMNS, columns_from_records, load_columns, save_columns
+from toolkit.schema.columns import COLUMNS, columns_from_records, load_stored, registry_names, save_columns
 from toolkit.checksums import folder_files, write_sums
-from toolkit.results.compact import exists, finish, glob, read_text
+from toolkit.results.compact import exists, finish, glob, read_bytes, read_text, stored
 from toolkit.results.records import iter_records, plain_lines, records_exist, records_path
 from toolkit.signals import signals_held
 from toolkit.scrub import referenced_vars, scrub, scrub_text, secret_values
@@ -56,6 +58,20 @@ def archive_files(path: Path) -> list[str]:
     """Every regular file under the run folder except SHA256SUMS (and temp files), as sorted relative POSIX
     paths: what SHA256SUMS lists (toolkit.checksums)."""
     return folder_files(path)
+
+
+def stored_columns(path: Path) -> dict[str, np.ndarray]:  # data-keyed: column name
+    """A cell's per-request columns under the names the run stored them (toolkit.schema.columns), from
+    cells/<key>.npz or, once the run is compacted, cells/<key>.npz.gz decompressed: the one reader of that file
+    (registry_names gives the registry's names). ToolkitError for a file that cannot be read whole."""
+    try:
+        data = read_bytes(path)
+    except FileNotFoundError:
+        raise ToolkitError("the request columns are missing", file=path) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ToolkitError(f"cannot decompress the request columns ({exc})", file=stored(path),
+                           hint="the file was truncated or edited; `toolkit results verify` names what changed") from None
+    return load_stored(stored(path), data)
 
 
 def _read_json(path: Path) -> Any:
@@ -261,8 +277,8 @@ class Archive:
     def columns(self, key: str) -> dict[str, np.ndarray]:  # data-keyed: column name
         """Per-request numeric columns of a cell (from the .npz; derived from the records if it is absent)."""
         path = self.path / "cells" / f"{key}.npz"
-        if path.exists():
-            return load_columns(path)
+        if exists(path):
+            return registry_names(stored_columns(path))
         if records_exist(self.path / "cells", key):
             return columns_from_records(list(self.iter_records(key)))
         return {c: np.empty(0, np.float32) for c in COLUMNS}

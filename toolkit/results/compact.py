@@ -1,13 +1,16 @@
-"""Compacted archives: a finished run archive's (or tune session's) large text files stored gzipped as
+"""Compacted archives: a finished run archive's (or tune session's) large files stored gzipped as
 NAME.gz, read transparently. Every reader of an archive file that may be compacted opens it through
-`stored` / `read_text` here (NAME or NAME.gz), the one place that knows.
+`stored` / `read_bytes` / `read_text` here (NAME or NAME.gz), the one place that knows.
 
-What is compacted (`compactable`): server logs (*.log) and JSON files of COMPACT_MIN bytes or more
-(summary.json, cells/*.json, servers/*.json, telemetry/*.json, ...), never manifest.json or tune.json (a
-folder's kind is read from them), a run's inputs/files/ or slurm/. In a tune session also, from COMPACT_MIN
-bytes: its prompt split (prompts/*.jsonl) and its input store's blobs (inputs/sha256/<sha256>, the bytes its runs
-read: reproduce and verify read them through `read_bytes`, decompressed, and check the sha256 of that). Records
-are already .jsonl.gz. A run or a session that resume could still complete (interrupted) is not compacted. gzip
+What is compacted (`compactable`): server logs (*.log), and from COMPACT_MIN bytes JSON files (summary.json,
+cells/*.json, servers/*.json, telemetry/*.json, ...), a cell's per-request columns (cells/<key>.npz, written
+uncompressed by np.savez: its zip headers and arrays compress 2.3x here, where np.savez_compressed, one deflate
+stream per array beside the stored headers, gives 1.4x on the committed cells) and a run's archived inputs
+(inputs/files/<path>: the bytes reproduce lays out, read through `read_bytes`); never manifest.json or
+tune.json (a folder's kind is read from them), slurm/, nor a file already named .gz or whose NAME.gz is
+taken. In a tune session also, from COMPACT_MIN bytes: its prompt split (prompts/*.jsonl) and its input
+store's blobs (inputs/sha256/<sha256>, the bytes its runs read: reproduce and verify read them through
+`read_bytes`, decompressed, and check the sha256 of that). Records are already .jsonl.gz or .rec.xz. A run or a session that resume could still complete (interrupted) is not compacted. gzip
 level 9 without name or mtime: the same bytes every time.
 
 When: at finalize. `ArchiveWriter.finalize` (bench matrix, tune's runs, bench noise's runs, imports) and a tune
@@ -34,11 +37,19 @@ from toolkit.checksums import NAME as SUMS, ORIG, check_sums, folder_files, is_r
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import sha256_file, write_atomic
 from toolkit.results.records import reencode
+from toolkit.schema.manifest import InputFile
 
 COMPACT_MIN = 1024
 GZ = ".gz"
 KEPT = ("manifest.json", "tune.json", "RECODED.json")
 STORE = "inputs/sha256"  # a tune session's inputs, once for all its runs, by content (toolkit.bench.inputs)
+FILES = "inputs/files"  # a run's own inputs, under the path the manifest lists
+
+
+def stored_at(run: Path, f: InputFile) -> Path:
+    """Where an archived input (a manifest's InputFile) lies: inputs/files/<path> in the run, or <store>/<sha256>
+    (a tune session's runs); NAME.gz once compacted: read it through `exists` and `read_bytes` here."""
+    return run / f.store / (f.sha256 or "") if f.store else run / FILES / f.path
 
 
 def stored(path: Path) -> Path:
@@ -90,9 +101,11 @@ def compactable(rel: str, size: int, session: bool = False) -> bool:
             (len(parts) == 2 and parts[0] == "prompts" and rel.endswith(".jsonl"))
             or (len(parts) == 3 and rel.startswith(STORE + "/") and _is_digest(parts[2]))):
         return True
-    if rel in KEPT or parts[0] in ("inputs", "slurm"):
+    if rel in KEPT or parts[0] == "slurm" or rel.endswith(GZ):
         return False
-    return rel.endswith(".log") or (rel.endswith(".json") and size >= COMPACT_MIN)
+    if parts[0] == "inputs":  # a run's inputs/files/<path>; the store's blobs only in their session (above)
+        return len(parts) > 2 and parts[1] == "files" and size >= COMPACT_MIN
+    return rel.endswith(".log") or (rel.endswith((".json", ".npz")) and size >= COMPACT_MIN)
 
 
 def _is_digest(name: str) -> bool:
@@ -111,11 +124,12 @@ def compact(folder: Path) -> list[str]:
     done: list[str] = []
     moved = False
     for sub in sorted(p for p in folder.rglob("*") if p.is_dir() and is_run_archive(p)):
-        done += [f"{sub.relative_to(folder).as_posix()}/{r}" for r in _compact_one(sub)]
-        if session:
+        if session:  # its inputs move to the store as the run wrote them, before what stays is compacted
+            _compact_one(sub, compress=False)
             shared = share_inputs(sub, folder / STORE)
             moved = moved or bool(shared)
             done += [f"{sub.relative_to(folder).as_posix()}/{r}" for r in shared]
+        done += [f"{sub.relative_to(folder).as_posix()}/{r}" for r in _compact_one(sub)]
     if moved:
         write_sums(folder)  # the session's list now covers the store's blobs
     return done + _compact_one(folder)
@@ -210,7 +224,8 @@ def _compact_one(folder: Path, check: bool = True, compress: bool = True) -> lis
     if not compress:
         return []
     files = folder_files(folder)
-    todo = [r for r in files if compactable(r, (folder / r).stat().st_size, session)]
+    todo = [r for r in files if compactable(r, (folder / r).stat().st_size, session)
+            and not (folder / (r + GZ)).exists()]  # an input named NAME beside one named NAME.gz: left as it is
     if not todo:
         return []
     listed = dict(reversed(ln.split("  ", 1)) for ln in (folder / SUMS).read_text().splitlines())

@@ -15,8 +15,9 @@ order has an exact two-sided p of 1/12).
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 NOTE = ("distance: the workload's divergence from the drafter's training sample (0.75 x JS domain mix + 0.25 x "
@@ -94,10 +95,7 @@ def from_training(a, training: Path) -> tuple[list[dict], list[str]]:
     reloaded from the run's resolved Matrix (bundled names; files from the archived inputs) with its seed, kept
     where its content hash matches the manifest's. (records, notes on the workloads left out)."""
     from toolkit.errors import ToolkitError
-    from toolkit.specs.matrix import Workload
     from toolkit.workloads.bundled import read_prompts
-    from toolkit.workloads.loader import load_workload
-    from toolkit.workloads.represent import representativeness
 
     training = Path(training)
     if not training.is_file():
@@ -108,7 +106,34 @@ def from_training(a, training: Path) -> tuple[list[dict], list[str]]:
     m = a.manifest
     spec = m.matrix.resolved or {}
     matrix_path = m.inputs.matrix if m.inputs is not None else None
-    base = a.path / "inputs" / "files" / (Path(matrix_path).parent if matrix_path else Path("."))
+    with tempfile.TemporaryDirectory(prefix="toolkit-inputs-") as tmp:
+        base = _lay_out_inputs(a, Path(tmp)) / (Path(matrix_path).parent if matrix_path else Path("."))
+        return _reloaded(spec, m, base, train, training.name)
+
+
+def _lay_out_inputs(a, tree: Path) -> Path:
+    """The run's archived inputs under tree in their layout, the bytes the run read (inputs/files/<path> or its
+    session's store, NAME.gz once compacted: toolkit.results.compact), so its specs' relative paths resolve."""
+    from toolkit.results.compact import exists, read_bytes, stored_at
+
+    for f in (a.manifest.inputs.files if a.manifest.inputs is not None else []):
+        rel = PurePosixPath(f.path)
+        if rel.is_absolute() or ".." in rel.parts:
+            continue  # not a place in the tree: nothing a spec of the run can name relatively
+        src = stored_at(a.path, f)
+        if f.archived and exists(src):
+            dest = tree / f.path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(read_bytes(src))
+    return tree
+
+
+def _reloaded(spec: dict, m, base: Path, train, train_name: str) -> tuple[list[dict], list[str]]:
+    from toolkit.errors import ToolkitError
+    from toolkit.specs.matrix import Workload
+    from toolkit.workloads.loader import load_workload
+    from toolkit.workloads.represent import representativeness
+
     out, notes = [], []
     for ref in spec.get("workloads") or []:
         ref = ref if isinstance(ref, str) else Workload.model_validate(ref)
@@ -123,7 +148,7 @@ def from_training(a, training: Path) -> tuple[list[dict], list[str]]:
             notes.append(f"{w.name}: the prompts reloaded now differ from the run's (hash {w.hash[:12]} vs "
                          f"{want[:12]}): left out")
             continue
-        rep = representativeness(train, w.prompts, train_name=training.name, workload_name=w.name,
+        rep = representativeness(train, w.prompts, train_name=train_name, workload_name=w.name,
                                  workload_hash=w.hash)
         out.append({"workload": w.name, "verdict": rep.verdict, "divergence": rep.score, "reason": rep.reason})
     return out, notes

@@ -28,12 +28,12 @@ from pydantic import ValidationError
 
 from toolkit.checksums import NAME as SUMS, check_sums, is_run_archive, is_temp
 from toolkit.errors import ToolkitError
-from toolkit.results.archive import archive_files
+from toolkit.results.archive import archive_files, stored_columns
 from toolkit.results.compact import content_sha256, exists, glob, read_text, stored
 from toolkit.results.consistency import check_cell
 from toolkit.results.records import (RECODED, Recoded, load_recoded, read_records, recoded_problems, records_path,
                                      tolerance_for)
-from toolkit.schema.columns import COLUMNS, OLD_NAMES, load_columns
+from toolkit.schema.columns import COLUMNS, registry_names, stored_under_old_names
 from toolkit.schema.keys import STATUSES, cell_key
 from toolkit.schema.manifest import load_derived, load_manifest
 from toolkit.schema.records import CellSummary, RequestRecord
@@ -135,10 +135,11 @@ def _cells(path: Path, problems: list[Problem], records: bool = True, imported: 
         recs = _records(gz, f"cells/{gz.name}", problems) if gz.exists() and records else None
         if not gz.exists():
             problems.append(Problem(f"cells/{gz.name}", "missing (its cell summary exists)"))
-        cols = None
-        if npz.exists():
+        cols, old = None, False
+        if exists(npz):  # cells/<key>.npz, or .npz.gz once compacted: the arrays as the run wrote them
             try:
-                cols = load_columns(npz)
+                raw = stored_columns(npz)
+                cols, old = registry_names(raw), stored_under_old_names(raw)
                 missing = [c for c in COLUMNS if c not in cols]
                 if missing or len({len(v) for v in cols.values()}) > 1:
                     problems.append(Problem(f"cells/{npz.name}", f"columns missing or of unequal length {missing}"))
@@ -146,10 +147,6 @@ def _cells(path: Path, problems: list[Problem], records: bool = True, imported: 
             except ToolkitError as exc:
                 problems.append(Problem(f"cells/{npz.name}", exc.message))
         if cols is not None and (recs is not None or not records):
-            import numpy as np
-
-            with np.load(npz, allow_pickle=False) as z:
-                old = not any(new in z.files for new in OLD_NAMES.values())
             tol = tolerance_for(recoded, f"cells/{gz.name}")
             for which, msg in check_cell(summary, recs, cols, old_columns=old, imported=imported, tol_ms=tol):
                 problems.append(Problem(f"cells/{npz.name}" if which == "npz" else rel,
