@@ -74,7 +74,8 @@ def sizes(run: Path, n: int) -> dict[str, float]:
     kinds = {"jsonl.gz": 0, "npz": 0, "other": 0}
     for p in run.rglob("*"):
         if p.is_file():
-            k = "jsonl.gz" if p.name.endswith(".jsonl.gz") else "npz" if p.name.endswith(".npz") else "other"
+            k = ("jsonl.gz" if p.name.endswith(".jsonl.gz") else "npz" if p.name.endswith((".npz", ".npz.gz"))
+                 else "other")
             kinds[k] += p.stat().st_size
     return {k: v / n for k, v in kinds.items()} | {"total": sum(kinds.values()) / n}
 
@@ -98,13 +99,14 @@ def alternatives(run: Path) -> list[tuple[str, float, float]]:
     out.append(("JSON lines gzip -6 + pydantic + derive columns (diff without .npz)",
                 (run / "cells" / f"{key}.jsonl.gz").stat().st_size / n, time.perf_counter() - t))
     cols = columns_from_records(recs)
-    for name, save in (("npz (numpy columns, uncompressed; what diff reads)", np.savez),
-                       ("npz compressed", np.savez_compressed)):
+    for name, save, gz in (("npz (numpy columns, uncompressed; a run being written)", np.savez, False),
+                           ("npz compressed (np.savez_compressed)", np.savez_compressed, False),
+                           ("npz, gzip -9 (.npz.gz: a finished run, what diff reads)", np.savez, True)):
         buf = io.BytesIO()
         save(buf, **cols)
-        raw = buf.getvalue()
+        raw = gzip.compress(buf.getvalue(), compresslevel=9, mtime=0) if gz else buf.getvalue()
         t = time.perf_counter()
-        with np.load(io.BytesIO(raw)) as z:
+        with np.load(io.BytesIO(gzip.decompress(raw) if gz else raw)) as z:
             {k: z[k] for k in z.files}
         out.append((name, len(raw) / n, time.perf_counter() - t))
     return out

@@ -51,6 +51,31 @@ def test_the_records_of_committed_runs_are_compact_unless_pinned() -> None:
     assert len(plain) > 1  # the pinned ones are there (and so the check above saw the tree)
 
 
+def test_committed_finished_runs_hold_nothing_left_to_compact() -> None:
+    """Every committed run archive with SHA256SUMS stores what compaction stores gzipped as NAME.gz (logs, JSON
+    of 1 KiB or more, per-request columns cells/<key>.npz, inputs/files/): a run copied in from a machine with an
+    older toolkit is compacted (`toolkit results compact RUN`) before it is committed. A run resume may still
+    complete (interrupted) is left as it is, as compaction leaves it."""
+    from toolkit.checksums import folder_files, is_run_archive
+    from toolkit.results.archive import open_archive
+    from toolkit.results.compact import GZ, compactable
+
+    sizes = tracked_sizes()
+    runs = sorted({(REPO / n).parent for n in sizes if n.startswith("results/") and n.endswith("/SHA256SUMS")})
+    runs = [r for r in runs if is_run_archive(r)]
+    left = []
+    for run in runs:
+        if open_archive(run).interrupted:
+            continue
+        base = run.relative_to(REPO).as_posix()
+        left += [f"{base}/{rel}" for rel in folder_files(run)
+                 if f"{base}/{rel}" in sizes and compactable(rel, sizes[f"{base}/{rel}"])
+                 and not (run / (rel + GZ)).exists()]
+    assert left == [], (f"{left[0]} and {len(left) - 1} more are stored plain in a finished run: "
+                        "`toolkit results compact RUN` before committing (docs/results.md, compacted archives)")
+    assert len(runs) > 10  # the committed runs were seen
+
+
 PLAIN_PINNED = ("sglang-h200/20261202T190515Z-52c8f2",  # tests/results/golden/*-52c8f2.*
                 "quickstart-tune/20261203T083318Z-598b59",  # tests/results/golden/tune-quickstart-598b59.*
                 # tests/results/test_results_one_number.py: an archive older than the metric registry, whose
