@@ -30,6 +30,7 @@ from toolkit.schema.records import RequestRecord  # noqa: E402
 from toolkit.results.archive import ArchiveWriter, cell_key, open_archive  # noqa: E402
 from toolkit.schema.columns import columns_from_records  # noqa: E402
 from toolkit.results.diff import diff_runs  # noqa: E402
+from toolkit.results.records import records_path  # noqa: E402
 from tests.synthetic import manifest_for, summarize  # noqa: E402
 
 ARMS = {"baseline": ["python", "-m", "sglang.launch_server", "--tp", "8"],
@@ -71,11 +72,11 @@ def write_archive(root: Path, seed: int, n_total: int, tokens: int, slowdown: fl
 
 
 def sizes(run: Path, n: int) -> dict[str, float]:
-    kinds = {"jsonl.gz": 0, "npz": 0, "other": 0}
+    kinds = {"records": 0, "npz": 0, "other": 0}  # records: .jsonl.gz, or .rec.xz once finalized
     for p in run.rglob("*"):
         if p.is_file():
-            k = ("jsonl.gz" if p.name.endswith(".jsonl.gz") else "npz" if p.name.endswith((".npz", ".npz.gz"))
-                 else "other")
+            k = ("records" if p.name.endswith((".jsonl.gz", ".rec.xz")) else "npz"
+                 if p.name.endswith((".npz", ".npz.gz")) else "other")
             kinds[k] += p.stat().st_size
     return {k: v / n for k, v in kinds.items()} | {"total": sum(kinds.values()) / n}
 
@@ -96,8 +97,8 @@ def alternatives(run: Path) -> list[tuple[str, float, float]]:
         out.append((f"JSON lines, gzip -{level} (per-request records)", len(blob) / n, time.perf_counter() - t))
     t = time.perf_counter()
     columns_from_records(list(a.iter_records(key)))
-    out.append(("JSON lines gzip -6 + pydantic + derive columns (diff without .npz)",
-                (run / "cells" / f"{key}.jsonl.gz").stat().st_size / n, time.perf_counter() - t))
+    out.append(("records as stored + pydantic + derive columns (diff without .npz)",
+                records_path(run / "cells", key).stat().st_size / n, time.perf_counter() - t))
     cols = columns_from_records(recs)
     for name, save, gz in (("npz (numpy columns, uncompressed; a run being written)", np.savez, False),
                            ("npz compressed (np.savez_compressed)", np.savez_compressed, False),
@@ -154,7 +155,7 @@ def main() -> None:
         print("\nbytes per request on disk (archive A):")
         for k, v in sizes(a, n).items():
             print(f"  {k:10s} {v:8.1f}")
-        print(f"  ({sizes(a, n)['jsonl.gz'] / args.tokens:.2f} bytes per output token in the records)")
+        print(f"  ({sizes(a, n)['records'] / args.tokens:.2f} bytes per output token in the records)")
 
         print("\nencodings of one cell (baseline chat c=8):")
         print(f"  {'encoding':68s} {'B/request':>10s} {'read s':>8s}")

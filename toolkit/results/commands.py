@@ -204,11 +204,12 @@ def compact_cmd(runs: Annotated[Optional[list[str]], typer.Argument(
                     help="runs or folders to compact, with the run archives nested in them (default: everything "
                          "under --root)")] = None,
                 root: Root = Path("results")) -> None:
-    """Store a finished archive's large text files gzipped (server logs, JSON of 1 KiB or more: NAME.gz,
-    read transparently), in run archives and tune sessions, as runs are now written at finalize: for archives
-    written before. In a tune session, its runs' inputs/files/ move to the session's inputs/sha256/ store, and
+    """Store a finished archive's large files gzipped (server logs; JSON, per-request columns cells/*.npz and
+    a run's inputs/files/ of 1 KiB or more: NAME.gz, read transparently), in run archives and tune sessions, as
+    runs are now written at finalize: for archives written before. In a tune session, its runs' inputs/files/
+    move to the session's inputs/sha256/ store, and
     its prompts/*.jsonl and the store's blobs are stored as .gz too (a session that did not finish is refused:
-    --resume reads them). Each folder's SHA256SUMS is checked first and
+    --resume reads them, as is an interrupted run). Each folder's SHA256SUMS is checked first and
     rewritten to list the stored bytes; the original digests stay in SHA256SUMS.orig, and verify checks the
     decompressed files against them. A folder without SHA256SUMS is skipped; one that does not verify is
     refused (exit 1). Running it again changes nothing."""
