@@ -3,6 +3,7 @@ embedded engine (`transformers serve`), with the checkout's specs changed undern
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -93,8 +94,8 @@ def test_reproduce_runs_the_archived_matrix_not_the_checkout(original) -> None:
     cells = json.loads(compact.read_text(new / "summary.json"))["cells"]
     assert all(c["status"] == "ok" and c["output_len"] == 8 for c in cells)
     assert run_cli("results", "verify", str(new)).returncode == 0  # its own inputs/ included
-    env_bytes = (run / "inputs" / "files" / "local-cpu.yaml").read_bytes()
-    assert (new / "inputs" / "files" / "local-cpu.yaml").read_bytes() == env_bytes
+    env_bytes = compact.read_bytes(run / "inputs" / "files" / "local-cpu.yaml")  # .gz once finalized (1 KiB+)
+    assert compact.read_bytes(new / "inputs" / "files" / "local-cpu.yaml") == env_bytes
 
 
 @pytest.mark.slow
@@ -103,9 +104,11 @@ def test_a_missing_or_edited_input_fails_with_exit_2_naming_it(original, tmp_pat
     _, _, run = original
     copy = tmp_path / "results" / "quickstart" / run.name
     shutil.copytree(run, copy)
-    victim = copy / "inputs" / "files" / "local-cpu.yaml"
+    name = copy / "inputs" / "files" / "local-cpu.yaml"
+    victim = compact.stored(name)  # NAME.gz once finalized (1 KiB or more)
     if damage == "edited":
-        victim.write_text(victim.read_text().replace("prompt_lookup_num_tokens: 8", "prompt_lookup_num_tokens: 2"))
+        edited = compact.read_text(name).replace("prompt_lookup_num_tokens: 8", "prompt_lookup_num_tokens: 2")
+        victim.write_bytes(gzip.compress(edited.encode(), mtime=0) if victim.name.endswith(".gz") else edited.encode())
     else:
         victim.unlink()
     r = run_cli("results", "reproduce", str(copy), "--results", str(tmp_path / "results"), "--json")
