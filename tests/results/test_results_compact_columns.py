@@ -157,7 +157,8 @@ def test_an_edited_npz_gz_fails_verify_even_with_its_sums_rewritten(runs, tmp_pa
 
     orig = (run / ORIG).read_text()  # the chain rewritten too: the records still disagree with the columns
     want = hashlib.sha256(gzip.decompress(gz.read_bytes())).hexdigest()
-    (run / ORIG).write_text(re.sub(rf"^\w+  cells/{re.escape(key)}\.npz$", f"{want}  cells/{key}.npz", orig, flags=re.M))
+    (run / ORIG).write_text(re.sub(rf"^\w+  cells/{re.escape(key)}\.npz$", f"{want}  cells/{key}.npz", orig,
+                                   flags=re.M))
     write_sums(run)
     found = errors(verify_run(run))
     assert {p.file for p in found} <= {f"cells/{key}.npz", f"cells/{key}.json"}, found  # no checksum problem left

@@ -70,7 +70,8 @@ def stored_columns(path: Path) -> dict[str, np.ndarray]:  # data-keyed: column n
         raise ToolkitError("the request columns are missing", file=path) from None
     except (OSError, EOFError, zlib.error) as exc:
         raise ToolkitError(f"cannot decompress the request columns ({exc})", file=stored(path),
-                           hint="the file was truncated or edited; `toolkit results verify` names what changed") from None
+                           hint="the file was truncated or edited; `toolkit results verify` names what "
+                                "changed") from None
     return load_stored(stored(path), data)
 
 

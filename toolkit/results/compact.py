@@ -10,8 +10,9 @@ stream per array beside the stored headers, gives 1.4x on the committed cells) a
 tune.json (a folder's kind is read from them), slurm/, nor a file already named .gz or whose NAME.gz is
 taken. In a tune session also, from COMPACT_MIN bytes: its prompt split (prompts/*.jsonl) and its input
 store's blobs (inputs/sha256/<sha256>, the bytes its runs read: reproduce and verify read them through
-`read_bytes`, decompressed, and check the sha256 of that). Records are already .jsonl.gz or .rec.xz. A run or a session that resume could still complete (interrupted) is not compacted. gzip
-level 9 without name or mtime: the same bytes every time.
+`read_bytes`, decompressed, and check the sha256 of that). Records are already .jsonl.gz or .rec.xz. A run
+or a session that resume could still complete (interrupted) is not compacted. gzip level 9 without name or
+mtime: the same bytes every time.
 
 When: at finalize. `ArchiveWriter.finalize` (bench matrix, tune's runs, bench noise's runs, imports) and a tune
 session's finish call `finish` once the folder's SHA256SUMS is written, unless the run was interrupted (resume

@@ -1,8 +1,9 @@
 """Per-request numeric columns: what show, diff and report read, so they never parse JSON records.
 
 One `.npz` per cell (numpy arrays, written uncompressed: `np.savez`, the same bytes for the same arrays)
-holds the successful measured requests (warmup and errors left out), one row per request, in record order: every `request` metric of the registry
-(toolkit/schema/metrics.py) as float32, NaN where a request has no value, under its registry name:
+holds the successful measured requests (warmup and errors left out), one row per request, in record order:
+every `request` metric of the registry (toolkit/schema/metrics.py) as float32, NaN where a request has no
+value, under its registry name:
 
     ttft_ms  tpot_ms  itl_req_mean_ms  e2e_ms  req_output_tok_s  req_accept_length
 
