@@ -390,7 +390,9 @@ def all_plots(runs: list[tuple[str, Archive]]) -> list[tuple[str, str, bytes]]:
 def surface_plot(surface: dict) -> bytes:
     """The speed-up surface (toolkit/results/surface.py), one panel per (arm, domain), the pooled one last:
     speed-up over the baseline against the forced (SYNTHETIC) acceptance length, one line per load level with
-    its 95% CI bars, the line y=1, and each real acceptance measured for that arm and domain as a dotted line."""
+    its 95% CI bars, the line y=1, and each real acceptance measured for that arm and domain as a dotted line.
+    A point no prediction uses (left out: `unequal-work`, a cell no verdict may use) is hollow, and a panel all of
+    whose points are left out says so in its title."""
     rows = surface["rows"]
     panels = sorted({(r["arm"], r["domain"]) for r in rows}, key=lambda p: (p[0], p[1] == "pooled", p[1]))
     levels = sorted({r["level"] for r in rows})
@@ -399,7 +401,7 @@ def surface_plot(surface: dict) -> bytes:
     fig, axes = _grid(len(panels))
     for ax, (arm, domain) in zip(axes, panels):
         for lvl in levels:
-            pts = sorted((r["accept_len"], r["ratio"], r["ci_low"], r["ci_high"]) for r in rows
+            pts = sorted((r["accept_len"], r["ratio"], r["ci_low"], r["ci_high"], bool(r.get("excluded"))) for r in rows
                          if r["arm"] == arm and r["domain"] == domain and r["level"] == lvl and r["ratio"] is not None)
             if not pts:
                 continue
@@ -408,13 +410,19 @@ def surface_plot(surface: dict) -> bytes:
             err = [[max(p[1] - (p[2] if p[2] is not None else p[1]), 0) for p in pts],
                    [max((p[3] if p[3] is not None else p[1]) - p[1], 0) for p in pts]]
             label = f"r={lvl:g}/s" if ref["axis"] == "rate" else f"c={int(lvl)}"
-            ax.errorbar(x, y, yerr=err, fmt="-o", color=colors[f"{lvl:g}"], capsize=3, ms=4, label=label)
+            ax.errorbar(x, y, yerr=err, fmt="-", color=colors[f"{lvl:g}"], capsize=3, label=label)
+            for hollow in (False, True):
+                xs = [p[0] for p in pts if p[4] == hollow]
+                ax.plot(xs, [p[1] for p in pts if p[4] == hollow], "o", ms=4, color=colors[f"{lvl:g}"],
+                        **({"markerfacecolor": "white"} if hollow else {}))
         ax.axhline(1.0, ls="--", color="black", lw=1)
         if (arm, domain) in real:
             ax.axvline(real[(arm, domain)], ls=":", color="grey", lw=1.2, label=f"real acc {real[(arm, domain)]:.2f}")
         ax.set_xlabel("acceptance length, SYNTHETIC (forced)")
         ax.set_ylabel("speed-up over the baseline")
-        ax.set_title(f"{arm} / {domain}: speed-up surface (synthetic)", fontsize=10)
+        mine = [r for r in rows if r["arm"] == arm and r["domain"] == domain]
+        out = " - LEFT OUT, no prediction uses it" if mine and all(r.get("excluded") for r in mine) else ""
+        ax.set_title(f"{arm} / {domain}: speed-up surface (synthetic){out}", fontsize=10 if not out else 8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return _png(fig)

@@ -21,6 +21,11 @@ the table is built here once (`build`), then rendered by `results show`/`report`
   log scale, each taken as a 95% normal interval, added in quadrature) and a verdict against GOAL_PCT, fixed
   before the data: within when the whole error interval lies inside +-GOAL_PCT, off when it lies wholly
   outside, inconclusive otherwise. A summary counts the verdicts and gives the median |error|.
+  Like with like only: a measured speed-up no verdict may use (toolkit/schema/eligibility.py: a stall, unequal
+  work, ...) is `left out`, and so is a cell where the two runs' baselines answered more than WORK_TOLERANCE
+  apart in output tokens a request (`other work`: the surface measured answers of another length than the run it
+  is checked against, e.g. a pooled surface of long answers predicting short ones); neither gets a verdict or
+  counts in the summary's error.
 """
 
 from __future__ import annotations
@@ -74,7 +79,8 @@ def surface_rows(speedups: list, manifest_arms: dict | None = None) -> list[dict
                      "axis": "rate" if _get(r, "rate") is not None else "concurrency",
                      "concurrency": _get(r, "concurrency"), "rate": _get(r, "rate"),
                      "ratio": ratio, "ci_low": _get(r, "ci_low"), "ci_high": _get(r, "ci_high"),
-                     "excluded": bool(_get(r, "excluded")), "synthetic": True})
+                     "excluded": bool(_get(r, "excluded")), "synthetic": True,
+                     **({"left_out": _get(r, "excluded")[0]} if _get(r, "excluded") else {})})
     rows.sort(key=lambda x: (x["arm"], x["domain"], x["level"], x["accept_len"]))
     return rows + pooled_rows(rows)
 
@@ -155,6 +161,12 @@ def predict(surface: list[dict], acceptance: dict[tuple[str, str], float],
                    f"domain mean (no real acceptance at {_label(ref)})" if by_level else "domain mean"}
             if (arm, src, lvl) in by:
                 row.update(interpolate(by[(arm, src, lvl)], a))
+                if src == POOLED:
+                    row["domains"] = next((r.get("domains") for r in surface
+                                           if (r["arm"], r["domain"], r["level"]) == (arm, POOLED, lvl)), None)
+            elif own_out := [r for r in surface if (r["arm"], r["domain"], r["level"]) == (arm, domain, lvl)
+                             and r.get("left_out")]:
+                row["refused"] = f"the {domain} surface at this level is left out ({own_out[0]['left_out']})"
             else:
                 seen = sorted({d for a, d, _ in by if a == arm and d != POOLED})
                 row["refused"] = (f"no surface for {domain} at this level (measured on {', '.join(seen)}; a pooled "
@@ -208,10 +220,12 @@ def verdict(low_pct: float | None, high_pct: float | None, goal_pct: float = GOA
     return "inconclusive"
 
 
-def check(pred: list[dict], measured: list, goal_pct: float = GOAL_PCT) -> list[dict]:
+def check(pred: list[dict], measured: list, goal_pct: float = GOAL_PCT,
+          work: tuple[Any, Any] | None = None) -> list[dict]:
     """Predicted vs measured where real speed-up rows (no synthetic_acceptance) exist for the same arm, domain
     and level: the error, its interval and the verdict against goal_pct; `covered`: the measured ratio lies in
-    the predicted interval."""
+    the predicted interval. `work`: (surface's, measured run's) callables (domain, level) -> their baseline's
+    output tokens a request (None unknown), for the like-with-like rule (`other work`)."""
     real = {(_get(r, "arm"), _get(r, "domain"), _level(r)): r for r in measured
             if _get(r, "synthetic_acceptance") is None and _get(r, "paired_ratio") is not None}
     out = []
@@ -219,6 +233,7 @@ def check(pred: list[dict], measured: list, goal_pct: float = GOAL_PCT) -> list[
         m = real.get((p["arm"], p["domain"], p["level"]))
         if m is None or "ratio" not in p:
             continue
+        left_out = _left_out(p, m, work)
         got = float(_get(m, "paired_ratio"))
         lo_m, hi_m = _get(m, "ci_low"), _get(m, "ci_high")
         iv = error_interval(p["ratio"], p["ci_low"], p["ci_high"], got, lo_m, hi_m) if got else None
@@ -229,16 +244,35 @@ def check(pred: list[dict], measured: list, goal_pct: float = GOAL_PCT) -> list[
                     "predicted_low": p["ci_low"], "predicted_high": p["ci_high"], "measured": got,
                     "measured_low": lo_m, "measured_high": hi_m,
                     "error_pct": (p["ratio"] / got - 1) * 100 if got else None, "error_low_pct": lo,
-                    "error_high_pct": hi, "verdict": verdict(lo, hi, goal_pct),
-                    "covered": p["ci_low"] <= got <= p["ci_high"]})
+                    "error_high_pct": hi, "verdict": "left out" if left_out else verdict(lo, hi, goal_pct),
+                    "covered": p["ci_low"] <= got <= p["ci_high"], **({"left_out": left_out} if left_out else {})})
     return out
+
+
+def _left_out(p: dict, m: Any, work: tuple[Any, Any] | None) -> str | None:
+    """Why a check cell compares unlike things (module docstring), or None."""
+    from toolkit.schema.eligibility import WORK_TOLERANCE
+
+    if _get(m, "excluded"):
+        return f"the measured speed-up is one no verdict may use: {_get(m, 'excluded')[0]}"
+    if work is None:
+        return None
+    domains = p.get("domains") or [] if p.get("surface") == POOLED else [p["domain"]]
+    got = [work[0](d, p["level"]) for d in domains]
+    if not got or any(x is None for x in got):
+        return None
+    a, b = sum(got) / len(got), work[1](p["domain"], p["level"])
+    if b is None or b <= 0 or abs(a / b - 1) <= WORK_TOLERANCE:
+        return None
+    return (f"other work: the surface's baseline answered {a:.0f} output tokens a request, the measured run's "
+            f"{b:.0f}")
 
 
 def check_summary(rows: list[dict], goal_pct: float = GOAL_PCT) -> dict:  # json-edge: report --json's surface
     """The check's verdict counts and the median |error| (percent) over its cells."""
-    errs = [abs(r["error_pct"]) for r in rows if r.get("error_pct") is not None]
+    errs = [abs(r["error_pct"]) for r in rows if r.get("error_pct") is not None and not r.get("left_out")]
     return {"goal_pct": goal_pct, "cells": len(rows), "rule": VERDICT_RULE,
-            **{v: sum(r["verdict"] == v for r in rows) for v in ("within", "off", "inconclusive")},
+            **{v: sum(r["verdict"] == v for r in rows) for v in ("within", "off", "inconclusive", "left out")},
             "median_abs_error_pct": statistics.median(errs) if errs else None}
 
 
@@ -260,10 +294,12 @@ def real_acceptance(cells: list, baseline: str | None = None, per_level: bool = 
 
 # json-edge: report --json's surface
 def build(speedups: list, manifest_arms: dict | None, cells: list | None = None,
-          measured: list | None = None, source: str | None = None, baseline: str | None = None) -> dict | None:
+          measured: list | None = None, source: str | None = None, baseline: str | None = None,
+          surface_cells: tuple[list, str | None] | None = None) -> dict | None:
     """The surface of a run and, with the real acceptance `cells` (default: none), the prediction, its
     crossovers and the check against `measured` real speed-up rows. `source`: where the acceptance came from
-    (None: the run itself). None when the run has no synthetic speed-up."""
+    (None: the run itself). `surface_cells`: the surface run's own cells and baseline, for the like-with-like
+    rule (`check`'s `other work`; None: not applied). None when the run has no synthetic speed-up."""
     rows = surface_rows(speedups, manifest_arms)
     if not rows:
         return None
@@ -277,6 +313,12 @@ def build(speedups: list, manifest_arms: dict | None, cells: list | None = None,
         pred = predict(rows, acceptance, by_level)
         out["prediction"] = pred
         out["crossovers"] = crossovers(pred)
-        out["check"] = check(pred, measured or [])
+        work = None
+        if surface_cells is not None:
+            from toolkit.schema.eligibility import Eligibility
+
+            mine, theirs = Eligibility([c for _, c, _ in surface_cells[0]]), Eligibility([c for _, c, _ in cells or []])
+            work = (lambda d, lvl: mine.work(surface_cells[1], d, lvl), lambda d, lvl: theirs.work(baseline, d, lvl))
+        out["check"] = check(pred, measured or [], work=work)
         out["check_summary"] = check_summary(out["check"])
     return out

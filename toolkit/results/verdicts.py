@@ -36,6 +36,9 @@ def mark(rows: list[Speedup], elig: Eligibility) -> list[Speedup]:
                 continue
             ex += [f"{arm}: {f.text()}" for f in elig.excluded(arm, r.domain, level(r))]
             qu += [f"{arm}: {f.text()}" for f in elig.qualified(arm, r.domain, level(r))]
+        work = elig.work_flag(r.arm, r.baseline, r.domain, level(r)) if r.baseline else None
+        if work is not None:
+            ex.append(f"{r.arm}: {work.text()}")
         r.excluded, r.qualified = ex, qu
         out.append(r)
     return out

@@ -17,6 +17,11 @@ Excluded (no verdict uses the cell; the verdict says which cells it left out and
                   exceeds max(LATE_MIN_MS, LATE_GAP_SHARE of the mean gap), so the server did not see the
                   target rate's arrivals
     drift         tune's A/A check (the baseline measured twice differs); the caller passes it
+    unequal-work  a comparison, not a cell: the arm's answers averaged more than WORK_TOLERANCE more or fewer
+                  output tokens a request than the baseline's at that level (`work_flag`), so their speed-up
+                  compares different work. Synthetic acceptance (SGLANG_SIMULATE_ACC_LEN) forces tokens the
+                  target did not choose, so its answers do not end where the target's do: on the H100 every one
+                  ran to output_len, agentic answers that end at ~41 tokens included (docs/speculation.md)
 Qualified (a verdict may use the cell and names it):
     short         shorter than MIN_CELL_S seconds, or fewer than MIN_REQUESTS_PER_SLOT requests per
                   concurrency slot (docs/results.md says why these floors)
@@ -54,9 +59,10 @@ BUSY_MARGIN_CORES = 0.5     # runnable-task samples are instantaneous: half a co
 LATE_MIN_MS = 10.0          # open loop: a client late by p99 > max(10 ms, LATE_GAP_SHARE of the mean gap) ...
 LATE_GAP_SHARE = 0.1        # ... did not send the schedule it was asked to: the server saw another load
 
+WORK_TOLERANCE = 0.10      # a speed-up's two sides answer within 10 % the same output tokens a request
 BUNDLED_SHARE = 0.5         # more than half the answers in one chunk: the cell's TTFT/ITL/TPOT measure no stream
 
-EXCLUDING = ("failed", "capped", "few-samples", "stall", "late", "drift")
+EXCLUDING = ("failed", "capped", "few-samples", "stall", "late", "drift", "unequal-work")
 QUALIFYING = ("short", "busy-host")
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "itl_req_mean_ms")  # what a bundled answer leaves unmeasured
 EXCLUDING_METRICS: dict[str, tuple[str, ...]] = {"bundled": LATENCY_METRICS}  # flags that exclude some metrics only
@@ -105,6 +111,14 @@ def short_why(cell: CellSummary) -> str | None:
     return ", ".join(parts) or None
 
 
+def tokens_per_request(cell: CellSummary) -> float | None:
+    """A cell's output tokens per successful request (its throughput over its request rate), or None."""
+    tok, req = cell.metrics.get("output_tok_s"), cell.metrics.get("request_s")
+    if cell.status != "ok" or tok is None or req is None or not tok.mean or not req.mean:
+        return None
+    return float(tok.mean) / float(req.mean)
+
+
 def cell_flags(cell: CellSummary, arm: ArmState | None = None, drift: str | None = None) -> list[Flag]:
     """Every reason a verdict may not use this cell (excluding) or must name it (qualifying)."""
     if cell.status != "ok":
@@ -135,10 +149,17 @@ class Eligibility:
     def __init__(self, cells: Iterable[CellSummary], arm_info: dict[str, ArmState] | None = None,
                  drift: dict[tuple[str, str, int], str] | None = None):
         self._by: dict[tuple[str, str, int], list[Flag]] = defaultdict(list)
+        self._work: dict[tuple[str, str, int], list[tuple[float, int]]] = defaultdict(list)
+        self._synthetic: set[str] = set()
         self._rates = False
         for c in cells:
             self._rates = self._rates or c.rate is not None
             key = (c.arm, c.domain, c.level)
+            if c.synthetic_acceptance is not None:
+                self._synthetic.add(c.arm)
+            per = tokens_per_request(c)
+            if per is not None:
+                self._work[key].append((per, c.n_requests - c.n_errors))
             for f in cell_flags(c, (arm_info or {}).get(c.arm), (drift or {}).get(key)):
                 if all(f.code != g.code for g in self._by[key]):
                     self._by[key].append(f)
@@ -159,6 +180,24 @@ class Eligibility:
         """The flags that leave the level out of a verdict on `metric` (the excluding ones, and those that
         exclude that metric only: `bundled` for TTFT/ITL/TPOT)."""
         return [f for f in self.flags(arm, domain, concurrency) if f.excludes_metric(metric)]
+
+    def work(self, arm: str, domain: str, level: float) -> float | None:
+        """Output tokens a successful request of the level's cells, weighted by their requests; None unknown."""
+        got = self._work.get((arm, domain, level), [])
+        n = sum(k for _, k in got)
+        return sum(v * k for v, k in got) / n if n else None
+
+    def work_flag(self, arm: str, baseline: str, domain: str, level: float) -> Flag | None:
+        """`unequal-work` when the arm's answers are more than WORK_TOLERANCE longer or shorter than the
+        baseline's at that level (a speed-up is a ratio of rates: of the same work only), else None."""
+        a, b = self.work(arm, domain, level), self.work(baseline, domain, level)
+        if a is None or b is None or b <= 0 or abs(a / b - 1) <= WORK_TOLERANCE:
+            return None
+        why = f"{arm} answered {a:.0f} output tokens a request, {baseline} {b:.0f}: the speed-up compares different work"
+        if arm in self._synthetic:
+            why += ("; synthetic acceptance forces tokens the target did not choose, so its answers do not end "
+                    "where the target's do")
+        return Flag.of("unequal-work", why)
 
     def usable(self, arm: str, domain: str, concurrency: int) -> bool:
         return not self.excluded(arm, domain, concurrency)

@@ -307,7 +307,8 @@ def _surface(a: Archive, derived: Derived, cells: list, acceptance_from: Archive
     if not any(r.synthetic_acceptance is not None for r in derived.speedups):
         return None
     if acceptance_from is None:
-        return build(derived.speedups, a.manifest.arms, cells, derived.speedups, None, derived.baseline)
+        return build(derived.speedups, a.manifest.arms, cells, derived.speedups, None, derived.baseline,
+                     (cells, derived.baseline))
     from toolkit.results.cells import CellReader
     from toolkit.results.verdicts import current
 
@@ -318,7 +319,7 @@ def _surface(a: Archive, derived: Derived, cells: list, acceptance_from: Archive
     d = current(acceptance_from)
     differ = system_differences(a, acceptance_from)  # its speed-ups check a prediction for its own system only
     out = build(derived.speedups, a.manifest.arms, other, [] if differ else d.speedups,
-                f"{acceptance_from.matrix_name}/{acceptance_from.run_id}", d.baseline)
+                f"{acceptance_from.matrix_name}/{acceptance_from.run_id}", d.baseline, (cells, derived.baseline))
     if out is not None and differ:
         out["check_refused"] = ("not checked against that run's measured speed-ups: it measured another system ("
                                 + "; ".join(differ) + "), so its speed-ups say nothing of this prediction's accuracy; to check "

@@ -91,14 +91,17 @@ def check_blocks(check: list[dict], summary: dict | None, where: str) -> list:
              fmt_centre(c["measured"], c["measured_low"], c["measured_high"]),
              fmt_pct(c["error_pct"]) + ("" if c.get("error_low_pct") is None else
                                         f" [{c['error_low_pct']:+.1f}%, {c['error_high_pct']:+.1f}%]"),
-             f"within {goal:g} %" if c["verdict"] == "within" else c["verdict"]] for c in check]
+             f"within {goal:g} %" if c["verdict"] == "within" else
+             f"left out: {c['left_out']}" if c.get("left_out") else c["verdict"]] for c in check]
     out: list = [Heading("Check: predicted vs measured speed-up"),
                  Table(["arm", "domain", "level", "predicted x [interval]", "measured x [95% CI]",
                         "error [95% interval]", f"goal +-{goal:g} %"], rows, align="lllrrrl")]
     if summary:
         med = summary["median_abs_error_pct"]
         out.append(Para(f"Summary: {summary['cells']} cells: {summary['within']} within {goal:g} %, "
-                        f"{summary['off']} off, {summary['inconclusive']} inconclusive; median |error| "
+                        f"{summary['off']} off, {summary['inconclusive']} inconclusive"
+                        + (f", {summary['left out']} left out (no verdict)" if summary.get("left out") else "")
+                        + "; median |error| "
                         + ("-" if med is None else f"{med:.1f} %") + "."))
     out.append(Para(f"measured: the real speed-ups of {where} at the same arm, domain and level; error: predicted / "
                     f"measured - 1. Verdict against a goal fixed before the data: {VERDICT_RULE}."))
