@@ -39,6 +39,7 @@ from toolkit.errors import ToolkitError
 from toolkit.fsutil import sha256_file, write_atomic
 from toolkit.results.records import reencode
 from toolkit.schema.manifest import InputFile
+from toolkit.schema.tune import RESUMABLE
 
 COMPACT_MIN = 1024
 GZ = ".gz"
@@ -203,7 +204,7 @@ def _session_open(folder: Path) -> bool:
         status = json.loads((folder / "tune.json").read_text()).get("status")
     except (OSError, ValueError, AttributeError):
         return False  # not a session's state: verify names it
-    return status in ("running", "partial")
+    return status in RESUMABLE
 
 
 def _compact_one(folder: Path, check: bool = True, compress: bool = True) -> list[str]:

@@ -36,6 +36,7 @@ VERSION = 1
 STATE_FILE = "tune.json"
 
 Status = Literal["running", "partial", "complete", "failed"]
+RESUMABLE: tuple[str, ...] = ("running", "partial")  # a session `bench tune --resume` may still go on with
 
 
 class _Tune(BaseModel):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from toolkit.errors import ToolkitError
 from toolkit.fsutil import write_json
-from toolkit.schema.tune import FORMAT, STATE_FILE, VERSION, MatrixRef, Rung, TuneState, load_tune_state
+from toolkit.schema.tune import FORMAT, RESUMABLE, STATE_FILE, VERSION, MatrixRef, Rung, TuneState, load_tune_state
 from toolkit.specs import LoadedSpec, spec_hash
 from toolkit.tune import search, specs
 from toolkit.tune.space import Space
@@ -74,7 +74,7 @@ def resume_state(folder: Path, mspec: LoadedSpec, arm: str, budget: int) -> Tune
         raise ToolkitError(f"no tune session at {folder} (tune.json is missing)",
                            hint="give the folder `toolkit bench tune` printed, results/<matrix>-tune/<id>")
     state = load_tune_state(f)
-    if state.status in ("complete", "failed"):
+    if state.status not in RESUMABLE:
         raise ToolkitError(f"tune session {state.id} is {state.status}", file=f,
                            hint="start a new one" + (" (or give --out ENV: a complete session's result is written "
                                                      "back without running anything)" if state.status == "complete"
