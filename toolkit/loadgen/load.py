@@ -132,7 +132,8 @@ class CellLoad:
     @classmethod
     def recorded(cls, matrix: Any) -> dict[str, Any]:
         """A cell summary's `sampling` record: RECORDED, then every other sent field, each as the Matrix field of
-        its name declares it (`warmup: concurrency`, a duration per level; a field the Matrix lacks: its default)."""
+        its name declares it (`warmup: concurrency`, a duration per level; a field the Matrix lacks: its default);
+        a field declared `omit_default` only off its default."""
         sent_too = [f for f in fields(cls) if "sent" in f.metadata and f.name not in RECORDED]
         defaults = {f.name: f.default for f in fields(cls)}
         out = {name: getattr(matrix, name, defaults.get(name)) for name in RECORDED}
