@@ -169,3 +169,18 @@ def test_the_cli_exits_2_at_the_line_with_a_hint(tmp_path: Path, case: str, body
     r = run_cli("validate", str(m))
     assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout, r.stderr
     assert f"{m}:{line}:" in r.stderr and "hint: " in r.stderr and "ok " not in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("module", ["toolkit", "toolkit.cli"])
+def test_python_dash_m_exits_with_the_commands_code(tmp_path: Path, module: str) -> None:
+    """`python -m toolkit` (toolkit/__main__.py) exits as the `toolkit` command does: 2 on bad input. It returned
+    main()'s code and dropped it, so every failed `python -m toolkit validate` exited 0."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    m = write_matrix(tmp_path, LOAD + "synthetic_acceptance: [2.0]\n")  # the embedded engine has no such knob
+    r = subprocess.run([sys.executable, "-m", module, "validate", str(m)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "synthetic_acceptance" in r.stderr, (r.returncode, r.stderr)

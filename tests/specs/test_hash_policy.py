@@ -46,6 +46,7 @@ def test_the_declared_policies():
                         ("Matrix", "concurrency"): "omit-default", ("Matrix", "rates"): "omit-default",
                         ("Matrix", "arrival"): "omit-default", ("Matrix", "max_concurrency"): "omit-default",
                         ("Matrix", "sweep"): "omit-default", ("Matrix", "synthetic_acceptance"): "omit-default",
+                        ("Matrix", "ignore_eos"): "omit-default",
                         ("Environment", "dummy_models"): "omit-default",
                         ("Environment", "weights"): "omit-default"}
 
@@ -62,6 +63,7 @@ def test_omit_default_fields_hash_only_off_their_default(hash_of):
     assert hash_of("launches: 2\n") != PINNED
     assert hash_of("workers: 2\n") != PINNED
     assert hash_of("workers: 2\n") != hash_of("workers: 3\n")
+    assert hash_of("ignore_eos: false\n") == PINNED and hash_of("ignore_eos: true\n") != PINNED
 
 
 SWEPT = "59bde4620b0dbf3a1814447316143b802cacbb0365f0c26a5e3861207c329c45"  # BASE with `sweep: {points: 3}`,

@@ -26,6 +26,19 @@ def test_all_shipped_specs_validate() -> None:
     assert all(x["ok"] for x in results)
 
 
+BENCHMARK_MATRICES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "benchmarks").rglob("*.yaml")
+                            if p.read_text().startswith("kind: Matrix") or "\nkind: Matrix\n" in p.read_text())
+
+
+def test_all_benchmark_matrices_validate() -> None:
+    """Every Matrix under benchmarks/ (the GPU sittings run them as they are: a bad one costs device time)."""
+    assert "benchmarks/pair_gpu/matrix-surface-agentic.yaml" in BENCHMARK_MATRICES and len(BENCHMARK_MATRICES) > 10
+    r = run_cli("validate", *BENCHMARK_MATRICES, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = json.loads(r.stdout)
+    assert len(results) == len(BENCHMARK_MATRICES) and all(x["ok"] and x["kind"] == "Matrix" for x in results)
+
+
 def test_hash_ignores_order_comments_formatting(tmp_path: Path) -> None:
     f = write(tmp_path, env_spec())
     h1 = spec_hash(load_spec(f), template_version())

@@ -189,6 +189,23 @@ def check_synthetic(spec: LoadedSpec, env_spec: LoadedSpec, sources: dict[str, A
                                  "already an arm or preset", hint="rename that preset")
 
 
+def check_ignore_eos(plan: RunPlan, spec: LoadedSpec) -> None:
+    """A Matrix's `ignore_eos: true` against its arms' engines (toolkit validate and every run, through
+    plan_target): every arm's engine must honour a request's `ignore_eos` (Engine.ignore_eos), else its answers
+    would still end at end of sequence, or its server refuse every request. `spec`: the Matrix as written."""
+    m = plan.declared or plan.m
+    if not m.ignore_eos:
+        return
+    for arm in m.arm_names:
+        eng = engines.get(plan.engine_of(arm))
+        if not eng.ignore_eos:
+            src = m.arm_source(arm)
+            raise spec.error(("ignore_eos",), f"`ignore_eos: true` sends every request `ignore_eos`, and arm {arm} "
+                             f"runs on {eng.title} (engine {eng.name}, {src.environment if src else m.environment}), "
+                             "whose server has no request `ignore_eos` (it cannot decode past end of sequence)",
+                             hint="drop `ignore_eos:`, or serve every arm with SGLang or vLLM (both honour it)")
+
+
 def probe_concurrency(m: Matrix) -> int:
     """Requests in flight in a sweep's throughput probe (toolkit.bench.sweep): sweep.probe_concurrency, else
     max_concurrency, else every measured request at once, else SWEEP_PROBE_SLOTS (a duration-sized cell)."""
@@ -592,6 +609,7 @@ def plan_target(spec: LoadedSpec) -> RunPlan:
     plan.slots = plan_slots(spec, (exclusive or plan.arm_engines)[0], hosts_spec)
     for e in plan.env_specs():  # every arm's engine runs under the target's launcher
         target.check(declared_spec, e)
+    check_ignore_eos(plan, declared_spec)
     stray = [e for e in spec.model.target.engines if e not in plan.arm_engines]
     if stray:  # a misspelt engine would leave its arms on the target's own Python and environment
         raise declared_spec.error(("target", "engines", stray[0]), f"engine {stray[0]!r} serves none of the arms "

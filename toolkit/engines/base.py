@@ -64,6 +64,8 @@ class Engine:
     tunes_server_flags: bool = False   # bench tune knows its server flags' rules (toolkit/tune/space.py)
     exclusive_gpus: bool = False       # two arms on the same GPUs disturb each other (no `parallel`)
     synthetic_acceptance: bool = False  # a forced acceptance length (the Matrix's `synthetic_acceptance:`)
+    # a request's `ignore_eos: true` (the Matrix's `ignore_eos:`): it decodes to its max tokens past end of sequence
+    ignore_eos: bool = False
     reads_generation_config: bool = False  # its arms differ by per-request generation_config (transformers' keys)
     knob_separator: str = "-"          # how its knob names join words (flags: dashes; generation_config: _)
     dummy_weight_seed: int | None = None  # dummy weights it fills itself from this fixed seed

@@ -269,6 +269,7 @@ class SGLangEngine(Engine):
     spans_nodes = True
     exclusive_gpus = True
     synthetic_acceptance = True
+    ignore_eos = True  # SamplingParams.ignore_eos: /generate's sampling_params, a /v1 body's top level
     knob_separator = "-"
     dummy_weight_seed = DUMMY_WEIGHT_SEED
     acceptance = "metrics"

@@ -64,6 +64,9 @@ class TransformersEngine(Engine):
     knob_separator = "_"
     acceptance = "log"
     job_env = JOB_ENV
+    # no ignore_eos: `transformers serve` (5.25) answers 422 "Unexpected fields in the request" to a key outside
+    # its OpenAI params (cli/serving/utils.py _validate_request), and its generate() has no such flag
+    ignore_eos = False
 
     def meaning(self, env: Any, arm: str) -> PresetMeaning:
         return meaning(env.servers.get(arm, {}) or {}, env.request_params.get(arm), env.model)

@@ -277,6 +277,7 @@ class VLLMEngine(Engine):
     tunes_server_flags = True   # knob values checked against the pinned vLLM's parser table (toolkit/tune/space.py)
     flag_check = "load"
     exclusive_gpus = True
+    ignore_eos = True  # a /v1 body's top-level ignore_eos (its extension of the OpenAI API)
     knob_separator = "-"
     acceptance = "metrics"
     metrics_counters = f"vLLM /metrics counters 1 + {ACCEPTED} / {DRAFTS}"

@@ -13,6 +13,11 @@ What makes two cells comparable is declared here too: `CellLoad.recorded` is a c
 record (every sent field among it), and `results diff` compares two cells' records field by field, except the
 fields declared `uncompared(...)` (`CellLoad.not_compared`). A new sent field is recorded and compared with no
 other edit.
+
+A sent field added after archives were written, whose default is what a server does unasked (`ignore_eos`:
+false), is declared `sent(..., omit_default=True)`: at its default it is neither sent nor recorded, so every
+request body and `sampling` record of a run that does not set it stays byte for byte what it was; `results
+diff` reads a toolkit record without it as its default (`CellLoad.complete`).
 """
 
 from __future__ import annotations
@@ -30,10 +35,12 @@ CHUNKS_PER_WORKER = 25_000
 CHUNKS_PER_STREAM = 250
 
 
-def sent(openai: str, generate: str | None = None, *, default: Any) -> Any:
+def sent(openai: str, generate: str | None = None, *, default: Any, omit_default: bool = False) -> Any:
     """A CellLoad field carried by every request: under `openai` in a /v1 body, under `generate` (default: the
-    same name) in /generate's sampling_params."""
-    return field(default=default, metadata={"sent": (openai, generate or openai)})
+    same name) in /generate's sampling_params. `omit_default`: at its default it is left out of every body and
+    of the `sampling` record (the server's own default, and the archives' records from before the field)."""
+    return field(default=default, metadata={"sent": (openai, generate or openai),
+                                            **({"omit_default": True} if omit_default else {})})
 
 
 def uncompared(why: str, *, default: Any) -> Any:
@@ -74,6 +81,8 @@ class CellLoad:
     concurrency: int = 1
     output_len: int = sent("max_tokens", "max_new_tokens", default=128)
     temperature: float = sent("temperature", default=0.0)
+    # decode every answer to output_len, past end of sequence (SGLang's and vLLM's request extension)
+    ignore_eos: bool = sent("ignore_eos", default=False, omit_default=True)
     requests: int | None = None
     duration_s: float | None = None
     warmup: int = uncompared("warmup requests are not measured", default=0)
@@ -123,10 +132,24 @@ class CellLoad:
     @classmethod
     def recorded(cls, matrix: Any) -> dict[str, Any]:
         """A cell summary's `sampling` record: RECORDED, then every other sent field, each as the Matrix field of
-        its name declares it (`warmup: concurrency`, a duration per level; a field the Matrix lacks: its default)."""
-        sent_too = [f.name for f in fields(cls) if "sent" in f.metadata and f.name not in RECORDED]
+        its name declares it (`warmup: concurrency`, a duration per level; a field the Matrix lacks: its default);
+        a field declared `omit_default` only off its default."""
+        sent_too = [f for f in fields(cls) if "sent" in f.metadata and f.name not in RECORDED]
         defaults = {f.name: f.default for f in fields(cls)}
-        return {name: getattr(matrix, name, defaults.get(name)) for name in (*RECORDED, *sent_too)}
+        out = {name: getattr(matrix, name, defaults.get(name)) for name in RECORDED}
+        for f in sent_too:
+            value = getattr(matrix, f.name, f.default)
+            if not (_omitted(f) and value == f.default):
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def complete(cls, record: Mapping[str, Any]) -> dict[str, Any]:  # json-edge: a cell's sampling record
+        """A `sampling` record as `results diff` compares it: a record of the toolkit's (it holds RECORDED) with
+        each omit-at-default field it leaves out at its default; another (an imported run's, empty) as it is."""
+        if not set(RECORDED) <= set(record):
+            return dict(record)
+        return {**{f.name: f.default for f in fields(cls) if _omitted(f)}, **record}
 
     @classmethod
     def not_compared(cls) -> frozenset[str]:
@@ -150,4 +173,10 @@ class CellLoad:
     def body_sampling(self) -> dict[str, Any]:  # json-edge: request body fields
         """The request parameters every request of the cell carries, by the API's names, in field order."""
         i = 1 if self.api == "generate" else 0
-        return {f.metadata["sent"][i]: getattr(self, f.name) for f in fields(self) if "sent" in f.metadata}
+        return {f.metadata["sent"][i]: getattr(self, f.name) for f in fields(self)
+                if "sent" in f.metadata and not (_omitted(f) and getattr(self, f.name) == f.default)}
+
+
+def _omitted(f: Any) -> bool:
+    """A sent field declared `omit_default`: left out of bodies and records at its default."""
+    return bool(f.metadata.get("omit_default"))

@@ -235,7 +235,7 @@ def _comparable(a: Archive, ka: list[str], b: Archive, kb: list[str]) -> tuple[b
     if fa != fb:
         return False, f"acceptance differs: {_forced(fa)} vs {_forced(fb)}; a forced acceptance is never " \
                       "compared with another acceptance", notes
-    sa, sb = a.cell_map[ka[0]].sampling, b.cell_map[kb[0]].sampling
+    sa, sb = (CellLoad.complete(x.cell_map[keys[0]].sampling) for x, keys in ((a, ka), (b, kb)))
     diffs = [k for k in sorted(set(sa) & set(sb) - IGNORED_SAMPLING) if sa[k] != sb[k]]
     if diffs:
         return False, "sampling differs: " + ", ".join(f"{k} {sa[k]!r} vs {sb[k]!r}" for k in diffs), notes

@@ -418,6 +418,12 @@ class Matrix(StrictModel):
                           "saturation rates, then N rates between them for every arm (docs/bench.md)")
     output_len: PositiveInt = Field(128, le=MAX_TOKENS, description="max output tokens per request (at most "
                                                                      "2**24: more than any model's context)")
+    ignore_eos: Annotated[bool, Hash.omit_default("false: the hash of an older matrix holds")] = Field(
+        False, description="every request of every arm carries `ignore_eos: true` (SGLang and vLLM): each answer "
+                           "decodes exactly `output_len` tokens, past end of sequence, so arms whose answers would "
+                           "end at different lengths (synthetic acceptance forces tokens the target did not choose) "
+                           "do the same work; set `output_len` to the domain's real mean answer "
+                           "(docs/bench.md#ignore-eos)")
     requests: PositiveInt | None = Field(None, description="measured requests per cell")
     duration_s: Positive | dict[int, Positive] | None = Field(
         None, description="seconds each cell is measured for (instead of `requests`), e.g. 30, or per "

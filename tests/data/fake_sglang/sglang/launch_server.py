@@ -14,6 +14,11 @@ flush (0.5.17 leaves the key out until it has counted steps; it folds them in pe
 the fake at once).
 
 Speculation is simulated: with --speculative-algorithm each verify step yields 1 + (step % 3) tokens.
+Answers run to max tokens (finish_reason length) unless --eos-after N (fake only) ends them at end of sequence
+after N tokens (finish_reason stop), as a real target's answers end before max tokens; a request that sets
+`ignore_eos` (a /v1 body's top level, /generate's sampling_params) still runs to max tokens, and so does every
+answer of a server under SGLANG_SIMULATE_ACC_LEN: the forced tokens are not the target's choice, so its end of
+sequence never comes (docs/bench.md#ignore-eos).
 Under a kept cache (TRITON_CACHE_DIR) a start writes the kernels it lacks: the target's, and EAGLE's draft's.
 --crash-after-start exits with code 7; --crash-after-requests N exits with code 9 after N requests.
 
@@ -59,6 +64,8 @@ for flag in ("--trust-remote-code", "--enable-metrics", "--enable-torch-symm-mem
              "--disable-overlap-schedule", "--skip-server-warmup", "--ignore-stop-signals"):
     p.add_argument(flag, action="store_true")
 p.add_argument("--token-ms", type=float, default=1.0, help="fake: time per decode step")
+p.add_argument("--eos-after", type=int, help="fake: answers end at end of sequence after this many tokens "
+               "(unless the request sets ignore_eos, or acceptance is forced)")
 p.add_argument("--exit-s", type=float, default=0.0, help="fake: how long the interpreter's exit takes after "
                "launch_server returned (an atexit handler; on the H200 2.2 s: torch._dynamo's and C teardown)")
 p.add_argument("--background-task-s", type=float, default=1.5, help="fake: how long uvicorn's shutdown waits for a "
@@ -98,7 +105,8 @@ MAX_RUNNING = args.max_running_requests or (48 if SPEC else None)
 STATE = {"requests": 0, "accepted": 0, "steps": 0, "tokens_total": 0, "steps_total": 0, "finished_total": 0}
 LOCK = threading.Lock()
 SERVER_ARGS = {k: v for k, v in vars(args).items()
-               if not k.startswith("crash") and k not in ("token_ms", "ignore_stop_signals", "background_task_s")}
+               if not k.startswith("crash") and k not in ("token_ms", "ignore_stop_signals", "background_task_s",
+                                                          "eos_after")}
 
 
 def server_info() -> dict:
@@ -157,6 +165,11 @@ class H(http.server.BaseHTTPRequestHandler):
         req = json.loads(body)
         chat = self.path == "/v1/chat/completions"
         n = int(req["max_tokens"] if chat else req["sampling_params"]["max_new_tokens"])
+        ignore_eos = bool(req.get("ignore_eos") if chat else req["sampling_params"].get("ignore_eos"))
+        stop = args.eos_after is not None and args.eos_after < n and not ignore_eos and SIMULATE_ACC_LEN < 0
+        if stop:  # the answer ends at end of sequence before max tokens
+            n = args.eos_after
+        finish = "stop" if stop else "length"
         with LOCK:
             STATE["requests"] += 1
             if args.crash_after_requests and STATE["requests"] > args.crash_after_requests:
@@ -179,7 +192,8 @@ class H(http.server.BaseHTTPRequestHandler):
                 for i in range(done - k, done):
                     self._chunk(_chat({"delta": {"content": " x"}, "finish_reason": None}, i + 1))
                 continue
-            meta = {"id": "fake", "finish_reason": {"type": "length", "length": n} if done == n else None,
+            end = {"type": "stop", "matched": 2} if stop else {"type": "length", "length": n}
+            meta = {"id": "fake", "finish_reason": end if done == n else None,
                     "prompt_tokens": 7, "weight_version": "default", "num_retractions": 0,
                     "completion_tokens": done, "cached_tokens": 0}
             if SPEC and done == n:  # as 0.5.17: the spec_* fields come with the last chunk only
@@ -190,7 +204,7 @@ class H(http.server.BaseHTTPRequestHandler):
             chunk = {"text": "x" * done, "output_ids": [1] * done, "meta_info": meta}
             self._chunk(f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n")
         if chat:
-            self._chunk(_chat({"delta": {}, "finish_reason": "length"}))
+            self._chunk(_chat({"delta": {}, "finish_reason": finish}))
             self._chunk(_chat(None, n))
         with LOCK:  # counted as the request finishes, as SGLang's tokenizer manager does
             STATE["tokens_total"] += done
