@@ -48,7 +48,8 @@ def _sglang(tmp_path: Path, line: str) -> Path:
     src = (ROOT / "envs/sglang-0.5.17-pair.yaml").read_text()
     env = tmp_path / "envs" / "sglang.yaml"
     env.parent.mkdir(exist_ok=True)
-    env.write_text(src.replace("  ngram: *ignore_eos\n", f"  ngram:\n    {line}\n"))
+    assert "\nrequest_params:" not in src  # the pair's presets send nothing of their own (envs/sglang-0.5.17-pair.yaml)
+    env.write_text(src + f"request_params:\n  ngram:\n    {line}\n")
     return env
 
 

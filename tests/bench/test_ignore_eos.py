@@ -176,3 +176,44 @@ def test_every_answer_has_output_len_tokens_end_to_end(tmp_path: Path, api: str)
     assert all(c.sampling["ignore_eos"] is True for c in runs["ignores"].cells)
     parted = diff_runs(runs["stops"], runs["ignores"])
     assert parted.cells and all(not c.comparable and "ignore_eos False vs True" in c.reason for c in parted.cells)
+
+
+# -- a preset's `sampling_params:` under api chat: the server drops it unread (SGLang's ChatCompletionRequest has
+# a top-level ignore_eos and no sampling_params field; the pair's and the 8B Environment's ignore_eos never applied)
+
+DROPPED_ENV = SG_ENV + "request_params:\n  baseline: {sampling_params: {ignore_eos: true}}\n"
+
+
+@pytest.mark.parametrize("api", ["chat", "completions", "generate"])
+def test_validate_says_a_sampling_params_envelope_is_dropped_outside_generate(tmp_path: Path, api: str) -> None:
+    m = _sg_matrix(tmp_path, f"api: {api}\n", env=DROPPED_ENV)
+    r = run_cli("validate", str(m))
+    assert r.returncode == 0, r.stderr
+    said = [ln for ln in r.stderr.splitlines() if "sampling_params" in ln]
+    if api == "generate":  # /generate reads the envelope: its keys reach the sampler (client.build_body)
+        assert said == []
+        assert build_body(CellLoad(api="generate", requests=1, request_params={"sampling_params": {"ignore_eos": True}}),
+                          PROMPT)["sampling_params"]["ignore_eos"] is True
+    else:
+        assert len(said) == 1 and "arm baseline:" in said[0] and "(ignore_eos: True)" in said[0]
+        assert f"over api {api} the server reads sampling parameters at the top level" in said[0]
+
+
+def test_a_run_records_the_dropped_envelope_as_a_methodology_check(tmp_path: Path) -> None:
+    m = _sg_matrix(tmp_path, "api: chat\n", env=DROPPED_ENV)
+    r = run_cli("bench", "matrix", str(m), "--results", str(tmp_path / "results"), "--json", timeout=300,
+                env={"TOOLKIT_CACHE_DIR": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    from toolkit.results.archive import open_archive
+
+    checks = [c for c in open_archive(json.loads(r.stdout)["run"]).derived.methodology
+              if c.check == "request-param-dropped"]
+    assert len(checks) == 1 and checks[0].severity == "warning" and checks[0].message.startswith("arm baseline:")
+
+
+def test_no_committed_environment_declares_an_envelope_its_chat_matrices_drop() -> None:
+    """The pair's and the 8B Environment's presets said ignore_eos and never got it; every pair and 8B matrix is
+    chat. Those envelopes are gone, and no benchmark matrix of theirs is warned about one."""
+    for name in ("matrix-agentic.yaml", "matrix-surface-kept.yaml", "matrix-surface-8b-2dom.yaml"):
+        r = run_cli("validate", str(ROOT / "benchmarks/pair_gpu" / name))
+        assert r.returncode == 0 and "sampling_params" not in r.stderr, r.stderr

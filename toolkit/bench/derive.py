@@ -99,6 +99,7 @@ def methodology_checks(*, matrix, cells: list[CellSummary], records: dict[tuple,
             add("request-errors", f"{c.arm} {c.domain} {c.label}: {c.n_errors} of {c.n_requests} requests "
                                   f"failed ({c.error_rate:.0%})", "error" if c.error_rate > 0.05 else "warning")
     _cell_checks(cells, add)
+    _work_checks(getattr(matrix, "baseline_arm", None), cells, add)
     for rep in representativeness or []:
         if rep.get("verdict") == "far":
             add("workload-far-from-training-data",
@@ -214,3 +215,24 @@ def _cell_checks(cells: list[CellSummary], add) -> None:
             f"{MIN_REQUESTS_PER_SLOT} requests per concurrency slot (e.g. {short[0][0].arm} {short[0][0].domain} "
             f"{short[0][0].label}: {short[0][1]}): one stall can move such a cell's throughput many-fold; "
             "size cells by time per level (`duration_s: {LEVEL: SECONDS}`, docs/bench.md)")
+
+
+def _work_checks(baseline: str | None, cells: list[CellSummary], add: Callable[..., None]) -> None:
+    """Speed-ups whose two sides answered more than WORK_TOLERANCE apart in output tokens a request
+    (toolkit/schema/eligibility.py `unequal-work`): left out of every verdict; one line for the run."""
+    from toolkit.schema.eligibility import Eligibility
+    from toolkit.schema.keys import level_label
+
+    if not baseline:
+        return
+    elig = Eligibility(cells)
+    levels = sorted({(c.arm, c.domain, c.level, c.concurrency, c.rate) for c in cells if c.arm != baseline},
+                    key=lambda k: (k[0], k[1], k[2]))
+    flagged = [(a, d, level_label(conc, rate), f) for a, d, lvl, conc, rate in levels
+               if (f := elig.work_flag(a, baseline, d, lvl)) is not None]
+    if flagged:
+        a, d, label, f = flagged[0]
+        add("unequal-work", f"{len(flagged)} speed-up(s) compare answers of different lengths and are left out of "
+                            f"every verdict and of the surface (e.g. {a} {d} {label}: {f.why}); hold every arm to one "
+                            "answer length with the Matrix's `ignore_eos: true` at the domain's own answer length "
+                            "(docs/bench.md)")

@@ -30,7 +30,7 @@ from toolkit.bench.arm import ArmRunner, command_of, make_launcher, make_launche
 from toolkit.bench.hostload import active_run
 from toolkit.bench.inputs import Origin, archive_run
 from toolkit.bench.ledger import Ledger
-from toolkit.bench.plan import RunPlan, plan_run, run_manifest
+from toolkit.bench.plan import RunPlan, plan_run, request_param_notes, run_manifest
 from toolkit.bench.slots import Slot
 from toolkit.engines import preset_meaning
 from toolkit.results.archive import ArchiveWriter, open_archive
@@ -374,6 +374,7 @@ def derive_results(plan: RunPlan, ledger: Ledger, wall_s: float | None = None) -
                                        arm_info=ledger.arm_info, flushed=ledger.flushed,
                                        representativeness=plan.representativeness, windows=ledger.windows,
                                        dummy_arms=[a for a in m.arm_names if plan.is_dummy(a, ledger.arm_info.get(a))])
+    checks += [Check(check="request-param-dropped", severity="warning", message=n) for n in request_param_notes(plan)]
     if m.launches > 1 and not plan.target.starts_servers:
         checks.append(Check(check="launches-of-external-servers", severity="warning",
                             message=f"launches: {m.launches} against external servers: the toolkit does not start "

@@ -206,6 +206,27 @@ def check_ignore_eos(plan: RunPlan, spec: LoadedSpec) -> None:
                              hint="drop `ignore_eos:`, or serve every arm with SGLang or vLLM (both honour it)")
 
 
+def request_param_notes(plan: RunPlan) -> list[str]:
+    """Request parameters an arm declares that its requests will carry where the server ignores them: a preset's
+    `sampling_params:` (the /generate API's envelope) under `api: chat` or `completions`, whose bodies hold
+    sampling parameters at the top level (SGLang's and vLLM's OpenAI requests have no `sampling_params` field and
+    drop it unread). Printed by `toolkit validate`, recorded by every run as a methodology check."""
+    m = plan.m
+    if m.api == "generate":
+        return []
+    out = []
+    for arm in m.arm_names:
+        inner = plan.request_params(arm).get("sampling_params")
+        if isinstance(inner, dict) and inner:
+            keys = ", ".join(f"{k}: {v!r}" for k, v in inner.items())
+            out.append(f"arm {arm}: its preset's request_params.sampling_params ({keys}) is the /generate API's "
+                       f"envelope; over api {m.api} the server reads sampling parameters at the top level of the body "
+                       "and drops this key unread, so none of it reaches the sampler (use `api: generate`, put the "
+                       "keys at the top level of the preset's request_params, or for ignore_eos the Matrix's "
+                       "`ignore_eos: true`)")
+    return out
+
+
 def probe_concurrency(m: Matrix) -> int:
     """Requests in flight in a sweep's throughput probe (toolkit.bench.sweep): sweep.probe_concurrency, else
     max_concurrency, else every measured request at once, else SWEEP_PROBE_SLOTS (a duration-sized cell)."""
@@ -610,6 +631,7 @@ def plan_target(spec: LoadedSpec) -> RunPlan:
     for e in plan.env_specs():  # every arm's engine runs under the target's launcher
         target.check(declared_spec, e)
     check_ignore_eos(plan, declared_spec)
+    declared_spec.warnings.extend(n for n in request_param_notes(plan) if n not in declared_spec.warnings)
     stray = [e for e in spec.model.target.engines if e not in plan.arm_engines]
     if stray:  # a misspelt engine would leave its arms on the target's own Python and environment
         raise declared_spec.error(("target", "engines", stray[0]), f"engine {stray[0]!r} serves none of the arms "

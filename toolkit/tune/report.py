@@ -147,13 +147,15 @@ def _confirmation(state: TuneState, folder: Path, runs: list[str], best: str) ->
         n = aa.get((d, c))
         drift = bool(n and n.ci_low is not None and (n.ci_low > 1 or n.ci_high < 1))
         flags = {a: elig.flags(a, d, c) for a in (best, arm, baseline)}
+        unequal = [f"{a}: {f.text()}" for a, b in ((best, baseline), (arm, baseline), (best, arm))
+                   if (f := elig.work_flag(a, b, d, c)) is not None]  # a speed-up of unlike work (eligibility.py)
         cells.append(ConfirmedCell(
             domain=d, concurrency=c, speedup=r.ratio, ci_low=r.ci_low, ci_high=r.ci_high,
             n_pairs=r.n_pairs, ci_method=r.ci_method or "paired bootstrap over the requests (one shared server)",
             incumbent=_ratio(inc.get((d, c))), noise=_ratio(n) if n else None,
             vs_incumbent=_ratio(head.get((d, c))), drift=drift,
             excluded=([f"{baseline}: drift (measured twice, it differs from itself: A/A)"] if drift else [])
-            + [f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if f.excludes],
+            + [f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if f.excludes] + unequal,
             qualified=[f"{a}: {f.text()}" for a, fs in flags.items() for f in fs if not f.excludes]))
     rows = [Speedup(arm=best, domain=x.domain, concurrency=x.concurrency, throughput_ratio=x.speedup,
                     ci_low=x.ci_low, ci_high=x.ci_high, excluded=x.excluded, qualified=x.qualified) for x in cells]
