@@ -54,6 +54,28 @@ async def read_request(reader: asyncio.StreamReader) -> bool:
     return True
 
 
+# a user's own workload of ~4 KiB (over toolkit.results.compact.COMPACT_MIN), for archives that store it
+USER_PROMPTS = "".join(f'{{"id": "p{i}", "prompt": "write function number {i} that adds {i} and {i * 7}"}}\n'
+                       for i in range(60))
+
+
+def quickstart_with_user_workload(tmp: Path) -> Path:
+    """The quickstart Matrix copied under tmp/envs with a user workload beside it (tmp/data/mine.jsonl:
+    USER_PROMPTS) as its second domain, `mine`: a run of it archives that file in its inputs. The Matrix's path."""
+    import re
+
+    envs = tmp / "envs"
+    shutil.copytree(ROOT / "envs", envs)
+    (tmp / "data").mkdir()
+    (tmp / "data" / "mine.jsonl").write_text(USER_PROMPTS)
+    m = envs / "matrices" / "quickstart.yaml"
+    text, n = re.subn(r"^workloads: .*$", "workloads: [coding, {name: mine, path: ../../data/mine.jsonl}]",
+                      m.read_text(), flags=re.M)
+    assert n == 1
+    m.write_text(text)
+    return m
+
+
 def write_matrix(tmp: Path, body: str, *, env: str = TINY_ENV, name: str = "t", file: str = "m.yaml") -> Path:
     """tmp/env.yaml (`env`) and tmp/`file`: a Matrix called `name` on it, `body` its other fields (YAML,
     dedented). Returns the Matrix's path."""

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, run_cli
+from tests.helpers import USER_PROMPTS, quickstart_with_user_workload
 from tests.synthetic import make_records, summarize
 from toolkit.checksums import NAME as SUMS, ORIG, write_sums
 from toolkit.errors import ToolkitError
@@ -24,8 +25,7 @@ from toolkit.results.compact import compact
 from toolkit.schema.columns import COLUMNS, columns_from_records, save_columns
 from toolkit.results.verify import errors, verify_run
 
-PROMPTS = "".join(f'{{"id": "p{i}", "prompt": "write function number {i} that adds {i} and {i * 7}"}}\n'
-                  for i in range(60))  # ~4 KiB: over COMPACT_MIN
+PROMPTS = USER_PROMPTS
 SAMPLE = ROOT / "benchmarks" / "pair_gpu" / "draft-sample.jsonl"
 CELLS = [("baseline", "coding"), ("ngram", "mine")]
 
@@ -38,16 +38,7 @@ def _run(tmp: Path, *, compact_at_finalize: bool = True, interrupted: bool | Non
     from toolkit.bench.plan import plan_run, run_manifest
     from toolkit.specs import load_spec
 
-    envs = tmp / "envs"
-    shutil.copytree(ROOT / "envs", envs)
-    (tmp / "data").mkdir()
-    (tmp / "data" / "mine.jsonl").write_text(PROMPTS)
-    m = envs / "matrices" / "quickstart.yaml"
-    text, n = re.subn(r"^workloads: .*$", "workloads: [coding, {name: mine, path: ../../data/mine.jsonl}]",
-                      m.read_text(), flags=re.M)
-    assert n == 1
-    m.write_text(text)
-    plan = plan_run(load_spec(m))
+    plan = plan_run(load_spec(quickstart_with_user_workload(tmp)))
     w = archive_run(tmp / "results", plan, run_manifest(plan, {}))
     rng = np.random.default_rng(11)
     records = {}
@@ -139,12 +130,17 @@ def _edit_columns(npz_gz: Path, factor: float) -> None:
     npz_gz.write_bytes(gzip.compress(buf.getvalue(), compresslevel=9, mtime=0))
 
 
-def test_an_edited_npz_gz_fails_verify_even_with_its_sums_rewritten(runs, tmp_path: Path) -> None:
+def _copy_compacted(runs, tmp_path: Path) -> tuple[Path, str, Path]:
+    """A copy of the compacted run to damage, one of its cells' keys and that cell's stored columns."""
     _, compacted, records = runs
     run = tmp_path / "quickstart" / compacted.name
     shutil.copytree(compacted, run)
     key = next(iter(records))
-    gz = run / "cells" / f"{key}.npz.gz"
+    return run, key, run / "cells" / f"{key}.npz.gz"
+
+
+def test_an_edited_npz_gz_fails_verify_even_with_its_sums_rewritten(runs, tmp_path: Path) -> None:
+    run, key, gz = _copy_compacted(runs, tmp_path)
     _edit_columns(gz, 2.0)
     assert any(p.file == f"cells/{key}.npz.gz" and SUMS in p.message for p in errors(verify_run(run)))
     write_sums(run)  # the edit hidden from SHA256SUMS: the run's own digest in SHA256SUMS.orig still names it
@@ -169,11 +165,7 @@ def test_an_edited_npz_gz_fails_verify_even_with_its_sums_rewritten(runs, tmp_pa
 def test_a_truncated_npz_gz_is_named_not_a_traceback(runs, tmp_path: Path) -> None:
     from toolkit.results.archive import stored_columns
 
-    _, compacted, records = runs
-    run = tmp_path / "quickstart" / compacted.name
-    shutil.copytree(compacted, run)
-    key = next(iter(records))
-    gz = run / "cells" / f"{key}.npz.gz"
+    run, key, gz = _copy_compacted(runs, tmp_path)
     gz.write_bytes(gz.read_bytes()[:-40])
     write_sums(run)
     found = errors(verify_run(run))

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, run_cli
+from tests.helpers import USER_PROMPTS, quickstart_with_user_workload
 from toolkit.checksums import ORIG, write_sums
 from toolkit.errors import ToolkitError
 from toolkit.results.compact import compact
@@ -22,8 +21,7 @@ from toolkit.results.verify import errors, verify_folder, verify_run
 
 # a committed complete session's state: a valid tune.json (verify reads it; compaction never touches it)
 STATE = ROOT / "results" / "quickstart-tune" / "20261203T083318Z-598b59" / "tune.json"
-PROMPTS = "".join(json.dumps({"id": f"p{i}", "prompt": f"write function number {i} that adds {i} and {i * 7}"}) + "\n"
-                  for i in range(60))  # ~4 KiB: over COMPACT_MIN
+PROMPTS = USER_PROMPTS
 
 
 def _session(tmp: Path, status: str = "complete") -> tuple[Path, list[Path]]:
@@ -33,16 +31,7 @@ def _session(tmp: Path, status: str = "complete") -> tuple[Path, list[Path]]:
     from toolkit.bench.plan import plan_run, run_manifest
     from toolkit.specs import load_spec
 
-    envs = tmp / "envs"
-    shutil.copytree(ROOT / "envs", envs)
-    (tmp / "data").mkdir()
-    (tmp / "data" / "mine.jsonl").write_text(PROMPTS)
-    m = envs / "matrices" / "quickstart.yaml"
-    text, n = re.subn(r"^workloads: .*$", "workloads: [coding, {name: mine, path: ../../data/mine.jsonl}]",
-                      m.read_text(), flags=re.M)
-    assert n == 1
-    m.write_text(text)
-    plan = plan_run(load_spec(m))
+    plan = plan_run(load_spec(quickstart_with_user_workload(tmp)))
     session = tmp / "results" / "quickstart-tune" / "20261207T000000Z-abcdef"
     session.mkdir(parents=True)
     state = json.loads(STATE.read_text())

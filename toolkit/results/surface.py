@@ -257,7 +257,7 @@ def _left_out(p: dict, m: Any, work: tuple[Any, Any] | None) -> str | None:
         return f"the measured speed-up is one no verdict may use: {_get(m, 'excluded')[0]}"
     if work is None:
         return None
-    domains = p.get("domains") or [] if p.get("surface") == POOLED else [p["domain"]]
+    domains = (p.get("domains") or []) if p.get("surface") == POOLED else [p["domain"]]
     got = [work[0](d, p["level"]) for d in domains]
     if not got or any(x is None for x in got):
         return None
